@@ -1,0 +1,112 @@
+//! `superstep build`: compile and report.
+
+use std::time::Instant;
+
+use super::QueryArguments;
+use super::common::{CommandError, artifacts_directory, load, write_json};
+use crate::driver::Session;
+use crate::expand::builder::OpExpansion;
+use crate::queries::stages::{op_expansion, op_keys};
+use crate::report::build_report;
+
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (index, character) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(character);
+    }
+    out
+}
+
+pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandError> {
+    let started = Instant::now();
+    let query = load(arguments)?;
+    let mut session = Session::new(&query);
+    let outcome = session.build()?;
+    let layouts = session.layouts()?;
+    let program = session.low_program()?;
+    let expansions: Vec<std::sync::Arc<OpExpansion>> = op_keys(&session.db, session.inputs)
+        .iter()
+        .map(|&key| op_expansion(&session.db, key).clone())
+        .collect::<Result<_, _>>()
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    let references: Vec<&OpExpansion> = expansions.iter().map(|expansion| expansion.as_ref()).collect();
+    let graph = session.graph();
+    let report = build_report(
+        &query.name,
+        &query.workload.model.name,
+        query.workload.batch,
+        graph,
+        &layouts,
+        &references,
+        &program,
+        &outcome.summary,
+    );
+    let summary = &outcome.summary;
+    println!(
+        "superstep build {}: {} ({} layers, batch {}) on {} tiles",
+        query.name,
+        query.workload.model.name,
+        report.layers,
+        query.workload.batch,
+        summary.tiles
+    );
+    println!("stage times:");
+    for time in &outcome.times {
+        println!("  {:<12} {:>10.3} ms", time.stage, time.elapsed.as_secs_f64() * 1e3);
+    }
+    println!("queries executed:");
+    for (query_name, count) in outcome.executions_by_query() {
+        println!("  {query_name:<24} {count:>6}");
+    }
+    let total = &summary.total;
+    let body = &summary.repeat_body;
+    println!("counts:                     {:>14} {:>14}", "program", "repeat body");
+    let rows: [(&str, u64, u64); 10] = [
+        ("ops (planned)", report.planned_ops as u64, 0),
+        ("values (planned)", report.planned_values as u64, 0),
+        ("allocations", summary.allocations, 0),
+        ("kernel runs", total.kernel_runs, body.kernel_runs),
+        ("local copies", total.local_copies, body.local_copies),
+        ("zero fills", total.zero_fills, body.zero_fills),
+        ("exchanges", total.exchanges, body.exchanges),
+        ("transfers", total.transfers, body.transfers),
+        ("destinations", total.transfer_destinations, body.transfer_destinations),
+        ("words moved", total.transfer_words, body.transfer_words),
+    ];
+    for (label, program_count, body_count) in rows {
+        println!("  {label:<24} {:>14} {:>14}", thousands(program_count), thousands(body_count));
+    }
+    println!(
+        "  graph: {} ops, {} values, {} parameters; {} rearranges inserted",
+        report.graph_ops,
+        report.graph_values,
+        thousands(report.parameters),
+        report.rearranges
+    );
+    println!(
+        "  resident weights: {} bytes on the fullest tile ({}); {} exchange phases executed with {} iterations",
+        thousands(report.resident_weight_bytes_max),
+        report.resident_weight_tile,
+        thousands(summary.executed_exchanges),
+        summary.repeat_iterations
+    );
+    if show_ops {
+        for op in &report.ops {
+            println!(
+                "  {:<36} {:<70} transfers {:>8} copies {:>6} runs {:>6}",
+                op.name, op.plan, op.counts.transfers, op.counts.local_copies, op.counts.kernel_runs
+            );
+        }
+    }
+    if query.outputs.report {
+        let path = artifacts_directory(&query).join("report.json");
+        write_json(&path, &report)?;
+        println!("wrote {}", path.display());
+    }
+    println!("total {:.3} s", started.elapsed().as_secs_f64());
+    Ok(())
+}

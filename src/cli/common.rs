@@ -1,0 +1,78 @@
+//! Shared CLI plumbing: loading the build query (default path, `--set`),
+//! rendering errors, and the exit codes (2 for bad input, 1 otherwise).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::{DEFAULT_QUERY, QueryArguments};
+use crate::layout::planner::LayoutError;
+use crate::queries::stages::StageError;
+use crate::query::{BuildQuery, QueryError, load_query};
+
+/// A command's failure, with its exit code.
+#[derive(Debug)]
+pub enum CommandError {
+    /// Bad user input (build file, flags, a model that does not fit): exit 2.
+    Input(String),
+    /// Anything else: exit 1.
+    Internal(String),
+}
+
+impl CommandError {
+    pub fn exit(&self) -> ExitCode {
+        match self {
+            CommandError::Input(message) => {
+                eprintln!("{message}");
+                ExitCode::from(2)
+            }
+            CommandError::Internal(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+pub fn render_query_error(error: &QueryError) -> String {
+    let mut rendered = String::new();
+    let handler = miette::GraphicalReportHandler::new();
+    if handler.render_report(&mut rendered, error).is_err() {
+        rendered = error.to_string();
+    }
+    rendered
+}
+
+impl From<StageError> for CommandError {
+    fn from(error: StageError) -> CommandError {
+        match error {
+            // The model does not fit the machine: a property of the input.
+            StageError::Layout(LayoutError::WeightsDoNotFit { .. } | LayoutError::Cost { .. }) => {
+                CommandError::Input(format!("error: {error}"))
+            }
+            StageError::Expand(_) => CommandError::Internal(error.to_string()),
+        }
+    }
+}
+
+pub fn query_path(arguments: &QueryArguments) -> PathBuf {
+    arguments.query.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_QUERY))
+}
+
+pub fn load(arguments: &QueryArguments) -> Result<BuildQuery, CommandError> {
+    load_query(&query_path(arguments), &arguments.sets).map_err(|error| CommandError::Input(render_query_error(&error)))
+}
+
+pub fn artifacts_directory(query: &BuildQuery) -> PathBuf {
+    Path::new(&query.outputs.directory).join(&query.name)
+}
+
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CommandError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| CommandError::Internal(format!("creating {}: {error}", parent.display())))?;
+    }
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|error| CommandError::Internal(format!("serialising {}: {error}", path.display())))?;
+    text.push('\n');
+    std::fs::write(path, text).map_err(|error| CommandError::Internal(format!("writing {}: {error}", path.display())))
+}

@@ -1,0 +1,62 @@
+//! The command line: `superstep build`, `superstep run`, with `--set`
+//! overrides, `--trace` and `RUST_LOG` tracing. Errors in user input are
+//! rendered with their span into the build file and exit with code 2.
+
+pub mod build;
+pub mod common;
+pub mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The default build: SigLIP so400m on the C600.
+pub const DEFAULT_QUERY: &str = "queries/siglip-so400m.toml";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "superstep",
+    version,
+    about = "An incremental, query-based compiler of Vision Transformers for IPU21-class tile machines",
+    long_about = "superstep compiles a Vision Transformer described by a build query (queries/*.toml) into a \
+                  bulk-synchronous program for a 1,472-tile IPU21 (C600). Every stage is a memoized salsa \
+                  query. Set RUST_LOG=superstep=debug for tracing."
+)]
+pub struct Cli {
+    /// Write a Chrome trace (chrome://tracing, Perfetto) of the compiler's query spans to FILE.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to compile: a build query file and field overrides.
+#[derive(Debug, Clone, clap::Args)]
+pub struct QueryArguments {
+    /// The build query file (default: queries/siglip-so400m.toml).
+    #[arg(value_name = "QUERY")]
+    pub query: Option<PathBuf>,
+    /// Override one field of the build query, e.g. `--set workload.layers=2` or
+    /// `--set machine.tiles=64`. Repeatable; later ones win.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compile the build query: graph, layouts, expansion; print per-stage
+    /// times and counts, and write artifacts/NAME/report.json.
+    Build {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Also print one line per op (plan, output format, counts).
+        #[arg(long)]
+        ops: bool,
+    },
+    /// Compile, then interpret the low program on the build's weights and
+    /// compare its output with the FP32 reference (cosine, max abs error).
+    Run {
+        #[command(flatten)]
+        query: QueryArguments,
+    },
+}

@@ -1,0 +1,66 @@
+//! `superstep run`: compile, interpret the low program, compare with the
+//! FP32 reference.
+
+use std::time::Instant;
+
+use super::QueryArguments;
+use super::common::{CommandError, load};
+use crate::driver::Session;
+use crate::pipeline::load_weights;
+use crate::sim::compare::compare;
+use crate::sim::interpreter::interpret;
+use crate::sim::reference::evaluate_reference;
+
+pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = Session::new(&query);
+    let started = Instant::now();
+    session.build()?;
+    let layouts = session.layouts()?;
+    let program = session.low_program()?;
+    let compile_time = started.elapsed();
+    let graph = session.graph();
+    let started = Instant::now();
+    let weights = load_weights(&query, graph).map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let weights_time = started.elapsed();
+    let started = Instant::now();
+    let interpretation =
+        interpret(&program, &layouts, &weights).map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
+    let interpret_time = started.elapsed();
+    let started = Instant::now();
+    let reference =
+        evaluate_reference(graph, &weights).map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
+    let reference_time = started.elapsed();
+    let agreement = compare(&interpretation.output, &reference);
+    println!(
+        "superstep run {}: {} ({} layers) on {} tiles",
+        query.name,
+        query.workload.model.name,
+        graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+        query.machine.tiles
+    );
+    println!(
+        "  compile {:.3} s, weights {:.3} s, interpreter {:.3} s, FP32 reference {:.3} s",
+        compile_time.as_secs_f64(),
+        weights_time.as_secs_f64(),
+        interpret_time.as_secs_f64(),
+        reference_time.as_secs_f64()
+    );
+    let counts = interpretation.counts;
+    println!(
+        "  executed {} kernel runs, {} transfers ({} words received), {} copy rows, {} fills",
+        counts.kernel_runs, counts.transfers, counts.words_received, counts.copy_rows, counts.fills
+    );
+    println!(
+        "  output {} elements: cosine {:.9}, max abs error {:.6}{}",
+        agreement.elements,
+        agreement.cosine,
+        agreement.max_abs_error,
+        if agreement.non_finite > 0 {
+            format!(", {} non-finite", agreement.non_finite)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! Assembly of the low program from per-op expansions: one allocation per
+//! value block-replica (iterated weights hold one instance per layer), each
+//! op's scratch, provenance names, and the step sequence: prologue, a
+//! checkpoint, the Repeat with the body expanded once, a checkpoint, and the
+//! epilogue.
+
+use std::collections::HashMap;
+
+use super::builder::{AllocationRef, OUTPUT_OPERAND, OpExpansion};
+use super::program::{
+    Allocation, AllocationId, LowProgram, Provenance, Reason, Step, ValueBinding,
+};
+use super::visit::step_locations_mut;
+use crate::layout::format::MemoryClass;
+use crate::layout::plan::Layouts;
+use crate::model::graph::Region;
+
+#[derive(Default)]
+struct Names {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Names {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), id);
+        id
+    }
+}
+
+fn alignment(class: MemoryClass) -> u32 {
+    match class {
+        MemoryClass::Interleaved => 8,
+        MemoryClass::Standard | MemoryClass::Code => 4,
+    }
+}
+
+fn set_provenance(step: &mut Step, op: u32, value: Option<u32>) {
+    match step {
+        Step::Kernels { provenance, .. }
+        | Step::Copies { provenance, .. }
+        | Step::Fills { provenance, .. }
+        | Step::Exchange { provenance, .. } => {
+            provenance.op = op;
+            provenance.value = value;
+        }
+        Step::Repeat { body, .. } => body.iter_mut().for_each(|inner| set_provenance(inner, op, value)),
+        Step::Checkpoint { .. } => {}
+    }
+}
+
+/// Builds the low program. `expansions[i]` is the expansion of `layouts.ops[i]`.
+pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32, fp8_scale: i32) -> LowProgram {
+    let mut names = Names::default();
+    let mut allocations = Vec::new();
+    let mut producers: HashMap<u32, u32> = HashMap::new();
+    for op in &layouts.ops {
+        producers.entry(op.output.0).or_insert_with(|| names.intern(&op.name));
+    }
+    let mut values = Vec::with_capacity(layouts.values.len());
+    for (index, value) in layouts.values.iter().enumerate() {
+        let value_name = names.intern(&value.name);
+        let op_name = producers.get(&(index as u32)).copied().unwrap_or(value_name);
+        let format = &value.format;
+        let mut ids = Vec::with_capacity(format.tiles.len());
+        for &tile in format.tiles.iter() {
+            let id = allocations.len() as u32;
+            ids.push(AllocationId(id));
+            allocations.push(Allocation {
+                tile,
+                bytes: format.block_bytes(),
+                alignment: alignment(format.class),
+                class: format.class,
+                alias_group: id,
+                iterations: value.iterations,
+                provenance: Provenance {
+                    op: op_name,
+                    value: Some(value_name),
+                    reason: Reason::ValueBlock,
+                },
+            });
+        }
+        values.push(ValueBinding {
+            name: value_name,
+            planned_value: index as u32,
+            allocations: ids,
+        });
+    }
+    let mut prologue = Vec::new();
+    let mut body = Vec::new();
+    let mut epilogue = Vec::new();
+    for (op, expansion) in layouts.ops.iter().zip(expansions) {
+        let op_name = names.intern(&op.name);
+        let value_name = names.intern(&layouts.value(op.output).name);
+        let scratch_base = allocations.len() as u32;
+        for scratch in &expansion.scratch {
+            let id = allocations.len() as u32;
+            allocations.push(Allocation {
+                tile: scratch.tile,
+                bytes: scratch.bytes,
+                alignment: scratch.alignment,
+                class: scratch.class,
+                alias_group: id,
+                iterations: 1,
+                provenance: Provenance {
+                    op: op_name,
+                    value: Some(value_name),
+                    reason: scratch.reason,
+                },
+            });
+        }
+        let table: Vec<AllocationId> = expansion
+            .references
+            .iter()
+            .map(|reference| match *reference {
+                AllocationRef::Value { operand, slot } => {
+                    let value = if operand == OUTPUT_OPERAND {
+                        op.output
+                    } else {
+                        op.inputs[operand as usize]
+                    };
+                    values[value.0 as usize].allocations[slot as usize]
+                }
+                AllocationRef::Scratch { index } => AllocationId(scratch_base + index),
+            })
+            .collect();
+        let target = match op.region {
+            Region::Prologue => &mut prologue,
+            Region::Body => &mut body,
+            Region::Epilogue => &mut epilogue,
+        };
+        for step in &expansion.steps {
+            let mut step = step.clone();
+            step_locations_mut(&mut step, &mut |location| {
+                location.allocation = table[location.allocation.0 as usize];
+            });
+            set_provenance(&mut step, op_name, Some(value_name));
+            target.push(step);
+        }
+    }
+    let mut steps = prologue;
+    if let Some(repeat) = &layouts.repeat {
+        steps.push(Step::Checkpoint {
+            name: names.intern("checkpoint.before_repeat"),
+        });
+        steps.push(Step::Repeat {
+            iterations: repeat.iterations,
+            body,
+        });
+        steps.push(Step::Checkpoint {
+            name: names.intern("checkpoint.after_repeat"),
+        });
+    } else {
+        steps.extend(body);
+    }
+    steps.extend(epilogue);
+    LowProgram {
+        tiles,
+        fp8_scale,
+        names: names.names,
+        allocations,
+        steps,
+        values,
+    }
+}

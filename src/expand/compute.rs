@@ -1,0 +1,344 @@
+//! Expansion of compute ops into per-tile kernel runs: distributed matrix
+//! products (with zero fills for padded operand blocks and the reduce-scatter
+//! of partial sums), attention, and block-wise ops (norms, activations,
+//! residual adds, rotary, casts).
+//!
+//! Reads only the op's plan and its operand formats; memory is named through
+//! the builder's local references.
+
+use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
+use super::program::{
+    AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, MatMulOutput, Operand, Real, Reason, Step,
+    TransferList, ZeroFill,
+};
+use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
+use crate::layout::format::{MemoryClass, TensorFormat};
+use crate::model::graph::{GeluKind, OpKind, Precision};
+use crate::numerics::dot::Accumulation;
+
+fn operand(builder: &mut ExpansionBuilder, index: u8, format: &TensorFormat, block: u32, replica: u32) -> Operand {
+    Operand {
+        location: builder.value(index, block * format.replicas + replica, 0),
+        line: format.line_bytes(),
+        matrix: format.matrix_bytes(),
+    }
+}
+
+pub fn element_type(precision: Precision) -> ElementType {
+    match precision {
+        Precision::F32 => ElementType::F32,
+        Precision::F16 => ElementType::F16,
+        Precision::F8 => ElementType::F8,
+    }
+}
+
+pub fn expand_matmul(builder: &mut ExpansionBuilder, plan: &MatMulPlan, inputs: &[&TensorFormat], output: &TensorFormat) {
+    let (a, weight, bias) = (inputs[0], inputs[1], inputs[2]);
+    let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);
+    let partial_bytes = plan.partial_bytes();
+    let slice_rows = plan.block_rows / pk;
+    let partial_line = plan.block_cols * partial_bytes;
+    let slice_bytes = slice_rows * partial_line;
+    let output_row_parts = output.parts()[1];
+    let mut fills = Vec::new();
+    let mut runs = Vec::new();
+    let mut partials = Vec::new();
+    for i in 0..pm {
+        for j in 0..pn {
+            for k in 0..pk {
+                let tile = plan.tile(i, j, k);
+                let a_block = a.block_index(0, i, k);
+                let a_operand = operand(builder, 0, a, a_block, j);
+                let valid = a.valid_extent(a_block);
+                let line = a.line_bytes();
+                if valid[2] < a.block[2] {
+                    fills.push(ZeroFill {
+                        tile,
+                        destination: super::program::Location {
+                            offset: valid[2] * 2,
+                            ..a_operand.location
+                        },
+                        row_bytes: line - valid[2] * 2,
+                        rows: valid[1],
+                        stride: line,
+                    });
+                }
+                if valid[1] < a.block[1] {
+                    fills.push(ZeroFill {
+                        tile,
+                        destination: super::program::Location {
+                            offset: valid[1] * line,
+                            ..a_operand.location
+                        },
+                        row_bytes: line * (a.block[1] - valid[1]),
+                        rows: 1,
+                        stride: line * (a.block[1] - valid[1]),
+                    });
+                }
+                let weight_operand = operand(builder, 1, weight, weight.block_index(0, k, j), i);
+                let kernel_output = if pk == 1 {
+                    let output_block = output.block_index(0, i, j);
+                    let extent = output.valid_extent(output_block);
+                    MatMulOutput::Final {
+                        output: operand(builder, OUTPUT_OPERAND, output, output_block, 0),
+                        bias: operand(builder, 2, bias, j, i),
+                        valid_rows: extent[1],
+                        valid_cols: extent[2],
+                    }
+                } else {
+                    let location = builder.scratch(
+                        tile,
+                        plan.block_rows * partial_line,
+                        MemoryClass::Standard,
+                        Reason::PartialSums,
+                    );
+                    partials.push(location);
+                    MatMulOutput::Partial(Operand {
+                        location,
+                        line: partial_line,
+                        matrix: plan.block_rows * partial_line,
+                    })
+                };
+                runs.push(KernelRun {
+                    tile,
+                    kernel: Kernel::MatMul {
+                        a: a_operand,
+                        weight: weight_operand,
+                        output: kernel_output,
+                        rows: plan.block_rows,
+                        reduction: plan.block_reduction,
+                        cols: plan.block_cols,
+                        accumulation: plan.accumulation,
+                    },
+                });
+            }
+        }
+    }
+    builder.push(Step::Fills {
+        provenance: local_provenance(Reason::Padding),
+        fills,
+    });
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+    if pk == 1 {
+        return;
+    }
+    // Reduce-scatter: tile (i, j, k) sends row slice s of its partial sums
+    // to tile (i, j, s), which adds the pk slices and the bias.
+    let mut received = Vec::with_capacity(partials.len());
+    for i in 0..pm {
+        for j in 0..pn {
+            for s in 0..pk {
+                let tile = plan.tile(i, j, s);
+                let exists = i * pk + s < output_row_parts;
+                received.push(exists.then(|| {
+                    builder.scratch(tile, (pk - 1) * slice_bytes, MemoryClass::Standard, Reason::ReceivedPartials)
+                }));
+            }
+        }
+    }
+    let coordinate = |i: u32, j: u32, k: u32| ((i * pn + j) * pk + k) as usize;
+    let mut transfers = TransferList::default();
+    for i in 0..pm {
+        for j in 0..pn {
+            for k in 0..pk {
+                for s in 0..pk {
+                    if s == k {
+                        continue;
+                    }
+                    let Some(buffer) = received[coordinate(i, j, s)] else {
+                        continue;
+                    };
+                    let slot = if k < s { k } else { k - 1 };
+                    let source = partials[coordinate(i, j, k)];
+                    transfers.push(
+                        plan.tile(i, j, k),
+                        super::program::Location {
+                            offset: s * slice_bytes,
+                            ..source
+                        },
+                        slice_bytes / 4,
+                        &[Destination {
+                            tile: plan.tile(i, j, s),
+                            location: super::program::Location {
+                                offset: slot * slice_bytes,
+                                ..buffer
+                            },
+                        }],
+                    );
+                }
+            }
+        }
+    }
+    builder.exchange(Reason::PartialExchange, transfers);
+    let mut runs = Vec::new();
+    let partial_type = match plan.accumulation {
+        Accumulation::F32 => ElementType::F32,
+        Accumulation::F16 => ElementType::F16,
+    };
+    for i in 0..pm {
+        for j in 0..pn {
+            for s in 0..pk {
+                let Some(buffer) = received[coordinate(i, j, s)] else {
+                    continue;
+                };
+                let output_block = output.block_index(0, i * pk + s, j);
+                let extent = output.valid_extent(output_block);
+                let local = partials[coordinate(i, j, s)];
+                runs.push(KernelRun {
+                    tile: plan.tile(i, j, s),
+                    kernel: Kernel::ReduceBias {
+                        local: Operand {
+                            location: super::program::Location {
+                                offset: s * slice_bytes,
+                                ..local
+                            },
+                            line: partial_line,
+                            matrix: slice_bytes,
+                        },
+                        received: Operand {
+                            location: buffer,
+                            line: partial_line,
+                            matrix: slice_bytes,
+                        },
+                        received_slice_bytes: slice_bytes,
+                        count: pk,
+                        partial: partial_type,
+                        bias: operand(builder, 2, bias, j, i * pk + s),
+                        output: operand(builder, OUTPUT_OPERAND, output, output_block, 0),
+                        rows: extent[1],
+                        cols: extent[2],
+                    },
+                });
+            }
+        }
+    }
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+}
+
+pub fn expand_attention(
+    builder: &mut ExpansionBuilder,
+    plan: &AttentionPlan,
+    scale: f32,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) {
+    let (query, key, value) = (inputs[0], inputs[1], inputs[2]);
+    let keys = key.shape.rows;
+    let dimension = query.shape.cols;
+    let mut runs = Vec::new();
+    for block in 0..query.block_count() {
+        let position = query.block_position(block);
+        let valid = query.valid_extent(block);
+        let tile = query.tile(block, 0);
+        let kind = match plan.method {
+            AttentionMethod::Materialized => AttentionKind::Materialized,
+            AttentionMethod::Flash { key_block } => AttentionKind::Flash { key_block },
+        };
+        let scratch_bytes = match kind {
+            AttentionKind::Materialized => plan.block_queries * keys * 4,
+            AttentionKind::Flash { key_block } => plan.block_queries * (key_block + dimension + 2) * 4,
+        };
+        let scratch = builder.scratch(tile, scratch_bytes, MemoryClass::Standard, Reason::AttentionScratch);
+        let key_block = key.block_index(position[0], 0, 0);
+        runs.push(KernelRun {
+            tile,
+            kernel: Kernel::Attention {
+                query: operand(builder, 0, query, block, 0),
+                key: operand(builder, 1, key, key_block, position[1]),
+                value: operand(builder, 2, value, key_block, position[1]),
+                output: operand(builder, OUTPUT_OPERAND, output, block, 0),
+                scratch,
+                groups: valid[0],
+                queries: valid[1],
+                keys,
+                dimension,
+                scale: Real::new(scale),
+                kind,
+            },
+        });
+    }
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+}
+
+/// Ops computed independently on every block (and replica) of the output.
+pub fn expand_blockwise(builder: &mut ExpansionBuilder, kind: &OpKind, inputs: &[&TensorFormat], output: &TensorFormat) {
+    let parts = output.parts();
+    let mut runs = Vec::new();
+    for block in 0..output.block_count() {
+        let position = output.block_position(block);
+        let valid = output.valid_extent(block);
+        for replica in 0..output.replicas {
+            let tile = output.tile(block, replica);
+            let out = operand(builder, OUTPUT_OPERAND, output, block, replica);
+            let kernel = match kind {
+                OpKind::LayerNorm { epsilon } => {
+                    let vector_replica = (position[0] * parts[1] + position[1]) * output.replicas + replica;
+                    Kernel::LayerNorm {
+                        input: operand(builder, 0, inputs[0], block, replica),
+                        gamma: operand(builder, 1, inputs[1], position[2], vector_replica),
+                        beta: operand(builder, 2, inputs[2], position[2], vector_replica),
+                        output: out,
+                        rows: valid[0] * valid[1],
+                        cols: valid[2],
+                        epsilon: Real::new(*epsilon),
+                    }
+                }
+                OpKind::Gelu { kind } => Kernel::Gelu {
+                    input: operand(builder, 0, inputs[0], block, replica),
+                    output: out,
+                    groups: valid[0],
+                    rows: valid[1],
+                    cols: valid[2],
+                    form: match kind {
+                        GeluKind::Tanh => GeluForm::Tanh,
+                        GeluKind::Erf => GeluForm::Erf,
+                    },
+                },
+                OpKind::Add => Kernel::Add {
+                    a: operand(builder, 0, inputs[0], block, replica),
+                    b: operand(builder, 1, inputs[1], block, replica),
+                    output: out,
+                    groups: valid[0],
+                    rows: valid[1],
+                    cols: valid[2],
+                },
+                OpKind::Rotary { grid, class_token } => Kernel::Rotary {
+                    input: operand(builder, 0, inputs[0], block, replica),
+                    output: out,
+                    groups: valid[0],
+                    rows: valid[1],
+                    cols: valid[2],
+                    first_row: position[1] * output.block[1],
+                    first_col: position[2] * output.block[2],
+                    head_dim: output.shape.cols,
+                    grid: *grid,
+                    class_token: *class_token,
+                },
+                OpKind::Cast => Kernel::Cast {
+                    input: operand(builder, 0, inputs[0], block, replica),
+                    output: out,
+                    from: element_type(inputs[0].precision),
+                    to: element_type(output.precision),
+                    groups: valid[0],
+                    rows: valid[1],
+                    cols: valid[2],
+                },
+                OpKind::MatMul { .. } | OpKind::Attention { .. } | OpKind::View(_) => continue,
+            };
+            runs.push(KernelRun { tile, kernel });
+        }
+    }
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+}

@@ -1,0 +1,346 @@
+//! Expansion of data movement between formats: a view (head split/merge,
+//! row pieces, identity) from one or more input formats into an output
+//! format becomes a transfer list (remote pieces, multicast to every replica
+//! that lacks a local source) and affine local copies (pieces whose source
+//! replica is already on the destination tile).
+//!
+//! Pieces are generated per destination row and merged on the fly: a piece
+//! continuing the previous transfer (same source and destinations, both
+//! contiguous) extends it, and local copies grow into strided row
+//! descriptors. Blocks with identical geometry move as whole blocks. Nothing
+//! is ever expanded into words.
+
+use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
+use super::program::{Destination, LocalCopy, Location, Reason, Step, TransferList};
+use super::ExpandError;
+use crate::layout::format::{ElementOrder, TensorFormat};
+use crate::model::graph::ViewKind;
+
+/// A contiguous run of one source row feeding output columns `[dst_col, dst_col + len)`.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    input: usize,
+    group: u32,
+    row: u32,
+    col: u32,
+    len: u32,
+    dst_col: u32,
+}
+
+struct ViewMapper<'view> {
+    view: &'view ViewKind,
+    /// Output row where each `Rows` piece starts.
+    piece_starts: Vec<u32>,
+}
+
+impl<'view> ViewMapper<'view> {
+    fn new(view: &'view ViewKind) -> ViewMapper<'view> {
+        let mut piece_starts = Vec::new();
+        if let ViewKind::Rows { pieces } = view {
+            let mut start = 0;
+            for piece in pieces {
+                piece_starts.push(start);
+                start += piece.rows;
+            }
+        }
+        ViewMapper { view, piece_starts }
+    }
+
+    fn segments(&self, group: u32, row: u32, first_col: u32, end_col: u32, out: &mut Vec<Segment>) {
+        out.clear();
+        match self.view {
+            ViewKind::Identity => out.push(Segment {
+                input: 0,
+                group,
+                row,
+                col: first_col,
+                len: end_col - first_col,
+                dst_col: first_col,
+            }),
+            ViewKind::SplitHeads {
+                heads,
+                head_dim,
+                tokens,
+                column_offset,
+            } => {
+                let image = group / heads;
+                let head = group % heads;
+                out.push(Segment {
+                    input: 0,
+                    group: 0,
+                    row: image * tokens + row,
+                    col: column_offset + head * head_dim + first_col,
+                    len: end_col - first_col,
+                    dst_col: first_col,
+                });
+            }
+            ViewKind::MergeHeads {
+                heads,
+                head_dim,
+                tokens,
+            } => {
+                let image = row / tokens;
+                let token = row % tokens;
+                let mut col = first_col;
+                while col < end_col {
+                    let head = col / head_dim;
+                    let end = end_col.min((head + 1) * head_dim);
+                    out.push(Segment {
+                        input: 0,
+                        group: image * heads + head,
+                        row: token,
+                        col: col - head * head_dim,
+                        len: end - col,
+                        dst_col: col,
+                    });
+                    col = end;
+                }
+            }
+            ViewKind::Rows { pieces } => {
+                let index = self.piece_starts.partition_point(|&start| start <= row) - 1;
+                let piece = pieces[index];
+                out.push(Segment {
+                    input: piece.input as usize,
+                    group: 0,
+                    row: piece.first_row + row - self.piece_starts[index],
+                    col: first_col,
+                    len: end_col - first_col,
+                    dst_col: first_col,
+                });
+            }
+        }
+    }
+}
+
+/// Accumulates transfers and copies, merging continuations.
+struct MovementAccumulator {
+    transfers: TransferList,
+    copies: Vec<LocalCopy>,
+    remote: Vec<Destination>,
+}
+
+impl MovementAccumulator {
+    fn add_transfer(&mut self, source_tile: u32, source: Location, bytes: u32) {
+        let words = bytes / 4;
+        let count = self.transfers.len();
+        if count > 0 {
+            let last = count - 1;
+            let last_source = self.transfers.source_location[last];
+            let last_words = self.transfers.words[last];
+            let continues = self.transfers.source_tile[last] == source_tile
+                && last_source.allocation == source.allocation
+                && last_source.offset + last_words * 4 == source.offset
+                && {
+                    let previous = self.transfers.destinations_of(last);
+                    previous.len() == self.remote.len()
+                        && previous.iter().zip(&self.remote).all(|(before, now)| {
+                            before.tile == now.tile
+                                && before.location.allocation == now.location.allocation
+                                && before.location.offset + last_words * 4 == now.location.offset
+                        })
+                };
+            if continues {
+                self.transfers.words[last] += words;
+                return;
+            }
+        }
+        let remote = std::mem::take(&mut self.remote);
+        self.transfers.push(source_tile, source, words, &remote);
+        self.remote = remote;
+    }
+
+    fn add_copy(&mut self, tile: u32, source: Location, destination: Location, bytes: u32) {
+        if let Some(last) = self.copies.last_mut()
+            && last.tile == tile
+            && last.source.allocation == source.allocation
+            && last.destination.allocation == destination.allocation
+        {
+            if last.rows == 1
+                && last.source.offset + last.row_bytes == source.offset
+                && last.destination.offset + last.row_bytes == destination.offset
+            {
+                last.row_bytes += bytes;
+                return;
+            }
+            if last.row_bytes == bytes {
+                if last.rows == 1
+                    && source.offset >= last.source.offset + bytes
+                    && destination.offset >= last.destination.offset + bytes
+                {
+                    last.source_stride = source.offset - last.source.offset;
+                    last.destination_stride = destination.offset - last.destination.offset;
+                    last.rows = 2;
+                    return;
+                }
+                if last.rows > 1
+                    && last.source.offset + last.rows * last.source_stride == source.offset
+                    && last.destination.offset + last.rows * last.destination_stride == destination.offset
+                {
+                    last.rows += 1;
+                    return;
+                }
+            }
+        }
+        self.copies.push(LocalCopy {
+            tile,
+            source,
+            destination,
+            row_bytes: bytes,
+            rows: 1,
+            source_stride: bytes,
+            destination_stride: bytes,
+        });
+    }
+}
+
+/// Expands `view` from `inputs` into `output`.
+pub fn expand_rearrange(
+    builder: &mut ExpansionBuilder,
+    op_name: &str,
+    view: &ViewKind,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) -> Result<(), ExpandError> {
+    let mapper = ViewMapper::new(view);
+    let mut accumulator = MovementAccumulator {
+        transfers: TransferList::default(),
+        copies: Vec::new(),
+        remote: Vec::new(),
+    };
+    let identity = matches!(view, ViewKind::Identity);
+    let whole_blocks = identity && inputs[0].same_blocking(output);
+    let column_major = output.order == ElementOrder::ColumnMajor;
+    let orders_agree = inputs.iter().all(|format| format.order == output.order);
+    if !whole_blocks && (!orders_agree || (column_major && !identity)) {
+        return Err(ExpandError::UnsupportedRearrange {
+            op: op_name.to_string(),
+            reason: "element runs need formats of one element order, and column-major ones only move unchanged"
+                .to_string(),
+        });
+    }
+    let element_bytes = output.element_bytes();
+    let mut segments = Vec::new();
+    let mut local_tiles: Vec<u32> = Vec::new();
+    for block in 0..output.block_count() {
+        let destination_tiles: Vec<u32> = (0..output.replicas).map(|replica| output.tile(block, replica)).collect();
+        let mut emit = |accumulator: &mut MovementAccumulator,
+                        builder: &mut ExpansionBuilder,
+                        input: usize,
+                        source_block: u32,
+                        source_offset: u32,
+                        destination_offset: u32,
+                        bytes: u32|
+         -> Result<(), ExpandError> {
+            if bytes % 4 != 0 || source_offset % 4 != 0 || destination_offset % 4 != 0 {
+                return Err(ExpandError::Misaligned {
+                    op: op_name.to_string(),
+                    bytes,
+                    source_offset,
+                    destination_offset,
+                });
+            }
+            let source = inputs[input];
+            let source_replicas = source.replicas;
+            local_tiles.clear();
+            accumulator.remote.clear();
+            for (replica, &tile) in destination_tiles.iter().enumerate() {
+                let destination = builder.value(OUTPUT_OPERAND, block * output.replicas + replica as u32, destination_offset);
+                let local_replica = (0..source_replicas).find(|&r| source.tile(source_block, r) == tile);
+                match local_replica {
+                    Some(r) => {
+                        let from = builder.value(input as u8, source_block * source_replicas + r, source_offset);
+                        accumulator.add_copy(tile, from, destination, bytes);
+                        local_tiles.push(tile);
+                    }
+                    None => accumulator.remote.push(Destination {
+                        tile,
+                        location: destination,
+                    }),
+                }
+            }
+            if !accumulator.remote.is_empty() {
+                let replica = block % source_replicas;
+                let source_tile = source.tile(source_block, replica);
+                let from = builder.value(input as u8, source_block * source_replicas + replica, source_offset);
+                accumulator.add_transfer(source_tile, from, bytes);
+            }
+            Ok(())
+        };
+        if whole_blocks {
+            emit(&mut accumulator, builder, 0, block, 0, 0, output.block_bytes())?;
+            continue;
+        }
+        let position = output.block_position(block);
+        let valid = output.valid_extent(block);
+        if column_major {
+            // Columns are the contiguous lines: runs go down a column.
+            let source = inputs[0];
+            for group in 0..valid[0] {
+                for col in 0..valid[2] {
+                    let global_group = position[0] * output.block[0] + group;
+                    let global_col = position[2] * output.block[2] + col;
+                    let mut row = position[1] * output.block[1];
+                    let end = row + valid[1];
+                    while row < end {
+                        let piece_end = end.min((row / source.block[1] + 1) * source.block[1]);
+                        let located = source.locate(global_group, row, global_col);
+                        let destination_offset = output.locate(global_group, row, global_col).offset;
+                        let mut bytes = (piece_end - row) * element_bytes;
+                        if piece_end == output.shape.rows {
+                            // The tensor's last rows: both lines end in
+                            // zeroed word padding, which travels along.
+                            bytes = bytes.next_multiple_of(4);
+                        }
+                        emit(
+                            &mut accumulator,
+                            builder,
+                            0,
+                            located.block_index,
+                            located.offset,
+                            destination_offset,
+                            bytes,
+                        )?;
+                        row = piece_end;
+                    }
+                }
+            }
+            continue;
+        }
+        for group in 0..valid[0] {
+            for row in 0..valid[1] {
+                let global_group = position[0] * output.block[0] + group;
+                let global_row = position[1] * output.block[1] + row;
+                let first_col = position[2] * output.block[2];
+                let end_col = first_col + valid[2];
+                let row_offset = output.locate(global_group, global_row, first_col).offset;
+                mapper.segments(global_group, global_row, first_col, end_col, &mut segments);
+                for segment in &segments {
+                    let source = inputs[segment.input];
+                    let mut col = segment.col;
+                    let end = segment.col + segment.len;
+                    while col < end {
+                        let piece_end = end.min((col / source.block[2] + 1) * source.block[2]);
+                        let located = source.locate(segment.group, segment.row, col);
+                        let destination_offset = row_offset + (segment.dst_col + (col - segment.col) - first_col) * element_bytes;
+                        emit(
+                            &mut accumulator,
+                            builder,
+                            segment.input,
+                            located.block_index,
+                            located.offset,
+                            destination_offset,
+                            (piece_end - col) * element_bytes,
+                        )?;
+                        col = piece_end;
+                    }
+                }
+            }
+        }
+    }
+    builder.exchange(Reason::Rearrange, accumulator.transfers);
+    builder.push(Step::Copies {
+        provenance: local_provenance(Reason::Rearrange),
+        copies: accumulator.copies,
+    });
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! The operator cost model: candidate partitions for matrix products and
+//! attention, each costed in cycles from the target's rates (matrix-unit
+//! MACs, exchange words per cycle, vector rates, sync) and checked against
+//! the tile's SRAM working budget.
+//!
+//! Pure functions of shapes and machine facts, so the query layer can memoize
+//! one costing per distinct problem. It does not build formats or know about
+//! the graph.
+
+use serde::Serialize;
+
+use super::format::{ceil_div, round_up};
+use crate::numerics::dot::Accumulation;
+use crate::target::costs;
+
+/// A matrix product `[m, k] x [k, n]` to be distributed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct MatMulProblem {
+    pub m: u32,
+    pub k: u32,
+    pub n: u32,
+    pub tiles: u32,
+    /// Bytes of SRAM per tile available to this operator's working set.
+    pub working_budget: u32,
+    pub accumulation: Accumulation,
+    /// How many row partitions (`1..=limit`) the search considers.
+    pub candidate_limit: u32,
+}
+
+/// The chosen partition of a matrix product: tile `(i, j, k)` computes the
+/// partial product of row block `i`, column block `j` over reduction block
+/// `k`; partial sums are reduce-scattered over the `k` tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct MatMulPlan {
+    pub row_parts: u32,
+    pub col_parts: u32,
+    pub reduction_parts: u32,
+    pub block_rows: u32,
+    pub block_reduction: u32,
+    pub block_cols: u32,
+    pub accumulation: Accumulation,
+    pub cycles: u64,
+    pub working_bytes: u32,
+    pub candidates_compared: u32,
+}
+
+impl MatMulPlan {
+    pub fn tiles_used(&self) -> u32 {
+        self.row_parts * self.col_parts * self.reduction_parts
+    }
+
+    /// Linear tile of partition coordinate `(i, j, k)`.
+    pub fn tile(&self, row: u32, col: u32, reduction: u32) -> u32 {
+        (row * self.col_parts + col) * self.reduction_parts + reduction
+    }
+
+    pub fn partial_bytes(&self) -> u32 {
+        match self.accumulation {
+            Accumulation::F32 => 4,
+            Accumulation::F16 => 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CostError {
+    #[error(
+        "no partition of the {m} x {k} x {n} matrix product fits in {budget} bytes of working SRAM per tile on {tiles} tiles; \
+         the smallest working set found needs {smallest} bytes"
+    )]
+    MatMulDoesNotFit {
+        m: u32,
+        k: u32,
+        n: u32,
+        tiles: u32,
+        budget: u32,
+        smallest: u32,
+    },
+    #[error(
+        "attention with {groups} groups of {queries} queries over {keys} keys (dimension {dimension}) needs {needed} bytes per tile, \
+         more than the {budget} bytes of working SRAM available"
+    )]
+    AttentionDoesNotFit {
+        groups: u32,
+        queries: u32,
+        keys: u32,
+        dimension: u32,
+        needed: u32,
+        budget: u32,
+    },
+}
+
+fn exchange_cycles(words: u64) -> u64 {
+    words.div_ceil(costs::EXCHANGE_WORDS_PER_EVENT_PER_DIRECTION as u64)
+}
+
+/// Cost of one partition, or `None` when its blocks do not make sense.
+fn matmul_candidate(problem: &MatMulProblem, row_parts: u32, reduction_parts: u32) -> Option<MatMulPlan> {
+    let tiles_for_columns = problem.tiles / (row_parts * reduction_parts);
+    if tiles_for_columns == 0 {
+        return None;
+    }
+    let block_rows = round_up(ceil_div(problem.m, row_parts), reduction_parts);
+    // FP8 weight columns are exchanged as whole 32-bit words.
+    let block_reduction = round_up(ceil_div(problem.k, reduction_parts), 4);
+    let col_parts_wanted = tiles_for_columns.min(ceil_div(problem.n, 2));
+    let block_cols = round_up(ceil_div(problem.n, col_parts_wanted), 2);
+    let row_parts = ceil_div(problem.m, block_rows);
+    let reduction_parts_real = ceil_div(problem.k, block_reduction);
+    if reduction_parts_real != reduction_parts {
+        return None;
+    }
+    let col_parts = ceil_div(problem.n, block_cols);
+    let partial_bytes = match problem.accumulation {
+        Accumulation::F32 => 4u64,
+        Accumulation::F16 => 2,
+    };
+    let (bm, bk, bn, pk) = (block_rows as u64, block_reduction as u64, block_cols as u64, reduction_parts as u64);
+    let slice_rows = bm / pk;
+    let compute = bm * bk * bn / costs::MATRIX_FP8_MACS_PER_CYCLE as u64 + costs::KERNEL_LAUNCH_CYCLES as u64;
+    let operand_words = bm * bk * 2 / 4;
+    let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };
+    let partial_words = (pk - 1) * slice_rows * bn * partial_bytes / 4;
+    let reduce = pk * slice_rows * bn / costs::VECTOR_F32_OPS_PER_CYCLE as u64 + costs::KERNEL_LAUNCH_CYCLES as u64;
+    let phases = 1 + u64::from(row_parts > 1) + u64::from(pk > 1);
+    let cycles = compute
+        + exchange_cycles(operand_words + weight_words + partial_words)
+        + reduce
+        + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE as u64;
+    let working = bm * bk * 2
+        + if row_parts > 1 { bk * bn } else { 0 }
+        + bm * bn * partial_bytes
+        + (pk - 1) * slice_rows * bn * partial_bytes
+        + slice_rows * bn * 2
+        + bn * 2;
+    Some(MatMulPlan {
+        row_parts,
+        col_parts,
+        reduction_parts,
+        block_rows,
+        block_reduction,
+        block_cols,
+        accumulation: problem.accumulation,
+        cycles,
+        working_bytes: u32::try_from(working).unwrap_or(u32::MAX),
+        candidates_compared: 0,
+    })
+}
+
+/// The cheapest feasible partition (ties broken by fewer tiles, then by the
+/// partition's coordinates, so the choice is deterministic).
+pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
+    let mut best: Option<MatMulPlan> = None;
+    let mut smallest = u32::MAX;
+    let mut compared = 0;
+    let max_rows = problem.m.min(problem.candidate_limit.max(1)).min(problem.tiles);
+    let max_reduction = (problem.k / 2).clamp(1, 16);
+    for row_parts in 1..=max_rows {
+        for reduction_parts in 1..=max_reduction {
+            if row_parts * reduction_parts > problem.tiles {
+                break;
+            }
+            let Some(candidate) = matmul_candidate(problem, row_parts, reduction_parts) else {
+                continue;
+            };
+            compared += 1;
+            smallest = smallest.min(candidate.working_bytes);
+            if candidate.working_bytes > problem.working_budget {
+                continue;
+            }
+            let key = |plan: &MatMulPlan| {
+                (
+                    plan.cycles,
+                    plan.tiles_used(),
+                    plan.row_parts,
+                    plan.reduction_parts,
+                )
+            };
+            if best.as_ref().is_none_or(|current| key(&candidate) < key(current)) {
+                best = Some(candidate);
+            }
+        }
+    }
+    match best {
+        Some(mut plan) => {
+            plan.candidates_compared = compared;
+            Ok(plan)
+        }
+        None => Err(CostError::MatMulDoesNotFit {
+            m: problem.m,
+            k: problem.k,
+            n: problem.n,
+            tiles: problem.tiles,
+            budget: problem.working_budget,
+            smallest,
+        }),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum AttentionMethod {
+    /// Scores of a tile's queries against all keys are formed, soft-maxed
+    /// and multiplied by the values.
+    Materialized,
+    /// Online softmax over key blocks of `key_block` keys.
+    Flash { key_block: u32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct AttentionProblem {
+    pub groups: u32,
+    pub queries: u32,
+    pub keys: u32,
+    pub dimension: u32,
+    pub tiles: u32,
+    pub working_budget: u32,
+    /// `None` chooses by cost; otherwise the method is forced.
+    pub forced_flash: Option<bool>,
+}
+
+/// Attention distributed over `(group block, query block)` tiles; each tile
+/// holds its groups' full keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct AttentionPlan {
+    pub block_groups: u32,
+    pub block_queries: u32,
+    pub method: AttentionMethod,
+    pub cycles: u64,
+    pub working_bytes: u32,
+}
+
+/// Keys per block of the flash method (model choice: a multiple of the
+/// matrix unit's 16-deep reduction that keeps scores small).
+pub const FLASH_KEY_BLOCK: u32 = 64;
+
+pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostError> {
+    let (groups, queries, keys, dimension) = (problem.groups, problem.queries, problem.keys, problem.dimension);
+    let block_groups = ceil_div(groups, problem.tiles).max(1);
+    let group_blocks = ceil_div(groups, block_groups);
+    let query_parts = (problem.tiles / group_blocks).clamp(1, queries);
+    let block_queries = ceil_div(queries, query_parts);
+    let (bg, bq, tk, d) = (block_groups as u64, block_queries as u64, keys as u64, dimension as u64);
+    let line = round_up(dimension * 2, 4) as u64;
+    let operands = bg * (bq * line * 2 + tk * line * 2);
+    let vector_f16 = costs::VECTOR_F16_OPS_PER_CYCLE as u64;
+    let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE as u64;
+    let products = bg * bq * tk * d * 2 / vector_f16;
+    let softmax = bg * bq * tk * 4 / vector_f32;
+    let exchange = exchange_cycles(operands / 4) + costs::GLOBAL_SYNC_CYCLES_PER_PHASE as u64;
+    let materialized = AttentionPlan {
+        block_groups,
+        block_queries,
+        method: AttentionMethod::Materialized,
+        cycles: products + softmax + exchange,
+        working_bytes: u32::try_from(operands + bg * bq * tk * 4).unwrap_or(u32::MAX),
+    };
+    let key_block = FLASH_KEY_BLOCK.min(keys);
+    let rescale = bg * bq * d * ceil_div(keys, key_block) as u64 * 2 / vector_f32;
+    let flash = AttentionPlan {
+        block_groups,
+        block_queries,
+        method: AttentionMethod::Flash { key_block },
+        cycles: products + softmax + rescale + exchange,
+        working_bytes: u32::try_from(operands + bg * bq * (key_block as u64 + d) * 4).unwrap_or(u32::MAX),
+    };
+    let candidates: Vec<AttentionPlan> = match problem.forced_flash {
+        Some(true) => vec![flash],
+        Some(false) => vec![materialized],
+        None => vec![materialized, flash],
+    };
+    candidates
+        .iter()
+        .filter(|plan| plan.working_bytes <= problem.working_budget)
+        .min_by_key(|plan| plan.cycles)
+        .copied()
+        .ok_or_else(|| CostError::AttentionDoesNotFit {
+            groups,
+            queries,
+            keys,
+            dimension,
+            needed: candidates.iter().map(|plan| plan.working_bytes).min().unwrap_or(0),
+            budget: problem.working_budget,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
+        MatMulProblem {
+            m,
+            k,
+            n,
+            tiles,
+            working_budget: 400 * 1024,
+            accumulation: Accumulation::F32,
+            candidate_limit: 64,
+        }
+    }
+
+    #[test]
+    fn plan_covers_the_product_and_fits_the_machine() {
+        for (m, k, n, tiles) in [(729, 1152, 3456, 1472), (197, 768, 3072, 1472), (17, 64, 256, 16), (1, 1152, 1152, 1472)] {
+            let plan = plan_matmul(&problem(m, k, n, tiles)).expect("plan");
+            assert!(plan.tiles_used() <= tiles);
+            assert!(plan.row_parts * plan.block_rows >= m);
+            assert!(plan.col_parts * plan.block_cols >= n);
+            assert!(plan.reduction_parts * plan.block_reduction >= k);
+            assert_eq!(plan.block_rows % plan.reduction_parts, 0);
+            assert!(plan.candidates_compared > 1);
+        }
+    }
+
+    #[test]
+    fn plan_is_not_a_fixed_grid() {
+        let wide = plan_matmul(&problem(729, 1152, 4304, 1472)).expect("plan");
+        let narrow = plan_matmul(&problem(1, 1152, 1152, 1472)).expect("plan");
+        assert_ne!(
+            (wide.row_parts, wide.reduction_parts),
+            (narrow.row_parts, narrow.reduction_parts)
+        );
+    }
+
+    #[test]
+    fn too_small_budget_is_an_error() {
+        let mut tight = problem(729, 1152, 4304, 16);
+        tight.working_budget = 1024;
+        assert!(matches!(plan_matmul(&tight), Err(CostError::MatMulDoesNotFit { .. })));
+    }
+
+    #[test]
+    fn attention_prefers_materialized_when_it_fits_and_flash_when_not() {
+        let mut attention = AttentionProblem {
+            groups: 16,
+            queries: 729,
+            keys: 729,
+            dimension: 72,
+            tiles: 1472,
+            working_budget: 400 * 1024,
+            forced_flash: None,
+        };
+        assert_eq!(plan_attention(&attention).expect("plan").method, AttentionMethod::Materialized);
+        attention.working_budget = 214 * 1024;
+        assert!(matches!(
+            plan_attention(&attention).expect("plan").method,
+            AttentionMethod::Flash { .. }
+        ));
+    }
+}

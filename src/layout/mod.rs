@@ -1,0 +1,11 @@
+//! Layouts: a `TensorFormat` for every value and an operator plan for every
+//! op, chosen by a cost model on the target's rates within each tile's SRAM
+//! budget, with explicit `Rearrange` ops where formats differ.
+//!
+//! `format`, `cost`, `plan` and `planner` are the pure core; the salsa query
+//! layer lives in `crate::queries`.
+
+pub mod cost;
+pub mod format;
+pub mod plan;
+pub mod planner;

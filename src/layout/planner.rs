@@ -1,0 +1,663 @@
+//! The layout planner: chooses an operator plan for every op and a format
+//! for every value, then inserts the `Rearrange` ops that connect producers
+//! to consumers wanting other formats.
+//!
+//! Three passes over the graph: (1) plans for matrix products and attention,
+//! which depend only on their shapes and the machine (asked through a
+//! `CostOracle` so the query layer can memoize each costing); (2) output
+//! formats, forward, with views and rotary taking the format their single
+//! consumer wants so that a head split and its redistribution are one
+//! exchange; (3) operand formats, with rearranges and weight storage.
+//! Pure: plain data in, plain data out.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::cost::{
+    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention, plan_matmul,
+};
+use super::format::{ElementOrder, MemoryClass, TensorFormat, ceil_div};
+use super::plan::{Layouts, OpPlan, PlannedOp, PlannedRepeat, PlannedValue, PlannedValueId, RearrangeReason};
+use crate::model::graph::{Graph, OpId, OpKind, Precision, Region, Shape, ValueId, ValueKind, ViewKind};
+use crate::numerics::dot::Accumulation;
+use crate::target::memory::SRAM_BYTES_PER_TILE;
+
+/// Planning inputs that come from the build query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PlanningSettings {
+    pub tiles: u32,
+    pub reserved_bytes_per_tile: u32,
+    pub accumulation: Accumulation,
+    pub candidate_limit: u32,
+    /// `None`: choose by cost; `Some(true)`: flash; `Some(false)`: materialized.
+    pub forced_flash: Option<bool>,
+}
+
+/// Where per-op costings come from (the query layer memoizes them).
+pub trait CostOracle {
+    fn matmul(&mut self, problem: MatMulProblem) -> Result<MatMulPlan, CostError>;
+    fn attention(&mut self, problem: AttentionProblem) -> Result<AttentionPlan, CostError>;
+}
+
+/// Costs computed directly, without memoization.
+pub struct DirectCosts;
+
+impl CostOracle for DirectCosts {
+    fn matmul(&mut self, problem: MatMulProblem) -> Result<MatMulPlan, CostError> {
+        plan_matmul(&problem)
+    }
+    fn attention(&mut self, problem: AttentionProblem) -> Result<AttentionPlan, CostError> {
+        plan_attention(&problem)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("operator `{op}`: {source}")]
+    Cost {
+        op: String,
+        #[source]
+        source: CostError,
+    },
+    #[error(
+        "the resident weights need {needed} bytes on tile {tile}, but only {available} bytes per tile remain after \
+         planning.reserved_bytes_per_tile; use more tiles (machine.tiles), fewer layers (workload.layers) or a smaller reservation"
+    )]
+    WeightsDoNotFit { tile: u32, needed: u64, available: u64 },
+}
+
+/// Canonical format: whole rows, groups and row blocks spread over the tiles.
+pub fn canonical_format(shape: Shape, precision: Precision, tiles: u32) -> TensorFormat {
+    let block = if shape.groups >= tiles {
+        [ceil_div(shape.groups, tiles), shape.rows, shape.cols]
+    } else {
+        let row_parts = (tiles / shape.groups).clamp(1, shape.rows.max(1));
+        [1, ceil_div(shape.rows, row_parts), shape.cols]
+    };
+    TensorFormat::sequential(
+        shape,
+        precision,
+        ElementOrder::RowMajor,
+        block,
+        1,
+        MemoryClass::Standard,
+        0,
+        tiles,
+    )
+}
+
+/// Operand and output formats of a planned matrix product.
+pub struct MatMulFormats {
+    pub a: TensorFormat,
+    pub weight: TensorFormat,
+    pub bias: TensorFormat,
+    pub output: TensorFormat,
+}
+
+pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormats {
+    let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);
+    let mut a_tiles = Vec::with_capacity((pm * pk * pn) as usize);
+    for i in 0..pm {
+        for kk in 0..pk {
+            for j in 0..pn {
+                a_tiles.push(plan.tile(i, j, kk));
+            }
+        }
+    }
+    let mut weight_tiles = Vec::with_capacity((pk * pn * pm) as usize);
+    for kk in 0..pk {
+        for j in 0..pn {
+            for i in 0..pm {
+                weight_tiles.push(plan.tile(i, j, kk));
+            }
+        }
+    }
+    let mut bias_tiles = Vec::with_capacity((pn * pm * pk) as usize);
+    for j in 0..pn {
+        for i in 0..pm {
+            for s in 0..pk {
+                bias_tiles.push(plan.tile(i, j, s));
+            }
+        }
+    }
+    let slice_rows = plan.block_rows / pk;
+    let output_row_parts = ceil_div(m, slice_rows);
+    let mut output_tiles = Vec::with_capacity((output_row_parts * pn) as usize);
+    for row_block in 0..output_row_parts {
+        for j in 0..pn {
+            output_tiles.push(plan.tile(row_block / pk, j, row_block % pk));
+        }
+    }
+    MatMulFormats {
+        a: TensorFormat {
+            shape: Shape::matrix(m, k),
+            precision: Precision::F16,
+            order: ElementOrder::RowMajor,
+            block: [1, plan.block_rows, plan.block_reduction],
+            replicas: pn,
+            class: MemoryClass::Interleaved,
+            tiles: Arc::from(a_tiles),
+        },
+        weight: TensorFormat {
+            shape: Shape::matrix(k, n),
+            precision: Precision::F8,
+            order: ElementOrder::ColumnMajor,
+            block: [1, plan.block_reduction, plan.block_cols],
+            replicas: pm,
+            class: MemoryClass::Interleaved,
+            tiles: Arc::from(weight_tiles),
+        },
+        bias: TensorFormat {
+            shape: Shape::matrix(1, n),
+            precision: Precision::F16,
+            order: ElementOrder::RowMajor,
+            block: [1, 1, plan.block_cols],
+            replicas: pm * pk,
+            class: MemoryClass::Standard,
+            tiles: Arc::from(bias_tiles),
+        },
+        output: TensorFormat {
+            shape: Shape::matrix(m, n),
+            precision: Precision::F16,
+            order: ElementOrder::RowMajor,
+            block: [1, slice_rows, plan.block_cols],
+            replicas: 1,
+            class: MemoryClass::Standard,
+            tiles: Arc::from(output_tiles),
+        },
+    }
+}
+
+/// Query, key/value and output formats of planned attention.
+pub struct AttentionFormats {
+    pub query: TensorFormat,
+    pub key_value: TensorFormat,
+}
+
+pub fn attention_formats(plan: &AttentionPlan, query_shape: Shape, key_shape: Shape, tiles: u32) -> AttentionFormats {
+    let query = TensorFormat::sequential(
+        query_shape,
+        Precision::F16,
+        ElementOrder::RowMajor,
+        [plan.block_groups, plan.block_queries, query_shape.cols],
+        1,
+        MemoryClass::Standard,
+        0,
+        tiles,
+    );
+    let query_parts = query.parts()[1];
+    let group_blocks = query.parts()[0];
+    let mut key_tiles = Vec::with_capacity((group_blocks * query_parts) as usize);
+    for group_block in 0..group_blocks {
+        for query_block in 0..query_parts {
+            key_tiles.push(query.tile(query.block_index(group_block, query_block, 0), 0));
+        }
+    }
+    let key_value = TensorFormat {
+        shape: key_shape,
+        precision: Precision::F16,
+        order: ElementOrder::RowMajor,
+        block: [plan.block_groups, key_shape.rows, key_shape.cols],
+        replicas: query_parts,
+        class: MemoryClass::Standard,
+        tiles: Arc::from(key_tiles),
+    };
+    AttentionFormats { query, key_value }
+}
+
+/// A `[1, 1, cols]` vector replicated next to every block of `output`.
+fn broadcast_vector_format(output: &TensorFormat, precision: Precision) -> TensorFormat {
+    let parts = output.parts();
+    let replicas = parts[0] * parts[1] * output.replicas;
+    let mut tiles = Vec::with_capacity((parts[2] * replicas) as usize);
+    for col_block in 0..parts[2] {
+        for group_block in 0..parts[0] {
+            for row_block in 0..parts[1] {
+                for replica in 0..output.replicas {
+                    tiles.push(output.tile(output.block_index(group_block, row_block, col_block), replica));
+                }
+            }
+        }
+    }
+    TensorFormat {
+        shape: Shape::matrix(1, output.shape.cols),
+        precision,
+        order: ElementOrder::RowMajor,
+        block: [1, 1, output.block[2]],
+        replicas,
+        class: MemoryClass::Standard,
+        tiles: Arc::from(tiles),
+    }
+}
+
+fn with_precision(format: &TensorFormat, precision: Precision) -> TensorFormat {
+    TensorFormat {
+        precision,
+        ..format.clone()
+    }
+}
+
+/// Storage of a weight. A replicated matrix-unit weight is stored split by
+/// columns over its replicas, so every tile of the product keeps an equal
+/// share and the per-iteration broadcast is an all-gather; other weights keep
+/// the operand's blocking with one home per block, rotated per weight.
+fn storage_format(required: &TensorFormat, rotation: u32) -> TensorFormat {
+    if required.order == ElementOrder::ColumnMajor && required.replicas > 1 {
+        return column_split_storage(required);
+    }
+    let tiles: Vec<u32> = (0..required.block_count())
+        .map(|block| required.tile(block, (rotation + block) % required.replicas))
+        .collect();
+    TensorFormat {
+        replicas: 1,
+        tiles: Arc::from(tiles),
+        ..required.clone()
+    }
+}
+
+fn column_split_storage(required: &TensorFormat) -> TensorFormat {
+    let replicas = required.replicas;
+    let block_cols = required.block[2];
+    let sub_cols = ceil_div(block_cols, replicas).max(1);
+    let parts = required.parts();
+    let storage_col_parts = ceil_div(required.shape.cols, sub_cols);
+    let mut tiles = Vec::with_capacity((parts[0] * parts[1] * storage_col_parts) as usize);
+    for group_block in 0..parts[0] {
+        for row_block in 0..parts[1] {
+            for storage_col in 0..storage_col_parts {
+                let first_col = storage_col * sub_cols;
+                let col_block = first_col / block_cols;
+                let replica = ((first_col - col_block * block_cols) / sub_cols).min(replicas - 1);
+                tiles.push(required.tile(required.block_index(group_block, row_block, col_block), replica));
+            }
+        }
+    }
+    TensorFormat {
+        block: [required.block[0], required.block[1], sub_cols],
+        replicas: 1,
+        tiles: Arc::from(tiles),
+        ..required.clone()
+    }
+}
+
+struct Planner<'graph> {
+    graph: &'graph Graph,
+    settings: PlanningSettings,
+    values: Vec<PlannedValue>,
+    formats: Vec<Option<TensorFormat>>,
+}
+
+/// Average resident weight bytes per tile (the working budget's deduction).
+fn resident_weight_share(graph: &Graph, tiles: u32) -> u64 {
+    let iterations = graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations) as u64;
+    let total: u64 = graph
+        .values
+        .iter()
+        .filter_map(|value| match value.kind {
+            ValueKind::Weight { iterated } => {
+                Some(value.shape.elements() * value.precision.bytes() as u64 * if iterated { iterations } else { 1 })
+            }
+            _ => None,
+        })
+        .sum();
+    total.div_ceil(tiles as u64)
+}
+
+pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn CostOracle) -> Result<Layouts, LayoutError> {
+    let tiles = settings.tiles;
+    let available = (SRAM_BYTES_PER_TILE as u64).saturating_sub(settings.reserved_bytes_per_tile as u64);
+    let share = resident_weight_share(graph, tiles);
+    let working_budget = u32::try_from(available.saturating_sub(share)).unwrap_or(u32::MAX);
+
+    // Pass 1: plans for matrix products and attention.
+    let mut matmul_plans: HashMap<OpId, MatMulPlan> = HashMap::new();
+    let mut attention_plans: HashMap<OpId, AttentionPlan> = HashMap::new();
+    for op_id in graph.op_ids() {
+        let op = graph.op(op_id);
+        match op.kind {
+            OpKind::MatMul { .. } => {
+                let a = graph.value(op.inputs[0]).shape;
+                let w = graph.value(op.inputs[1]).shape;
+                let problem = MatMulProblem {
+                    m: a.rows,
+                    k: a.cols,
+                    n: w.cols,
+                    tiles,
+                    working_budget,
+                    accumulation: settings.accumulation,
+                    candidate_limit: settings.candidate_limit,
+                };
+                let plan = oracle.matmul(problem).map_err(|source| LayoutError::Cost {
+                    op: op.name.clone(),
+                    source,
+                })?;
+                matmul_plans.insert(op_id, plan);
+            }
+            OpKind::Attention { .. } => {
+                let q = graph.value(op.inputs[0]).shape;
+                let k = graph.value(op.inputs[1]).shape;
+                let problem = AttentionProblem {
+                    groups: q.groups,
+                    queries: q.rows,
+                    keys: k.rows,
+                    dimension: q.cols,
+                    tiles,
+                    working_budget,
+                    forced_flash: settings.forced_flash,
+                };
+                let plan = oracle.attention(problem).map_err(|source| LayoutError::Cost {
+                    op: op.name.clone(),
+                    source,
+                })?;
+                attention_plans.insert(op_id, plan);
+            }
+            _ => {}
+        }
+    }
+
+    // Formats the heavy ops need for each operand slot.
+    let mut required: HashMap<(OpId, usize), TensorFormat> = HashMap::new();
+    let mut heavy_outputs: HashMap<OpId, TensorFormat> = HashMap::new();
+    for op_id in graph.op_ids() {
+        let op = graph.op(op_id);
+        if let Some(plan) = matmul_plans.get(&op_id) {
+            let a = graph.value(op.inputs[0]).shape;
+            let w = graph.value(op.inputs[1]).shape;
+            let formats = matmul_formats(plan, a.rows, a.cols, w.cols);
+            required.insert((op_id, 0), formats.a);
+            required.insert((op_id, 1), formats.weight);
+            required.insert((op_id, 2), formats.bias);
+            heavy_outputs.insert(op_id, formats.output);
+        } else if let Some(plan) = attention_plans.get(&op_id) {
+            let q = graph.value(op.inputs[0]).shape;
+            let k = graph.value(op.inputs[1]).shape;
+            let formats = attention_formats(plan, q, k, tiles);
+            required.insert((op_id, 0), formats.query.clone());
+            required.insert((op_id, 1), formats.key_value.clone());
+            required.insert((op_id, 2), formats.key_value);
+            heavy_outputs.insert(op_id, formats.query);
+        }
+    }
+
+    let mut consumers: Vec<Vec<(OpId, usize)>> = vec![Vec::new(); graph.values.len()];
+    for op_id in graph.op_ids() {
+        for (slot, input) in graph.op(op_id).inputs.iter().enumerate() {
+            consumers[input.0 as usize].push((op_id, slot));
+        }
+    }
+    if let Some(repeat) = &graph.repeat {
+        // The carried output is also read by the carry rearrange.
+        consumers[repeat.carried_output.0 as usize].push((OpId(u32::MAX), 0));
+    }
+
+    let mut planner = Planner {
+        graph,
+        settings,
+        values: Vec::new(),
+        formats: vec![None; graph.values.len()],
+    };
+
+    // The format a single-consumer view/rotary chain ends in, if a heavy op.
+    let chain_target = |value: ValueId| -> Option<TensorFormat> {
+        let mut current = value;
+        loop {
+            let users = &consumers[current.0 as usize];
+            if users.len() != 1 || users[0].0.0 == u32::MAX {
+                return None;
+            }
+            let (consumer, slot) = users[0];
+            if let Some(format) = required.get(&(consumer, slot)) {
+                return (format.shape == graph.value(value).shape).then(|| format.clone());
+            }
+            match graph.op(consumer).kind {
+                OpKind::Rotary { .. } => current = graph.op(consumer).output,
+                _ => return None,
+            }
+        }
+    };
+
+    // Pass 2: output formats, forward.
+    for id in graph.value_ids() {
+        let value = graph.value(id);
+        if matches!(value.kind, ValueKind::Input) || graph.repeat.as_ref().is_some_and(|r| r.carried_input == id) {
+            planner.formats[id.0 as usize] = Some(canonical_format(value.shape, value.precision, tiles));
+        }
+    }
+    for op_id in graph.op_ids() {
+        let op = graph.op(op_id);
+        let output = graph.value(op.output);
+        let input_format = |planner: &Planner, slot: usize| planner.formats[op.inputs[slot].0 as usize].clone();
+        let format = match &op.kind {
+            OpKind::MatMul { .. } | OpKind::Attention { .. } => heavy_outputs[&op_id].clone(),
+            OpKind::View(_) => chain_target(op.output).unwrap_or_else(|| canonical_format(output.shape, output.precision, tiles)),
+            OpKind::Rotary { .. } => match input_format(&planner, 0) {
+                Some(format) => format,
+                None => canonical_format(output.shape, output.precision, tiles),
+            },
+            OpKind::LayerNorm { .. } => match input_format(&planner, 0) {
+                Some(format) if format.rows_complete() && format.replicas == 1 => with_precision(&format, output.precision),
+                _ => canonical_format(output.shape, output.precision, tiles),
+            },
+            OpKind::Gelu { .. } | OpKind::Add | OpKind::Cast => match input_format(&planner, 0) {
+                Some(format) if format.order == ElementOrder::RowMajor => with_precision(&format, output.precision),
+                _ => canonical_format(output.shape, output.precision, tiles),
+            },
+        };
+        planner.formats[op.output.0 as usize] = Some(format);
+    }
+
+    // Pass 3: operands, storage and rearranges.
+    for id in graph.value_ids() {
+        let value = graph.value(id);
+        let iterations = match value.kind {
+            ValueKind::Weight { iterated: true } => graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations),
+            _ => 1,
+        };
+        planner.values.push(PlannedValue {
+            name: value.name.clone(),
+            graph_value: Some(id),
+            kind: value.kind,
+            region: value.region,
+            format: planner.formats[id.0 as usize]
+                .clone()
+                .unwrap_or_else(|| canonical_format(value.shape, value.precision, tiles)),
+            iterations,
+        });
+    }
+    let mut ops = Vec::new();
+    let mut weight_rotation = 0u32;
+    let mut entry_inserted = false;
+    for op_id in graph.op_ids() {
+        let op = graph.op(op_id);
+        if let Some(repeat) = &graph.repeat
+            && op.region == Region::Body
+            && !entry_inserted
+        {
+            entry_inserted = true;
+            ops.push(planner.rearrange_op(
+                "repeat.entry",
+                PlannedValueId(repeat.initial.0),
+                PlannedValueId(repeat.carried_input.0),
+                RearrangeReason::RepeatEntry,
+                Region::Prologue,
+            ));
+        }
+        let output_format = planner.values[op.output.0 as usize].format.clone();
+        let mut inputs = Vec::with_capacity(op.inputs.len());
+        for (slot, &input) in op.inputs.iter().enumerate() {
+            let input_value = graph.value(input);
+            let wanted = match (&op.kind, slot) {
+                (OpKind::MatMul { .. } | OpKind::Attention { .. }, _) => required.get(&(op_id, slot)).cloned(),
+                (OpKind::View(_), _) => None,
+                (OpKind::LayerNorm { .. }, 1 | 2) => Some(broadcast_vector_format(&output_format, input_value.precision)),
+                _ => Some(with_precision(&output_format, input_value.precision)),
+            };
+            let planned_input = PlannedValueId(input.0);
+            let Some(wanted) = wanted else {
+                inputs.push(planned_input);
+                continue;
+            };
+            if let ValueKind::Weight { .. } = input_value.kind {
+                let storage = storage_format(&wanted, weight_rotation);
+                weight_rotation = weight_rotation.wrapping_add(1);
+                planner.values[input.0 as usize].format = storage;
+                if wanted.replicas == 1 {
+                    inputs.push(planned_input);
+                    continue;
+                }
+                let operand = planner.new_value(
+                    format!("{}.{}", op.name, slot_name(&op.kind, slot)),
+                    wanted,
+                    op.region,
+                );
+                ops.push(planner.rearrange_op(
+                    &format!("{}.{}.broadcast", op.name, slot_name(&op.kind, slot)),
+                    planned_input,
+                    operand,
+                    RearrangeReason::WeightBroadcast,
+                    op.region,
+                ));
+                inputs.push(operand);
+            } else if planner.values[input.0 as usize].format == wanted {
+                inputs.push(planned_input);
+            } else {
+                let operand = planner.new_value(format!("{}.{}", op.name, slot_name(&op.kind, slot)), wanted, op.region);
+                ops.push(planner.rearrange_op(
+                    &format!("{}.{}.rearrange", op.name, slot_name(&op.kind, slot)),
+                    planned_input,
+                    operand,
+                    RearrangeReason::OperandFormat,
+                    op.region,
+                ));
+                inputs.push(operand);
+            }
+        }
+        let plan = if let Some(plan) = matmul_plans.get(&op_id) {
+            OpPlan::MatMul(*plan)
+        } else if let Some(plan) = attention_plans.get(&op_id) {
+            OpPlan::Attention(*plan)
+        } else if let OpKind::View(view) = &op.kind {
+            OpPlan::Rearrange {
+                view: view.clone(),
+                reason: RearrangeReason::View,
+            }
+        } else {
+            OpPlan::Blockwise
+        };
+        ops.push(PlannedOp {
+            name: op.name.clone(),
+            graph_op: Some(op_id),
+            kind: op.kind.clone(),
+            plan,
+            inputs,
+            output: PlannedValueId(op.output.0),
+            region: op.region,
+        });
+        let next_region = graph.ops.get(op_id.0 as usize + 1).map(|next| next.region);
+        if let Some(repeat) = &graph.repeat
+            && op.region == Region::Body
+            && next_region != Some(Region::Body)
+        {
+            ops.push(planner.rearrange_op(
+                "repeat.carry",
+                PlannedValueId(repeat.carried_output.0),
+                PlannedValueId(repeat.carried_input.0),
+                RearrangeReason::RepeatCarry,
+                Region::Body,
+            ));
+        }
+    }
+
+    let (resident_weight_tile, resident_weight_bytes_max) = planner.resident_weights_peak();
+    if resident_weight_bytes_max > available {
+        return Err(LayoutError::WeightsDoNotFit {
+            tile: resident_weight_tile,
+            needed: resident_weight_bytes_max,
+            available,
+        });
+    }
+    let output = graph.output.map_or(PlannedValueId(0), |id| PlannedValueId(id.0));
+    Ok(Layouts {
+        values: planner.values,
+        ops,
+        repeat: graph.repeat.as_ref().map(|repeat| PlannedRepeat {
+            iterations: repeat.iterations,
+            carried_input: PlannedValueId(repeat.carried_input.0),
+        }),
+        output,
+        resident_weight_bytes_max,
+        resident_weight_tile,
+    })
+}
+
+fn slot_name(kind: &OpKind, slot: usize) -> &'static str {
+    match (kind, slot) {
+        (OpKind::MatMul { .. }, 0) => "a",
+        (OpKind::MatMul { .. }, 1) => "weight",
+        (OpKind::MatMul { .. }, 2) => "bias",
+        (OpKind::Attention { .. }, 0) => "q",
+        (OpKind::Attention { .. }, 1) => "k",
+        (OpKind::Attention { .. }, 2) => "v",
+        (OpKind::LayerNorm { .. }, 1) => "gamma",
+        (OpKind::LayerNorm { .. }, 2) => "beta",
+        (_, 0) => "input",
+        (_, 1) => "other",
+        _ => "operand",
+    }
+}
+
+impl Planner<'_> {
+    fn new_value(&mut self, name: String, format: TensorFormat, region: Region) -> PlannedValueId {
+        let id = PlannedValueId(self.values.len() as u32);
+        self.values.push(PlannedValue {
+            name,
+            graph_value: None,
+            kind: ValueKind::Activation,
+            region,
+            format,
+            iterations: 1,
+        });
+        id
+    }
+
+    fn rearrange_op(
+        &self,
+        name: &str,
+        input: PlannedValueId,
+        output: PlannedValueId,
+        reason: RearrangeReason,
+        region: Region,
+    ) -> PlannedOp {
+        PlannedOp {
+            name: name.to_string(),
+            graph_op: None,
+            kind: OpKind::View(ViewKind::Identity),
+            plan: OpPlan::Rearrange {
+                view: ViewKind::Identity,
+                reason,
+            },
+            inputs: vec![input],
+            output,
+            region,
+        }
+    }
+
+    /// The tile holding the most resident weight bytes, and how many.
+    fn resident_weights_peak(&self) -> (u32, u64) {
+        let mut per_tile = vec![0u64; self.settings.tiles as usize];
+        for value in &self.values {
+            if let ValueKind::Weight { .. } = value.kind {
+                let bytes = value.format.block_bytes() as u64 * value.iterations as u64;
+                for &tile in value.format.tiles.iter() {
+                    per_tile[tile as usize] += bytes;
+                }
+            }
+        }
+        let _ = self.graph;
+        per_tile
+            .iter()
+            .enumerate()
+            .max_by_key(|&(tile, &bytes)| (bytes, std::cmp::Reverse(tile)))
+            .map_or((0, 0), |(tile, &bytes)| (tile as u32, bytes))
+    }
+}

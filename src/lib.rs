@@ -1,0 +1,19 @@
+//! superstep: an incremental, query-based compiler of Vision Transformers
+//! into bulk-synchronous programs for IPU21-class tile machines.
+//!
+//! Stages are pure cores in their own modules (`model`, `layout`, `expand`)
+//! wrapped by salsa queries in `queries`; `sim` executes what the stages
+//! produce against an FP32 reference.
+
+pub mod cli;
+pub mod driver;
+pub mod expand;
+pub mod layout;
+pub mod model;
+pub mod numerics;
+pub mod pipeline;
+pub mod queries;
+pub mod query;
+pub mod report;
+pub mod sim;
+pub mod target;

@@ -1,0 +1,31 @@
+//! The `superstep` binary: parses the command line, sets up tracing and runs
+//! the command; exit code 2 for bad input, 1 for other failures.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use superstep::cli::{Cli, Command, build, run};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let fmt_layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let (chrome_layer, _guard) = match &cli.trace {
+        Some(path) => {
+            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new().file(path.clone()).build();
+            (Some(layer), Some(guard))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(fmt_layer).with(chrome_layer).init();
+    let result = match &cli.command {
+        Command::Build { query, ops } => build::run(query, *ops),
+        Command::Run { query } => run::run(query),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => error.exit(),
+    }
+}

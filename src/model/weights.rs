@@ -1,0 +1,231 @@
+//! Parameter values for a graph: deterministic seeded random weights by
+//! default, or real weights read from a SafeTensors file. Values are stored
+//! already quantised to the precision the program uses (FP8 codes for matrix
+//! weights, FP16-rounded values for vectors), so that the interpreter and the
+//! FP32 reference see exactly the same numbers.
+//!
+//! Owns weight generation, quantisation and the SafeTensors naming scheme
+//! (`layers.{i}.attn.qkv.weight` for iterated weights, the value name for the
+//! others, shape `[rows, cols]`). It does not place or lay out weights.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::graph::{Graph, Precision, ValueId, ValueKind};
+use super::safetensors::{SafeTensors, SafeTensorsError};
+use crate::numerics::{fp8, half_float};
+
+/// One weight tensor's data for every instance (one per layer when iterated).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightData {
+    /// FP8 codes for F8 weights (empty otherwise), instance-major.
+    pub codes: Vec<u8>,
+    /// Decoded (FP8) or FP16-rounded values, instance-major.
+    pub values: Vec<f32>,
+    pub instances: u32,
+}
+
+impl WeightData {
+    pub fn instance(&self, index: u32) -> &[f32] {
+        let size = self.values.len() / self.instances as usize;
+        &self.values[index as usize * size..(index as usize + 1) * size]
+    }
+
+    pub fn instance_codes(&self, index: u32) -> &[u8] {
+        let size = self.codes.len() / self.instances as usize;
+        &self.codes[index as usize * size..(index as usize + 1) * size]
+    }
+}
+
+/// All parameters of a graph plus the host input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights {
+    pub fp8_scale: i32,
+    pub tensors: BTreeMap<ValueId, WeightData>,
+    /// The image patches, FP16-rounded.
+    pub input: Vec<f32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WeightError {
+    #[error("reading weights: {0}")]
+    SafeTensors(#[from] SafeTensorsError),
+    #[error("the graph has no input value")]
+    NoInput,
+}
+
+/// SplitMix64: a small, well-mixed deterministic generator.
+#[derive(Clone)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> SplitMix {
+        SplitMix(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[-1, 1)`.
+    pub fn next_symmetric(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+fn name_seed(seed: u64, name: &str, instance: u32) -> u64 {
+    // FNV-1a over the name, mixed with the seed and instance.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= byte as u64;
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash ^ seed.rotate_left(17) ^ (instance as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// How a generated weight is distributed, from its role in the name.
+fn generated_value(name: &str, rows: u32, generator: &mut SplitMix, index: usize, cols: u32) -> f32 {
+    let uniform = generator.next_symmetric();
+    if name.ends_with(".weight") {
+        // Unit-variance outputs: uniform with variance 1 / fan_in.
+        uniform * (3.0 / rows as f32).sqrt()
+    } else if name.ends_with(".gamma") {
+        1.0 + 0.1 * uniform
+    } else if name.ends_with(".bias") || name.ends_with(".beta") {
+        0.02 * uniform
+    } else {
+        // Positions, class token, probe.
+        let _ = (index, cols);
+        0.5 * uniform
+    }
+}
+
+fn quantise(values: Vec<f32>, precision: Precision, fp8_scale: i32, instances: u32) -> WeightData {
+    match precision {
+        Precision::F8 => {
+            let table = fp8::decode_table(fp8_scale);
+            let codes: Vec<u8> = values.iter().map(|&v| fp8::encode(v, fp8_scale)).collect();
+            let values = codes.iter().map(|&c| table[c as usize]).collect();
+            WeightData {
+                codes,
+                values,
+                instances,
+            }
+        }
+        Precision::F16 => WeightData {
+            codes: Vec::new(),
+            values: values.into_iter().map(half_float::round_f16).collect(),
+            instances,
+        },
+        Precision::F32 => WeightData {
+            codes: Vec::new(),
+            values,
+            instances,
+        },
+    }
+}
+
+fn instances_of(graph: &Graph, iterated: bool) -> u32 {
+    if iterated {
+        graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations)
+    } else {
+        1
+    }
+}
+
+/// Deterministic random weights and input for `graph`.
+pub fn seeded_weights(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weights, WeightError> {
+    let mut tensors = BTreeMap::new();
+    let mut input = None;
+    for id in graph.value_ids() {
+        let value = graph.value(id);
+        let elements = value.shape.elements() as usize;
+        match value.kind {
+            ValueKind::Weight { iterated } => {
+                let instances = instances_of(graph, iterated);
+                let mut values = Vec::with_capacity(elements * instances as usize);
+                for instance in 0..instances {
+                    let mut generator = SplitMix::new(name_seed(seed, &value.name, instance));
+                    values.extend((0..elements).map(|index| {
+                        generated_value(&value.name, value.shape.rows, &mut generator, index, value.shape.cols)
+                    }));
+                }
+                tensors.insert(id, quantise(values, value.precision, fp8_scale, instances));
+            }
+            ValueKind::Input => {
+                let mut generator = SplitMix::new(name_seed(seed, &value.name, 0));
+                input = Some(
+                    (0..elements)
+                        .map(|_| half_float::round_f16(generator.next_symmetric()))
+                        .collect(),
+                );
+            }
+            ValueKind::Activation => {}
+        }
+    }
+    Ok(Weights {
+        fp8_scale,
+        tensors,
+        input: input.ok_or(WeightError::NoInput)?,
+    })
+}
+
+/// The SafeTensors name of one instance of a weight.
+pub fn tensor_name(value_name: &str, iterated: bool, instance: u32) -> String {
+    match (iterated, value_name.strip_prefix("layer.")) {
+        (true, Some(rest)) => format!("layers.{instance}.{rest}"),
+        _ => value_name.to_string(),
+    }
+}
+
+/// Real weights from a SafeTensors file; the input patches stay seeded
+/// (`seed`) unless the file has an `input.patches` tensor.
+pub fn safetensors_weights(graph: &Graph, path: &Path, seed: u64, fp8_scale: i32) -> Result<Weights, WeightError> {
+    let file = SafeTensors::read(path)?;
+    let mut weights = seeded_input_only(graph, seed, fp8_scale)?;
+    for id in graph.value_ids() {
+        let value = graph.value(id);
+        let shape = [value.shape.rows as usize, value.shape.cols as usize];
+        match value.kind {
+            ValueKind::Weight { iterated } => {
+                let instances = instances_of(graph, iterated);
+                let mut values = Vec::with_capacity(value.shape.elements() as usize * instances as usize);
+                for instance in 0..instances {
+                    values.extend(file.tensor_f32(&tensor_name(&value.name, iterated, instance), &shape)?);
+                }
+                weights
+                    .tensors
+                    .insert(id, quantise(values, value.precision, fp8_scale, instances));
+            }
+            ValueKind::Input if file.shape(&value.name).is_some() => {
+                weights.input = file
+                    .tensor_f32(&value.name, &shape)?
+                    .into_iter()
+                    .map(half_float::round_f16)
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    Ok(weights)
+}
+
+fn seeded_input_only(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weights, WeightError> {
+    let input_value = graph
+        .value_ids()
+        .find(|&id| graph.value(id).kind == ValueKind::Input)
+        .ok_or(WeightError::NoInput)?;
+    let value = graph.value(input_value);
+    let mut generator = SplitMix::new(name_seed(seed, &value.name, 0));
+    Ok(Weights {
+        fp8_scale,
+        tensors: BTreeMap::new(),
+        input: (0..value.shape.elements())
+            .map(|_| half_float::round_f16(generator.next_symmetric()))
+            .collect(),
+    })
+}

@@ -1,0 +1,313 @@
+//! The FP8 "F143" weight format: 1 sign, 4 exponent and 3 mantissa bits,
+//! exponent bias 8, subnormals when the exponent field is 0, no infinities,
+//! and the single NaN `0x80` (the would-be negative zero). A tensor-wide
+//! power-of-two scale exponent `scale` makes code `c` mean
+//! `decode_unscaled(c) * 2^scale`. This module owns the exact encode
+//! (round to nearest, ties to even, saturating) and decode; it must not know
+//! about tensors, layouts or files, and must never produce NaN from a number.
+
+/// Largest finite magnitude: `2^(15 - 8) * 1.875`.
+pub const F143_MAX: f32 = 240.0;
+/// The single NaN code (the bit pattern of negative zero).
+pub const F143_NAN: u8 = 0x80;
+/// The code of `+F143_MAX`; `F143_MAX_CODE | 0x80` is `-F143_MAX`.
+pub const F143_MAX_CODE: u8 = 0x7F;
+
+const SIGN_BIT: u8 = 0x80;
+const EXPONENT_BIAS: i32 = 8;
+const MANTISSA_BITS: i32 = 3;
+const MANTISSA_MASK: u8 = 0x07;
+const EXPONENT_MASK: u8 = 0x0F;
+/// Exponent of the smallest normal magnitude, `2^(1 - bias)`.
+const MINIMUM_NORMAL_EXPONENT: i32 = 1 - EXPONENT_BIAS;
+/// Exponent of the spacing between subnormals, `2^(1 - bias - 3)`.
+const SUBNORMAL_QUANTUM_EXPONENT: i32 = MINIMUM_NORMAL_EXPONENT - MANTISSA_BITS;
+
+/// Value of `code` without the tensor scale; NaN for [`F143_NAN`].
+pub fn decode_unscaled(code: u8) -> f32 {
+    if code == F143_NAN {
+        return f32::NAN;
+    }
+    let exponent_field = i32::from((code >> MANTISSA_BITS) & EXPONENT_MASK);
+    let mantissa = f32::from(code & MANTISSA_MASK);
+    let magnitude = if exponent_field == 0 {
+        mantissa * power_of_two_f32(SUBNORMAL_QUANTUM_EXPONENT)
+    } else {
+        (8.0 + mantissa) * power_of_two_f32(exponent_field - EXPONENT_BIAS - MANTISSA_BITS)
+    };
+    if code & SIGN_BIT != 0 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// Value of `code` under the tensor scale: `decode_unscaled(code) * 2^scale`,
+/// rounded once to f32 (so it is exact whenever the result is a normal f32;
+/// scales beyond the f32 range give infinity or zero).
+pub fn decode(code: u8, scale: i32) -> f32 {
+    let unscaled = decode_unscaled(code);
+    if scale == 0 || unscaled.is_nan() {
+        return unscaled;
+    }
+    scale_by_power_of_two(f64::from(unscaled), scale) as f32
+}
+
+/// All 256 decoded values under `scale`, for table-driven decoding.
+pub fn decode_table(scale: i32) -> [f32; 256] {
+    std::array::from_fn(|index| decode(index as u8, scale))
+}
+
+/// Encodes `value / 2^scale` (the division is exact): round to nearest, ties
+/// to even; magnitudes at or above 240 after rounding (including infinities)
+/// saturate to ±240; results that round to zero (including `-0.0`) give
+/// `+0` (`0x00`); only a NaN input gives [`F143_NAN`].
+pub fn encode(value: f32, scale: i32) -> u8 {
+    if value.is_nan() {
+        return F143_NAN;
+    }
+    let unscaled = scale_by_power_of_two(f64::from(value), scale.saturating_neg());
+    let code = round_magnitude(unscaled.abs());
+    if code == 0 || unscaled.is_sign_positive() {
+        code
+    } else {
+        code | SIGN_BIT
+    }
+}
+
+/// Nearest code (ties to even) for a non-negative, non-NaN magnitude;
+/// saturates at [`F143_MAX_CODE`].
+fn round_magnitude(magnitude: f64) -> u8 {
+    if magnitude >= f64::from(F143_MAX) {
+        return F143_MAX_CODE;
+    }
+    let binade_exponent = if magnitude < power_of_two_f64(MINIMUM_NORMAL_EXPONENT) {
+        None
+    } else {
+        Some(floor_log2(magnitude))
+    };
+    let quantum_exponent = match binade_exponent {
+        None => SUBNORMAL_QUANTUM_EXPONENT,
+        Some(exponent) => exponent - MANTISSA_BITS,
+    };
+    // Exact: multiplying by a power of two within the f64 range.
+    let steps = (magnitude * power_of_two_f64(-quantum_exponent)).round_ties_even() as i32;
+    let code = match binade_exponent {
+        // Subnormal steps 0..=8; step 8 is the smallest normal code 0x08.
+        None => steps,
+        // Normal steps 8..=16; step 16 carries into the next exponent field.
+        Some(exponent) => ((exponent + EXPONENT_BIAS) << MANTISSA_BITS) + steps - 8,
+    };
+    code.clamp(0, i32::from(F143_MAX_CODE)) as u8
+}
+
+/// Exponent of the binade of a positive normal f64.
+fn floor_log2(value: f64) -> i32 {
+    ((value.to_bits() >> 52) & 0x7FF) as i32 - 1023
+}
+
+/// `2^exponent` for exponents in the normal f32 range.
+fn power_of_two_f32(exponent: i32) -> f32 {
+    f32::from_bits(((exponent + 127) as u32) << 23)
+}
+
+/// `2^exponent` for exponents in the normal f64 range.
+fn power_of_two_f64(exponent: i32) -> f64 {
+    f64::from_bits(((exponent + 1023) as u64) << 52)
+}
+
+/// `value * 2^exponent` in steps that are each exact powers of two, so the
+/// product is exact unless it leaves the f64 range (where every f32 result is
+/// zero or infinity anyway).
+fn scale_by_power_of_two(value: f64, exponent: i32) -> f64 {
+    const STEP: i32 = 1000;
+    let mut remaining = exponent.clamp(-4 * STEP, 4 * STEP);
+    let mut result = value;
+    while remaining > STEP {
+        result *= power_of_two_f64(STEP);
+        remaining -= STEP;
+    }
+    while remaining < -STEP {
+        result *= power_of_two_f64(-STEP);
+        remaining += STEP;
+    }
+    result * power_of_two_f64(remaining)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numeric_codes() -> impl Iterator<Item = u8> {
+        (0..=u8::MAX).filter(|&code| code != F143_NAN)
+    }
+
+    #[test]
+    fn every_numeric_code_round_trips() {
+        for scale in -20..=20 {
+            for code in numeric_codes() {
+                assert_eq!(
+                    encode(decode(code, scale), scale),
+                    code,
+                    "code {code:#04x} scale {scale}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn nan_code_and_nan_input() {
+        assert!(decode(F143_NAN, 0).is_nan());
+        assert!(decode(F143_NAN, -4).is_nan());
+        assert_eq!(encode(f32::NAN, 0), F143_NAN);
+        assert_eq!(encode(-f32::NAN, 3), F143_NAN);
+    }
+
+    #[test]
+    fn known_values() {
+        assert_eq!(decode_unscaled(0x00), 0.0);
+        assert_eq!(decode_unscaled(0x01), 2f32.powi(-10));
+        assert_eq!(decode_unscaled(0x07), 7.0 * 2f32.powi(-10));
+        assert_eq!(decode_unscaled(0x08), 2f32.powi(-7));
+        assert_eq!(decode_unscaled(0x40), 1.0);
+        assert_eq!(decode_unscaled(0x41), 1.125);
+        assert_eq!(decode_unscaled(0x7F), F143_MAX);
+        assert_eq!(decode_unscaled(0xFF), -F143_MAX);
+        assert_eq!(decode_unscaled(0xC0), -1.0);
+        assert_eq!(decode_unscaled(0x81), -(2f32.powi(-10)));
+    }
+
+    #[test]
+    fn decode_is_strictly_monotonic_and_symmetric() {
+        for code in 0..F143_MAX_CODE {
+            assert!(decode(code, 0) < decode(code + 1, 0), "code {code:#04x}");
+        }
+        for code in 1..=F143_MAX_CODE {
+            assert_eq!(decode(code | SIGN_BIT, 0), -decode(code, 0));
+        }
+    }
+
+    #[test]
+    fn midpoints_round_to_even_and_neighbours_to_nearest() {
+        for code in 0..F143_MAX_CODE {
+            let low = decode(code, 0);
+            let high = decode(code + 1, 0);
+            let midpoint = (low + high) / 2.0; // exact: 5 significant bits
+            assert_eq!(
+                f64::from(midpoint),
+                (f64::from(low) + f64::from(high)) / 2.0
+            );
+            let even = if code % 2 == 0 { code } else { code + 1 };
+            assert_eq!(encode(midpoint, 0), even, "midpoint after {code:#04x}");
+            let negative_even = if even == 0 { 0 } else { even | SIGN_BIT };
+            assert_eq!(
+                encode(-midpoint, 0),
+                negative_even,
+                "negative midpoint after {code:#04x}"
+            );
+            let above = f32::from_bits(midpoint.to_bits() + 1);
+            let below = f32::from_bits(midpoint.to_bits() - 1);
+            assert_eq!(encode(above, 0), code + 1);
+            assert_eq!(encode(below, 0), code);
+        }
+    }
+
+    #[test]
+    fn zeros_and_tiny_values_encode_to_positive_zero() {
+        assert_eq!(encode(0.0, 0), 0x00);
+        assert_eq!(encode(-0.0, 0), 0x00);
+        assert_eq!(encode(-(2f32.powi(-11)), 0), 0x00);
+        assert_eq!(encode(-1e-30, 0), 0x00);
+        assert_eq!(encode(f32::from_bits(1), 0), 0x00);
+        assert_eq!(encode(-(2f32.powi(-11)) * 1.001, 0), 0x81);
+    }
+
+    #[test]
+    fn saturation() {
+        assert_eq!(encode(240.0, 0), F143_MAX_CODE);
+        assert_eq!(encode(247.9, 0), F143_MAX_CODE);
+        assert_eq!(encode(248.0, 0), F143_MAX_CODE);
+        assert_eq!(encode(1e30, 0), F143_MAX_CODE);
+        assert_eq!(encode(f32::MAX, 0), F143_MAX_CODE);
+        assert_eq!(encode(f32::INFINITY, 0), F143_MAX_CODE);
+        assert_eq!(encode(-1e30, 0), F143_MAX_CODE | SIGN_BIT);
+        assert_eq!(encode(f32::NEG_INFINITY, 0), 0xFF);
+        assert_eq!(encode(f32::NEG_INFINITY, -100), 0xFF);
+        // 232 is the tie between 224 (even mantissa 6) and 240 (odd mantissa 7).
+        assert_eq!(encode(232.0, 0), 0x7E);
+        assert_eq!(encode(232.5, 0), 0x7F);
+    }
+
+    #[test]
+    fn scale_is_an_exact_power_of_two() {
+        assert_eq!(encode(1.0, -4), 0x60);
+        assert_eq!(decode(0x60, -4), 1.0);
+        assert_eq!(decode(0x7F, -4), 15.0);
+        assert_eq!(encode(15.0, -4), F143_MAX_CODE);
+        assert_eq!(encode(16.0, -4), F143_MAX_CODE);
+        assert_eq!(encode(240.0 * 1024.0, 10), F143_MAX_CODE);
+        for scale in -30..=30 {
+            for code in numeric_codes() {
+                let expected = f64::from(decode_unscaled(code)) * 2f64.powi(scale);
+                assert_eq!(f64::from(decode(code, scale)), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_scales_do_not_panic() {
+        assert_eq!(encode(1.0, i32::MAX), 0x00);
+        assert_eq!(encode(1.0, i32::MIN), F143_MAX_CODE);
+        assert_eq!(encode(-1.0, i32::MIN), 0xFF);
+        assert_eq!(decode(0x01, i32::MIN), 0.0);
+        assert_eq!(decode(0x01, -200), 0.0);
+        assert_eq!(decode(0x7F, i32::MAX), f32::INFINITY);
+        assert_eq!(decode(0xFF, 200), f32::NEG_INFINITY);
+        // 2^-10 * 2^-139 = 2^-149, the smallest f32 subnormal.
+        assert_eq!(decode(0x01, -139), f32::from_bits(1));
+    }
+
+    #[test]
+    fn table_matches_decode() {
+        for scale in [-7, -4, 0, 3] {
+            let table = decode_table(scale);
+            for code in 0..=u8::MAX {
+                let expected = decode(code, scale);
+                let actual = table[usize::from(code)];
+                assert!(
+                    expected.to_bits() == actual.to_bits(),
+                    "code {code:#04x} scale {scale}"
+                );
+            }
+        }
+    }
+
+    #[derive(serde::Serialize)]
+    struct CodeEntry {
+        code: String,
+        fields: String,
+        value: String,
+    }
+
+    #[test]
+    fn code_table_snapshot() {
+        let entries: Vec<CodeEntry> = (0..=u8::MAX)
+            .map(|code| CodeEntry {
+                code: format!("{code:#04x}"),
+                fields: format!(
+                    "{} {:04b} {:03b}",
+                    code >> 7,
+                    (code >> 3) & 0x0F,
+                    code & 0x07
+                ),
+                value: format!("{}", decode_unscaled(code)),
+            })
+            .collect();
+        insta::with_settings!({
+            snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+            prepend_module_to_snapshot => false,
+        }, {
+            insta::assert_yaml_snapshot!("fp8_f143_codes", entries);
+        });
+    }
+}

@@ -1,0 +1,94 @@
+//! The plain (database-free) path through the first half of the compiler:
+//! build query -> graph -> layouts -> per-op expansion -> low program. The
+//! salsa queries call the same functions stage by stage; this path exists for
+//! the pure cores' tests and benchmarks, and as an independent cross-check of
+//! the incremental path.
+
+use crate::expand::assemble::assemble;
+use crate::expand::program::LowProgram;
+use crate::expand::{ExpandError, expand_op};
+use crate::layout::plan::Layouts;
+use crate::layout::planner::{CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts};
+use crate::model::builder::{GraphKnobs, build_graph};
+use crate::model::graph::Graph;
+use crate::model::weights::{WeightError, Weights, safetensors_weights, seeded_weights};
+use crate::numerics::dot::Accumulation;
+use crate::query::{AccumulationChoice, AttentionChoice, BuildQuery, WeightSource};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Expand(#[from] ExpandError),
+}
+
+pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
+    GraphKnobs {
+        batch: query.workload.batch,
+        fuse_qkv: query.workload.fuse_qkv,
+    }
+}
+
+/// Matrix-product accumulation: `auto` takes FP32 (the precision the seed
+/// system validated on hardware); FP16 halves partial-sum traffic.
+pub fn accumulation(choice: AccumulationChoice) -> Accumulation {
+    match choice {
+        AccumulationChoice::Auto | AccumulationChoice::F32 => Accumulation::F32,
+        AccumulationChoice::F16 => Accumulation::F16,
+    }
+}
+
+pub fn planning_settings(query: &BuildQuery) -> PlanningSettings {
+    PlanningSettings {
+        tiles: query.machine.tiles,
+        reserved_bytes_per_tile: query.planning.reserved_bytes_per_tile,
+        accumulation: accumulation(query.planning.accumulation),
+        candidate_limit: query.planning.max_partition_candidates,
+        forced_flash: match query.workload.attention {
+            AttentionChoice::Auto => None,
+            AttentionChoice::Materialized => Some(false),
+            AttentionChoice::Flash => Some(true),
+        },
+    }
+}
+
+pub fn build_query_graph(query: &BuildQuery) -> Graph {
+    build_graph(&query.workload.model, graph_knobs(query))
+}
+
+/// Layouts and low program from a graph, costing through `oracle`.
+pub fn lower(
+    graph: &Graph,
+    settings: PlanningSettings,
+    fp8_scale: i32,
+    oracle: &mut dyn CostOracle,
+) -> Result<(Layouts, LowProgram), CompileError> {
+    let layouts = plan_layouts(graph, settings, oracle)?;
+    let expansions = layouts
+        .ops
+        .iter()
+        .map(|op| {
+            let inputs: Vec<_> = op.inputs.iter().map(|&input| &layouts.value(input).format).collect();
+            expand_op(op, &inputs, &layouts.value(op.output).format)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let references: Vec<_> = expansions.iter().collect();
+    let program = assemble(&layouts, &references, settings.tiles, fp8_scale);
+    Ok((layouts, program))
+}
+
+/// The whole first half without a database.
+pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), CompileError> {
+    let graph = build_query_graph(query);
+    let (layouts, program) = lower(&graph, planning_settings(query), query.workload.fp8_scale, &mut DirectCosts)?;
+    Ok((graph, layouts, program))
+}
+
+/// The weights a query names (seeded, or read from SafeTensors).
+pub fn load_weights(query: &BuildQuery, graph: &Graph) -> Result<Weights, WeightError> {
+    match &query.workload.weights {
+        WeightSource::Seeded { seed } => seeded_weights(graph, *seed, query.workload.fp8_scale),
+        WeightSource::SafeTensors { path } => safetensors_weights(graph, path, 1, query.workload.fp8_scale),
+    }
+}

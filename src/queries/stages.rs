@@ -1,0 +1,180 @@
+//! The first half's queries: `graph`, per-problem operator costing,
+//! `layouts`, the per-op firewall `planned_op`, per-op `op_expansion` and
+//! the assembled `low_program`. Each is a thin layer over a pure core.
+//!
+//! Identity: ops are keyed by their name path (`OpKey`), costing problems by
+//! content, so adding an op never renumbers the others and identical
+//! problems are costed once.
+
+use std::sync::Arc;
+
+use super::database::Db;
+use super::inputs::BuildInputs;
+use crate::expand::assemble::assemble;
+use crate::expand::builder::OpExpansion;
+use crate::expand::program::LowProgram;
+use crate::expand::summary::{ProgramSummary, summarize};
+use crate::expand::{ExpandError, expand_op};
+use crate::layout::cost::{
+    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention, plan_matmul,
+};
+use crate::layout::format::TensorFormat;
+use crate::layout::plan::{Layouts, PlannedOp};
+use crate::layout::planner::{CostOracle, LayoutError, PlanningSettings, plan_layouts};
+use crate::model::builder::{GraphKnobs, build_graph};
+use crate::model::graph::Graph;
+use crate::pipeline::accumulation;
+use crate::query::AttentionChoice;
+
+/// A stage failure, as a query value (cloneable, comparable).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StageError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Expand(#[from] ExpandError),
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn graph(db: &dyn Db, build: BuildInputs) -> Graph {
+    let knobs = GraphKnobs {
+        batch: build.batch(db),
+        fuse_qkv: build.fuse_qkv(db),
+    };
+    build_graph(build.model(db), knobs)
+}
+
+/// Firewall: the planning-relevant projection of the build's fields.
+#[salsa::tracked(returns(copy))]
+pub fn planning_settings(db: &dyn Db, build: BuildInputs) -> PlanningSettings {
+    let planning = build.planning(db);
+    PlanningSettings {
+        tiles: build.machine(db).tiles,
+        reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
+        accumulation: accumulation(planning.accumulation),
+        candidate_limit: planning.max_partition_candidates,
+        forced_flash: match build.attention(db) {
+            AttentionChoice::Auto => None,
+            AttentionChoice::Materialized => Some(false),
+            AttentionChoice::Flash => Some(true),
+        },
+    }
+}
+
+#[salsa::interned(debug)]
+pub struct MatMulKey<'db> {
+    #[returns(copy)]
+    pub problem: MatMulProblem,
+}
+
+#[salsa::interned(debug)]
+pub struct AttentionKey<'db> {
+    #[returns(copy)]
+    pub problem: AttentionProblem,
+}
+
+/// Candidate costing of one matrix-product problem (memoized per content).
+#[salsa::tracked]
+pub fn matmul_costing<'db>(db: &'db dyn Db, key: MatMulKey<'db>) -> Result<MatMulPlan, CostError> {
+    plan_matmul(&key.problem(db))
+}
+
+/// Candidate costing of one attention problem (memoized per content).
+#[salsa::tracked]
+pub fn attention_costing<'db>(db: &'db dyn Db, key: AttentionKey<'db>) -> Result<AttentionPlan, CostError> {
+    plan_attention(&key.problem(db))
+}
+
+struct QueryCosts<'db> {
+    db: &'db dyn Db,
+}
+
+impl CostOracle for QueryCosts<'_> {
+    fn matmul(&mut self, problem: MatMulProblem) -> Result<MatMulPlan, CostError> {
+        matmul_costing(self.db, MatMulKey::new(self.db, problem)).clone()
+    }
+    fn attention(&mut self, problem: AttentionProblem) -> Result<AttentionPlan, CostError> {
+        attention_costing(self.db, AttentionKey::new(self.db, problem)).clone()
+    }
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn layouts(db: &dyn Db, build: BuildInputs) -> Result<Arc<Layouts>, LayoutError> {
+    let graph = graph(db, build);
+    let settings = planning_settings(db, build);
+    plan_layouts(graph, settings, &mut QueryCosts { db }).map(Arc::new)
+}
+
+/// An op, identified by its provenance path.
+#[salsa::interned(debug)]
+pub struct OpKey<'db> {
+    #[returns(copy)]
+    pub build: BuildInputs,
+    #[returns(ref)]
+    pub name: String,
+}
+
+/// The planned ops in execution order.
+#[salsa::tracked(returns(ref))]
+pub fn op_keys<'db>(db: &'db dyn Db, build: BuildInputs) -> Vec<OpKey<'db>> {
+    match layouts(db, build) {
+        Ok(layouts) => layouts
+            .ops
+            .iter()
+            .map(|op| OpKey::new(db, build, op.name.clone()))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Firewall: one op's plan and the formats of its operands and result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedOpView {
+    pub op: PlannedOp,
+    pub inputs: Vec<TensorFormat>,
+    pub output: TensorFormat,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn planned_op<'db>(db: &'db dyn Db, key: OpKey<'db>) -> Option<PlannedOpView> {
+    let layouts = layouts(db, key.build(db)).as_ref().ok()?;
+    let name = key.name(db);
+    let op = layouts.ops.iter().find(|op| &op.name == name)?;
+    Some(PlannedOpView {
+        op: op.clone(),
+        inputs: op.inputs.iter().map(|&input| layouts.value(input).format.clone()).collect(),
+        output: layouts.value(op.output).format.clone(),
+    })
+}
+
+/// One op's expansion (re-runs only when its own plan or formats change).
+#[salsa::tracked(returns(ref))]
+pub fn op_expansion<'db>(db: &'db dyn Db, key: OpKey<'db>) -> Result<Arc<OpExpansion>, ExpandError> {
+    let Some(view) = planned_op(db, key) else {
+        return Ok(Arc::new(OpExpansion::default()));
+    };
+    let inputs: Vec<&TensorFormat> = view.inputs.iter().collect();
+    expand_op(&view.op, &inputs, &view.output).map(Arc::new)
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn low_program(db: &dyn Db, build: BuildInputs) -> Result<Arc<LowProgram>, StageError> {
+    let layouts = layouts(db, build).clone()?;
+    let mut expansions = Vec::with_capacity(layouts.ops.len());
+    for &key in op_keys(db, build) {
+        expansions.push(op_expansion(db, key).clone()?);
+    }
+    let references: Vec<&OpExpansion> = expansions.iter().map(|expansion| expansion.as_ref()).collect();
+    Ok(Arc::new(assemble(
+        &layouts,
+        &references,
+        build.machine(db).tiles,
+        build.fp8_scale(db),
+    )))
+}
+
+/// Firewall for reports: the program's counts.
+#[salsa::tracked(returns(ref))]
+pub fn program_summary(db: &dyn Db, build: BuildInputs) -> Result<ProgramSummary, StageError> {
+    low_program(db, build).as_ref().map(|program| summarize(program)).map_err(Clone::clone)
+}

@@ -1,0 +1,255 @@
+//! Build queries: what to compile, read from a TOML file plus `--set KEY=VALUE`
+//! overrides, and resolved into plain, validated, hashable settings
+//! (`BuildQuery`) that become the compiler's salsa inputs.
+//!
+//! This module owns the load API and the resolved types. It must not plan,
+//! schedule or touch artifacts; it never panics on any input and never clamps
+//! a value silently: anything out of range is a `QueryError` that points at
+//! the value (or names the `--set` argument) and says what to change.
+//!
+//! The pipeline is: TOML syntax (`toml::de::DeTable`) -> known keys and types
+//! (`validate::check_structure`) -> serde layer with spans (`schema`) ->
+//! `--set` overrides (`overrides`) -> validation and defaults (`validate`).
+
+pub mod error;
+pub mod overrides;
+pub mod schema;
+pub mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::model::config::ModelConfig;
+
+pub use error::{FileProblem, QueryError, QueryProblem, SetProblem};
+
+/// How attention is formed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionChoice {
+    /// The planner chooses.
+    Auto,
+    /// Scores (`tokens x tokens` per head) are formed.
+    Materialized,
+    /// Online softmax over key blocks.
+    Flash,
+}
+
+/// Accumulator precision of matrix products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccumulationChoice {
+    Auto,
+    F32,
+    F16,
+}
+
+/// An exchange schedule policy: `latency`, `S<W>` (stream) or `B<W>`
+/// (balanced) with `W` wave words in `1..=65536`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SchedulePolicy {
+    Latency,
+    Stream { words: u32 },
+    Balanced { words: u32 },
+}
+
+/// The largest wave, in words, a policy may name.
+pub const MAX_WAVE_WORDS: u32 = 65536;
+
+impl fmt::Display for SchedulePolicy {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchedulePolicy::Latency => formatter.write_str("latency"),
+            SchedulePolicy::Stream { words } => write!(formatter, "S{words}"),
+            SchedulePolicy::Balanced { words } => write!(formatter, "B{words}"),
+        }
+    }
+}
+
+/// A string that is not a schedule policy.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{text}` is not a schedule policy ({reason}); expected `latency`, `S<W>` or `B<W>` \
+     with W wave words in 1..=65536, e.g. S256 or B1024"
+)]
+pub struct PolicyParseError {
+    pub text: String,
+    pub reason: &'static str,
+}
+
+impl FromStr for SchedulePolicy {
+    type Err = PolicyParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let failure = |reason| PolicyParseError {
+            text: text.to_string(),
+            reason,
+        };
+        if text == "latency" {
+            return Ok(SchedulePolicy::Latency);
+        }
+        let mut characters = text.chars();
+        let kind = characters.next().ok_or_else(|| failure("it is empty"))?;
+        let digits = characters.as_str();
+        let make: fn(u32) -> SchedulePolicy = match kind {
+            'S' => |words| SchedulePolicy::Stream { words },
+            'B' => |words| SchedulePolicy::Balanced { words },
+            _ => return Err(failure("it starts with neither `S` nor `B`")),
+        };
+        if digits.is_empty() {
+            return Err(failure("the wave size is missing"));
+        }
+        if !digits.chars().all(|character| character.is_ascii_digit()) {
+            return Err(failure("the wave size is not a decimal number"));
+        }
+        let words: u32 = digits
+            .parse()
+            .map_err(|_| failure("the wave size is too large"))?;
+        if words == 0 {
+            return Err(failure("the wave size is 0"));
+        }
+        if words > MAX_WAVE_WORDS {
+            return Err(failure("the wave size is above 65536"));
+        }
+        Ok(make(words))
+    }
+}
+
+/// Word width of exchange transfers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransferWidth {
+    Auto,
+    Word32,
+    Paired64,
+}
+
+/// Where weights come from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WeightSource {
+    /// Deterministic random weights from this seed.
+    Seeded { seed: u64 },
+    /// A SafeTensors file (resolved against the build file's directory when
+    /// written in the file; as given when set with `--set`).
+    SafeTensors { path: PathBuf },
+}
+
+/// `[workload]`, resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Workload {
+    pub model: ModelConfig,
+    pub batch: u32,
+    pub fuse_qkv: bool,
+    /// Stored FP8 value x 2^fp8_scale.
+    pub fp8_scale: i32,
+    pub attention: AttentionChoice,
+    pub weights: WeightSource,
+}
+
+/// `[machine]`, resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MachineSettings {
+    pub preset: String,
+    /// The first `tiles` logical tiles are used.
+    pub tiles: u32,
+}
+
+/// `[planning]`, resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PlanningFlags {
+    pub accumulation: AccumulationChoice,
+    pub copy_motion: bool,
+    pub reserved_bytes_per_tile: u32,
+    pub max_partition_candidates: u32,
+}
+
+/// `[schedule]`, resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScheduleSettings {
+    pub policy: SchedulePolicy,
+    pub width: TransferWidth,
+}
+
+/// One `[[schedule.override]]`: a phase key (`provenance#ordinal`) and its policy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PhaseOverride {
+    pub phase: String,
+    pub policy: SchedulePolicy,
+}
+
+/// `[outputs]`, resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Outputs {
+    pub directory: PathBuf,
+    pub report: bool,
+    pub phases_csv: bool,
+    pub package: bool,
+}
+
+/// A whole validated build query.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BuildQuery {
+    /// Names the artifacts folder: `outputs.directory/NAME/`.
+    pub name: String,
+    /// The build file, when the query was loaded from one.
+    pub source_path: Option<PathBuf>,
+    pub workload: Workload,
+    pub machine: MachineSettings,
+    pub planning: PlanningFlags,
+    pub schedule: ScheduleSettings,
+    pub overrides: Vec<PhaseOverride>,
+    pub outputs: Outputs,
+}
+
+/// Reads and validates the build file at `path`, then applies `sets`
+/// (`KEY=VALUE` strings from `--set`). Relative SafeTensors paths in the file
+/// resolve against the file's directory.
+pub fn load_query(path: &Path, sets: &[String]) -> Result<BuildQuery, QueryError> {
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        QueryError::from_problem(QueryProblem::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    let base_dir = path.parent().unwrap_or(Path::new(""));
+    let source_name = path.display().to_string();
+    let mut query = parse_query(&source_name, &text, Some(base_dir), sets)?;
+    query.source_path = Some(path.to_path_buf());
+    Ok(query)
+}
+
+/// Parses and validates build-query `text` (named `source_name` in messages
+/// and, when it ends in `.toml`, the default build name), then applies `sets`.
+/// `base_dir` is where relative SafeTensors paths in the text resolve.
+pub fn parse_query(
+    source_name: &str,
+    text: &str,
+    base_dir: Option<&Path>,
+    sets: &[String],
+) -> Result<BuildQuery, QueryError> {
+    let document = toml::de::DeTable::parse(text).map_err(|error| {
+        let span = error.span().unwrap_or(0..0);
+        error::Issue::from(error::IssueBody {
+            field: None,
+            message: format!("invalid TOML: {}", error.message().trim_end()),
+            label: String::from("here"),
+            help: Some(String::from(
+                "fix the TOML syntax; the shipped files in queries/ show the format",
+            )),
+            origin: error::Origin::File(span),
+            related: Vec::new(),
+        })
+        .into_error(source_name, text)
+    })?;
+    validate::check_structure(document.get_ref())
+        .map_err(|issue| issue.into_error(source_name, text))?;
+    let mut file: schema::QueryFile = toml::from_str(text).map_err(|error| {
+        validate::serde_issue(&error, document.get_ref()).into_error(source_name, text)
+    })?;
+    let origins = overrides::apply_sets(&mut file, sets)?;
+    let mut query = validate::resolve(&file, &origins, base_dir, source_name)
+        .map_err(|issue| issue.into_error(source_name, text))?;
+    query.source_path = None;
+    Ok(query)
+}

@@ -1,0 +1,411 @@
+//! `--set KEY=VALUE`: overriding one field of a parsed build file by its
+//! dotted path (`workload.layers=2`, `schedule.policy=S256`,
+//! `workload.weights.seeded=7`, `schedule.override.layer.mlp.up#0=latency`).
+//!
+//! This module owns the parsing of `--set` arguments and their application to
+//! the serde layer, and records which dotted paths each argument set so that
+//! validation can name the argument instead of a file span. It must not judge
+//! values (ranges and spellings are `crate::query::validate`'s job); it only
+//! checks that the key exists and the value has the key's TOML type.
+//!
+//! A value is parsed as a TOML value (`value = VALUE`); when that fails it is
+//! taken as a string, so `schedule.policy=B256` works unquoted. String keys
+//! also take the literal text of a number or boolean (`name=2024`).
+
+use std::collections::BTreeMap;
+
+use toml::Spanned;
+
+use crate::query::error::QueryError;
+use crate::query::schema::{
+    self, KeyKind, OverrideEntry, QueryFile, WeightsSection, WorkloadSection,
+};
+
+/// The paths each `--set` argument set, mapped to the argument that set them.
+pub type SetOrigins = BTreeMap<String, String>;
+
+/// The key prefix of per-phase policy overrides: `schedule.override.PHASE=POLICY`.
+pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
+
+/// Applies every `--set` argument in order (a later one wins) and returns
+/// which paths they set.
+pub fn apply_sets(file: &mut QueryFile, sets: &[String]) -> Result<SetOrigins, QueryError> {
+    let mut origins = SetOrigins::new();
+    for argument in sets {
+        apply_set(file, argument, &mut origins)?;
+    }
+    Ok(origins)
+}
+
+/// A `--set` value after type checking against its key.
+#[derive(Clone, Debug, PartialEq)]
+enum SetValue {
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+    String(String),
+}
+
+fn apply_set(
+    file: &mut QueryFile,
+    argument: &str,
+    origins: &mut SetOrigins,
+) -> Result<(), QueryError> {
+    let Some((raw_key, raw_value)) = argument.split_once('=') else {
+        return Err(QueryError::set(
+            argument,
+            None,
+            "expected KEY=VALUE but there is no `=`",
+            Some(String::from(
+                "write the dotted key, `=`, and the value, e.g. --set workload.layers=2",
+            )),
+        ));
+    };
+    let key = raw_key.trim();
+    let raw_value = raw_value.trim();
+    if key.is_empty() {
+        return Err(QueryError::set(
+            argument,
+            None,
+            "the key before `=` is empty",
+            Some(String::from(
+                "name a dotted key, e.g. --set machine.tiles=64",
+            )),
+        ));
+    }
+
+    if let Some(phase) = key.strip_prefix(PHASE_OVERRIDE_PREFIX) {
+        return set_phase_override(file, argument, key, phase, raw_value);
+    }
+
+    let kind = find_kind(argument, key)?;
+    let value = convert(argument, key, kind, raw_value)?;
+    assign(file, argument, key, value)?;
+
+    // A later argument replaces what an earlier one set under the same table
+    // entry (the two weight sources exclude each other).
+    if key.starts_with("workload.weights.") {
+        origins.retain(|path, _| !path.starts_with("workload.weights."));
+    }
+    origins.insert(key.to_string(), argument.to_string());
+    Ok(())
+}
+
+/// Walks the dotted key through the known tables and returns the kind of the
+/// final key, or an error naming the first unknown segment.
+fn find_kind(argument: &str, key: &str) -> Result<KeyKind, QueryError> {
+    let mut table = String::new();
+    let segments: Vec<&str> = key.split('.').collect();
+    for (index, segment) in segments.iter().enumerate() {
+        let path = if table.is_empty() {
+            (*segment).to_string()
+        } else {
+            format!("{table}.{segment}")
+        };
+        let known = schema::keys_of(&table)
+            .and_then(|keys| keys.iter().find(|(name, _)| name == segment))
+            .map(|(_, kind)| *kind);
+        let Some(kind) = known else {
+            let under = if table.is_empty() {
+                String::from("known top-level keys")
+            } else {
+                format!("known keys under `{table}`")
+            };
+            let suggestion = schema::closest_key(&table, segment).map(|close| {
+                if table.is_empty() {
+                    format!("did you mean `{close}`? ")
+                } else {
+                    format!("did you mean `{table}.{close}`? ")
+                }
+            });
+            return Err(QueryError::set(
+                argument,
+                Some(key),
+                format!(
+                    "unknown key `{path}`; {under}: {}",
+                    schema::key_list(&table)
+                ),
+                Some(format!(
+                    "{}see the commented files in queries/ for every key",
+                    suggestion.unwrap_or_default()
+                )),
+            ));
+        };
+        let last = index + 1 == segments.len();
+        match kind {
+            KeyKind::Table if last => {
+                let keys = schema::keys_of(&path)
+                    .map(|keys| {
+                        keys.iter()
+                            .map(|(name, _)| format!("{path}.{name}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    format!("`{path}` is a table, not a value; set one of its keys: {keys}"),
+                    Some(format!("e.g. --set {path}.{}=...", first_key(&path))),
+                ));
+            }
+            KeyKind::TableArray => {
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    format!("`{path}` entries are set one phase at a time"),
+                    Some(String::from(
+                        "write --set schedule.override.PHASE=POLICY, e.g. \
+                         --set schedule.override.layer.mlp.up#0=latency",
+                    )),
+                ));
+            }
+            KeyKind::Table => table = path,
+            _ if last => return Ok(kind),
+            _ => {
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    format!(
+                        "`{path}` is {}, not a table, so `{key}` does not exist",
+                        kind.describe()
+                    ),
+                    Some(format!("set `{path}` itself, e.g. --set {path}=...")),
+                ));
+            }
+        }
+    }
+    // `split` yields at least one segment, so the loop always returns; keep a
+    // typed error rather than a panic all the same.
+    Err(QueryError::set(
+        argument,
+        Some(key),
+        "the key is empty",
+        None,
+    ))
+}
+
+fn first_key(table: &str) -> &'static str {
+    schema::keys_of(table)
+        .and_then(|keys| keys.first())
+        .map(|(name, _)| *name)
+        .unwrap_or("key")
+}
+
+/// Parses `raw` as a TOML value, falling back to the raw text as a string.
+fn parse_value(raw: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("value = {raw}")) {
+        Ok(mut table) if table.len() == 1 => table
+            .remove("value")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        _ => toml::Value::String(raw.to_string()),
+    }
+}
+
+fn describe_value(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(text) => format!("the string {text:?}"),
+        toml::Value::Integer(number) => format!("the integer {number}"),
+        toml::Value::Float(number) => format!("the number {number}"),
+        toml::Value::Boolean(flag) => format!("the boolean {flag}"),
+        toml::Value::Datetime(datetime) => format!("the date-time {datetime}"),
+        toml::Value::Array(_) => String::from("an array"),
+        toml::Value::Table(_) => String::from("a table"),
+    }
+}
+
+fn convert(argument: &str, key: &str, kind: KeyKind, raw: &str) -> Result<SetValue, QueryError> {
+    let value = parse_value(raw);
+    let converted = match (kind, &value) {
+        (KeyKind::Integer, toml::Value::Integer(number)) => Some(SetValue::Integer(*number)),
+        (KeyKind::Float, toml::Value::Float(number)) => Some(SetValue::Float(*number)),
+        (KeyKind::Float, toml::Value::Integer(number)) => Some(SetValue::Float(*number as f64)),
+        (KeyKind::Boolean, toml::Value::Boolean(flag)) => Some(SetValue::Boolean(*flag)),
+        (KeyKind::String, toml::Value::String(text)) => Some(SetValue::String(text.clone())),
+        (
+            KeyKind::String,
+            toml::Value::Integer(_)
+            | toml::Value::Float(_)
+            | toml::Value::Boolean(_)
+            | toml::Value::Datetime(_),
+        ) => Some(SetValue::String(raw.to_string())),
+        _ => None,
+    };
+    converted.ok_or_else(|| {
+        let example = match kind {
+            KeyKind::Integer => "2",
+            KeyKind::Float => "1e-6",
+            KeyKind::Boolean => "true",
+            _ => "text",
+        };
+        QueryError::set(
+            argument,
+            Some(key),
+            format!(
+                "`{key}` expects {}, but the value is {}",
+                kind.describe(),
+                describe_value(&value)
+            ),
+            Some(format!("e.g. --set {key}={example}")),
+        )
+    })
+}
+
+fn workload(file: &mut QueryFile) -> &mut WorkloadSection {
+    file.workload
+        .get_or_insert_with(|| Spanned::new(0..0, WorkloadSection::default()))
+        .get_mut()
+}
+
+fn unset<T>(value: T) -> Option<Spanned<T>> {
+    Some(Spanned::new(0..0, value))
+}
+
+fn assign(
+    file: &mut QueryFile,
+    argument: &str,
+    key: &str,
+    value: SetValue,
+) -> Result<(), QueryError> {
+    use SetValue::{Boolean, Float, Integer, String as Text};
+    match (key, value) {
+        ("name", Text(text)) => file.name = unset(text),
+        ("workload.model", Text(text)) => workload(file).model = unset(text),
+        ("workload.layers", Integer(number)) => workload(file).layers = unset(number),
+        ("workload.batch", Integer(number)) => workload(file).batch = unset(number),
+        ("workload.fuse_qkv", Boolean(flag)) => workload(file).fuse_qkv = unset(flag),
+        ("workload.fp8_scale", Integer(number)) => workload(file).fp8_scale = unset(number),
+        ("workload.attention", Text(text)) => workload(file).attention = unset(text),
+        ("workload.weights.seeded", Integer(number)) => {
+            workload(file).weights = unset(WeightsSection {
+                seeded: unset(number),
+                safetensors: None,
+            })
+        }
+        ("workload.weights.safetensors", Text(text)) => {
+            workload(file).weights = unset(WeightsSection {
+                seeded: None,
+                safetensors: unset(text),
+            })
+        }
+        ("workload.width", Integer(number)) => workload(file).width = unset(number),
+        ("workload.mlp", Integer(number)) => workload(file).mlp = unset(number),
+        ("workload.heads", Integer(number)) => workload(file).heads = unset(number),
+        ("workload.patches", Integer(number)) => workload(file).patches = unset(number),
+        ("workload.patch", Integer(number)) => workload(file).patch = unset(number),
+        ("workload.class_token", Boolean(flag)) => workload(file).class_token = unset(flag),
+        ("workload.gelu", Text(text)) => workload(file).gelu = unset(text),
+        ("workload.pooling", Text(text)) => workload(file).pooling = unset(text),
+        ("workload.pooling_heads", Integer(number)) => workload(file).pooling_heads = unset(number),
+        ("workload.rotary", Boolean(flag)) => workload(file).rotary = unset(flag),
+        ("workload.projection", Integer(number)) => workload(file).projection = unset(number),
+        ("workload.pre_norm", Boolean(flag)) => workload(file).pre_norm = unset(flag),
+        ("workload.layer_norm_epsilon", Float(number)) => {
+            workload(file).layer_norm_epsilon = unset(number)
+        }
+        ("machine.preset", Text(text)) => file.machine.preset = unset(text),
+        ("machine.tiles", Integer(number)) => file.machine.tiles = unset(number),
+        ("planning.accumulation", Text(text)) => file.planning.accumulation = unset(text),
+        ("planning.copy_motion", Boolean(flag)) => file.planning.copy_motion = unset(flag),
+        ("planning.reserved_bytes_per_tile", Integer(number)) => {
+            file.planning.reserved_bytes_per_tile = unset(number)
+        }
+        ("planning.max_partition_candidates", Integer(number)) => {
+            file.planning.max_partition_candidates = unset(number)
+        }
+        ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
+        ("schedule.width", Text(text)) => file.schedule.width = unset(text),
+        ("outputs.directory", Text(text)) => file.outputs.directory = unset(text),
+        ("outputs.report", Boolean(flag)) => file.outputs.report = unset(flag),
+        ("outputs.phases_csv", Boolean(flag)) => file.outputs.phases_csv = unset(flag),
+        ("outputs.package", Boolean(flag)) => file.outputs.package = unset(flag),
+        _ => {
+            return Err(QueryError::set(
+                argument,
+                Some(key),
+                format!("`{key}` cannot be set from the command line"),
+                Some(String::from("set it in the build file instead")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `schedule.override.PHASE=POLICY`: replaces the file's entry for PHASE or adds one.
+fn set_phase_override(
+    file: &mut QueryFile,
+    argument: &str,
+    key: &str,
+    phase: &str,
+    raw_value: &str,
+) -> Result<(), QueryError> {
+    let value = convert(argument, key, KeyKind::String, raw_value)?;
+    let SetValue::String(policy) = value else {
+        return Err(QueryError::set(
+            argument,
+            Some(key),
+            "a phase override takes a policy string",
+            None,
+        ));
+    };
+    let entry = OverrideEntry {
+        phase: unset(phase.to_string()),
+        policy: unset(policy),
+        set_argument: Some(argument.to_string()),
+    };
+    let existing = file.schedule.overrides.iter_mut().find(|candidate| {
+        candidate
+            .phase
+            .as_ref()
+            .is_some_and(|existing| existing.get_ref() == phase)
+    });
+    match existing {
+        Some(slot) => *slot = entry,
+        None => file.schedule.overrides.push(entry),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every scalar key of the schema table can be set, so the table and the
+    /// assignment above cannot drift apart.
+    #[test]
+    fn every_known_scalar_key_is_settable() {
+        for (table, keys) in schema::KNOWN_KEYS {
+            for (name, kind) in *keys {
+                let key = if table.is_empty() {
+                    (*name).to_string()
+                } else {
+                    format!("{table}.{name}")
+                };
+                let value = match kind {
+                    KeyKind::Integer => "3",
+                    KeyKind::Float => "0.5",
+                    KeyKind::Boolean => "true",
+                    KeyKind::String => "text",
+                    KeyKind::Table | KeyKind::TableArray => continue,
+                };
+                if *table == "schedule.override" {
+                    continue;
+                }
+                let mut file = QueryFile::default();
+                let result = apply_sets(&mut file, &[format!("{key}={value}")]);
+                assert!(result.is_ok(), "{key}: {:?}", result.err());
+            }
+        }
+    }
+
+    #[test]
+    fn values_parse_as_toml_then_as_text() {
+        assert_eq!(parse_value("2"), toml::Value::Integer(2));
+        assert_eq!(parse_value("B256"), toml::Value::String("B256".into()));
+        assert_eq!(parse_value("\"x\""), toml::Value::String("x".into()));
+        assert_eq!(
+            parse_value("1\nother = 2"),
+            toml::Value::String("1\nother = 2".into())
+        );
+    }
+}

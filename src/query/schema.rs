@@ -1,0 +1,281 @@
+//! The serde layer of a build query: the TOML file exactly as written, every
+//! value wrapped in `toml::Spanned` so errors can point at it, plus the table
+//! of known keys that both the file check and `--set` use.
+//!
+//! This module owns the file's shape only. It must not apply defaults, resolve
+//! presets or judge values (that is `crate::query::validate`); integers are
+//! read as `i64` and enumerations as strings so that validation, not serde,
+//! words the errors about ranges and spellings.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole build file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryFile {
+    pub name: Option<Spanned<String>>,
+    pub workload: Option<Spanned<WorkloadSection>>,
+    #[serde(default)]
+    pub machine: MachineSection,
+    #[serde(default)]
+    pub planning: PlanningSection,
+    #[serde(default)]
+    pub schedule: ScheduleSection,
+    #[serde(default)]
+    pub outputs: OutputsSection,
+}
+
+/// `[workload]`: the model and how it is run.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSection {
+    pub model: Option<Spanned<String>>,
+    pub layers: Option<Spanned<i64>>,
+    pub batch: Option<Spanned<i64>>,
+    pub fuse_qkv: Option<Spanned<bool>>,
+    pub fp8_scale: Option<Spanned<i64>>,
+    pub attention: Option<Spanned<String>>,
+    pub weights: Option<Spanned<WeightsSection>>,
+    pub width: Option<Spanned<i64>>,
+    pub mlp: Option<Spanned<i64>>,
+    pub heads: Option<Spanned<i64>>,
+    pub patches: Option<Spanned<i64>>,
+    pub patch: Option<Spanned<i64>>,
+    pub class_token: Option<Spanned<bool>>,
+    pub gelu: Option<Spanned<String>>,
+    pub pooling: Option<Spanned<String>>,
+    pub pooling_heads: Option<Spanned<i64>>,
+    pub rotary: Option<Spanned<bool>>,
+    pub projection: Option<Spanned<i64>>,
+    pub pre_norm: Option<Spanned<bool>>,
+    pub layer_norm_epsilon: Option<Spanned<f64>>,
+}
+
+/// `workload.weights`: exactly one of the two sources.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsSection {
+    pub seeded: Option<Spanned<i64>>,
+    pub safetensors: Option<Spanned<String>>,
+}
+
+/// `[machine]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSection {
+    pub preset: Option<Spanned<String>>,
+    pub tiles: Option<Spanned<i64>>,
+}
+
+/// `[planning]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanningSection {
+    pub accumulation: Option<Spanned<String>>,
+    pub copy_motion: Option<Spanned<bool>>,
+    pub reserved_bytes_per_tile: Option<Spanned<i64>>,
+    pub max_partition_candidates: Option<Spanned<i64>>,
+}
+
+/// `[schedule]` and its `[[schedule.override]]` entries.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSection {
+    pub policy: Option<Spanned<String>>,
+    pub width: Option<Spanned<String>>,
+    #[serde(default, rename = "override")]
+    pub overrides: Vec<OverrideEntry>,
+}
+
+/// One `[[schedule.override]]` entry.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideEntry {
+    pub phase: Option<Spanned<String>>,
+    pub policy: Option<Spanned<String>>,
+    /// The `--set` argument that created this entry, if it did not come from the file.
+    #[serde(skip)]
+    pub set_argument: Option<String>,
+}
+
+/// `[outputs]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputsSection {
+    pub directory: Option<Spanned<String>>,
+    pub report: Option<Spanned<bool>>,
+    pub phases_csv: Option<Spanned<bool>>,
+    pub package: Option<Spanned<bool>>,
+}
+
+/// The TOML type a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Integer,
+    Float,
+    Boolean,
+    String,
+    /// A table of further keys.
+    Table,
+    /// An array of tables (`[[schedule.override]]`).
+    TableArray,
+}
+
+impl KeyKind {
+    /// How a user would describe a value of this kind.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KeyKind::Integer => "an integer",
+            KeyKind::Float => "a number",
+            KeyKind::Boolean => "a boolean (true or false)",
+            KeyKind::String => "a string",
+            KeyKind::Table => "a table",
+            KeyKind::TableArray => "an array of tables",
+        }
+    }
+}
+
+/// Every key the file may hold, with its kind, by table. The empty string is
+/// the top level. Kept in the same order as the structs above; a unit test
+/// checks that each listed key is accepted by the serde layer.
+pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
+    (
+        "",
+        &[
+            ("name", KeyKind::String),
+            ("workload", KeyKind::Table),
+            ("machine", KeyKind::Table),
+            ("planning", KeyKind::Table),
+            ("schedule", KeyKind::Table),
+            ("outputs", KeyKind::Table),
+        ],
+    ),
+    (
+        "workload",
+        &[
+            ("model", KeyKind::String),
+            ("layers", KeyKind::Integer),
+            ("batch", KeyKind::Integer),
+            ("fuse_qkv", KeyKind::Boolean),
+            ("fp8_scale", KeyKind::Integer),
+            ("attention", KeyKind::String),
+            ("weights", KeyKind::Table),
+            ("width", KeyKind::Integer),
+            ("mlp", KeyKind::Integer),
+            ("heads", KeyKind::Integer),
+            ("patches", KeyKind::Integer),
+            ("patch", KeyKind::Integer),
+            ("class_token", KeyKind::Boolean),
+            ("gelu", KeyKind::String),
+            ("pooling", KeyKind::String),
+            ("pooling_heads", KeyKind::Integer),
+            ("rotary", KeyKind::Boolean),
+            ("projection", KeyKind::Integer),
+            ("pre_norm", KeyKind::Boolean),
+            ("layer_norm_epsilon", KeyKind::Float),
+        ],
+    ),
+    (
+        "workload.weights",
+        &[
+            ("seeded", KeyKind::Integer),
+            ("safetensors", KeyKind::String),
+        ],
+    ),
+    (
+        "machine",
+        &[("preset", KeyKind::String), ("tiles", KeyKind::Integer)],
+    ),
+    (
+        "planning",
+        &[
+            ("accumulation", KeyKind::String),
+            ("copy_motion", KeyKind::Boolean),
+            ("reserved_bytes_per_tile", KeyKind::Integer),
+            ("max_partition_candidates", KeyKind::Integer),
+        ],
+    ),
+    (
+        "schedule",
+        &[
+            ("policy", KeyKind::String),
+            ("width", KeyKind::String),
+            ("override", KeyKind::TableArray),
+        ],
+    ),
+    (
+        "schedule.override",
+        &[("phase", KeyKind::String), ("policy", KeyKind::String)],
+    ),
+    (
+        "outputs",
+        &[
+            ("directory", KeyKind::String),
+            ("report", KeyKind::Boolean),
+            ("phases_csv", KeyKind::Boolean),
+            ("package", KeyKind::Boolean),
+        ],
+    ),
+];
+
+/// The known keys of the table at `table_path` (`""` for the top level).
+pub fn keys_of(table_path: &str) -> Option<&'static [(&'static str, KeyKind)]> {
+    KNOWN_KEYS
+        .iter()
+        .find(|(path, _)| *path == table_path)
+        .map(|(_, keys)| *keys)
+}
+
+/// The kind of the key at a dotted path, if the path is known.
+pub fn kind_of(dotted_path: &str) -> Option<KeyKind> {
+    let (table, key) = match dotted_path.rsplit_once('.') {
+        Some((table, key)) => (table, key),
+        None => ("", dotted_path),
+    };
+    keys_of(table)?
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, kind)| *kind)
+}
+
+/// The known key names under `table_path`, comma separated, for messages.
+pub fn key_list(table_path: &str) -> String {
+    keys_of(table_path)
+        .map(|keys| {
+            keys.iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// The known key closest in spelling to `unknown` under `table_path`, if any
+/// is close enough to be a plausible typo.
+pub fn closest_key(table_path: &str, unknown: &str) -> Option<&'static str> {
+    let keys = keys_of(table_path)?;
+    keys.iter()
+        .map(|(name, _)| (*name, edit_distance(name, unknown)))
+        .filter(|(name, distance)| *distance <= (name.len() / 3).max(1))
+        .min_by_key(|(_, distance)| *distance)
+        .map(|(name, _)| name)
+}
+
+/// Levenshtein distance over characters.
+pub fn edit_distance(first: &str, second: &str) -> usize {
+    let second: Vec<char> = second.chars().collect();
+    let mut previous: Vec<usize> = (0..=second.len()).collect();
+    for (row, first_char) in first.chars().enumerate() {
+        let mut current = Vec::with_capacity(second.len() + 1);
+        current.push(row + 1);
+        for (column, second_char) in second.iter().enumerate() {
+            let substitution = previous[column] + usize::from(first_char != *second_char);
+            let deletion = previous[column + 1] + 1;
+            let insertion = current[column] + 1;
+            current.push(substitution.min(deletion).min(insertion));
+        }
+        previous = current;
+    }
+    previous.last().copied().unwrap_or(0)
+}

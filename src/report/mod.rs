@@ -1,0 +1,179 @@
+//! Reports of the first half: per-op and per-exchange summaries and the
+//! build report written to `artifacts/NAME/report.json`. Everything here is
+//! deterministic (ordered, no timings), so the same build gives
+//! byte-identical reports.
+
+use serde::Serialize;
+
+use crate::expand::builder::OpExpansion;
+use crate::expand::program::{LowProgram, Reason, Step};
+use crate::expand::summary::{ProgramSummary, StepCounts};
+use crate::layout::cost::AttentionMethod;
+use crate::layout::plan::{Layouts, OpPlan};
+use crate::model::graph::{Graph, Region};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpSummary {
+    pub name: String,
+    pub region: Region,
+    pub plan: String,
+    pub output_format: String,
+    pub counts: StepCounts,
+}
+
+/// One line describing an op's plan.
+pub fn describe_plan(plan: &OpPlan) -> String {
+    match plan {
+        OpPlan::MatMul(plan) => format!(
+            "matmul rows {} x cols {} x reduction {} (block {}x{}x{}, {:?} accumulation)",
+            plan.row_parts,
+            plan.col_parts,
+            plan.reduction_parts,
+            plan.block_rows,
+            plan.block_cols,
+            plan.block_reduction,
+            plan.accumulation
+        ),
+        OpPlan::Attention(plan) => format!(
+            "attention {} (block {} groups x {} queries)",
+            match plan.method {
+                AttentionMethod::Materialized => "materialized".to_string(),
+                AttentionMethod::Flash { key_block } => format!("flash, key block {key_block}"),
+            },
+            plan.block_groups,
+            plan.block_queries
+        ),
+        OpPlan::Blockwise => "blockwise".to_string(),
+        OpPlan::Rearrange { reason, .. } => format!("rearrange ({reason:?})"),
+    }
+}
+
+pub fn op_summaries(layouts: &Layouts, expansions: &[&OpExpansion]) -> Vec<OpSummary> {
+    layouts
+        .ops
+        .iter()
+        .zip(expansions)
+        .map(|(op, expansion)| {
+            let mut counts = StepCounts::default();
+            expansion.steps.iter().for_each(|step| counts.add_step(step));
+            let format = &layouts.value(op.output).format;
+            OpSummary {
+                name: op.name.clone(),
+                region: op.region,
+                plan: describe_plan(&op.plan),
+                output_format: format!(
+                    "{:?} {:?} block {:?} x{} on {} tiles",
+                    format.precision,
+                    format.order,
+                    format.block,
+                    format.replicas,
+                    format.distinct_tiles().len()
+                ),
+                counts,
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExchangeSummary {
+    pub op: String,
+    pub reason: Reason,
+    pub in_repeat: bool,
+    pub transfers: u64,
+    pub destinations: u64,
+    pub words: u64,
+    pub largest_transfer_words: u32,
+    pub source_tiles: u64,
+    pub max_words_sent_by_a_tile: u64,
+    pub max_words_received_by_a_tile: u64,
+}
+
+fn exchange_summaries_into(program: &LowProgram, steps: &[Step], in_repeat: bool, out: &mut Vec<ExchangeSummary>) {
+    for step in steps {
+        match step {
+            Step::Exchange { provenance, transfers } => {
+                let mut sent = vec![0u64; program.tiles as usize];
+                let mut received = vec![0u64; program.tiles as usize];
+                for index in 0..transfers.len() {
+                    let words = transfers.words[index] as u64;
+                    sent[transfers.source_tile[index] as usize] += words;
+                    for destination in transfers.destinations_of(index) {
+                        received[destination.tile as usize] += words;
+                    }
+                }
+                out.push(ExchangeSummary {
+                    op: program.name(provenance.op).to_string(),
+                    reason: provenance.reason,
+                    in_repeat,
+                    transfers: transfers.len() as u64,
+                    destinations: transfers.destinations.len() as u64,
+                    words: transfers.total_words(),
+                    largest_transfer_words: transfers.words.iter().copied().max().unwrap_or(0),
+                    source_tiles: sent.iter().filter(|&&words| words > 0).count() as u64,
+                    max_words_sent_by_a_tile: sent.iter().copied().max().unwrap_or(0),
+                    max_words_received_by_a_tile: received.iter().copied().max().unwrap_or(0),
+                });
+            }
+            Step::Repeat { body, .. } => exchange_summaries_into(program, body, true, out),
+            _ => {}
+        }
+    }
+}
+
+pub fn exchange_summaries(program: &LowProgram) -> Vec<ExchangeSummary> {
+    let mut summaries = Vec::new();
+    exchange_summaries_into(program, &program.steps, false, &mut summaries);
+    summaries
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BuildReport {
+    pub name: String,
+    pub model: String,
+    pub tiles: u32,
+    pub layers: u32,
+    pub batch: u32,
+    pub parameters: u64,
+    pub graph_ops: usize,
+    pub graph_values: usize,
+    pub planned_ops: usize,
+    pub planned_values: usize,
+    pub rearranges: usize,
+    pub resident_weight_bytes_max: u64,
+    pub resident_weight_tile: u32,
+    pub program: ProgramSummary,
+    pub ops: Vec<OpSummary>,
+    pub exchanges: Vec<ExchangeSummary>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn build_report(
+    name: &str,
+    model: &str,
+    batch: u32,
+    graph: &Graph,
+    layouts: &Layouts,
+    expansions: &[&OpExpansion],
+    program: &LowProgram,
+    summary: &ProgramSummary,
+) -> BuildReport {
+    BuildReport {
+        name: name.to_string(),
+        model: model.to_string(),
+        tiles: program.tiles,
+        layers: graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+        batch,
+        parameters: graph.parameter_count(),
+        graph_ops: graph.ops.len(),
+        graph_values: graph.values.len(),
+        planned_ops: layouts.ops.len(),
+        planned_values: layouts.values.len(),
+        rearranges: layouts.rearrange_count(),
+        resident_weight_bytes_max: layouts.resident_weight_bytes_max,
+        resident_weight_tile: layouts.resident_weight_tile,
+        program: summary.clone(),
+        ops: op_summaries(layouts, expansions),
+        exchanges: exchange_summaries(program),
+    }
+}

@@ -1,0 +1,110 @@
+//! Allocation-relative memory for the low-program interpreter: one byte
+//! buffer per allocation (all instances of an iterated allocation), with
+//! Repeat bindings resolved on access, and split read/write views so kernels
+//! on different tiles can run in parallel.
+
+use crate::expand::program::{Allocation, AllocationId, Location};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error(
+        "tile {tile}: access of {length} bytes at offset {offset} of allocation {allocation} ({bytes} bytes) is out of bounds"
+    )]
+    OutOfBounds {
+        tile: u32,
+        allocation: u32,
+        offset: u64,
+        length: usize,
+        bytes: usize,
+    },
+    #[error("tile {tile}: allocation {allocation} is written by one kernel and read by another in the same step")]
+    Conflict { tile: u32, allocation: u32 },
+    #[error("kernel arithmetic: {0}")]
+    Numerics(#[from] crate::numerics::NumericsError),
+    #[error("the program has no value named `{0}`")]
+    MissingValue(String),
+    #[error("reading weights: {0}")]
+    Weights(String),
+}
+
+/// Byte offset of `location` in its allocation's buffer during `iteration`.
+pub fn resolve(allocations: &[Allocation], location: Location, iteration: u32) -> u64 {
+    let allocation = &allocations[location.allocation.0 as usize];
+    let instance = if allocation.iterations > 1 { iteration as u64 } else { 0 };
+    instance * allocation.bytes as u64 + location.offset as u64
+}
+
+pub struct Memory {
+    pub buffers: Vec<Vec<u8>>,
+}
+
+impl Memory {
+    pub fn new(allocations: &[Allocation]) -> Memory {
+        Memory {
+            buffers: allocations
+                .iter()
+                .map(|allocation| vec![0u8; allocation.bytes as usize * allocation.iterations as usize])
+                .collect(),
+        }
+    }
+}
+
+/// Read access to every buffer not taken for writing.
+pub struct Reader<'memory> {
+    pub buffers: &'memory [Vec<u8>],
+    pub allocations: &'memory [Allocation],
+    pub iteration: u32,
+}
+
+impl Reader<'_> {
+    pub fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError> {
+        let start = resolve(self.allocations, location, self.iteration);
+        let buffer = &self.buffers[location.allocation.0 as usize];
+        let allocation = &self.allocations[location.allocation.0 as usize];
+        if buffer.is_empty() && length > 0 {
+            return Err(SimError::Conflict {
+                tile: allocation.tile,
+                allocation: location.allocation.0,
+            });
+        }
+        buffer
+            .get(start as usize..start as usize + length)
+            .ok_or(SimError::OutOfBounds {
+                tile: allocation.tile,
+                allocation: location.allocation.0,
+                offset: start,
+                length,
+                bytes: buffer.len(),
+            })
+    }
+}
+
+/// The buffers one kernel run writes, taken out of the memory for the run.
+pub struct Writer<'memory> {
+    pub outputs: Vec<(AllocationId, Vec<u8>)>,
+    pub allocations: &'memory [Allocation],
+    pub iteration: u32,
+}
+
+impl Writer<'_> {
+    pub fn bytes_mut(&mut self, location: Location, length: usize) -> Result<&mut [u8], SimError> {
+        let start = resolve(self.allocations, location, self.iteration) as usize;
+        let allocation = &self.allocations[location.allocation.0 as usize];
+        let (_, buffer) = self
+            .outputs
+            .iter_mut()
+            .find(|(id, _)| *id == location.allocation)
+            .ok_or(SimError::Conflict {
+                tile: allocation.tile,
+                allocation: location.allocation.0,
+            })?;
+        let size = buffer.len();
+        buffer.get_mut(start..start + length).ok_or(SimError::OutOfBounds {
+            tile: allocation.tile,
+            allocation: location.allocation.0,
+            offset: start as u64,
+            length,
+            bytes: size,
+        })
+    }
+}
