@@ -13,7 +13,9 @@ use crate::expand::program::LowProgram;
 use crate::expand::summary::ProgramSummary;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Graph;
-use crate::queries::stages::{StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary};
+use crate::queries::stages::{
+    StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary,
+};
 use crate::queries::{BuildInputs, CompilerDatabase, Execution, apply_query, create_inputs};
 use crate::query::BuildQuery;
 
@@ -69,7 +71,9 @@ impl Session {
     }
 
     pub fn layouts(&self) -> Result<Arc<Layouts>, StageError> {
-        layouts(&self.db, self.inputs).clone().map_err(StageError::from)
+        layouts(&self.db, self.inputs)
+            .clone()
+            .map_err(StageError::from)
     }
 
     pub fn low_program(&self) -> Result<Arc<LowProgram>, StageError> {

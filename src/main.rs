@@ -11,15 +11,22 @@ use tracing_subscriber::prelude::*;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let fmt_layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let fmt_layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
     let (chrome_layer, _guard) = match &cli.trace {
         Some(path) => {
-            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new().file(path.clone()).build();
+            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+                .file(path.clone())
+                .build();
             (Some(layer), Some(guard))
         }
         None => (None, None),
     };
-    tracing_subscriber::registry().with(fmt_layer).with(chrome_layer).init();
+    tracing_subscriber::registry()
+        .with(fmt_layer)
+        .with(chrome_layer)
+        .init();
     let result = match &cli.command {
         Command::Build { query, ops } => build::run(query, *ops),
         Command::Run { query } => run::run(query),

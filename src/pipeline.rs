@@ -8,7 +8,9 @@ use crate::expand::assemble::assemble;
 use crate::expand::program::LowProgram;
 use crate::expand::{ExpandError, expand_op};
 use crate::layout::plan::Layouts;
-use crate::layout::planner::{CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts};
+use crate::layout::planner::{
+    CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts,
+};
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
 use crate::model::weights::{WeightError, Weights, safetensors_weights, seeded_weights};
@@ -69,7 +71,11 @@ pub fn lower(
         .ops
         .iter()
         .map(|op| {
-            let inputs: Vec<_> = op.inputs.iter().map(|&input| &layouts.value(input).format).collect();
+            let inputs: Vec<_> = op
+                .inputs
+                .iter()
+                .map(|&input| &layouts.value(input).format)
+                .collect();
             expand_op(op, &inputs, &layouts.value(op.output).format)
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -81,7 +87,12 @@ pub fn lower(
 /// The whole first half without a database.
 pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), CompileError> {
     let graph = build_query_graph(query);
-    let (layouts, program) = lower(&graph, planning_settings(query), query.workload.fp8_scale, &mut DirectCosts)?;
+    let (layouts, program) = lower(
+        &graph,
+        planning_settings(query),
+        query.workload.fp8_scale,
+        &mut DirectCosts,
+    )?;
     Ok((graph, layouts, program))
 }
 
@@ -89,6 +100,8 @@ pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), Compi
 pub fn load_weights(query: &BuildQuery, graph: &Graph) -> Result<Weights, WeightError> {
     match &query.workload.weights {
         WeightSource::Seeded { seed } => seeded_weights(graph, *seed, query.workload.fp8_scale),
-        WeightSource::SafeTensors { path } => safetensors_weights(graph, path, 1, query.workload.fp8_scale),
+        WeightSource::SafeTensors { path } => {
+            safetensors_weights(graph, path, 1, query.workload.fp8_scale)
+        }
     }
 }

@@ -13,7 +13,7 @@ fn thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::new();
     for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             out.push(',');
         }
         out.push(character);
@@ -33,7 +33,10 @@ pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandErro
         .map(|&key| op_expansion(&session.db, key).clone())
         .collect::<Result<_, _>>()
         .map_err(|error| CommandError::Internal(error.to_string()))?;
-    let references: Vec<&OpExpansion> = expansions.iter().map(|expansion| expansion.as_ref()).collect();
+    let references: Vec<&OpExpansion> = expansions
+        .iter()
+        .map(|expansion| expansion.as_ref())
+        .collect();
     let graph = session.graph();
     let report = build_report(
         &query.name,
@@ -48,15 +51,15 @@ pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandErro
     let summary = &outcome.summary;
     println!(
         "superstep build {}: {} ({} layers, batch {}) on {} tiles",
-        query.name,
-        query.workload.model.name,
-        report.layers,
-        query.workload.batch,
-        summary.tiles
+        query.name, query.workload.model.name, report.layers, query.workload.batch, summary.tiles
     );
     println!("stage times:");
     for time in &outcome.times {
-        println!("  {:<12} {:>10.3} ms", time.stage, time.elapsed.as_secs_f64() * 1e3);
+        println!(
+            "  {:<12} {:>10.3} ms",
+            time.stage,
+            time.elapsed.as_secs_f64() * 1e3
+        );
     }
     println!("queries executed:");
     for (query_name, count) in outcome.executions_by_query() {
@@ -64,7 +67,10 @@ pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandErro
     }
     let total = &summary.total;
     let body = &summary.repeat_body;
-    println!("counts:                     {:>14} {:>14}", "program", "repeat body");
+    println!(
+        "counts:                     {:>14} {:>14}",
+        "program", "repeat body"
+    );
     let rows: [(&str, u64, u64); 10] = [
         ("ops (planned)", report.planned_ops as u64, 0),
         ("values (planned)", report.planned_values as u64, 0),
@@ -74,11 +80,19 @@ pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandErro
         ("zero fills", total.zero_fills, body.zero_fills),
         ("exchanges", total.exchanges, body.exchanges),
         ("transfers", total.transfers, body.transfers),
-        ("destinations", total.transfer_destinations, body.transfer_destinations),
+        (
+            "destinations",
+            total.transfer_destinations,
+            body.transfer_destinations,
+        ),
         ("words moved", total.transfer_words, body.transfer_words),
     ];
     for (label, program_count, body_count) in rows {
-        println!("  {label:<24} {:>14} {:>14}", thousands(program_count), thousands(body_count));
+        println!(
+            "  {label:<24} {:>14} {:>14}",
+            thousands(program_count),
+            thousands(body_count)
+        );
     }
     println!(
         "  graph: {} ops, {} values, {} parameters; {} rearranges inserted",
@@ -98,7 +112,11 @@ pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandErro
         for op in &report.ops {
             println!(
                 "  {:<36} {:<70} transfers {:>8} copies {:>6} runs {:>6}",
-                op.name, op.plan, op.counts.transfers, op.counts.local_copies, op.counts.kernel_runs
+                op.name,
+                op.plan,
+                op.counts.transfers,
+                op.counts.local_copies,
+                op.counts.kernel_runs
             );
         }
     }

@@ -55,11 +55,15 @@ impl From<StageError> for CommandError {
 }
 
 pub fn query_path(arguments: &QueryArguments) -> PathBuf {
-    arguments.query.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_QUERY))
+    arguments
+        .query
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_QUERY))
 }
 
 pub fn load(arguments: &QueryArguments) -> Result<BuildQuery, CommandError> {
-    load_query(&query_path(arguments), &arguments.sets).map_err(|error| CommandError::Input(render_query_error(&error)))
+    load_query(&query_path(arguments), &arguments.sets)
+        .map_err(|error| CommandError::Input(render_query_error(&error)))
 }
 
 pub fn artifacts_directory(query: &BuildQuery) -> PathBuf {
@@ -68,11 +72,14 @@ pub fn artifacts_directory(query: &BuildQuery) -> PathBuf {
 
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CommandError> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|error| CommandError::Internal(format!("creating {}: {error}", parent.display())))?;
+        std::fs::create_dir_all(parent).map_err(|error| {
+            CommandError::Internal(format!("creating {}: {error}", parent.display()))
+        })?;
     }
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|error| CommandError::Internal(format!("serialising {}: {error}", path.display())))?;
+    let mut text = serde_json::to_string_pretty(value).map_err(|error| {
+        CommandError::Internal(format!("serialising {}: {error}", path.display()))
+    })?;
     text.push('\n');
-    std::fs::write(path, text).map_err(|error| CommandError::Internal(format!("writing {}: {error}", path.display())))
+    std::fs::write(path, text)
+        .map_err(|error| CommandError::Internal(format!("writing {}: {error}", path.display())))
 }

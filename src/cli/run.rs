@@ -21,15 +21,16 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
-    let weights = load_weights(&query, graph).map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let weights = load_weights(&query, graph)
+        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let weights_time = started.elapsed();
     let started = Instant::now();
-    let interpretation =
-        interpret(&program, &layouts, &weights).map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
+    let interpretation = interpret(&program, &layouts, &weights)
+        .map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
     let interpret_time = started.elapsed();
     let started = Instant::now();
-    let reference =
-        evaluate_reference(graph, &weights).map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
+    let reference = evaluate_reference(graph, &weights)
+        .map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
     let reference_time = started.elapsed();
     let agreement = compare(&interpretation.output, &reference);
     println!(

@@ -49,23 +49,35 @@ fn set_provenance(step: &mut Step, op: u32, value: Option<u32>) {
             provenance.op = op;
             provenance.value = value;
         }
-        Step::Repeat { body, .. } => body.iter_mut().for_each(|inner| set_provenance(inner, op, value)),
+        Step::Repeat { body, .. } => body
+            .iter_mut()
+            .for_each(|inner| set_provenance(inner, op, value)),
         Step::Checkpoint { .. } => {}
     }
 }
 
 /// Builds the low program. `expansions[i]` is the expansion of `layouts.ops[i]`.
-pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32, fp8_scale: i32) -> LowProgram {
+pub fn assemble(
+    layouts: &Layouts,
+    expansions: &[&OpExpansion],
+    tiles: u32,
+    fp8_scale: i32,
+) -> LowProgram {
     let mut names = Names::default();
     let mut allocations = Vec::new();
     let mut producers: HashMap<u32, u32> = HashMap::new();
     for op in &layouts.ops {
-        producers.entry(op.output.0).or_insert_with(|| names.intern(&op.name));
+        producers
+            .entry(op.output.0)
+            .or_insert_with(|| names.intern(&op.name));
     }
     let mut values = Vec::with_capacity(layouts.values.len());
     for (index, value) in layouts.values.iter().enumerate() {
         let value_name = names.intern(&value.name);
-        let op_name = producers.get(&(index as u32)).copied().unwrap_or(value_name);
+        let op_name = producers
+            .get(&(index as u32))
+            .copied()
+            .unwrap_or(value_name);
         let format = &value.format;
         let mut ids = Vec::with_capacity(format.tiles.len());
         for &tile in format.tiles.iter() {

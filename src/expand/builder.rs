@@ -10,9 +10,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::program::{
-    AllocationId, Location, Provenance, Reason, Step, TransferList,
-};
+use super::program::{AllocationId, Location, Provenance, Reason, Step, TransferList};
 use crate::layout::format::MemoryClass;
 
 /// The output operand's index in `AllocationRef::Value`.
@@ -78,7 +76,13 @@ impl ExpansionBuilder {
         }
     }
 
-    pub fn scratch(&mut self, tile: u32, bytes: u32, class: MemoryClass, reason: Reason) -> Location {
+    pub fn scratch(
+        &mut self,
+        tile: u32,
+        bytes: u32,
+        class: MemoryClass,
+        reason: Reason,
+    ) -> Location {
         let index = self.expansion.scratch.len() as u32;
         self.expansion.scratch.push(ScratchAllocation {
             tile,

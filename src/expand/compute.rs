@@ -8,15 +8,21 @@
 
 use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{
-    AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, MatMulOutput, Operand, Real, Reason, Step,
-    TransferList, ZeroFill,
+    AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, MatMulOutput, Operand,
+    Real, Reason, Step, TransferList, ZeroFill,
 };
 use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
 use crate::layout::format::{MemoryClass, TensorFormat};
 use crate::model::graph::{GeluKind, OpKind, Precision};
 use crate::numerics::dot::Accumulation;
 
-fn operand(builder: &mut ExpansionBuilder, index: u8, format: &TensorFormat, block: u32, replica: u32) -> Operand {
+fn operand(
+    builder: &mut ExpansionBuilder,
+    index: u8,
+    format: &TensorFormat,
+    block: u32,
+    replica: u32,
+) -> Operand {
     Operand {
         location: builder.value(index, block * format.replicas + replica, 0),
         line: format.line_bytes(),
@@ -32,7 +38,12 @@ pub fn element_type(precision: Precision) -> ElementType {
     }
 }
 
-pub fn expand_matmul(builder: &mut ExpansionBuilder, plan: &MatMulPlan, inputs: &[&TensorFormat], output: &TensorFormat) {
+pub fn expand_matmul(
+    builder: &mut ExpansionBuilder,
+    plan: &MatMulPlan,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) {
     let (a, weight, bias) = (inputs[0], inputs[1], inputs[2]);
     let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);
     let partial_bytes = plan.partial_bytes();
@@ -134,7 +145,12 @@ pub fn expand_matmul(builder: &mut ExpansionBuilder, plan: &MatMulPlan, inputs: 
                 let tile = plan.tile(i, j, s);
                 let exists = i * pk + s < output_row_parts;
                 received.push(exists.then(|| {
-                    builder.scratch(tile, (pk - 1) * slice_bytes, MemoryClass::Standard, Reason::ReceivedPartials)
+                    builder.scratch(
+                        tile,
+                        (pk - 1) * slice_bytes,
+                        MemoryClass::Standard,
+                        Reason::ReceivedPartials,
+                    )
                 }));
             }
         }
@@ -242,9 +258,16 @@ pub fn expand_attention(
         };
         let scratch_bytes = match kind {
             AttentionKind::Materialized => plan.block_queries * keys * 4,
-            AttentionKind::Flash { key_block } => plan.block_queries * (key_block + dimension + 2) * 4,
+            AttentionKind::Flash { key_block } => {
+                plan.block_queries * (key_block + dimension + 2) * 4
+            }
         };
-        let scratch = builder.scratch(tile, scratch_bytes, MemoryClass::Standard, Reason::AttentionScratch);
+        let scratch = builder.scratch(
+            tile,
+            scratch_bytes,
+            MemoryClass::Standard,
+            Reason::AttentionScratch,
+        );
         let key_block = key.block_index(position[0], 0, 0);
         runs.push(KernelRun {
             tile,
@@ -270,7 +293,12 @@ pub fn expand_attention(
 }
 
 /// Ops computed independently on every block (and replica) of the output.
-pub fn expand_blockwise(builder: &mut ExpansionBuilder, kind: &OpKind, inputs: &[&TensorFormat], output: &TensorFormat) {
+pub fn expand_blockwise(
+    builder: &mut ExpansionBuilder,
+    kind: &OpKind,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) {
     let parts = output.parts();
     let mut runs = Vec::new();
     for block in 0..output.block_count() {
@@ -281,7 +309,8 @@ pub fn expand_blockwise(builder: &mut ExpansionBuilder, kind: &OpKind, inputs: &
             let out = operand(builder, OUTPUT_OPERAND, output, block, replica);
             let kernel = match kind {
                 OpKind::LayerNorm { epsilon } => {
-                    let vector_replica = (position[0] * parts[1] + position[1]) * output.replicas + replica;
+                    let vector_replica =
+                        (position[0] * parts[1] + position[1]) * output.replicas + replica;
                     Kernel::LayerNorm {
                         input: operand(builder, 0, inputs[0], block, replica),
                         gamma: operand(builder, 1, inputs[1], position[2], vector_replica),

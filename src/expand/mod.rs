@@ -13,6 +13,7 @@ pub mod compute;
 pub mod program;
 pub mod rearrange;
 pub mod summary;
+pub mod validate;
 pub mod visit;
 
 use crate::layout::format::TensorFormat;
@@ -34,7 +35,11 @@ pub enum ExpandError {
     #[error("op `{op}`: cannot rearrange: {reason}")]
     UnsupportedRearrange { op: String, reason: String },
     #[error("op `{op}`: plan {plan} does not fit op kind {kind}")]
-    PlanMismatch { op: String, plan: String, kind: String },
+    PlanMismatch {
+        op: String,
+        plan: String,
+        kind: String,
+    },
 }
 
 /// Expands one planned op given its input and output formats.
@@ -48,13 +53,20 @@ pub fn expand_op(
         (OpPlan::Rearrange { view, .. }, _) => {
             rearrange::expand_rearrange(&mut builder, &op.name, view, inputs, output)?;
         }
-        (OpPlan::MatMul(plan), OpKind::MatMul { .. }) => compute::expand_matmul(&mut builder, plan, inputs, output),
+        (OpPlan::MatMul(plan), OpKind::MatMul { .. }) => {
+            compute::expand_matmul(&mut builder, plan, inputs, output)
+        }
         (OpPlan::Attention(plan), OpKind::Attention { scale }) => {
             compute::expand_attention(&mut builder, plan, *scale, inputs, output)
         }
-        (OpPlan::Blockwise, kind @ (OpKind::LayerNorm { .. } | OpKind::Gelu { .. } | OpKind::Add | OpKind::Rotary { .. } | OpKind::Cast)) => {
-            compute::expand_blockwise(&mut builder, kind, inputs, output)
-        }
+        (
+            OpPlan::Blockwise,
+            kind @ (OpKind::LayerNorm { .. }
+            | OpKind::Gelu { .. }
+            | OpKind::Add
+            | OpKind::Rotary { .. }
+            | OpKind::Cast),
+        ) => compute::expand_blockwise(&mut builder, kind, inputs, output),
         (plan, kind) => {
             return Err(ExpandError::PlanMismatch {
                 op: op.name.clone(),

@@ -121,7 +121,12 @@ pub enum MatMulOutput {
     /// Partial sums (precision of the accumulation) for a later reduction.
     Partial(Operand),
     /// Final FP16 result with the bias added (`valid_rows` rows written).
-    Final { output: Operand, bias: Operand, valid_rows: u32, valid_cols: u32 },
+    Final {
+        output: Operand,
+        bias: Operand,
+        valid_rows: u32,
+        valid_cols: u32,
+    },
 }
 
 /// One kernel invocation on one tile; shapes are the block's.
@@ -281,7 +286,13 @@ impl TransferList {
         &self.destinations[start..end]
     }
 
-    pub fn push(&mut self, source_tile: u32, source: Location, words: u32, destinations: &[Destination]) {
+    pub fn push(
+        &mut self,
+        source_tile: u32,
+        source: Location,
+        words: u32,
+        destinations: &[Destination],
+    ) {
         self.source_tile.push(source_tile);
         self.source_location.push(source);
         self.words.push(words);
@@ -296,10 +307,22 @@ impl TransferList {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Step {
-    Kernels { provenance: Provenance, runs: Vec<KernelRun> },
-    Copies { provenance: Provenance, copies: Vec<LocalCopy> },
-    Fills { provenance: Provenance, fills: Vec<ZeroFill> },
-    Exchange { provenance: Provenance, transfers: TransferList },
+    Kernels {
+        provenance: Provenance,
+        runs: Vec<KernelRun>,
+    },
+    Copies {
+        provenance: Provenance,
+        copies: Vec<LocalCopy>,
+    },
+    Fills {
+        provenance: Provenance,
+        fills: Vec<ZeroFill>,
+    },
+    Exchange {
+        provenance: Provenance,
+        transfers: TransferList,
+    },
     /// The layer loop: `body` runs `iterations` times; allocations with
     /// `iterations > 1` are bound to instance `i` in iteration `i`.
     Repeat { iterations: u32, body: Vec<Step> },

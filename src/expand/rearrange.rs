@@ -10,9 +10,9 @@
 //! descriptors. Blocks with identical geometry move as whole blocks. Nothing
 //! is ever expanded into words.
 
+use super::ExpandError;
 use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{Destination, LocalCopy, Location, Reason, Step, TransferList};
-use super::ExpandError;
 use crate::layout::format::{ElementOrder, TensorFormat};
 use crate::model::graph::ViewKind;
 
@@ -174,7 +174,8 @@ impl MovementAccumulator {
                 }
                 if last.rows > 1
                     && last.source.offset + last.rows * last.source_stride == source.offset
-                    && last.destination.offset + last.rows * last.destination_stride == destination.offset
+                    && last.destination.offset + last.rows * last.destination_stride
+                        == destination.offset
                 {
                     last.rows += 1;
                     return;
@@ -222,7 +223,9 @@ pub fn expand_rearrange(
     let mut segments = Vec::new();
     let mut local_tiles: Vec<u32> = Vec::new();
     for block in 0..output.block_count() {
-        let destination_tiles: Vec<u32> = (0..output.replicas).map(|replica| output.tile(block, replica)).collect();
+        let destination_tiles: Vec<u32> = (0..output.replicas)
+            .map(|replica| output.tile(block, replica))
+            .collect();
         let mut emit = |accumulator: &mut MovementAccumulator,
                         builder: &mut ExpansionBuilder,
                         input: usize,
@@ -231,7 +234,10 @@ pub fn expand_rearrange(
                         destination_offset: u32,
                         bytes: u32|
          -> Result<(), ExpandError> {
-            if bytes % 4 != 0 || source_offset % 4 != 0 || destination_offset % 4 != 0 {
+            if !bytes.is_multiple_of(4)
+                || !source_offset.is_multiple_of(4)
+                || !destination_offset.is_multiple_of(4)
+            {
                 return Err(ExpandError::Misaligned {
                     op: op_name.to_string(),
                     bytes,
@@ -244,11 +250,20 @@ pub fn expand_rearrange(
             local_tiles.clear();
             accumulator.remote.clear();
             for (replica, &tile) in destination_tiles.iter().enumerate() {
-                let destination = builder.value(OUTPUT_OPERAND, block * output.replicas + replica as u32, destination_offset);
-                let local_replica = (0..source_replicas).find(|&r| source.tile(source_block, r) == tile);
+                let destination = builder.value(
+                    OUTPUT_OPERAND,
+                    block * output.replicas + replica as u32,
+                    destination_offset,
+                );
+                let local_replica =
+                    (0..source_replicas).find(|&r| source.tile(source_block, r) == tile);
                 match local_replica {
                     Some(r) => {
-                        let from = builder.value(input as u8, source_block * source_replicas + r, source_offset);
+                        let from = builder.value(
+                            input as u8,
+                            source_block * source_replicas + r,
+                            source_offset,
+                        );
                         accumulator.add_copy(tile, from, destination, bytes);
                         local_tiles.push(tile);
                     }
@@ -261,13 +276,25 @@ pub fn expand_rearrange(
             if !accumulator.remote.is_empty() {
                 let replica = block % source_replicas;
                 let source_tile = source.tile(source_block, replica);
-                let from = builder.value(input as u8, source_block * source_replicas + replica, source_offset);
+                let from = builder.value(
+                    input as u8,
+                    source_block * source_replicas + replica,
+                    source_offset,
+                );
                 accumulator.add_transfer(source_tile, from, bytes);
             }
             Ok(())
         };
         if whole_blocks {
-            emit(&mut accumulator, builder, 0, block, 0, 0, output.block_bytes())?;
+            emit(
+                &mut accumulator,
+                builder,
+                0,
+                block,
+                0,
+                0,
+                output.block_bytes(),
+            )?;
             continue;
         }
         let position = output.block_position(block);
@@ -284,7 +311,8 @@ pub fn expand_rearrange(
                     while row < end {
                         let piece_end = end.min((row / source.block[1] + 1) * source.block[1]);
                         let located = source.locate(global_group, row, global_col);
-                        let destination_offset = output.locate(global_group, row, global_col).offset;
+                        let destination_offset =
+                            output.locate(global_group, row, global_col).offset;
                         let mut bytes = (piece_end - row) * element_bytes;
                         if piece_end == output.shape.rows {
                             // The tensor's last rows: both lines end in
@@ -321,7 +349,8 @@ pub fn expand_rearrange(
                     while col < end {
                         let piece_end = end.min((col / source.block[2] + 1) * source.block[2]);
                         let located = source.locate(segment.group, segment.row, col);
-                        let destination_offset = row_offset + (segment.dst_col + (col - segment.col) - first_col) * element_bytes;
+                        let destination_offset = row_offset
+                            + (segment.dst_col + (col - segment.col) - first_col) * element_bytes;
                         emit(
                             &mut accumulator,
                             builder,

@@ -9,7 +9,9 @@ fn operand(operand: &mut Operand, visit: &mut impl FnMut(&mut Location)) {
 
 pub fn kernel_locations_mut(kernel: &mut Kernel, visit: &mut impl FnMut(&mut Location)) {
     match kernel {
-        Kernel::MatMul { a, weight, output, .. } => {
+        Kernel::MatMul {
+            a, weight, output, ..
+        } => {
             operand(a, visit);
             operand(weight, visit);
             match output {

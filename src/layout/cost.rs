@@ -41,7 +41,6 @@ pub struct MatMulPlan {
     pub accumulation: Accumulation,
     pub cycles: u64,
     pub working_bytes: u32,
-    pub candidates_compared: u32,
 }
 
 impl MatMulPlan {
@@ -91,11 +90,15 @@ pub enum CostError {
 }
 
 fn exchange_cycles(words: u64) -> u64 {
-    words.div_ceil(costs::EXCHANGE_WORDS_PER_EVENT_PER_DIRECTION as u64)
+    words.div_ceil(costs::EXCHANGE_WORDS_PER_EVENT_PER_DIRECTION)
 }
 
 /// Cost of one partition, or `None` when its blocks do not make sense.
-fn matmul_candidate(problem: &MatMulProblem, row_parts: u32, reduction_parts: u32) -> Option<MatMulPlan> {
+fn matmul_candidate(
+    problem: &MatMulProblem,
+    row_parts: u32,
+    reduction_parts: u32,
+) -> Option<MatMulPlan> {
     let tiles_for_columns = problem.tiles / (row_parts * reduction_parts);
     if tiles_for_columns == 0 {
         return None;
@@ -115,18 +118,24 @@ fn matmul_candidate(problem: &MatMulProblem, row_parts: u32, reduction_parts: u3
         Accumulation::F32 => 4u64,
         Accumulation::F16 => 2,
     };
-    let (bm, bk, bn, pk) = (block_rows as u64, block_reduction as u64, block_cols as u64, reduction_parts as u64);
+    let (bm, bk, bn, pk) = (
+        block_rows as u64,
+        block_reduction as u64,
+        block_cols as u64,
+        reduction_parts as u64,
+    );
     let slice_rows = bm / pk;
-    let compute = bm * bk * bn / costs::MATRIX_FP8_MACS_PER_CYCLE as u64 + costs::KERNEL_LAUNCH_CYCLES as u64;
+    let compute = bm * bk * bn / costs::MATRIX_FP8_MACS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES;
     let operand_words = bm * bk * 2 / 4;
     let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };
     let partial_words = (pk - 1) * slice_rows * bn * partial_bytes / 4;
-    let reduce = pk * slice_rows * bn / costs::VECTOR_F32_OPS_PER_CYCLE as u64 + costs::KERNEL_LAUNCH_CYCLES as u64;
+    let reduce =
+        pk * slice_rows * bn / costs::VECTOR_F32_OPS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES;
     let phases = 1 + u64::from(row_parts > 1) + u64::from(pk > 1);
     let cycles = compute
         + exchange_cycles(operand_words + weight_words + partial_words)
         + reduce
-        + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE as u64;
+        + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE;
     let working = bm * bk * 2
         + if row_parts > 1 { bk * bn } else { 0 }
         + bm * bn * partial_bytes
@@ -143,7 +152,6 @@ fn matmul_candidate(problem: &MatMulProblem, row_parts: u32, reduction_parts: u3
         accumulation: problem.accumulation,
         cycles,
         working_bytes: u32::try_from(working).unwrap_or(u32::MAX),
-        candidates_compared: 0,
     })
 }
 
@@ -153,7 +161,10 @@ pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
     let mut best: Option<MatMulPlan> = None;
     let mut smallest = u32::MAX;
     let mut compared = 0;
-    let max_rows = problem.m.min(problem.candidate_limit.max(1)).min(problem.tiles);
+    let max_rows = problem
+        .m
+        .min(problem.candidate_limit.max(1))
+        .min(problem.tiles);
     let max_reduction = (problem.k / 2).clamp(1, 16);
     for row_parts in 1..=max_rows {
         for reduction_parts in 1..=max_reduction {
@@ -176,17 +187,17 @@ pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
                     plan.reduction_parts,
                 )
             };
-            if best.as_ref().is_none_or(|current| key(&candidate) < key(current)) {
+            if best
+                .as_ref()
+                .is_none_or(|current| key(&candidate) < key(current))
+            {
                 best = Some(candidate);
             }
         }
     }
     match best {
-        Some(mut plan) => {
-            plan.candidates_compared = compared;
-            Ok(plan)
-        }
-        None => Err(CostError::MatMulDoesNotFit {
+        Some(plan) if compared > 0 => Ok(plan),
+        _ => Err(CostError::MatMulDoesNotFit {
             m: problem.m,
             k: problem.k,
             n: problem.n,
@@ -234,19 +245,29 @@ pub struct AttentionPlan {
 pub const FLASH_KEY_BLOCK: u32 = 64;
 
 pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostError> {
-    let (groups, queries, keys, dimension) = (problem.groups, problem.queries, problem.keys, problem.dimension);
+    let (groups, queries, keys, dimension) = (
+        problem.groups,
+        problem.queries,
+        problem.keys,
+        problem.dimension,
+    );
     let block_groups = ceil_div(groups, problem.tiles).max(1);
     let group_blocks = ceil_div(groups, block_groups);
     let query_parts = (problem.tiles / group_blocks).clamp(1, queries);
     let block_queries = ceil_div(queries, query_parts);
-    let (bg, bq, tk, d) = (block_groups as u64, block_queries as u64, keys as u64, dimension as u64);
+    let (bg, bq, tk, d) = (
+        block_groups as u64,
+        block_queries as u64,
+        keys as u64,
+        dimension as u64,
+    );
     let line = round_up(dimension * 2, 4) as u64;
     let operands = bg * (bq * line * 2 + tk * line * 2);
-    let vector_f16 = costs::VECTOR_F16_OPS_PER_CYCLE as u64;
-    let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE as u64;
+    let vector_f16 = costs::VECTOR_F16_OPS_PER_CYCLE;
+    let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE;
     let products = bg * bq * tk * d * 2 / vector_f16;
     let softmax = bg * bq * tk * 4 / vector_f32;
-    let exchange = exchange_cycles(operands / 4) + costs::GLOBAL_SYNC_CYCLES_PER_PHASE as u64;
+    let exchange = exchange_cycles(operands / 4) + costs::GLOBAL_SYNC_CYCLES_PER_PHASE;
     let materialized = AttentionPlan {
         block_groups,
         block_queries,
@@ -261,7 +282,8 @@ pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostE
         block_queries,
         method: AttentionMethod::Flash { key_block },
         cycles: products + softmax + rescale + exchange,
-        working_bytes: u32::try_from(operands + bg * bq * (key_block as u64 + d) * 4).unwrap_or(u32::MAX),
+        working_bytes: u32::try_from(operands + bg * bq * (key_block as u64 + d) * 4)
+            .unwrap_or(u32::MAX),
     };
     let candidates: Vec<AttentionPlan> = match problem.forced_flash {
         Some(true) => vec![flash],
@@ -278,7 +300,11 @@ pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostE
             queries,
             keys,
             dimension,
-            needed: candidates.iter().map(|plan| plan.working_bytes).min().unwrap_or(0),
+            needed: candidates
+                .iter()
+                .map(|plan| plan.working_bytes)
+                .min()
+                .unwrap_or(0),
             budget: problem.working_budget,
         })
 }
@@ -301,14 +327,18 @@ mod tests {
 
     #[test]
     fn plan_covers_the_product_and_fits_the_machine() {
-        for (m, k, n, tiles) in [(729, 1152, 3456, 1472), (197, 768, 3072, 1472), (17, 64, 256, 16), (1, 1152, 1152, 1472)] {
+        for (m, k, n, tiles) in [
+            (729, 1152, 3456, 1472),
+            (197, 768, 3072, 1472),
+            (17, 64, 256, 16),
+            (1, 1152, 1152, 1472),
+        ] {
             let plan = plan_matmul(&problem(m, k, n, tiles)).expect("plan");
             assert!(plan.tiles_used() <= tiles);
             assert!(plan.row_parts * plan.block_rows >= m);
             assert!(plan.col_parts * plan.block_cols >= n);
             assert!(plan.reduction_parts * plan.block_reduction >= k);
             assert_eq!(plan.block_rows % plan.reduction_parts, 0);
-            assert!(plan.candidates_compared > 1);
         }
     }
 
@@ -326,7 +356,10 @@ mod tests {
     fn too_small_budget_is_an_error() {
         let mut tight = problem(729, 1152, 4304, 16);
         tight.working_budget = 1024;
-        assert!(matches!(plan_matmul(&tight), Err(CostError::MatMulDoesNotFit { .. })));
+        assert!(matches!(
+            plan_matmul(&tight),
+            Err(CostError::MatMulDoesNotFit { .. })
+        ));
     }
 
     #[test]
@@ -340,7 +373,10 @@ mod tests {
             working_budget: 400 * 1024,
             forced_flash: None,
         };
-        assert_eq!(plan_attention(&attention).expect("plan").method, AttentionMethod::Materialized);
+        assert_eq!(
+            plan_attention(&attention).expect("plan").method,
+            AttentionMethod::Materialized
+        );
         attention.working_budget = 214 * 1024;
         assert!(matches!(
             plan_attention(&attention).expect("plan").method,

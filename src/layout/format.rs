@@ -60,7 +60,7 @@ pub struct BlockCoordinate {
 }
 
 impl TensorFormat {
-    /// A format with tiles assigned in order `first_tile + i` (wrapping at
+    /// A format with tiles assigned in order `0, 1, 2, ...` (wrapping at
     /// `machine_tiles`) for every (block, replica).
     pub fn sequential(
         shape: Shape,
@@ -69,7 +69,6 @@ impl TensorFormat {
         block: [u32; 3],
         replicas: u32,
         class: MemoryClass,
-        first_tile: u32,
         machine_tiles: u32,
     ) -> TensorFormat {
         let block = [
@@ -77,9 +76,11 @@ impl TensorFormat {
             block[1].clamp(1, shape.rows.max(1)),
             block[2].clamp(1, shape.cols.max(1)),
         ];
-        let blocks = ceil_div(shape.groups, block[0]) * ceil_div(shape.rows, block[1]) * ceil_div(shape.cols, block[2]);
+        let blocks = ceil_div(shape.groups, block[0])
+            * ceil_div(shape.rows, block[1])
+            * ceil_div(shape.cols, block[2]);
         let tiles = (0..blocks * replicas)
-            .map(|index| (first_tile + index) % machine_tiles)
+            .map(|index| index % machine_tiles)
             .collect();
         TensorFormat {
             shape,
@@ -166,14 +167,29 @@ impl TensorFormat {
 
     /// Block and byte offset of element `(group, row, col)`.
     pub fn locate(&self, group: u32, row: u32, col: u32) -> BlockCoordinate {
-        let block_index = self.block_index(group / self.block[0], row / self.block[1], col / self.block[2]);
-        let (local_group, local_row, local_col) = (group % self.block[0], row % self.block[1], col % self.block[2]);
+        let block_index = self.block_index(
+            group / self.block[0],
+            row / self.block[1],
+            col / self.block[2],
+        );
+        let (local_group, local_row, local_col) = (
+            group % self.block[0],
+            row % self.block[1],
+            col % self.block[2],
+        );
         let offset = local_group * self.matrix_bytes()
             + match self.order {
-                ElementOrder::RowMajor => local_row * self.line_bytes() + local_col * self.element_bytes(),
-                ElementOrder::ColumnMajor => local_col * self.line_bytes() + local_row * self.element_bytes(),
+                ElementOrder::RowMajor => {
+                    local_row * self.line_bytes() + local_col * self.element_bytes()
+                }
+                ElementOrder::ColumnMajor => {
+                    local_col * self.line_bytes() + local_row * self.element_bytes()
+                }
             };
-        BlockCoordinate { block_index, offset }
+        BlockCoordinate {
+            block_index,
+            offset,
+        }
     }
 
     /// True when every block holds whole rows (row-wise kernels can run).
@@ -211,7 +227,6 @@ mod tests {
             [1, 2, 3],
             1,
             MemoryClass::Standard,
-            0,
             64,
         );
         assert_eq!(format.parts(), [1, 3, 3]);
@@ -232,13 +247,12 @@ mod tests {
             [1, 6, 2],
             2,
             MemoryClass::Interleaved,
-            3,
             8,
         );
         assert_eq!(format.line_bytes(), 8);
         let coordinate = format.locate(0, 5, 3);
         assert_eq!(coordinate.block_index, 1);
         assert_eq!(coordinate.offset, 8 + 5);
-        assert_eq!(format.tile(1, 1), 6);
+        assert_eq!(format.tile(1, 1), 3);
     }
 }

@@ -9,3 +9,4 @@ pub mod cost;
 pub mod format;
 pub mod plan;
 pub mod planner;
+pub mod validate;

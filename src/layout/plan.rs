@@ -48,7 +48,10 @@ pub enum OpPlan {
     Attention(AttentionPlan),
     /// Row-wise or element-wise work on the output format's blocks.
     Blockwise,
-    Rearrange { view: ViewKind, reason: RearrangeReason },
+    Rearrange {
+        view: ViewKind,
+        reason: RearrangeReason,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -14,11 +14,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::cost::{
-    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention, plan_matmul,
+    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention,
+    plan_matmul,
 };
 use super::format::{ElementOrder, MemoryClass, TensorFormat, ceil_div};
-use super::plan::{Layouts, OpPlan, PlannedOp, PlannedRepeat, PlannedValue, PlannedValueId, RearrangeReason};
-use crate::model::graph::{Graph, OpId, OpKind, Precision, Region, Shape, ValueId, ValueKind, ViewKind};
+use super::plan::{
+    Layouts, OpPlan, PlannedOp, PlannedRepeat, PlannedValue, PlannedValueId, RearrangeReason,
+};
+use crate::model::graph::{
+    Graph, OpId, OpKind, Precision, Region, Shape, ValueId, ValueKind, ViewKind,
+};
 use crate::numerics::dot::Accumulation;
 use crate::target::memory::SRAM_BYTES_PER_TILE;
 
@@ -63,7 +68,11 @@ pub enum LayoutError {
         "the resident weights need {needed} bytes on tile {tile}, but only {available} bytes per tile remain after \
          planning.reserved_bytes_per_tile; use more tiles (machine.tiles), fewer layers (workload.layers) or a smaller reservation"
     )]
-    WeightsDoNotFit { tile: u32, needed: u64, available: u64 },
+    WeightsDoNotFit {
+        tile: u32,
+        needed: u64,
+        available: u64,
+    },
 }
 
 /// Canonical format: whole rows, groups and row blocks spread over the tiles.
@@ -81,7 +90,6 @@ pub fn canonical_format(shape: Shape, precision: Precision, tiles: u32) -> Tenso
         block,
         1,
         MemoryClass::Standard,
-        0,
         tiles,
     )
 }
@@ -174,7 +182,12 @@ pub struct AttentionFormats {
     pub key_value: TensorFormat,
 }
 
-pub fn attention_formats(plan: &AttentionPlan, query_shape: Shape, key_shape: Shape, tiles: u32) -> AttentionFormats {
+pub fn attention_formats(
+    plan: &AttentionPlan,
+    query_shape: Shape,
+    key_shape: Shape,
+    tiles: u32,
+) -> AttentionFormats {
     let query = TensorFormat::sequential(
         query_shape,
         Precision::F16,
@@ -182,7 +195,6 @@ pub fn attention_formats(plan: &AttentionPlan, query_shape: Shape, key_shape: Sh
         [plan.block_groups, plan.block_queries, query_shape.cols],
         1,
         MemoryClass::Standard,
-        0,
         tiles,
     );
     let query_parts = query.parts()[1];
@@ -214,7 +226,10 @@ fn broadcast_vector_format(output: &TensorFormat, precision: Precision) -> Tenso
         for group_block in 0..parts[0] {
             for row_block in 0..parts[1] {
                 for replica in 0..output.replicas {
-                    tiles.push(output.tile(output.block_index(group_block, row_block, col_block), replica));
+                    tiles.push(output.tile(
+                        output.block_index(group_block, row_block, col_block),
+                        replica,
+                    ));
                 }
             }
         }
@@ -268,7 +283,10 @@ fn column_split_storage(required: &TensorFormat) -> TensorFormat {
                 let first_col = storage_col * sub_cols;
                 let col_block = first_col / block_cols;
                 let replica = ((first_col - col_block * block_cols) / sub_cols).min(replicas - 1);
-                tiles.push(required.tile(required.block_index(group_block, row_block, col_block), replica));
+                tiles.push(required.tile(
+                    required.block_index(group_block, row_block, col_block),
+                    replica,
+                ));
             }
         }
     }
@@ -294,18 +312,25 @@ fn resident_weight_share(graph: &Graph, tiles: u32) -> u64 {
         .values
         .iter()
         .filter_map(|value| match value.kind {
-            ValueKind::Weight { iterated } => {
-                Some(value.shape.elements() * value.precision.bytes() as u64 * if iterated { iterations } else { 1 })
-            }
+            ValueKind::Weight { iterated } => Some(
+                value.shape.elements()
+                    * value.precision.bytes() as u64
+                    * if iterated { iterations } else { 1 },
+            ),
             _ => None,
         })
         .sum();
     total.div_ceil(tiles as u64)
 }
 
-pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn CostOracle) -> Result<Layouts, LayoutError> {
+pub fn plan_layouts(
+    graph: &Graph,
+    settings: PlanningSettings,
+    oracle: &mut dyn CostOracle,
+) -> Result<Layouts, LayoutError> {
     let tiles = settings.tiles;
-    let available = (SRAM_BYTES_PER_TILE as u64).saturating_sub(settings.reserved_bytes_per_tile as u64);
+    let available =
+        (SRAM_BYTES_PER_TILE as u64).saturating_sub(settings.reserved_bytes_per_tile as u64);
     let share = resident_weight_share(graph, tiles);
     let working_budget = u32::try_from(available.saturating_sub(share)).unwrap_or(u32::MAX);
 
@@ -345,10 +370,12 @@ pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn 
                     working_budget,
                     forced_flash: settings.forced_flash,
                 };
-                let plan = oracle.attention(problem).map_err(|source| LayoutError::Cost {
-                    op: op.name.clone(),
-                    source,
-                })?;
+                let plan = oracle
+                    .attention(problem)
+                    .map_err(|source| LayoutError::Cost {
+                        op: op.name.clone(),
+                        source,
+                    })?;
                 attention_plans.insert(op_id, plan);
             }
             _ => {}
@@ -419,27 +446,36 @@ pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn 
     // Pass 2: output formats, forward.
     for id in graph.value_ids() {
         let value = graph.value(id);
-        if matches!(value.kind, ValueKind::Input) || graph.repeat.as_ref().is_some_and(|r| r.carried_input == id) {
-            planner.formats[id.0 as usize] = Some(canonical_format(value.shape, value.precision, tiles));
+        if matches!(value.kind, ValueKind::Input)
+            || graph.repeat.as_ref().is_some_and(|r| r.carried_input == id)
+        {
+            planner.formats[id.0 as usize] =
+                Some(canonical_format(value.shape, value.precision, tiles));
         }
     }
     for op_id in graph.op_ids() {
         let op = graph.op(op_id);
         let output = graph.value(op.output);
-        let input_format = |planner: &Planner, slot: usize| planner.formats[op.inputs[slot].0 as usize].clone();
+        let input_format =
+            |planner: &Planner, slot: usize| planner.formats[op.inputs[slot].0 as usize].clone();
         let format = match &op.kind {
             OpKind::MatMul { .. } | OpKind::Attention { .. } => heavy_outputs[&op_id].clone(),
-            OpKind::View(_) => chain_target(op.output).unwrap_or_else(|| canonical_format(output.shape, output.precision, tiles)),
+            OpKind::View(_) => chain_target(op.output)
+                .unwrap_or_else(|| canonical_format(output.shape, output.precision, tiles)),
             OpKind::Rotary { .. } => match input_format(&planner, 0) {
                 Some(format) => format,
                 None => canonical_format(output.shape, output.precision, tiles),
             },
             OpKind::LayerNorm { .. } => match input_format(&planner, 0) {
-                Some(format) if format.rows_complete() && format.replicas == 1 => with_precision(&format, output.precision),
+                Some(format) if format.rows_complete() && format.replicas == 1 => {
+                    with_precision(&format, output.precision)
+                }
                 _ => canonical_format(output.shape, output.precision, tiles),
             },
             OpKind::Gelu { .. } | OpKind::Add | OpKind::Cast => match input_format(&planner, 0) {
-                Some(format) if format.order == ElementOrder::RowMajor => with_precision(&format, output.precision),
+                Some(format) if format.order == ElementOrder::RowMajor => {
+                    with_precision(&format, output.precision)
+                }
                 _ => canonical_format(output.shape, output.precision, tiles),
             },
         };
@@ -450,7 +486,9 @@ pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn 
     for id in graph.value_ids() {
         let value = graph.value(id);
         let iterations = match value.kind {
-            ValueKind::Weight { iterated: true } => graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations),
+            ValueKind::Weight { iterated: true } => {
+                graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations)
+            }
             _ => 1,
         };
         planner.values.push(PlannedValue {
@@ -487,9 +525,14 @@ pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn 
         for (slot, &input) in op.inputs.iter().enumerate() {
             let input_value = graph.value(input);
             let wanted = match (&op.kind, slot) {
-                (OpKind::MatMul { .. } | OpKind::Attention { .. }, _) => required.get(&(op_id, slot)).cloned(),
+                (OpKind::MatMul { .. } | OpKind::Attention { .. }, _) => {
+                    required.get(&(op_id, slot)).cloned()
+                }
                 (OpKind::View(_), _) => None,
-                (OpKind::LayerNorm { .. }, 1 | 2) => Some(broadcast_vector_format(&output_format, input_value.precision)),
+                (OpKind::LayerNorm { .. }, 1 | 2) => Some(broadcast_vector_format(
+                    &output_format,
+                    input_value.precision,
+                )),
                 _ => Some(with_precision(&output_format, input_value.precision)),
             };
             let planned_input = PlannedValueId(input.0);
@@ -521,7 +564,11 @@ pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn 
             } else if planner.values[input.0 as usize].format == wanted {
                 inputs.push(planned_input);
             } else {
-                let operand = planner.new_value(format!("{}.{}", op.name, slot_name(&op.kind, slot)), wanted, op.region);
+                let operand = planner.new_value(
+                    format!("{}.{}", op.name, slot_name(&op.kind, slot)),
+                    wanted,
+                    op.region,
+                );
                 ops.push(planner.rearrange_op(
                     &format!("{}.{}.rearrange", op.name, slot_name(&op.kind, slot)),
                     planned_input,
@@ -576,7 +623,9 @@ pub fn plan_layouts(graph: &Graph, settings: PlanningSettings, oracle: &mut dyn 
             available,
         });
     }
-    let output = graph.output.map_or(PlannedValueId(0), |id| PlannedValueId(id.0));
+    let output = graph
+        .output
+        .map_or(PlannedValueId(0), |id| PlannedValueId(id.0));
     Ok(Layouts {
         values: planner.values,
         ops,

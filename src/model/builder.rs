@@ -25,7 +25,14 @@ struct Builder<'config> {
 }
 
 impl Builder<'_> {
-    fn weight(&mut self, name: &str, rows: u32, cols: u32, precision: Precision, region: Region) -> ValueId {
+    fn weight(
+        &mut self,
+        name: &str,
+        rows: u32,
+        cols: u32,
+        precision: Precision,
+        region: Region,
+    ) -> ValueId {
         let iterated = region == Region::Body;
         self.graph.add_value(
             name,
@@ -39,7 +46,13 @@ impl Builder<'_> {
     /// `x * W + b` with an FP8 weight and an FP16 bias.
     fn linear(&mut self, name: &str, x: ValueId, out_cols: u32, region: Region) -> ValueId {
         let in_shape = self.graph.value(x).shape;
-        let weight = self.weight(&format!("{name}.weight"), in_shape.cols, out_cols, Precision::F8, region);
+        let weight = self.weight(
+            &format!("{name}.weight"),
+            in_shape.cols,
+            out_cols,
+            Precision::F8,
+            region,
+        );
         let bias = self.weight(&format!("{name}.bias"), 1, out_cols, Precision::F16, region);
         self.graph.add_op(
             name,
@@ -53,8 +66,20 @@ impl Builder<'_> {
 
     fn layer_norm(&mut self, name: &str, x: ValueId, region: Region) -> ValueId {
         let shape = self.graph.value(x).shape;
-        let gamma = self.weight(&format!("{name}.gamma"), 1, shape.cols, Precision::F16, region);
-        let beta = self.weight(&format!("{name}.beta"), 1, shape.cols, Precision::F16, region);
+        let gamma = self.weight(
+            &format!("{name}.gamma"),
+            1,
+            shape.cols,
+            Precision::F16,
+            region,
+        );
+        let beta = self.weight(
+            &format!("{name}.beta"),
+            1,
+            shape.cols,
+            Precision::F16,
+            region,
+        );
         self.graph.add_op(
             name,
             OpKind::LayerNorm {
@@ -79,16 +104,43 @@ impl Builder<'_> {
             GeluForm::Tanh => GeluKind::Tanh,
             GeluForm::Erf => GeluKind::Erf,
         };
-        self.graph
-            .add_op(name, OpKind::Gelu { kind }, vec![x], shape, Precision::F16, region)
+        self.graph.add_op(
+            name,
+            OpKind::Gelu { kind },
+            vec![x],
+            shape,
+            Precision::F16,
+            region,
+        )
     }
 
-    fn view(&mut self, name: &str, kind: ViewKind, inputs: Vec<ValueId>, shape: Shape, region: Region) -> ValueId {
-        self.graph
-            .add_op(name, OpKind::View(kind), inputs, shape, Precision::F16, region)
+    fn view(
+        &mut self,
+        name: &str,
+        kind: ViewKind,
+        inputs: Vec<ValueId>,
+        shape: Shape,
+        region: Region,
+    ) -> ValueId {
+        self.graph.add_op(
+            name,
+            OpKind::View(kind),
+            inputs,
+            shape,
+            Precision::F16,
+            region,
+        )
     }
 
-    fn split_heads(&mut self, name: &str, x: ValueId, heads: u32, tokens: u32, column_offset: u32, region: Region) -> ValueId {
+    fn split_heads(
+        &mut self,
+        name: &str,
+        x: ValueId,
+        heads: u32,
+        tokens: u32,
+        column_offset: u32,
+        region: Region,
+    ) -> ValueId {
         let width = self.config.width;
         let head_dim = width / heads;
         let rows = self.graph.value(x).shape.rows;
@@ -127,7 +179,14 @@ impl Builder<'_> {
         )
     }
 
-    fn attention(&mut self, name: &str, q: ValueId, k: ValueId, v: ValueId, region: Region) -> ValueId {
+    fn attention(
+        &mut self,
+        name: &str,
+        q: ValueId,
+        k: ValueId,
+        v: ValueId,
+        region: Region,
+    ) -> ValueId {
         let shape = self.graph.value(q).shape;
         let scale = 1.0 / (shape.cols as f32).sqrt();
         self.graph.add_op(
@@ -143,7 +202,12 @@ impl Builder<'_> {
     fn mlp(&mut self, prefix: &str, x: ValueId, region: Region) -> ValueId {
         let up = self.linear(&format!("{prefix}.up"), x, self.config.mlp, region);
         let activated = self.gelu(&format!("{prefix}.gelu"), up, region);
-        self.linear(&format!("{prefix}.down"), activated, self.config.width, region)
+        self.linear(
+            &format!("{prefix}.down"),
+            activated,
+            self.config.width,
+            region,
+        )
     }
 
     fn embedding(&mut self) -> ValueId {
@@ -183,7 +247,13 @@ impl Builder<'_> {
                 region,
             );
         }
-        let mut positions = self.weight("embed.positions", tokens, config.width, Precision::F16, region);
+        let mut positions = self.weight(
+            "embed.positions",
+            tokens,
+            config.width,
+            Precision::F16,
+            region,
+        );
         if images > 1 {
             let pieces = (0..images)
                 .map(|_| RowPiece {
@@ -238,12 +308,22 @@ impl Builder<'_> {
                 class_token: config.class_token,
             };
             let q_shape = self.graph.value(q).shape;
-            q = self
-                .graph
-                .add_op("layer.attn.rotary_q", rotary.clone(), vec![q], q_shape, Precision::F16, region);
-            k = self
-                .graph
-                .add_op("layer.attn.rotary_k", rotary, vec![k], q_shape, Precision::F16, region);
+            q = self.graph.add_op(
+                "layer.attn.rotary_q",
+                rotary.clone(),
+                vec![q],
+                q_shape,
+                Precision::F16,
+                region,
+            );
+            k = self.graph.add_op(
+                "layer.attn.rotary_k",
+                rotary,
+                vec![k],
+                q_shape,
+                Precision::F16,
+                region,
+            );
         }
         let attended = self.attention("layer.attn.core", q, k, v, region);
         let merged = self.merge_heads("layer.attn.merge", attended, heads, region);
@@ -297,7 +377,9 @@ impl Builder<'_> {
         let region = Region::Epilogue;
         let normed = self.layer_norm("head.norm", x, region);
         let mut pooled = match config.pooling {
-            Pooling::Map { heads } | Pooling::AttentionPool { heads } => self.probe_pool(normed, heads),
+            Pooling::Map { heads } | Pooling::AttentionPool { heads } => {
+                self.probe_pool(normed, heads)
+            }
             Pooling::ClassToken => {
                 let tokens = config.tokens();
                 let pieces = (0..self.knobs.batch)
@@ -320,8 +402,14 @@ impl Builder<'_> {
             pooled = self.linear("head.projection", pooled, projection, region);
         }
         let shape = self.graph.value(pooled).shape;
-        self.graph
-            .add_op("head.output", OpKind::Cast, vec![pooled], shape, Precision::F32, region)
+        self.graph.add_op(
+            "head.output",
+            OpKind::Cast,
+            vec![pooled],
+            shape,
+            Precision::F32,
+            region,
+        )
     }
 }
 
@@ -368,4 +456,3 @@ pub fn build_graph(config: &ModelConfig, knobs: GraphKnobs) -> Graph {
     builder.graph.output = Some(output);
     builder.graph
 }
-

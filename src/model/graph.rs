@@ -129,19 +129,30 @@ pub enum ViewKind {
 pub enum OpKind {
     /// `out = a * b (+ bias)`: `a` FP16 `[1, m, k]`, `b` an FP8 weight
     /// `[1, k, n]`, optional FP16 bias `[1, 1, n]`; FP16 output.
-    MatMul { bias: bool },
+    MatMul {
+        bias: bool,
+    },
     /// Row-wise LayerNorm over columns; inputs `[x, gamma, beta]`.
-    LayerNorm { epsilon: f32 },
-    Gelu { kind: GeluKind },
+    LayerNorm {
+        epsilon: f32,
+    },
+    Gelu {
+        kind: GeluKind,
+    },
     /// `a + b`; `b` may have fewer rows, then row `r` reads `b[r % b.rows]`.
     Add,
     /// Scaled dot-product attention per group: inputs `q [g, tq, d]`,
     /// `k [g, tk, d]`, `v [g, tk, d]`.
-    Attention { scale: f32 },
+    Attention {
+        scale: f32,
+    },
     /// 2D rotary position embedding on `[g, tokens, d]`: the first half of
     /// the rotated pairs turn with the patch's grid row, the second half with
     /// its grid column; a class token (row 0) is not rotated.
-    Rotary { grid: u32, class_token: bool },
+    Rotary {
+        grid: u32,
+        class_token: bool,
+    },
     View(ViewKind),
     /// Precision conversion (the final embedding leaves as FP32).
     Cast,
@@ -232,7 +243,13 @@ impl Graph {
         region: Region,
     ) -> ValueId {
         let name = name.into();
-        let output = self.add_value(name.clone(), shape, precision, ValueKind::Activation, region);
+        let output = self.add_value(
+            name.clone(),
+            shape,
+            precision,
+            ValueKind::Activation,
+            region,
+        );
         self.ops.push(Op {
             name,
             kind,
@@ -249,7 +266,9 @@ impl Graph {
             .filter_map(|value| match value.kind {
                 ValueKind::Weight { iterated } => {
                     let instances = if iterated {
-                        self.repeat.as_ref().map_or(1, |repeat| repeat.iterations as u64)
+                        self.repeat
+                            .as_ref()
+                            .map_or(1, |repeat| repeat.iterations as u64)
                     } else {
                         1
                     };

@@ -88,7 +88,13 @@ fn name_seed(seed: u64, name: &str, instance: u32) -> u64 {
 }
 
 /// How a generated weight is distributed, from its role in the name.
-fn generated_value(name: &str, rows: u32, generator: &mut SplitMix, index: usize, cols: u32) -> f32 {
+fn generated_value(
+    name: &str,
+    rows: u32,
+    generator: &mut SplitMix,
+    index: usize,
+    cols: u32,
+) -> f32 {
     let uniform = generator.next_symmetric();
     if name.ends_with(".weight") {
         // Unit-variance outputs: uniform with variance 1 / fan_in.
@@ -151,7 +157,13 @@ pub fn seeded_weights(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weight
                 for instance in 0..instances {
                     let mut generator = SplitMix::new(name_seed(seed, &value.name, instance));
                     values.extend((0..elements).map(|index| {
-                        generated_value(&value.name, value.shape.rows, &mut generator, index, value.shape.cols)
+                        generated_value(
+                            &value.name,
+                            value.shape.rows,
+                            &mut generator,
+                            index,
+                            value.shape.cols,
+                        )
                     }));
                 }
                 tensors.insert(id, quantise(values, value.precision, fp8_scale, instances));
@@ -184,7 +196,12 @@ pub fn tensor_name(value_name: &str, iterated: bool, instance: u32) -> String {
 
 /// Real weights from a SafeTensors file; the input patches stay seeded
 /// (`seed`) unless the file has an `input.patches` tensor.
-pub fn safetensors_weights(graph: &Graph, path: &Path, seed: u64, fp8_scale: i32) -> Result<Weights, WeightError> {
+pub fn safetensors_weights(
+    graph: &Graph,
+    path: &Path,
+    seed: u64,
+    fp8_scale: i32,
+) -> Result<Weights, WeightError> {
     let file = SafeTensors::read(path)?;
     let mut weights = seeded_input_only(graph, seed, fp8_scale)?;
     for id in graph.value_ids() {
@@ -193,9 +210,12 @@ pub fn safetensors_weights(graph: &Graph, path: &Path, seed: u64, fp8_scale: i32
         match value.kind {
             ValueKind::Weight { iterated } => {
                 let instances = instances_of(graph, iterated);
-                let mut values = Vec::with_capacity(value.shape.elements() as usize * instances as usize);
+                let mut values =
+                    Vec::with_capacity(value.shape.elements() as usize * instances as usize);
                 for instance in 0..instances {
-                    values.extend(file.tensor_f32(&tensor_name(&value.name, iterated, instance), &shape)?);
+                    values.extend(
+                        file.tensor_f32(&tensor_name(&value.name, iterated, instance), &shape)?,
+                    );
                 }
                 weights
                     .tensors

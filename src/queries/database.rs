@@ -56,7 +56,9 @@ impl CompilerDatabase {
         };
         keys.into_iter()
             .map(|key| Execution {
-                query: self.ingredient_debug_name(key.ingredient_index()).to_string(),
+                query: self
+                    .ingredient_debug_name(key.ingredient_index())
+                    .to_string(),
                 key: key.key_index(),
             })
             .collect()

@@ -10,8 +10,8 @@ use salsa::{Durability, Setter};
 use super::database::Db;
 use crate::model::config::ModelConfig;
 use crate::query::{
-    AttentionChoice, BuildQuery, MachineSettings, Outputs, PhaseOverride, PlanningFlags, ScheduleSettings,
-    WeightSource,
+    AttentionChoice, BuildQuery, MachineSettings, Outputs, PhaseOverride, PlanningFlags,
+    ScheduleSettings, WeightSource,
 };
 
 #[salsa::input(debug)]
@@ -75,19 +75,31 @@ pub fn create_inputs(db: &dyn Db, query: &BuildQuery) -> BuildInputs {
 
 /// Sets the fields of `inputs` that differ from `query`; returns the names
 /// of the fields that changed.
-pub fn apply_query<D: Db>(db: &mut D, inputs: BuildInputs, query: &BuildQuery) -> Vec<&'static str> {
+pub fn apply_query<D: Db>(
+    db: &mut D,
+    inputs: BuildInputs,
+    query: &BuildQuery,
+) -> Vec<&'static str> {
     let mut changed = Vec::new();
     macro_rules! update {
         ($field:ident, $setter:ident, $value:expr, $durability:expr) => {
             if *inputs.$field(db) != $value {
-                inputs.$setter(db).with_durability($durability).to($value.clone());
+                inputs
+                    .$setter(db)
+                    .with_durability($durability)
+                    .to($value.clone());
                 changed.push(stringify!($field));
             }
         };
     }
     update!(name, set_name, query.name, Durability::LOW);
     update!(model, set_model, query.workload.model, Durability::HIGH);
-    update!(weights, set_weights, query.workload.weights, Durability::HIGH);
+    update!(
+        weights,
+        set_weights,
+        query.workload.weights,
+        Durability::HIGH
+    );
     update!(machine, set_machine, query.machine, Durability::HIGH);
     update!(planning, set_planning, query.planning, Durability::MEDIUM);
     update!(schedule, set_schedule, query.schedule, Durability::LOW);
@@ -102,8 +114,23 @@ pub fn apply_query<D: Db>(db: &mut D, inputs: BuildInputs, query: &BuildQuery) -
         };
     }
     update_copy!(batch, set_batch, query.workload.batch, Durability::HIGH);
-    update_copy!(fuse_qkv, set_fuse_qkv, query.workload.fuse_qkv, Durability::HIGH);
-    update_copy!(fp8_scale, set_fp8_scale, query.workload.fp8_scale, Durability::HIGH);
-    update_copy!(attention, set_attention, query.workload.attention, Durability::HIGH);
+    update_copy!(
+        fuse_qkv,
+        set_fuse_qkv,
+        query.workload.fuse_qkv,
+        Durability::HIGH
+    );
+    update_copy!(
+        fp8_scale,
+        set_fp8_scale,
+        query.workload.fp8_scale,
+        Durability::HIGH
+    );
+    update_copy!(
+        attention,
+        set_attention,
+        query.workload.attention,
+        Durability::HIGH
+    );
     changed
 }

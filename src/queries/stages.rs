@@ -16,7 +16,8 @@ use crate::expand::program::LowProgram;
 use crate::expand::summary::{ProgramSummary, summarize};
 use crate::expand::{ExpandError, expand_op};
 use crate::layout::cost::{
-    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention, plan_matmul,
+    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention,
+    plan_matmul,
 };
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::{Layouts, PlannedOp};
@@ -81,7 +82,10 @@ pub fn matmul_costing<'db>(db: &'db dyn Db, key: MatMulKey<'db>) -> Result<MatMu
 
 /// Candidate costing of one attention problem (memoized per content).
 #[salsa::tracked]
-pub fn attention_costing<'db>(db: &'db dyn Db, key: AttentionKey<'db>) -> Result<AttentionPlan, CostError> {
+pub fn attention_costing<'db>(
+    db: &'db dyn Db,
+    key: AttentionKey<'db>,
+) -> Result<AttentionPlan, CostError> {
     plan_attention(&key.problem(db))
 }
 
@@ -142,14 +146,21 @@ pub fn planned_op<'db>(db: &'db dyn Db, key: OpKey<'db>) -> Option<PlannedOpView
     let op = layouts.ops.iter().find(|op| &op.name == name)?;
     Some(PlannedOpView {
         op: op.clone(),
-        inputs: op.inputs.iter().map(|&input| layouts.value(input).format.clone()).collect(),
+        inputs: op
+            .inputs
+            .iter()
+            .map(|&input| layouts.value(input).format.clone())
+            .collect(),
         output: layouts.value(op.output).format.clone(),
     })
 }
 
 /// One op's expansion (re-runs only when its own plan or formats change).
 #[salsa::tracked(returns(ref))]
-pub fn op_expansion<'db>(db: &'db dyn Db, key: OpKey<'db>) -> Result<Arc<OpExpansion>, ExpandError> {
+pub fn op_expansion<'db>(
+    db: &'db dyn Db,
+    key: OpKey<'db>,
+) -> Result<Arc<OpExpansion>, ExpandError> {
     let Some(view) = planned_op(db, key) else {
         return Ok(Arc::new(OpExpansion::default()));
     };
@@ -164,7 +175,10 @@ pub fn low_program(db: &dyn Db, build: BuildInputs) -> Result<Arc<LowProgram>, S
     for &key in op_keys(db, build) {
         expansions.push(op_expansion(db, key).clone()?);
     }
-    let references: Vec<&OpExpansion> = expansions.iter().map(|expansion| expansion.as_ref()).collect();
+    let references: Vec<&OpExpansion> = expansions
+        .iter()
+        .map(|expansion| expansion.as_ref())
+        .collect();
     Ok(Arc::new(assemble(
         &layouts,
         &references,
@@ -176,5 +190,8 @@ pub fn low_program(db: &dyn Db, build: BuildInputs) -> Result<Arc<LowProgram>, S
 /// Firewall for reports: the program's counts.
 #[salsa::tracked(returns(ref))]
 pub fn program_summary(db: &dyn Db, build: BuildInputs) -> Result<ProgramSummary, StageError> {
-    low_program(db, build).as_ref().map(|program| summarize(program)).map_err(Clone::clone)
+    low_program(db, build)
+        .as_ref()
+        .map(|program| summarize(program))
+        .map_err(Clone::clone)
 }

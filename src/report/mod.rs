@@ -55,7 +55,10 @@ pub fn op_summaries(layouts: &Layouts, expansions: &[&OpExpansion]) -> Vec<OpSum
         .zip(expansions)
         .map(|(op, expansion)| {
             let mut counts = StepCounts::default();
-            expansion.steps.iter().for_each(|step| counts.add_step(step));
+            expansion
+                .steps
+                .iter()
+                .for_each(|step| counts.add_step(step));
             let format = &layouts.value(op.output).format;
             OpSummary {
                 name: op.name.clone(),
@@ -89,10 +92,18 @@ pub struct ExchangeSummary {
     pub max_words_received_by_a_tile: u64,
 }
 
-fn exchange_summaries_into(program: &LowProgram, steps: &[Step], in_repeat: bool, out: &mut Vec<ExchangeSummary>) {
+fn exchange_summaries_into(
+    program: &LowProgram,
+    steps: &[Step],
+    in_repeat: bool,
+    out: &mut Vec<ExchangeSummary>,
+) {
     for step in steps {
         match step {
-            Step::Exchange { provenance, transfers } => {
+            Step::Exchange {
+                provenance,
+                transfers,
+            } => {
                 let mut sent = vec![0u64; program.tiles as usize];
                 let mut received = vec![0u64; program.tiles as usize];
                 for index in 0..transfers.len() {

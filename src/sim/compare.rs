@@ -13,7 +13,8 @@ pub struct Agreement {
 }
 
 pub fn compare(computed: &[f32], reference: &[f32]) -> Agreement {
-    let (mut dot, mut norm_computed, mut norm_reference, mut max_abs_error) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let (mut dot, mut norm_computed, mut norm_reference, mut max_abs_error) =
+        (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     let mut non_finite = 0;
     for (&a, &b) in computed.iter().zip(reference) {
         if !a.is_finite() {
@@ -28,7 +29,11 @@ pub fn compare(computed: &[f32], reference: &[f32]) -> Agreement {
     }
     let denominator = (norm_computed * norm_reference).sqrt();
     Agreement {
-        cosine: if denominator > 0.0 { dot / denominator } else { 0.0 },
+        cosine: if denominator > 0.0 {
+            dot / denominator
+        } else {
+            0.0
+        },
         max_abs_error,
         elements: computed.len().min(reference.len()),
         non_finite,

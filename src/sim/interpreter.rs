@@ -25,6 +25,9 @@ pub struct ExecutionCounts {
     pub fills: u64,
 }
 
+/// The buffers one kernel run writes, taken out of memory while it runs.
+type TakenBuffers = Vec<(AllocationId, Vec<u8>)>;
+
 struct Interpreter<'program> {
     program: &'program LowProgram,
     memory: Memory,
@@ -62,10 +65,11 @@ fn store_value(
                     let offset = base + format.locate(g, r, c).offset as usize;
                     match format.precision {
                         Precision::F8 => buffer[offset] = codes[index],
-                        Precision::F16 => {
-                            buffer[offset..offset + 2].copy_from_slice(&to_f16_bits(values[index]).to_le_bytes())
+                        Precision::F16 => buffer[offset..offset + 2]
+                            .copy_from_slice(&to_f16_bits(values[index]).to_le_bytes()),
+                        Precision::F32 => {
+                            buffer[offset..offset + 4].copy_from_slice(&values[index].to_le_bytes())
                         }
-                        Precision::F32 => buffer[offset..offset + 4].copy_from_slice(&values[index].to_le_bytes()),
                     }
                 }
             }
@@ -91,14 +95,18 @@ fn load_value(memory: &Memory, allocations: &[AllocationId], format: &TensorForm
                         position[2] * format.block[2] + col,
                     );
                     let offset = format.locate(g, r, c).offset as usize;
-                    values[((g * shape.rows + r) * shape.cols + c) as usize] = match format.precision {
+                    values[((g * shape.rows + r) * shape.cols + c) as usize] = match format
+                        .precision
+                    {
                         Precision::F32 => f32::from_le_bytes([
                             buffer[offset],
                             buffer[offset + 1],
                             buffer[offset + 2],
                             buffer[offset + 3],
                         ]),
-                        Precision::F16 => from_f16_bits(u16::from_le_bytes([buffer[offset], buffer[offset + 1]])),
+                        Precision::F16 => {
+                            from_f16_bits(u16::from_le_bytes([buffer[offset], buffer[offset + 1]]))
+                        }
                         Precision::F8 => buffer[offset] as f32,
                     };
                 }
@@ -113,11 +121,14 @@ impl Interpreter<'_> {
         for step in steps {
             match step {
                 Step::Kernels { runs, .. } => {
-                    let mut taken: Vec<Vec<(AllocationId, Vec<u8>)>> = Vec::with_capacity(runs.len());
+                    let mut taken: Vec<TakenBuffers> = Vec::with_capacity(runs.len());
                     for run in runs {
                         let mut outputs = Vec::new();
                         for id in kernel_writes(&run.kernel) {
-                            outputs.push((id, std::mem::take(&mut self.memory.buffers[id.0 as usize])));
+                            outputs.push((
+                                id,
+                                std::mem::take(&mut self.memory.buffers[id.0 as usize]),
+                            ));
                         }
                         taken.push(outputs);
                     }
@@ -128,7 +139,7 @@ impl Interpreter<'_> {
                         iteration,
                     };
                     let table = &self.fp8_table;
-                    let results: Vec<Result<Vec<(AllocationId, Vec<u8>)>, SimError>> = runs
+                    let results: Vec<Result<TakenBuffers, SimError>> = runs
                         .par_iter()
                         .zip(taken.into_par_iter())
                         .map(|(run, outputs)| {
@@ -173,23 +184,28 @@ impl Interpreter<'_> {
                             iteration,
                         };
                         starts.push(staged.len());
-                        staged.extend_from_slice(reader.bytes(transfers.source_location[index], bytes)?);
+                        staged.extend_from_slice(
+                            reader.bytes(transfers.source_location[index], bytes)?,
+                        );
                     }
                     for index in 0..transfers.len() {
                         let bytes = transfers.words[index] as usize * 4;
                         let payload = &staged[starts[index]..starts[index] + bytes];
                         for destination in transfers.destinations_of(index) {
                             let location = destination.location;
-                            let start = resolve(&self.program.allocations, location, iteration) as usize;
+                            let start =
+                                resolve(&self.program.allocations, location, iteration) as usize;
                             let buffer = &mut self.memory.buffers[location.allocation.0 as usize];
                             let size = buffer.len();
-                            let target = buffer.get_mut(start..start + bytes).ok_or(SimError::OutOfBounds {
-                                tile: destination.tile,
-                                allocation: location.allocation.0,
-                                offset: start as u64,
-                                length: bytes,
-                                bytes: size,
-                            })?;
+                            let target = buffer.get_mut(start..start + bytes).ok_or(
+                                SimError::OutOfBounds {
+                                    tile: destination.tile,
+                                    allocation: location.allocation.0,
+                                    offset: start as u64,
+                                    length: bytes,
+                                    bytes: size,
+                                },
+                            )?;
                             target.copy_from_slice(payload);
                             self.counts.words_received += bytes as u64 / 4;
                         }
@@ -209,8 +225,10 @@ impl Interpreter<'_> {
                                 iteration,
                             };
                             let bytes = reader.bytes(source, copy.row_bytes as usize)?.to_vec();
-                            let start = resolve(&self.program.allocations, destination, iteration) as usize;
-                            let buffer = &mut self.memory.buffers[destination.allocation.0 as usize];
+                            let start =
+                                resolve(&self.program.allocations, destination, iteration) as usize;
+                            let buffer =
+                                &mut self.memory.buffers[destination.allocation.0 as usize];
                             let size = buffer.len();
                             buffer
                                 .get_mut(start..start + bytes.len())
@@ -231,8 +249,10 @@ impl Interpreter<'_> {
                         for row in 0..fill.rows {
                             let mut destination = fill.destination;
                             destination.offset += row * fill.stride;
-                            let start = resolve(&self.program.allocations, destination, iteration) as usize;
-                            let buffer = &mut self.memory.buffers[destination.allocation.0 as usize];
+                            let start =
+                                resolve(&self.program.allocations, destination, iteration) as usize;
+                            let buffer =
+                                &mut self.memory.buffers[destination.allocation.0 as usize];
                             let size = buffer.len();
                             buffer
                                 .get_mut(start..start + fill.row_bytes as usize)
@@ -268,10 +288,16 @@ pub struct Interpretation {
 }
 
 /// Runs `program` (expanded from `layouts`) on `weights`.
-pub fn interpret(program: &LowProgram, layouts: &Layouts, weights: &Weights) -> Result<Interpretation, SimError> {
+pub fn interpret(
+    program: &LowProgram,
+    layouts: &Layouts,
+    weights: &Weights,
+) -> Result<Interpretation, SimError> {
     let mut memory = Memory::new(&program.allocations);
     for (index, value) in layouts.values.iter().enumerate() {
-        let Some(graph_value) = value.graph_value else { continue };
+        let Some(graph_value) = value.graph_value else {
+            continue;
+        };
         let binding = &program.values[index];
         match value.kind {
             ValueKind::Weight { .. } => {
@@ -280,12 +306,32 @@ pub fn interpret(program: &LowProgram, layouts: &Layouts, weights: &Weights) -> 
                     .get(&graph_value)
                     .ok_or_else(|| SimError::MissingValue(value.name.clone()))?;
                 for instance in 0..data.instances {
-                    let codes = if data.codes.is_empty() { &[][..] } else { data.instance_codes(instance) };
-                    store_value(&mut memory, program, &binding.allocations, &value.format, data.instance(instance), codes, instance);
+                    let codes = if data.codes.is_empty() {
+                        &[][..]
+                    } else {
+                        data.instance_codes(instance)
+                    };
+                    store_value(
+                        &mut memory,
+                        program,
+                        &binding.allocations,
+                        &value.format,
+                        data.instance(instance),
+                        codes,
+                        instance,
+                    );
                 }
             }
             ValueKind::Input => {
-                store_value(&mut memory, program, &binding.allocations, &value.format, &weights.input, &[], 0);
+                store_value(
+                    &mut memory,
+                    program,
+                    &binding.allocations,
+                    &value.format,
+                    &weights.input,
+                    &[],
+                    0,
+                );
             }
             ValueKind::Activation => {}
         }

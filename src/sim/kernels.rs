@@ -10,11 +10,15 @@
 //! layouts or the graph.
 
 use super::memory::{Reader, SimError, Writer};
-use crate::expand::program::{AllocationId, AttentionKind, ElementType, GeluForm, Kernel, MatMulOutput, Operand};
+use crate::expand::program::{
+    AllocationId, AttentionKind, ElementType, GeluForm, Kernel, MatMulOutput, Operand,
+};
+use crate::numerics::activation::{gelu_erf, gelu_tanh};
 use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
 use crate::numerics::half_float::{from_f16_bits, round_f16, to_f16_bits};
-use crate::numerics::rows::{OnlineSoftmax, layer_norm_row, rotary_pair_in_place, softmax_row_in_place};
-use crate::numerics::activation::{gelu_erf, gelu_tanh};
+use crate::numerics::rows::{
+    OnlineSoftmax, layer_norm_row, rotary_pair_in_place, softmax_row_in_place,
+};
 
 /// Rotary base frequency (model: the common 10,000 of RoPE).
 pub const ROTARY_BASE: f32 = 10_000.0;
@@ -65,7 +69,14 @@ fn element_size(element: ElementType) -> usize {
 }
 
 /// Reads `groups x rows x cols` elements of `element` type through `operand`.
-fn read(reader: &Reader, operand: Operand, element: ElementType, groups: u32, rows: u32, cols: u32) -> Result<Vec<f32>, SimError> {
+fn read(
+    reader: &Reader,
+    operand: Operand,
+    element: ElementType,
+    groups: u32,
+    rows: u32,
+    cols: u32,
+) -> Result<Vec<f32>, SimError> {
     let size = element_size(element);
     let mut values = Vec::with_capacity((groups * rows * cols) as usize);
     for group in 0..groups {
@@ -85,7 +96,9 @@ fn read(reader: &Reader, operand: Operand, element: ElementType, groups: u32, ro
                         .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]])),
                 ),
                 ElementType::F8 => {
-                    return Err(SimError::Weights("FP8 operands are read through the weight path".into()));
+                    return Err(SimError::Weights(
+                        "FP8 operands are read through the weight path".into(),
+                    ));
                 }
             }
         }
@@ -93,7 +106,15 @@ fn read(reader: &Reader, operand: Operand, element: ElementType, groups: u32, ro
     Ok(values)
 }
 
-fn write(writer: &mut Writer, operand: Operand, element: ElementType, groups: u32, rows: u32, cols: u32, values: &[f32]) -> Result<(), SimError> {
+fn write(
+    writer: &mut Writer,
+    operand: Operand,
+    element: ElementType,
+    groups: u32,
+    rows: u32,
+    cols: u32,
+    values: &[f32],
+) -> Result<(), SimError> {
     let size = element_size(element);
     let mut index = 0;
     for group in 0..groups {
@@ -122,7 +143,13 @@ fn write(writer: &mut Writer, operand: Operand, element: ElementType, groups: u3
 }
 
 /// Column-major FP8 weight block as `cols` rows of `reduction` values.
-fn read_weight(reader: &Reader, operand: Operand, reduction: u32, cols: u32, table: &[f32; 256]) -> Result<Vec<f32>, SimError> {
+fn read_weight(
+    reader: &Reader,
+    operand: Operand,
+    reduction: u32,
+    cols: u32,
+    table: &[f32; 256],
+) -> Result<Vec<f32>, SimError> {
     let mut values = Vec::with_capacity((reduction * cols) as usize);
     for col in 0..cols {
         let mut location = operand.location;
@@ -141,11 +168,18 @@ fn partial_type(accumulation: Accumulation) -> ElementType {
 }
 
 fn round_all(values: &mut [f32]) {
-    values.iter_mut().for_each(|value| *value = round_f16(*value));
+    values
+        .iter_mut()
+        .for_each(|value| *value = round_f16(*value));
 }
 
 /// Runs one kernel. `fp8_table` decodes weight codes at the program's scale.
-pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table: &[f32; 256]) -> Result<(), SimError> {
+pub fn execute(
+    kernel: &Kernel,
+    reader: &Reader,
+    writer: &mut Writer,
+    fp8_table: &[f32; 256],
+) -> Result<(), SimError> {
     match *kernel {
         Kernel::MatMul {
             a,
@@ -160,13 +194,32 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
             let weight_values = read_weight(reader, weight, reduction, cols, fp8_table)?;
             let (m, k, n) = (rows as usize, reduction as usize, cols as usize);
             let mut product = vec![0.0f32; m * n];
-            matmul_block_transposed_b(&a_values, k, &weight_values, k, m, k, n, accumulation, &mut product, n)?;
+            matmul_block_transposed_b(
+                &a_values,
+                k,
+                &weight_values,
+                k,
+                m,
+                k,
+                n,
+                accumulation,
+                &mut product,
+                n,
+            )?;
             match output {
                 MatMulOutput::Partial(partial) => {
                     if accumulation == Accumulation::F16 {
                         round_all(&mut product);
                     }
-                    write(writer, partial, partial_type(accumulation), 1, rows, cols, &product)?;
+                    write(
+                        writer,
+                        partial,
+                        partial_type(accumulation),
+                        1,
+                        rows,
+                        cols,
+                        &product,
+                    )?;
                 }
                 MatMulOutput::Final {
                     output,
@@ -181,7 +234,15 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
                             result.push(round_f16(product[row * n + col] + bias_values[col]));
                         }
                     }
-                    write(writer, output, ElementType::F16, 1, valid_rows, valid_cols, &result)?;
+                    write(
+                        writer,
+                        output,
+                        ElementType::F16,
+                        1,
+                        valid_rows,
+                        valid_cols,
+                        &result,
+                    )?;
                 }
             }
         }
@@ -201,7 +262,9 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
                 let mut operand = received;
                 operand.location.offset += slice * received_slice_bytes;
                 let values = read(reader, operand, partial, 1, rows, cols)?;
-                sum.iter_mut().zip(values).for_each(|(total, value)| *total += value);
+                sum.iter_mut()
+                    .zip(values)
+                    .for_each(|(total, value)| *total += value);
             }
             let bias_values = read(reader, bias, ElementType::F16, 1, 1, cols)?;
             for (index, value) in sum.iter_mut().enumerate() {
@@ -222,7 +285,10 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
             let gamma = read(reader, gamma, ElementType::F16, 1, 1, cols)?;
             let beta = read(reader, beta, ElementType::F16, 1, 1, cols)?;
             let mut result = vec![0.0f32; values.len()];
-            for (row, out) in values.chunks_exact(cols as usize).zip(result.chunks_exact_mut(cols as usize)) {
+            for (row, out) in values
+                .chunks_exact(cols as usize)
+                .zip(result.chunks_exact_mut(cols as usize))
+            {
                 layer_norm_row(row, &gamma, &beta, epsilon.get(), out)?;
             }
             round_all(&mut result);
@@ -243,7 +309,15 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
                     GeluForm::Erf => gelu_erf(*value),
                 });
             }
-            write(writer, output, ElementType::F16, groups, rows, cols, &values)?;
+            write(
+                writer,
+                output,
+                ElementType::F16,
+                groups,
+                rows,
+                cols,
+                &values,
+            )?;
         }
         Kernel::Add {
             a,
@@ -259,7 +333,15 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
                 .iter_mut()
                 .zip(other)
                 .for_each(|(value, addend)| *value = round_f16(*value + addend));
-            write(writer, output, ElementType::F16, groups, rows, cols, &values)?;
+            write(
+                writer,
+                output,
+                ElementType::F16,
+                groups,
+                rows,
+                cols,
+                &values,
+            )?;
         }
         Kernel::Rotary {
             input,
@@ -280,14 +362,28 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
             for (row_index, row) in values.chunks_exact_mut(cols as usize).enumerate() {
                 let token = first_row + (row_index as u32 % rows);
                 for pair in 0..pairs {
-                    let angle = rotary_angle(token, first_col / 2 + pair as u32, head_dim, grid, class_token);
+                    let angle = rotary_angle(
+                        token,
+                        first_col / 2 + pair as u32,
+                        head_dim,
+                        grid,
+                        class_token,
+                    );
                     cosines[pair] = angle.cos();
                     sines[pair] = angle.sin();
                 }
                 rotary_pair_in_place(row, &cosines, &sines)?;
             }
             round_all(&mut values);
-            write(writer, output, ElementType::F16, groups, rows, cols, &values)?;
+            write(
+                writer,
+                output,
+                ElementType::F16,
+                groups,
+                rows,
+                cols,
+                &values,
+            )?;
         }
         Kernel::Attention {
             query,
@@ -310,15 +406,40 @@ pub fn execute(kernel: &Kernel, reader: &Reader, writer: &mut Writer, fp8_table:
                     shifted.location.offset += group * operand.matrix;
                     shifted
                 };
-                let q = read(reader, offset(query), ElementType::F16, 1, queries, dimension)?;
+                let q = read(
+                    reader,
+                    offset(query),
+                    ElementType::F16,
+                    1,
+                    queries,
+                    dimension,
+                )?;
                 let k = read(reader, offset(key), ElementType::F16, 1, keys, dimension)?;
                 let v = read(reader, offset(value), ElementType::F16, 1, keys, dimension)?;
                 let mut out = vec![0.0f32; queries as usize * d];
-                attention_group(&q, &k, &v, queries as usize, keys as usize, d, scale.get(), kind, &mut out)?;
+                attention_group(
+                    &q,
+                    &k,
+                    &v,
+                    queries as usize,
+                    keys as usize,
+                    d,
+                    scale.get(),
+                    kind,
+                    &mut out,
+                )?;
                 round_all(&mut out);
                 result.extend(out);
             }
-            write(writer, output, ElementType::F16, groups, queries, dimension, &result)?;
+            write(
+                writer,
+                output,
+                ElementType::F16,
+                groups,
+                queries,
+                dimension,
+                &result,
+            )?;
         }
         Kernel::Cast {
             input,
@@ -354,12 +475,34 @@ fn attention_group(
     match kind {
         AttentionKind::Materialized => {
             let mut scores = vec![0.0f32; queries * keys];
-            matmul_block_transposed_b(q, d, k, d, queries, d, keys, Accumulation::F32, &mut scores, keys)?;
+            matmul_block_transposed_b(
+                q,
+                d,
+                k,
+                d,
+                queries,
+                d,
+                keys,
+                Accumulation::F32,
+                &mut scores,
+                keys,
+            )?;
             for row in scores.chunks_exact_mut(keys) {
                 softmax_row_in_place(row, scale)?;
             }
             round_all(&mut scores);
-            matmul_block(&scores, keys, v, d, queries, keys, d, Accumulation::F32, out, d)?;
+            matmul_block(
+                &scores,
+                keys,
+                v,
+                d,
+                queries,
+                keys,
+                d,
+                Accumulation::F32,
+                out,
+                d,
+            )?;
         }
         AttentionKind::Flash { key_block } => {
             let block = key_block.max(1) as usize;
@@ -372,7 +515,8 @@ fn attention_group(
                     let end = keys.min(start + block);
                     for (slot, key) in (start..end).enumerate() {
                         let k_row = &k[key * d..(key + 1) * d];
-                        scores[slot] = q_row.iter().zip(k_row).map(|(a, b)| a * b).sum::<f32>() * scale;
+                        scores[slot] =
+                            q_row.iter().zip(k_row).map(|(a, b)| a * b).sum::<f32>() * scale;
                     }
                     state.absorb(&scores[..end - start], &v[start * d..end * d])?;
                     start = end;

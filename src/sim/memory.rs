@@ -17,7 +17,9 @@ pub enum SimError {
         length: usize,
         bytes: usize,
     },
-    #[error("tile {tile}: allocation {allocation} is written by one kernel and read by another in the same step")]
+    #[error(
+        "tile {tile}: allocation {allocation} is written by one kernel and read by another in the same step"
+    )]
     Conflict { tile: u32, allocation: u32 },
     #[error("kernel arithmetic: {0}")]
     Numerics(#[from] crate::numerics::NumericsError),
@@ -30,7 +32,11 @@ pub enum SimError {
 /// Byte offset of `location` in its allocation's buffer during `iteration`.
 pub fn resolve(allocations: &[Allocation], location: Location, iteration: u32) -> u64 {
     let allocation = &allocations[location.allocation.0 as usize];
-    let instance = if allocation.iterations > 1 { iteration as u64 } else { 0 };
+    let instance = if allocation.iterations > 1 {
+        iteration as u64
+    } else {
+        0
+    };
     instance * allocation.bytes as u64 + location.offset as u64
 }
 
@@ -43,7 +49,9 @@ impl Memory {
         Memory {
             buffers: allocations
                 .iter()
-                .map(|allocation| vec![0u8; allocation.bytes as usize * allocation.iterations as usize])
+                .map(|allocation| {
+                    vec![0u8; allocation.bytes as usize * allocation.iterations as usize]
+                })
                 .collect(),
         }
     }
@@ -99,12 +107,14 @@ impl Writer<'_> {
                 allocation: location.allocation.0,
             })?;
         let size = buffer.len();
-        buffer.get_mut(start..start + length).ok_or(SimError::OutOfBounds {
-            tile: allocation.tile,
-            allocation: location.allocation.0,
-            offset: start as u64,
-            length,
-            bytes: size,
-        })
+        buffer
+            .get_mut(start..start + length)
+            .ok_or(SimError::OutOfBounds {
+                tile: allocation.tile,
+                allocation: location.allocation.0,
+                offset: start as u64,
+                length,
+                bytes: size,
+            })
     }
 }

@@ -4,12 +4,12 @@
 
 use super::kernels::rotary_angle;
 use super::memory::SimError;
+use crate::model::graph::GeluKind;
 use crate::model::graph::{Graph, OpKind, Region, ValueId, ValueKind, ViewKind};
 use crate::model::weights::Weights;
 use crate::numerics::activation::{gelu_erf, gelu_tanh};
 use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
 use crate::numerics::rows::{layer_norm_row, rotary_pair_in_place, softmax_row_in_place};
-use crate::model::graph::GeluKind;
 
 struct Evaluator<'graph> {
     graph: &'graph Graph,
@@ -47,12 +47,29 @@ impl Evaluator<'_> {
         let input_shape = |slot: usize| self.graph.value(op.inputs[slot]).shape;
         let result = match &op.kind {
             OpKind::MatMul { bias } => {
-                let (m, k, n) = (output_shape.rows as usize, input_shape(0).cols as usize, output_shape.cols as usize);
+                let (m, k, n) = (
+                    output_shape.rows as usize,
+                    input_shape(0).cols as usize,
+                    output_shape.cols as usize,
+                );
                 let mut out = vec![0.0f32; m * n];
-                matmul_block(&inputs[0], k, &inputs[1], n, m, k, n, Accumulation::F32, &mut out, n)?;
+                matmul_block(
+                    &inputs[0],
+                    k,
+                    &inputs[1],
+                    n,
+                    m,
+                    k,
+                    n,
+                    Accumulation::F32,
+                    &mut out,
+                    n,
+                )?;
                 if *bias {
                     for row in out.chunks_exact_mut(n) {
-                        row.iter_mut().zip(&inputs[2]).for_each(|(value, bias)| *value += bias);
+                        row.iter_mut()
+                            .zip(&inputs[2])
+                            .for_each(|(value, bias)| *value += bias);
                     }
                 }
                 out
@@ -72,7 +89,11 @@ impl Evaluator<'_> {
                     GeluKind::Erf => gelu_erf(x),
                 })
                 .collect(),
-            OpKind::Add => inputs[0].iter().zip(&inputs[1]).map(|(a, b)| a + b).collect(),
+            OpKind::Add => inputs[0]
+                .iter()
+                .zip(&inputs[1])
+                .map(|(a, b)| a + b)
+                .collect(),
             OpKind::Cast => inputs[0].clone(),
             OpKind::Rotary { grid, class_token } => {
                 let mut out = inputs[0].clone();
@@ -81,7 +102,9 @@ impl Evaluator<'_> {
                 for (row_index, row) in out.chunks_exact_mut(cols).enumerate() {
                     let token = (row_index % rows) as u32;
                     let angles: Vec<f32> = (0..pairs)
-                        .map(|pair| rotary_angle(token, pair as u32, cols as u32, *grid, *class_token))
+                        .map(|pair| {
+                            rotary_angle(token, pair as u32, cols as u32, *grid, *class_token)
+                        })
                         .collect();
                     let cosines: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
                     let sines: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
@@ -99,7 +122,18 @@ impl Evaluator<'_> {
                     let k = &inputs[1][group * keys * d..(group + 1) * keys * d];
                     let v = &inputs[2][group * keys * d..(group + 1) * keys * d];
                     let mut scores = vec![0.0f32; queries * keys];
-                    matmul_block_transposed_b(q, d, k, d, queries, d, keys, Accumulation::F32, &mut scores, keys)?;
+                    matmul_block_transposed_b(
+                        q,
+                        d,
+                        k,
+                        d,
+                        queries,
+                        d,
+                        keys,
+                        Accumulation::F32,
+                        &mut scores,
+                        keys,
+                    )?;
                     for row in scores.chunks_exact_mut(keys) {
                         softmax_row_in_place(row, *scale)?;
                     }
@@ -140,14 +174,32 @@ impl Evaluator<'_> {
                                     head_dim,
                                     tokens,
                                     column_offset,
-                                } => (0, 0, (group / heads) * tokens + row, column_offset + (group % heads) * head_dim + col),
-                                ViewKind::MergeHeads { heads, head_dim, tokens } => {
-                                    (0, (row / tokens) * heads + col / head_dim, row % tokens, col % head_dim)
-                                }
+                                } => (
+                                    0,
+                                    0,
+                                    (group / heads) * tokens + row,
+                                    column_offset + (group % heads) * head_dim + col,
+                                ),
+                                ViewKind::MergeHeads {
+                                    heads,
+                                    head_dim,
+                                    tokens,
+                                } => (
+                                    0,
+                                    (row / tokens) * heads + col / head_dim,
+                                    row % tokens,
+                                    col % head_dim,
+                                ),
                                 ViewKind::Rows { pieces } => {
-                                    let index = piece_starts.partition_point(|&start| start <= row) - 1;
+                                    let index =
+                                        piece_starts.partition_point(|&start| start <= row) - 1;
                                     let piece = pieces[index];
-                                    (piece.input as usize, 0, piece.first_row + row - piece_starts[index], col)
+                                    (
+                                        piece.input as usize,
+                                        0,
+                                        piece.first_row + row - piece_starts[index],
+                                        col,
+                                    )
                                 }
                             };
                             let shape = shapes[input];

@@ -1,0 +1,176 @@
+//! An independent checker of layouts: every format covers its value's
+//! elements with blocks on real tiles (replicas of a block on distinct
+//! tiles), every op's shapes agree with its kind, and every compute op's
+//! operand blocks are on the tile that computes with them.
+
+use super::format::TensorFormat;
+use super::plan::{Layouts, OpPlan};
+use crate::model::graph::{OpKind, Shape};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutCheckError {
+    #[error("value `{value}`: {problem}")]
+    Format { value: String, problem: String },
+    #[error("op `{op}`: {problem}")]
+    Op { op: String, problem: String },
+}
+
+fn check_format(name: &str, format: &TensorFormat, tiles: u32) -> Result<(), LayoutCheckError> {
+    let problem = |problem: String| LayoutCheckError::Format {
+        value: name.to_string(),
+        problem,
+    };
+    if format.block.contains(&0) || format.replicas == 0 {
+        return Err(problem(format!(
+            "empty block {:?} or no replicas",
+            format.block
+        )));
+    }
+    let parts = format.parts();
+    let extents = [format.shape.groups, format.shape.rows, format.shape.cols];
+    for axis in 0..3 {
+        if parts[axis] * format.block[axis] < extents[axis]
+            || (parts[axis] - 1) * format.block[axis] >= extents[axis].max(1)
+        {
+            return Err(problem(format!(
+                "axis {axis}: {} blocks of {} do not tile {}",
+                parts[axis], format.block[axis], extents[axis]
+            )));
+        }
+    }
+    if format.tiles.len() as u64 != format.block_count() as u64 * format.replicas as u64 {
+        return Err(problem(format!(
+            "{} tile entries for {} blocks x {} replicas",
+            format.tiles.len(),
+            format.block_count(),
+            format.replicas
+        )));
+    }
+    for block in 0..format.block_count() {
+        let mut block_tiles: Vec<u32> = (0..format.replicas)
+            .map(|replica| format.tile(block, replica))
+            .collect();
+        if let Some(&tile) = block_tiles.iter().find(|&&tile| tile >= tiles) {
+            return Err(problem(format!(
+                "block {block} on tile {tile}, beyond the machine's {tiles}"
+            )));
+        }
+        block_tiles.sort_unstable();
+        if block_tiles.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(problem(format!(
+                "two replicas of block {block} on one tile"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn same_shape(
+    op: &str,
+    what: &str,
+    actual: Shape,
+    expected: Shape,
+) -> Result<(), LayoutCheckError> {
+    if actual != expected {
+        return Err(LayoutCheckError::Op {
+            op: op.to_string(),
+            problem: format!("{what} has shape {actual:?}, expected {expected:?}"),
+        });
+    }
+    Ok(())
+}
+
+pub fn check_layouts(layouts: &Layouts, tiles: u32) -> Result<(), LayoutCheckError> {
+    for value in &layouts.values {
+        check_format(&value.name, &value.format, tiles)?;
+    }
+    for op in &layouts.ops {
+        let input = |slot: usize| &layouts.value(op.inputs[slot]).format;
+        let output = &layouts.value(op.output).format;
+        let problem = |problem: String| LayoutCheckError::Op {
+            op: op.name.clone(),
+            problem,
+        };
+        match (&op.plan, &op.kind) {
+            (OpPlan::MatMul(plan), OpKind::MatMul { .. }) => {
+                let (a, weight) = (input(0), input(1));
+                same_shape(
+                    &op.name,
+                    "weight",
+                    weight.shape,
+                    Shape::matrix(a.shape.cols, output.shape.cols),
+                )?;
+                same_shape(
+                    &op.name,
+                    "output",
+                    output.shape,
+                    Shape::matrix(a.shape.rows, weight.shape.cols),
+                )?;
+                for i in 0..plan.row_parts {
+                    for j in 0..plan.col_parts {
+                        for k in 0..plan.reduction_parts {
+                            let tile = plan.tile(i, j, k);
+                            if a.tile(a.block_index(0, i, k), j) != tile
+                                || weight.tile(weight.block_index(0, k, j), i) != tile
+                            {
+                                return Err(problem(format!(
+                                    "operands of partition ({i}, {j}, {k}) are not on tile {tile}"
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+            (OpPlan::Attention(_), OpKind::Attention { .. }) => {
+                let (query, key, value) = (input(0), input(1), input(2));
+                same_shape(&op.name, "value", value.shape, key.shape)?;
+                same_shape(&op.name, "output", output.shape, query.shape)?;
+                for block in 0..query.block_count() {
+                    let position = query.block_position(block);
+                    let tile = query.tile(block, 0);
+                    let key_block = key.block_index(position[0], 0, 0);
+                    if key.tile(key_block, position[1]) != tile
+                        || value.tile(key_block, position[1]) != tile
+                    {
+                        return Err(problem(format!(
+                            "keys and values of query block {block} are not on tile {tile}"
+                        )));
+                    }
+                }
+            }
+            (OpPlan::Blockwise, kind) => {
+                let slots: &[usize] = match kind {
+                    OpKind::Add => &[0, 1],
+                    OpKind::LayerNorm { .. } => &[0],
+                    _ => &[0],
+                };
+                for &slot in slots {
+                    let operand = input(slot);
+                    same_shape(&op.name, "operand", operand.shape, output.shape)?;
+                    if operand.block != output.block
+                        || operand.tiles != output.tiles
+                        || operand.replicas != output.replicas
+                    {
+                        return Err(problem(format!(
+                            "operand {slot} is not blocked like the output"
+                        )));
+                    }
+                }
+                if let OpKind::LayerNorm { .. } = kind
+                    && !output.rows_complete()
+                {
+                    return Err(problem("LayerNorm needs whole rows on a tile".to_string()));
+                }
+            }
+            (OpPlan::Rearrange { .. }, _) => {
+                if op.inputs.is_empty() {
+                    return Err(problem("a rearrange without input".to_string()));
+                }
+            }
+            (plan, kind) => {
+                return Err(problem(format!("plan {plan:?} does not fit kind {kind:?}")));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The command line as a user meets it: exit codes, error messages that name
+//! the field, reports, traces, determinism.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn superstep(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_superstep"))
+        .args(arguments)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("superstep runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("superstep-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&directory).expect("scratch directory");
+    directory
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[test]
+fn build_prints_counts_and_writes_a_deterministic_report() {
+    let directory = scratch("report");
+    let set = format!("outputs.directory={}", directory.display());
+    let first = superstep(&["build", "queries/vit-tiny.toml", "--set", &set]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    for label in [
+        "kernel runs",
+        "local copies",
+        "exchanges",
+        "transfers",
+        "allocations",
+        "stage times",
+    ] {
+        assert!(stdout.contains(label), "missing {label}: {stdout}");
+    }
+    let report = directory.join("vit-tiny").join("report.json");
+    let first_report = std::fs::read(&report).expect("report written");
+    let second = superstep(&["build", "queries/vit-tiny.toml", "--set", &set]);
+    assert!(second.status.success());
+    assert_eq!(
+        first_report,
+        std::fs::read(&report).expect("report"),
+        "reports differ between runs"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&first_report).expect("valid JSON");
+    assert!(
+        json["program"]["total"]["transfers"]
+            .as_u64()
+            .expect("transfers")
+            > 0
+    );
+}
+
+#[test]
+fn run_prints_cosine() {
+    let output = superstep(&["run", "queries/vit-tiny.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let cosine: f64 = stdout
+        .split("cosine ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|value| value.trim().parse().ok())
+        .expect("cosine printed");
+    assert!(cosine >= 0.99, "{stdout}");
+}
+
+#[test]
+fn unknown_set_key_is_exit_2_naming_the_key() {
+    let output = superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--set",
+        "workload.layrs=2",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("workload.layrs"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn bad_file_is_exit_2_with_a_span() {
+    let directory = scratch("bad-file");
+    let path = directory.join("bad.toml");
+    std::fs::write(
+        &path,
+        "name = \"bad\"\n[workload]\nmodel = \"siglip-so400m\"\nheads = 7\n",
+    )
+    .expect("write");
+    let output = superstep(&["build", path.to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("workload.heads"), "{message}");
+    assert!(
+        message.contains("heads = 7"),
+        "the span shows the line: {message}"
+    );
+}
+
+#[test]
+fn missing_file_is_exit_2_naming_the_path() {
+    let output = superstep(&["build", "queries/no-such-build.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no-such-build.toml"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_model_that_cannot_fit_is_exit_2() {
+    let output = superstep(&["build", "--set", "machine.tiles=64"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("tiles"), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+}
+
+#[test]
+fn trace_writes_a_chrome_trace() {
+    let directory = scratch("trace");
+    let trace = directory.join("trace.json");
+    let output = superstep(&[
+        "--trace",
+        trace.to_str().expect("path"),
+        "build",
+        "queries/vit-tiny.toml",
+        "--set",
+        &format!("outputs.directory={}", directory.display()),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&trace).expect("trace written");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("trace is JSON");
+    let events = json.as_array().expect("array of events");
+    assert!(
+        events.iter().any(|event| event["name"] == "layouts"),
+        "{text}"
+    );
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let output = superstep(&["--help"]);
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    for word in ["build", "run", "--trace"] {
+        assert!(text.contains(word), "{text}");
+    }
+}

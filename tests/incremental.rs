@@ -1,0 +1,146 @@
+//! Incrementality, asserted from salsa's execution log: which queries re-ran
+//! after each kind of edit to the build query.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{counts, expanded_ops, query};
+use superstep::driver::Session;
+
+#[test]
+fn cold_build_runs_every_stage_once_per_key() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    let outcome = session.build().expect("build");
+    let counts = counts(&outcome.executions);
+    let ops = session.layouts().expect("layouts").ops.len();
+    assert_eq!(counts["graph"], 1);
+    assert_eq!(counts["layouts"], 1);
+    assert_eq!(counts["low_program"], 1);
+    assert_eq!(counts["op_expansion"], ops);
+    assert_eq!(counts["planned_op"], ops);
+}
+
+#[test]
+fn no_op_rebuild_runs_nothing() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("build");
+    let changed = session.update(&query("queries/vit-tiny.toml", &[]));
+    assert!(changed.is_empty());
+    let outcome = session.build().expect("rebuild");
+    assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
+}
+
+#[test]
+fn fp8_scale_reruns_no_layout_query() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("build");
+    let changed = session.update(&query("queries/vit-tiny.toml", &["workload.fp8_scale=-3"]));
+    assert_eq!(changed, vec!["fp8_scale"]);
+    let outcome = session.build().expect("rebuild");
+    let counts = counts(&outcome.executions);
+    for stage in [
+        "graph",
+        "planning_settings",
+        "layouts",
+        "matmul_costing",
+        "attention_costing",
+        "planned_op",
+        "op_expansion",
+        "op_keys",
+    ] {
+        assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
+    }
+    // The program records the scale, so assembly re-runs, and nothing else.
+    assert_eq!(counts.get("low_program"), Some(&1), "{counts:?}");
+    assert_eq!(session.low_program().expect("program").fp8_scale, -3);
+}
+
+#[test]
+fn scheduling_fields_rerun_nothing_in_the_first_half() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("build");
+    let changed = session.update(&query(
+        "queries/vit-tiny.toml",
+        &[
+            "schedule.policy=B256",
+            "schedule.width=paired64",
+            "schedule.override.layer.attn.qkv#0=S64",
+        ],
+    ));
+    assert_eq!(changed, vec!["schedule", "overrides"]);
+    let outcome = session.build().expect("rebuild");
+    assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
+}
+
+#[test]
+fn attention_method_reexpands_only_attention() {
+    let base = ["workload.attention=materialized"];
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &base));
+    session.build().expect("build");
+    session.update(&query(
+        "queries/vit-tiny.toml",
+        &["workload.attention=flash"],
+    ));
+    let outcome = session.build().expect("rebuild");
+    let expanded = expanded_ops(&session, &outcome.executions);
+    assert_eq!(expanded, BTreeSet::from(["layer.attn.core".to_string()]));
+    let counts = counts(&outcome.executions);
+    assert_eq!(counts.get("matmul_costing"), None, "{counts:?}");
+    assert_eq!(counts.get("attention_costing"), Some(&1), "{counts:?}");
+}
+
+/// Fewer partition candidates change the plans (and so the formats) of the
+/// wide matrix products only; exactly the ops whose plan or operand formats
+/// changed are re-expanded.
+#[test]
+fn format_change_reexpands_only_the_ops_it_touches() {
+    let file = "queries/siglip-so400m.toml";
+    let base = ["workload.layers=1"];
+    let mut session = Session::new(&query(file, &base));
+    session.build().expect("build");
+    let before = session.layouts().expect("layouts");
+    session.update(&query(
+        file,
+        &["workload.layers=1", "planning.max_partition_candidates=10"],
+    ));
+    let outcome = session.build().expect("rebuild");
+    let after = session.layouts().expect("layouts");
+    let touched: BTreeSet<String> = after
+        .ops
+        .iter()
+        .filter(|op| {
+            let old = before.ops.iter().find(|old| old.name == op.name);
+            let formats = |layouts: &superstep::layout::plan::Layouts,
+                           op: &superstep::layout::plan::PlannedOp| {
+                let mut formats: Vec<_> = op
+                    .inputs
+                    .iter()
+                    .map(|&input| layouts.value(input).format.clone())
+                    .collect();
+                formats.push(layouts.value(op.output).format.clone());
+                formats
+            };
+            match old {
+                None => true,
+                Some(old) => old.plan != op.plan || formats(&before, old) != formats(&after, op),
+            }
+        })
+        .map(|op| op.name.clone())
+        .collect();
+    let expanded = expanded_ops(&session, &outcome.executions);
+    assert_eq!(expanded, touched);
+    assert!(expanded.contains("layer.attn.qkv"), "{expanded:?}");
+    for untouched in [
+        "layer.mlp.up",
+        "layer.mlp.down",
+        "layer.mlp.gelu",
+        "layer.attn.core",
+        "layer.ln2",
+    ] {
+        assert!(
+            !expanded.contains(untouched),
+            "{untouched} re-expanded: {expanded:?}"
+        );
+    }
+}

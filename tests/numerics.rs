@@ -1,0 +1,183 @@
+//! The tiny ViT on 16 tiles: the low-program interpreter reproduces the
+//! FP32 reference.
+
+use std::path::Path;
+
+use superstep::pipeline::{compile, load_weights};
+use superstep::query::load_query;
+use superstep::sim::compare::compare;
+use superstep::sim::interpreter::interpret;
+use superstep::sim::reference::evaluate_reference;
+
+fn agreement(sets: &[&str]) -> superstep::sim::compare::Agreement {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let query = load_query(Path::new("queries/vit-tiny.toml"), &sets).expect("query");
+    let (graph, layouts, program) = compile(&query).expect("compile");
+    let weights = load_weights(&query, &graph).expect("weights");
+    let result = interpret(&program, &layouts, &weights).expect("interpret");
+    let reference = evaluate_reference(&graph, &weights).expect("reference");
+    let agreement = compare(&result.output, &reference);
+    println!("{sets:?}: {agreement:?}");
+    agreement
+}
+
+#[test]
+fn tiny_vit_matches_the_fp32_reference() {
+    let agreement = agreement(&[]);
+    assert_eq!(agreement.non_finite, 0);
+    assert!(agreement.cosine >= 0.99, "cosine {}", agreement.cosine);
+}
+
+#[test]
+fn tiny_variants_match_the_fp32_reference() {
+    for sets in [
+        &["workload.attention=flash"][..],
+        &["planning.accumulation=f16"],
+        &["workload.batch=2"],
+        &["workload.fuse_qkv=false"],
+        &["machine.tiles=7"],
+        &[
+            "workload.gelu=erf",
+            "workload.pooling=map",
+            "workload.class_token=false",
+        ],
+        &[
+            "workload.rotary=true",
+            "workload.pooling=attention",
+            "workload.pooling_heads=2",
+            "workload.projection=32",
+            "workload.pre_norm=true",
+        ],
+    ] {
+        let agreement = agreement(sets);
+        assert_eq!(agreement.non_finite, 0, "{sets:?}");
+        assert!(
+            agreement.cosine >= 0.99,
+            "{sets:?}: cosine {}",
+            agreement.cosine
+        );
+    }
+}
+
+/// Real weights come from SafeTensors: the same values written to a file
+/// and read back give the same program output, bit for bit.
+#[test]
+fn safetensors_weights_reproduce_seeded_weights() {
+    use superstep::model::graph::ValueKind;
+    use superstep::model::safetensors::SafeTensorsWriter;
+    use superstep::model::weights::tensor_name;
+
+    let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
+    let (graph, layouts, program) = compile(&query).expect("compile");
+    let seeded = load_weights(&query, &graph).expect("weights");
+    let mut writer = SafeTensorsWriter::new();
+    for (&id, data) in &seeded.tensors {
+        let value = graph.value(id);
+        let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
+        for instance in 0..data.instances {
+            writer
+                .add_f32(
+                    &tensor_name(&value.name, iterated, instance),
+                    &[value.shape.rows as usize, value.shape.cols as usize],
+                    data.instance(instance),
+                )
+                .expect("add tensor");
+        }
+    }
+    let path = std::env::temp_dir().join(format!(
+        "superstep-weights-{}.safetensors",
+        std::process::id()
+    ));
+    writer.write(&path).expect("write file");
+    let set = format!("workload.weights.safetensors={}", path.display());
+    let from_file =
+        load_query(Path::new("queries/vit-tiny.toml"), &[set]).expect("query with file");
+    let loaded = load_weights(&from_file, &graph).expect("weights from file");
+    assert_eq!(loaded.tensors, seeded.tensors);
+    let a = interpret(&program, &layouts, &seeded).expect("seeded run");
+    let b = interpret(&program, &layouts, &loaded).expect("file run");
+    assert_eq!(a.output, b.output);
+    // A file missing a tensor is an error naming it.
+    let mut partial = SafeTensorsWriter::new();
+    partial.add_f32("unrelated", &[1, 1], &[0.0]).expect("add");
+    partial.write(&path).expect("write");
+    let error = load_weights(&from_file, &graph).expect_err("missing tensors");
+    assert!(error.to_string().contains("embed.patch.weight"), "{error}");
+    std::fs::remove_file(&path).ok();
+}
+
+/// The comparison can fail: corrupting one transfer changes the output.
+#[test]
+fn corrupting_one_transfer_changes_the_output() {
+    use superstep::expand::program::Step;
+    let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
+    let (graph, layouts, mut program) = compile(&query).expect("compile");
+    let weights = load_weights(&query, &graph).expect("weights");
+    let clean = interpret(&program, &layouts, &weights)
+        .expect("clean run")
+        .output;
+    let reference = evaluate_reference(&graph, &weights).expect("reference");
+    // Redirect the first transfer of the Repeat body's first exchange to
+    // read one word later.
+    let body = program
+        .steps
+        .iter_mut()
+        .find_map(|step| match step {
+            Step::Repeat { body, .. } => Some(body),
+            _ => None,
+        })
+        .expect("a Repeat");
+    let transfers = body
+        .iter_mut()
+        .find_map(|step| match step {
+            Step::Exchange { transfers, .. } if transfers.words[0] > 1 => Some(transfers),
+            _ => None,
+        })
+        .expect("an exchange");
+    transfers.words[0] -= 1;
+    transfers.source_location[0].offset += 4;
+    let corrupted = interpret(&program, &layouts, &weights)
+        .expect("corrupted run")
+        .output;
+    assert_ne!(clean, corrupted);
+    assert!(compare(&corrupted, &reference).cosine < compare(&clean, &reference).cosine);
+}
+
+/// SigLIP so400m at full width, 2 layers, on the C600's 1,472 tiles.
+/// Run with `cargo test --release --test numerics -- --ignored`.
+#[test]
+#[ignore = "full-width SigLIP: about a minute in release"]
+fn siglip_two_layers_full_width_matches_the_fp32_reference() {
+    let query = load_query(
+        Path::new("queries/siglip-so400m.toml"),
+        &["workload.layers=2".to_string()],
+    )
+    .expect("query");
+    let (graph, layouts, program) = compile(&query).expect("compile");
+    let weights = load_weights(&query, &graph).expect("weights");
+    let result = interpret(&program, &layouts, &weights).expect("interpret");
+    let reference = evaluate_reference(&graph, &weights).expect("reference");
+    let agreement = compare(&result.output, &reference);
+    println!("SigLIP 2 layers: {agreement:?}");
+    assert_eq!(agreement.non_finite, 0);
+    assert!(agreement.cosine >= 0.99, "cosine {}", agreement.cosine);
+}
+
+/// PE-Core-L14 at full width, 2 layers.
+#[test]
+#[ignore = "full-width PE-Core: about a minute in release"]
+fn pe_core_two_layers_full_width_matches_the_fp32_reference() {
+    let query = load_query(
+        Path::new("queries/pe-core-l14.toml"),
+        &["workload.layers=2".to_string()],
+    )
+    .expect("query");
+    let (graph, layouts, program) = compile(&query).expect("compile");
+    let weights = load_weights(&query, &graph).expect("weights");
+    let result = interpret(&program, &layouts, &weights).expect("interpret");
+    let reference = evaluate_reference(&graph, &weights).expect("reference");
+    let agreement = compare(&result.output, &reference);
+    println!("PE-Core 2 layers: {agreement:?}");
+    assert_eq!(agreement.non_finite, 0);
+    assert!(agreement.cosine >= 0.99, "cosine {}", agreement.cosine);
+}
