@@ -221,12 +221,11 @@ pub fn expand_rearrange(
     }
     let element_bytes = output.element_bytes();
     let mut segments = Vec::new();
-    let mut local_tiles: Vec<u32> = Vec::new();
     for block in 0..output.block_count() {
         let destination_tiles: Vec<u32> = (0..output.replicas)
             .map(|replica| output.tile(block, replica))
             .collect();
-        let mut emit = |accumulator: &mut MovementAccumulator,
+        let emit = |accumulator: &mut MovementAccumulator,
                         builder: &mut ExpansionBuilder,
                         input: usize,
                         source_block: u32,
@@ -247,7 +246,6 @@ pub fn expand_rearrange(
             }
             let source = inputs[input];
             let source_replicas = source.replicas;
-            local_tiles.clear();
             accumulator.remote.clear();
             for (replica, &tile) in destination_tiles.iter().enumerate() {
                 let destination = builder.value(
@@ -265,7 +263,6 @@ pub fn expand_rearrange(
                             source_offset,
                         );
                         accumulator.add_copy(tile, from, destination, bytes);
-                        local_tiles.push(tile);
                     }
                     None => accumulator.remote.push(Destination {
                         tile,

@@ -139,7 +139,7 @@ pub enum OpKind {
     Gelu {
         kind: GeluKind,
     },
-    /// `a + b`; `b` may have fewer rows, then row `r` reads `b[r % b.rows]`.
+    /// `a + b`, element-wise, on equal shapes (broadcasts are `Rows` views).
     Add,
     /// Scaled dot-product attention per group: inputs `q [g, tq, d]`,
     /// `k [g, tk, d]`, `v [g, tk, d]`.
