@@ -8,10 +8,12 @@
 pub mod cli;
 pub mod driver;
 pub mod expand;
+pub mod group;
 pub mod layout;
 pub mod model;
 pub mod numerics;
 pub mod pipeline;
+pub mod place;
 pub mod queries;
 pub mod query;
 pub mod report;

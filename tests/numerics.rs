@@ -48,6 +48,22 @@ fn tiny_variants_match_the_fp32_reference() {
             "workload.projection=32",
             "workload.pre_norm=true",
         ],
+        // Attention split over key blocks (partial statistics combined).
+        &[
+            "workload.patches=256",
+            "workload.heads=2",
+            "workload.width=128",
+            "workload.mlp=256",
+            "machine.tiles=64",
+        ],
+        &[
+            "workload.patches=256",
+            "workload.heads=2",
+            "workload.width=128",
+            "workload.mlp=256",
+            "machine.tiles=64",
+            "workload.attention=flash",
+        ],
     ] {
         let agreement = agreement(sets);
         assert_eq!(agreement.non_finite, 0, "{sets:?}");

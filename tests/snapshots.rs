@@ -68,3 +68,18 @@ fn pe_style_tiny() {
         ],
     );
 }
+
+#[test]
+fn key_split_attention() {
+    snapshot(
+        "key_split_attention",
+        "queries/vit-tiny.toml",
+        &[
+            "workload.patches=256",
+            "workload.heads=2",
+            "workload.width=128",
+            "workload.mlp=256",
+            "machine.tiles=64",
+        ],
+    );
+}

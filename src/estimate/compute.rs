@@ -75,6 +75,28 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
                 + products.div_ceil(costs::VECTOR_F16_OPS_PER_CYCLE)
                 + scores.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
         }
+        Kernel::AttentionPartial {
+            groups,
+            queries,
+            keys,
+            dimension,
+            ..
+        } => {
+            let scores = groups as u64 * queries as u64 * keys as u64;
+            KERNEL_LAUNCH_CYCLES
+                + (scores * dimension as u64 * 2).div_ceil(costs::VECTOR_F16_OPS_PER_CYCLE)
+                + scores.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
+        }
+        Kernel::AttentionCombine {
+            groups,
+            queries,
+            dimension,
+            count,
+            ..
+        } => {
+            let values = groups as u64 * queries as u64 * (dimension as u64 + 2) * count as u64;
+            costs::elementwise_cycles(values * 2, values * 4, VectorPrecision::Float32)
+        }
         Kernel::Cast {
             groups, rows, cols, to, ..
         } => {

@@ -8,8 +8,8 @@
 
 use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{
-    AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, MatMulOutput, Operand,
-    Real, Reason, Step, TransferList, ZeroFill,
+    AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, Location, MatMulOutput,
+    Operand, Real, Reason, Step, TransferList, ZeroFill,
 };
 use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
 use crate::layout::format::{MemoryClass, TensorFormat};
@@ -245,46 +245,174 @@ pub fn expand_attention(
     output: &TensorFormat,
 ) {
     let (query, key, value) = (inputs[0], inputs[1], inputs[2]);
-    let keys = key.shape.rows;
     let dimension = query.shape.cols;
+    let (query_parts, key_parts) = (plan.query_parts, plan.key_parts);
+    let group_blocks = query.parts()[0];
+    let kind = match plan.method {
+        AttentionMethod::Materialized => AttentionKind::Materialized,
+        AttentionMethod::Flash { key_block } => AttentionKind::Flash { key_block },
+    };
+    let scratch_bytes = match kind {
+        AttentionKind::Materialized => plan.block_queries * plan.block_keys * 4,
+        AttentionKind::Flash { key_block } => plan.block_queries * (key_block + dimension + 2) * 4,
+    };
+    let row_bytes = AttentionPlan::partial_row_bytes(dimension);
+    let slice_rows = plan.block_queries / key_parts;
+    let slice_bytes = slice_rows * plan.block_groups * row_bytes;
+    let output_row_parts = output.parts()[1];
+    let coordinate = |g: u32, q: u32, k: u32| ((g * query_parts + q) * key_parts + k) as usize;
     let mut runs = Vec::new();
-    for block in 0..query.block_count() {
-        let position = query.block_position(block);
-        let valid = query.valid_extent(block);
-        let tile = query.tile(block, 0);
-        let kind = match plan.method {
-            AttentionMethod::Materialized => AttentionKind::Materialized,
-            AttentionMethod::Flash { key_block } => AttentionKind::Flash { key_block },
-        };
-        let scratch_bytes = match kind {
-            AttentionKind::Materialized => plan.block_queries * keys * 4,
-            AttentionKind::Flash { key_block } => {
-                plan.block_queries * (key_block + dimension + 2) * 4
+    let mut partials = Vec::new();
+    for group_block in 0..group_blocks {
+        for query_block in 0..query_parts {
+            let query_index = query.block_index(group_block, query_block, 0);
+            let valid = query.valid_extent(query_index);
+            for key_block in 0..key_parts {
+                let tile = plan.tile(group_block, query_block, key_block);
+                let key_index = key.block_index(group_block, key_block, 0);
+                let keys = key.valid_extent(key_index)[1];
+                let q = operand(builder, 0, query, query_index, key_block);
+                let k = operand(builder, 1, key, key_index, query_block);
+                let v = operand(builder, 2, value, key_index, query_block);
+                let scratch = builder.scratch(
+                    tile,
+                    scratch_bytes,
+                    MemoryClass::Standard,
+                    Reason::AttentionScratch,
+                );
+                let kernel = if key_parts == 1 {
+                    Kernel::Attention {
+                        query: q,
+                        key: k,
+                        value: v,
+                        output: operand(builder, OUTPUT_OPERAND, output, query_index, 0),
+                        scratch,
+                        groups: valid[0],
+                        queries: valid[1],
+                        keys,
+                        dimension,
+                        scale: Real::new(scale),
+                        kind,
+                    }
+                } else {
+                    let partial = builder.scratch(
+                        tile,
+                        plan.block_queries * plan.block_groups * row_bytes,
+                        MemoryClass::Standard,
+                        Reason::PartialSums,
+                    );
+                    partials.push(partial);
+                    Kernel::AttentionPartial {
+                        query: q,
+                        key: k,
+                        value: v,
+                        partial,
+                        groups: valid[0],
+                        stride_groups: plan.block_groups,
+                        queries: plan.block_queries,
+                        keys,
+                        dimension,
+                        scale: Real::new(scale),
+                        kind,
+                    }
+                };
+                runs.push(KernelRun { tile, kernel });
             }
-        };
-        let scratch = builder.scratch(
-            tile,
-            scratch_bytes,
-            MemoryClass::Standard,
-            Reason::AttentionScratch,
-        );
-        let key_block = key.block_index(position[0], 0, 0);
-        runs.push(KernelRun {
-            tile,
-            kernel: Kernel::Attention {
-                query: operand(builder, 0, query, block, 0),
-                key: operand(builder, 1, key, key_block, position[1]),
-                value: operand(builder, 2, value, key_block, position[1]),
-                output: operand(builder, OUTPUT_OPERAND, output, block, 0),
-                scratch,
-                groups: valid[0],
-                queries: valid[1],
-                keys,
-                dimension,
-                scale: Real::new(scale),
-                kind,
-            },
-        });
+        }
+    }
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+    if key_parts == 1 {
+        return;
+    }
+    // Reduce-scatter the partial statistics: key tile k sends query slice s
+    // to key tile s of the same (group, query) block.
+    let mut received = Vec::with_capacity(partials.len());
+    for group_block in 0..group_blocks {
+        for query_block in 0..query_parts {
+            for slice in 0..key_parts {
+                let exists = query_block * key_parts + slice < output_row_parts;
+                let tile = plan.tile(group_block, query_block, slice);
+                received.push(exists.then(|| {
+                    builder.scratch(
+                        tile,
+                        (key_parts - 1) * slice_bytes,
+                        MemoryClass::Standard,
+                        Reason::ReceivedPartials,
+                    )
+                }));
+            }
+        }
+    }
+    let mut transfers = TransferList::default();
+    for group_block in 0..group_blocks {
+        for query_block in 0..query_parts {
+            for key_block in 0..key_parts {
+                for slice in 0..key_parts {
+                    if slice == key_block {
+                        continue;
+                    }
+                    let Some(buffer) = received[coordinate(group_block, query_block, slice)] else {
+                        continue;
+                    };
+                    let position = if key_block < slice {
+                        key_block
+                    } else {
+                        key_block - 1
+                    };
+                    let source = partials[coordinate(group_block, query_block, key_block)];
+                    transfers.push(
+                        plan.tile(group_block, query_block, key_block),
+                        Location {
+                            offset: slice * slice_bytes,
+                            ..source
+                        },
+                        slice_bytes / 4,
+                        &[Destination {
+                            tile: plan.tile(group_block, query_block, slice),
+                            location: Location {
+                                offset: position * slice_bytes,
+                                ..buffer
+                            },
+                        }],
+                    );
+                }
+            }
+        }
+    }
+    builder.exchange(Reason::PartialExchange, transfers);
+    let mut runs = Vec::new();
+    for group_block in 0..group_blocks {
+        for query_block in 0..query_parts {
+            for slice in 0..key_parts {
+                let Some(buffer) = received[coordinate(group_block, query_block, slice)] else {
+                    continue;
+                };
+                let output_block =
+                    output.block_index(group_block, query_block * key_parts + slice, 0);
+                let extent = output.valid_extent(output_block);
+                let local = partials[coordinate(group_block, query_block, slice)];
+                runs.push(KernelRun {
+                    tile: plan.tile(group_block, query_block, slice),
+                    kernel: Kernel::AttentionCombine {
+                        local: Location {
+                            offset: slice * slice_bytes,
+                            ..local
+                        },
+                        received: buffer,
+                        slice_bytes,
+                        count: key_parts,
+                        output: operand(builder, OUTPUT_OPERAND, output, output_block, 0),
+                        groups: extent[0],
+                        stride_groups: plan.block_groups,
+                        queries: extent[1],
+                        dimension,
+                    },
+                });
+            }
+        }
     }
     builder.push(Step::Kernels {
         provenance: local_provenance(Reason::Compute),

@@ -208,6 +208,36 @@ pub enum Kernel {
         scale: Real,
         kind: AttentionKind,
     },
+    /// Partial softmax statistics of a query block against one key block,
+    /// in FP32 per (query row, group) at byte
+    /// `((row * stride_groups) + group) * (dimension + 2) * 4` of `partial`:
+    /// max score, sum of weights, weighted values.
+    AttentionPartial {
+        query: Operand,
+        key: Operand,
+        value: Operand,
+        partial: Location,
+        groups: u32,
+        stride_groups: u32,
+        queries: u32,
+        keys: u32,
+        dimension: u32,
+        scale: Real,
+        kind: AttentionKind,
+    },
+    /// Combines `count` partial slices (the first local, the others received
+    /// consecutively, `slice_bytes` apart) into normalised FP16 outputs.
+    AttentionCombine {
+        local: Location,
+        received: Location,
+        slice_bytes: u32,
+        count: u32,
+        output: Operand,
+        groups: u32,
+        stride_groups: u32,
+        queries: u32,
+        dimension: u32,
+    },
     Cast {
         input: Operand,
         output: Operand,

@@ -226,12 +226,12 @@ pub fn expand_rearrange(
             .map(|replica| output.tile(block, replica))
             .collect();
         let emit = |accumulator: &mut MovementAccumulator,
-                        builder: &mut ExpansionBuilder,
-                        input: usize,
-                        source_block: u32,
-                        source_offset: u32,
-                        destination_offset: u32,
-                        bytes: u32|
+                    builder: &mut ExpansionBuilder,
+                    input: usize,
+                    source_block: u32,
+                    source_offset: u32,
+                    destination_offset: u32,
+                    bytes: u32|
          -> Result<(), ExpandError> {
             if !bytes.is_multiple_of(4)
                 || !source_offset.is_multiple_of(4)

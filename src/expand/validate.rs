@@ -263,6 +263,59 @@ impl Checker<'_> {
                     iterations,
                 )?;
             }
+            Kernel::AttentionPartial {
+                query,
+                key,
+                value,
+                partial,
+                groups,
+                stride_groups,
+                queries,
+                keys,
+                dimension,
+                ..
+            } => {
+                self.operand(tile, query, groups, queries, dimension * 2, iterations)?;
+                self.operand(tile, key, groups, keys, dimension * 2, iterations)?;
+                self.operand(tile, value, groups, keys, dimension * 2, iterations)?;
+                let rows = queries.max(1) as u64 * stride_groups as u64;
+                self.span(
+                    tile,
+                    partial.allocation,
+                    partial.offset as u64,
+                    rows * (dimension as u64 + 2) * 4,
+                    iterations,
+                )?;
+            }
+            Kernel::AttentionCombine {
+                local,
+                received,
+                slice_bytes,
+                count,
+                output,
+                groups,
+                queries,
+                dimension,
+                ..
+            } => {
+                self.span(
+                    tile,
+                    local.allocation,
+                    local.offset as u64,
+                    slice_bytes as u64,
+                    iterations,
+                )?;
+                if count > 1 {
+                    self.span(
+                        tile,
+                        received.allocation,
+                        received.offset as u64,
+                        (count as u64 - 1) * slice_bytes as u64,
+                        iterations,
+                    )?;
+                }
+                self.operand(tile, output, groups, queries, dimension * 2, iterations)?;
+            }
             Kernel::Cast {
                 input,
                 output,

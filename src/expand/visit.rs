@@ -52,6 +52,28 @@ pub fn kernel_locations_mut(kernel: &mut Kernel, visit: &mut impl FnMut(&mut Loc
             operand(input, visit);
             operand(output, visit);
         }
+        Kernel::AttentionPartial {
+            query,
+            key,
+            value,
+            partial,
+            ..
+        } => {
+            operand(query, visit);
+            operand(key, visit);
+            operand(value, visit);
+            visit(partial);
+        }
+        Kernel::AttentionCombine {
+            local,
+            received,
+            output,
+            ..
+        } => {
+            visit(local);
+            visit(received);
+            operand(output, visit);
+        }
         Kernel::Add { a, b, output, .. } => {
             operand(a, visit);
             operand(b, visit);

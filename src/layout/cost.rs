@@ -229,84 +229,162 @@ pub struct AttentionProblem {
     pub forced_flash: Option<bool>,
 }
 
-/// Attention distributed over `(group block, query block)` tiles; each tile
-/// holds its groups' full keys and values.
+/// Attention distributed over `(group block, query block, key block)`
+/// tiles. Each tile holds its query block and one block of keys and values;
+/// with more than one key block, every tile produces partial softmax
+/// statistics `(max, sum, weighted values)` for its keys and the partials
+/// are reduce-scattered over the key tiles and combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct AttentionPlan {
     pub block_groups: u32,
+    pub query_parts: u32,
     pub block_queries: u32,
+    pub key_parts: u32,
+    pub block_keys: u32,
     pub method: AttentionMethod,
     pub cycles: u64,
     pub working_bytes: u32,
+}
+
+impl AttentionPlan {
+    /// Linear tile of `(group block, query block, key block)`.
+    pub fn tile(&self, group_block: u32, query_block: u32, key_block: u32) -> u32 {
+        (group_block * self.query_parts + query_block) * self.key_parts + key_block
+    }
+
+    /// Bytes of one query row's partial statistics: max, sum and `dimension` weighted sums.
+    pub fn partial_row_bytes(dimension: u32) -> u32 {
+        (dimension + 2) * 4
+    }
 }
 
 /// Keys per block of the flash method (model choice: a multiple of the
 /// matrix unit's 16-deep reduction that keeps scores small).
 pub const FLASH_KEY_BLOCK: u32 = 64;
 
-pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostError> {
+fn attention_candidate(
+    problem: &AttentionProblem,
+    key_parts: u32,
+    method: AttentionMethod,
+) -> Option<AttentionPlan> {
     let (groups, queries, keys, dimension) = (
         problem.groups,
         problem.queries,
         problem.keys,
         problem.dimension,
     );
-    let block_groups = ceil_div(groups, problem.tiles).max(1);
+    let block_keys = ceil_div(keys, key_parts);
+    if ceil_div(keys, block_keys) != key_parts {
+        return None;
+    }
+    let tiles_per_key_part = problem.tiles / key_parts;
+    if tiles_per_key_part == 0 {
+        return None;
+    }
+    let block_groups = ceil_div(groups, tiles_per_key_part).max(1);
     let group_blocks = ceil_div(groups, block_groups);
-    let query_parts = (problem.tiles / group_blocks).clamp(1, queries);
-    let block_queries = ceil_div(queries, query_parts);
-    let (bg, bq, tk, d) = (
+    let query_parts_wanted = (tiles_per_key_part / group_blocks).clamp(1, queries);
+    // Query blocks split evenly over the key tiles for the combine.
+    let block_queries = round_up(ceil_div(queries, query_parts_wanted), key_parts);
+    let query_parts = ceil_div(queries, block_queries);
+    let (bg, bq, bk, d, pk) = (
         block_groups as u64,
         block_queries as u64,
-        keys as u64,
+        block_keys as u64,
         dimension as u64,
+        key_parts as u64,
     );
     let line = round_up(dimension * 2, 4) as u64;
-    let operands = bg * (bq * line * 2 + tk * line * 2);
+    let operands = bg * (bq * line + 2 * bk * line) + bg * (bq / pk) * line;
+    let partial_row = AttentionPlan::partial_row_bytes(dimension) as u64;
+    let partials = if pk > 1 {
+        bg * bq * partial_row + (pk - 1) * bg * (bq / pk) * partial_row
+    } else {
+        0
+    };
     let vector_f16 = costs::VECTOR_F16_OPS_PER_CYCLE;
     let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE;
-    let products = bg * bq * tk * d * 2 / vector_f16;
-    let softmax = bg * bq * tk * 4 / vector_f32;
-    let exchange = exchange_cycles(operands / 4) + costs::GLOBAL_SYNC_CYCLES_PER_PHASE;
-    let materialized = AttentionPlan {
-        block_groups,
-        block_queries,
-        method: AttentionMethod::Materialized,
-        cycles: products + softmax + exchange,
-        working_bytes: u32::try_from(operands + bg * bq * tk * 4).unwrap_or(u32::MAX),
+    let products = bg * bq * bk * d * 2 / vector_f16;
+    let softmax = bg * bq * bk * 4 / vector_f32;
+    let combine = if pk > 1 {
+        bg * bq * (d + 2) * 3 / vector_f32
+    } else {
+        0
     };
-    let key_block = FLASH_KEY_BLOCK.min(keys);
-    let rescale = bg * bq * d * ceil_div(keys, key_block) as u64 * 2 / vector_f32;
-    let flash = AttentionPlan {
-        block_groups,
-        block_queries,
-        method: AttentionMethod::Flash { key_block },
-        cycles: products + softmax + rescale + exchange,
-        working_bytes: u32::try_from(operands + bg * bq * (key_block as u64 + d) * 4)
-            .unwrap_or(u32::MAX),
-    };
-    let candidates: Vec<AttentionPlan> = match problem.forced_flash {
-        Some(true) => vec![flash],
-        Some(false) => vec![materialized],
-        None => vec![materialized, flash],
-    };
-    candidates
-        .iter()
-        .filter(|plan| plan.working_bytes <= problem.working_budget)
-        .min_by_key(|plan| plan.cycles)
-        .copied()
-        .ok_or_else(|| CostError::AttentionDoesNotFit {
-            groups,
-            queries,
-            keys,
-            dimension,
-            needed: candidates
-                .iter()
-                .map(|plan| plan.working_bytes)
-                .min()
-                .unwrap_or(0),
-            budget: problem.working_budget,
+    let received_words = (operands
+        + if pk > 1 {
+            (pk - 1) * bg * (bq / pk) * partial_row
+        } else {
+            0
         })
+        / 4;
+    let phases = 1 + u64::from(pk > 1);
+    let (extra_cycles, scratch) = match method {
+        AttentionMethod::Materialized => (0, bg * bq * bk * 4),
+        AttentionMethod::Flash { key_block } => (
+            bg * bq * d * ceil_div(block_keys, key_block) as u64 * 2 / vector_f32,
+            bq * (key_block as u64 + d + 2) * 4,
+        ),
+    };
+    Some(AttentionPlan {
+        block_groups,
+        query_parts,
+        block_queries,
+        key_parts,
+        block_keys,
+        method,
+        cycles: products
+            + softmax
+            + combine
+            + extra_cycles
+            + exchange_cycles(received_words)
+            + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE,
+        working_bytes: u32::try_from(operands + partials + scratch).unwrap_or(u32::MAX),
+    })
+}
+
+pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostError> {
+    let methods: Vec<AttentionMethod> = match problem.forced_flash {
+        Some(true) => vec![AttentionMethod::Flash {
+            key_block: FLASH_KEY_BLOCK.min(problem.keys),
+        }],
+        Some(false) => vec![AttentionMethod::Materialized],
+        None => vec![
+            AttentionMethod::Materialized,
+            AttentionMethod::Flash {
+                key_block: FLASH_KEY_BLOCK.min(problem.keys),
+            },
+        ],
+    };
+    let mut best: Option<AttentionPlan> = None;
+    let mut smallest = u32::MAX;
+    let max_key_parts = (problem.keys / 8).clamp(1, 32);
+    for key_parts in 1..=max_key_parts {
+        for &method in &methods {
+            let Some(candidate) = attention_candidate(problem, key_parts, method) else {
+                continue;
+            };
+            smallest = smallest.min(candidate.working_bytes);
+            if candidate.working_bytes > problem.working_budget {
+                continue;
+            }
+            let key = |plan: &AttentionPlan| (plan.cycles, plan.key_parts, plan.working_bytes);
+            if best
+                .as_ref()
+                .is_none_or(|current| key(&candidate) < key(current))
+            {
+                best = Some(candidate);
+            }
+        }
+    }
+    best.ok_or(CostError::AttentionDoesNotFit {
+        groups: problem.groups,
+        queries: problem.queries,
+        keys: problem.keys,
+        dimension: problem.dimension,
+        needed: smallest,
+        budget: problem.working_budget,
+    })
 }
 
 #[cfg(test)]
@@ -363,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn attention_prefers_materialized_when_it_fits_and_flash_when_not() {
+    fn attention_splits_keys_when_memory_is_tight() {
         let mut attention = AttentionProblem {
             groups: 16,
             queries: 729,
@@ -377,7 +455,11 @@ mod tests {
             plan_attention(&attention).expect("plan").method,
             AttentionMethod::Materialized
         );
-        attention.working_budget = 214 * 1024;
+        attention.working_budget = 100 * 1024;
+        let split = plan_attention(&attention).expect("plan");
+        assert!(split.key_parts > 1, "{split:?}");
+        assert!(split.working_bytes <= 100 * 1024);
+        attention.forced_flash = Some(true);
         assert!(matches!(
             plan_attention(&attention).expect("plan").method,
             AttentionMethod::Flash { .. }

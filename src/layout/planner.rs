@@ -17,7 +17,7 @@ use super::cost::{
     AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention,
     plan_matmul,
 };
-use super::format::{ElementOrder, MemoryClass, TensorFormat, ceil_div};
+use super::format::{ElementOrder, MemoryClass, TensorFormat, ceil_div, round_up};
 use super::plan::{
     Layouts, OpPlan, PlannedOp, PlannedRepeat, PlannedValue, PlannedValueId, RearrangeReason,
 };
@@ -178,43 +178,72 @@ pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormat
 
 /// Query, key/value and output formats of planned attention.
 pub struct AttentionFormats {
+    /// Query blocks, replicated over the key tiles.
     pub query: TensorFormat,
+    /// Key and value blocks, replicated over the query tiles.
     pub key_value: TensorFormat,
+    /// Output rows, split over the key tiles that combine them.
+    pub output: TensorFormat,
 }
 
 pub fn attention_formats(
     plan: &AttentionPlan,
     query_shape: Shape,
     key_shape: Shape,
-    tiles: u32,
 ) -> AttentionFormats {
-    let query = TensorFormat::sequential(
-        query_shape,
-        Precision::F16,
-        ElementOrder::RowMajor,
-        [plan.block_groups, plan.block_queries, query_shape.cols],
-        1,
-        MemoryClass::Standard,
-        tiles,
-    );
-    let query_parts = query.parts()[1];
-    let group_blocks = query.parts()[0];
-    let mut key_tiles = Vec::with_capacity((group_blocks * query_parts) as usize);
+    let group_blocks = ceil_div(query_shape.groups, plan.block_groups);
+    let (query_parts, key_parts) = (plan.query_parts, plan.key_parts);
+    let mut query_tiles = Vec::with_capacity((group_blocks * query_parts * key_parts) as usize);
+    let mut key_tiles = Vec::with_capacity((group_blocks * key_parts * query_parts) as usize);
     for group_block in 0..group_blocks {
         for query_block in 0..query_parts {
-            key_tiles.push(query.tile(query.block_index(group_block, query_block, 0), 0));
+            for key_block in 0..key_parts {
+                query_tiles.push(plan.tile(group_block, query_block, key_block));
+            }
+        }
+        for key_block in 0..key_parts {
+            for query_block in 0..query_parts {
+                key_tiles.push(plan.tile(group_block, query_block, key_block));
+            }
         }
     }
-    let key_value = TensorFormat {
-        shape: key_shape,
+    let slice_rows = plan.block_queries / key_parts;
+    let output_row_parts = ceil_div(query_shape.rows, slice_rows);
+    let mut output_tiles = Vec::with_capacity((group_blocks * output_row_parts) as usize);
+    for group_block in 0..group_blocks {
+        for row_block in 0..output_row_parts {
+            output_tiles.push(plan.tile(group_block, row_block / key_parts, row_block % key_parts));
+        }
+    }
+    let format = |shape: Shape, block: [u32; 3], replicas: u32, tiles: Vec<u32>| TensorFormat {
+        shape,
         precision: Precision::F16,
         order: ElementOrder::RowMajor,
-        block: [plan.block_groups, key_shape.rows, key_shape.cols],
-        replicas: query_parts,
+        block,
+        replicas,
         class: MemoryClass::Standard,
-        tiles: Arc::from(key_tiles),
+        tiles: Arc::from(tiles),
     };
-    AttentionFormats { query, key_value }
+    AttentionFormats {
+        query: format(
+            query_shape,
+            [plan.block_groups, plan.block_queries, query_shape.cols],
+            key_parts,
+            query_tiles,
+        ),
+        key_value: format(
+            key_shape,
+            [plan.block_groups, plan.block_keys, key_shape.cols],
+            query_parts,
+            key_tiles,
+        ),
+        output: format(
+            query_shape,
+            [plan.block_groups, slice_rows, query_shape.cols],
+            1,
+            output_tiles,
+        ),
+    }
 }
 
 /// A `[1, 1, cols]` vector replicated next to every block of `output`.
@@ -252,28 +281,32 @@ fn with_precision(format: &TensorFormat, precision: Precision) -> TensorFormat {
     }
 }
 
-/// Storage of a weight. A replicated matrix-unit weight is stored split by
-/// columns over its replicas, so every tile of the product keeps an equal
-/// share and the per-iteration broadcast is an all-gather; other weights keep
-/// the operand's blocking with one home per block, rotated per weight.
+/// Storage of a weight. A replicated weight is stored split by columns over
+/// its replicas, so the tiles that use it keep equal shares and the
+/// per-iteration broadcast is an all-gather: matrix-unit weights split into
+/// one piece per replica, vectors (biases, norm parameters) into pieces of
+/// at least `VECTOR_STORAGE_PIECE` elements homed at replicas spread by
+/// `rotation`. Unreplicated weights are stored in the operand's format.
 fn storage_format(required: &TensorFormat, rotation: u32) -> TensorFormat {
-    if required.order == ElementOrder::ColumnMajor && required.replicas > 1 {
-        return column_split_storage(required);
+    if required.replicas <= 1 {
+        return required.clone();
     }
-    let tiles: Vec<u32> = (0..required.block_count())
-        .map(|block| required.tile(block, (rotation + block) % required.replicas))
-        .collect();
-    TensorFormat {
-        replicas: 1,
-        tiles: Arc::from(tiles),
-        ..required.clone()
-    }
-}
-
-fn column_split_storage(required: &TensorFormat) -> TensorFormat {
     let replicas = required.replicas;
     let block_cols = required.block[2];
-    let sub_cols = ceil_div(block_cols, replicas).max(1);
+    let (pieces, alignment) = match required.order {
+        ElementOrder::ColumnMajor => (replicas, 1),
+        ElementOrder::RowMajor => (
+            replicas
+                .min(ceil_div(block_cols, VECTOR_STORAGE_PIECE))
+                .max(1),
+            // Pieces of whole 32-bit words.
+            4 / required.precision.bytes().min(4),
+        ),
+    };
+    let sub_cols = round_up(ceil_div(block_cols, pieces), alignment.max(1))
+        .min(block_cols)
+        .max(1);
+    let pieces_per_block = ceil_div(block_cols, sub_cols);
     let parts = required.parts();
     let storage_col_parts = ceil_div(required.shape.cols, sub_cols);
     let mut tiles = Vec::with_capacity((parts[0] * parts[1] * storage_col_parts) as usize);
@@ -281,8 +314,18 @@ fn column_split_storage(required: &TensorFormat) -> TensorFormat {
         for row_block in 0..parts[1] {
             for storage_col in 0..storage_col_parts {
                 let first_col = storage_col * sub_cols;
-                let col_block = first_col / block_cols;
-                let replica = ((first_col - col_block * block_cols) / sub_cols).min(replicas - 1);
+                let col_block = (first_col / block_cols).min(parts[2] - 1);
+                let piece = (first_col - col_block * block_cols) / sub_cols;
+                let replica = match required.order {
+                    ElementOrder::ColumnMajor => piece.min(replicas - 1),
+                    ElementOrder::RowMajor => {
+                        let spread = (replicas / pieces_per_block).max(1);
+                        rotation
+                            .wrapping_add(piece * spread)
+                            .wrapping_add(col_block)
+                            % replicas
+                    }
+                };
                 tiles.push(required.tile(
                     required.block_index(group_block, row_block, col_block),
                     replica,
@@ -296,6 +339,20 @@ fn column_split_storage(required: &TensorFormat) -> TensorFormat {
         tiles: Arc::from(tiles),
         ..required.clone()
     }
+}
+
+/// Smallest piece (elements) a replicated vector weight is stored in.
+pub const VECTOR_STORAGE_PIECE: u32 = 64;
+
+/// A well-mixed rotation from a weight's name (FNV-1a), so that the homes
+/// of small weights spread over the tiles instead of piling onto the first.
+fn name_rotation(name: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in name.bytes() {
+        hash ^= byte as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
 }
 
 struct Planner<'graph> {
@@ -332,18 +389,28 @@ pub fn plan_layouts(
     let available =
         (SRAM_BYTES_PER_TILE as u64).saturating_sub(settings.reserved_bytes_per_tile as u64);
     let share = resident_weight_share(graph, tiles);
-    let working_budget = u32::try_from(available.saturating_sub(share)).unwrap_or(u32::MAX);
+    // One operator's working set should take at most half of what the
+    // resident weights leave (model): the rest holds values live across it
+    // (the residual stream, carried values, norm parameters) and absorbs
+    // fragmentation between the two memory regions. When no plan fits that
+    // soft budget, the whole free space is the hard budget.
+    let hard_budget = u32::try_from(available.saturating_sub(share)).unwrap_or(u32::MAX);
+    let soft_budget = hard_budget / 2;
 
     // Pass 1: plans for matrix products and attention.
     let mut matmul_plans: HashMap<OpId, MatMulPlan> = HashMap::new();
     let mut attention_plans: HashMap<OpId, AttentionPlan> = HashMap::new();
     for op_id in graph.op_ids() {
         let op = graph.op(op_id);
+        let cost_error = |source| LayoutError::Cost {
+            op: op.name.clone(),
+            source,
+        };
         match op.kind {
             OpKind::MatMul { .. } => {
                 let a = graph.value(op.inputs[0]).shape;
                 let w = graph.value(op.inputs[1]).shape;
-                let problem = MatMulProblem {
+                let problem = |working_budget| MatMulProblem {
                     m: a.rows,
                     k: a.cols,
                     n: w.cols,
@@ -352,16 +419,16 @@ pub fn plan_layouts(
                     accumulation: settings.accumulation,
                     candidate_limit: settings.candidate_limit,
                 };
-                let plan = oracle.matmul(problem).map_err(|source| LayoutError::Cost {
-                    op: op.name.clone(),
-                    source,
-                })?;
+                let plan = oracle
+                    .matmul(problem(soft_budget))
+                    .or_else(|_| oracle.matmul(problem(hard_budget)))
+                    .map_err(cost_error)?;
                 matmul_plans.insert(op_id, plan);
             }
             OpKind::Attention { .. } => {
                 let q = graph.value(op.inputs[0]).shape;
                 let k = graph.value(op.inputs[1]).shape;
-                let problem = AttentionProblem {
+                let problem = |working_budget| AttentionProblem {
                     groups: q.groups,
                     queries: q.rows,
                     keys: k.rows,
@@ -371,11 +438,9 @@ pub fn plan_layouts(
                     forced_flash: settings.forced_flash,
                 };
                 let plan = oracle
-                    .attention(problem)
-                    .map_err(|source| LayoutError::Cost {
-                        op: op.name.clone(),
-                        source,
-                    })?;
+                    .attention(problem(soft_budget))
+                    .or_else(|_| oracle.attention(problem(hard_budget)))
+                    .map_err(cost_error)?;
                 attention_plans.insert(op_id, plan);
             }
             _ => {}
@@ -398,11 +463,11 @@ pub fn plan_layouts(
         } else if let Some(plan) = attention_plans.get(&op_id) {
             let q = graph.value(op.inputs[0]).shape;
             let k = graph.value(op.inputs[1]).shape;
-            let formats = attention_formats(plan, q, k, tiles);
-            required.insert((op_id, 0), formats.query.clone());
+            let formats = attention_formats(plan, q, k);
+            required.insert((op_id, 0), formats.query);
             required.insert((op_id, 1), formats.key_value.clone());
             required.insert((op_id, 2), formats.key_value);
-            heavy_outputs.insert(op_id, formats.query);
+            heavy_outputs.insert(op_id, formats.output);
         }
     }
 
@@ -503,7 +568,6 @@ pub fn plan_layouts(
         });
     }
     let mut ops = Vec::new();
-    let mut weight_rotation = 0u32;
     let mut entry_inserted = false;
     for op_id in graph.op_ids() {
         let op = graph.op(op_id);
@@ -541,8 +605,7 @@ pub fn plan_layouts(
                 continue;
             };
             if let ValueKind::Weight { .. } = input_value.kind {
-                let storage = storage_format(&wanted, weight_rotation);
-                weight_rotation = weight_rotation.wrapping_add(1);
+                let storage = storage_format(&wanted, name_rotation(&input_value.name));
                 planner.values[input.0 as usize].format = storage;
                 if wanted.replicas == 1 {
                     inputs.push(planned_input);

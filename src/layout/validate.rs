@@ -121,20 +121,26 @@ pub fn check_layouts(layouts: &Layouts, tiles: u32) -> Result<(), LayoutCheckErr
                     }
                 }
             }
-            (OpPlan::Attention(_), OpKind::Attention { .. }) => {
+            (OpPlan::Attention(plan), OpKind::Attention { .. }) => {
                 let (query, key, value) = (input(0), input(1), input(2));
                 same_shape(&op.name, "value", value.shape, key.shape)?;
                 same_shape(&op.name, "output", output.shape, query.shape)?;
-                for block in 0..query.block_count() {
-                    let position = query.block_position(block);
-                    let tile = query.tile(block, 0);
-                    let key_block = key.block_index(position[0], 0, 0);
-                    if key.tile(key_block, position[1]) != tile
-                        || value.tile(key_block, position[1]) != tile
-                    {
-                        return Err(problem(format!(
-                            "keys and values of query block {block} are not on tile {tile}"
-                        )));
+                for group_block in 0..query.parts()[0] {
+                    for query_block in 0..plan.query_parts {
+                        for key_block in 0..plan.key_parts {
+                            let tile = plan.tile(group_block, query_block, key_block);
+                            let query_tile = query
+                                .tile(query.block_index(group_block, query_block, 0), key_block);
+                            let key_index = key.block_index(group_block, key_block, 0);
+                            if query_tile != tile
+                                || key.tile(key_index, query_block) != tile
+                                || value.tile(key_index, query_block) != tile
+                            {
+                                return Err(problem(format!(
+                                    "query block {query_block} and key block {key_block} of group block {group_block} are not on tile {tile}"
+                                )));
+                            }
+                        }
                     }
                 }
             }

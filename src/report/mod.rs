@@ -35,13 +35,16 @@ pub fn describe_plan(plan: &OpPlan) -> String {
             plan.accumulation
         ),
         OpPlan::Attention(plan) => format!(
-            "attention {} (block {} groups x {} queries)",
+            "attention {} (block {} groups x {} queries x {} keys; {} query x {} key parts)",
             match plan.method {
                 AttentionMethod::Materialized => "materialized".to_string(),
                 AttentionMethod::Flash { key_block } => format!("flash, key block {key_block}"),
             },
             plan.block_groups,
-            plan.block_queries
+            plan.block_queries,
+            plan.block_keys,
+            plan.query_parts,
+            plan.key_parts
         ),
         OpPlan::Blockwise => "blockwise".to_string(),
         OpPlan::Rearrange { reason, .. } => format!("rearrange ({reason:?})"),

@@ -55,7 +55,9 @@ pub fn kernel_writes(kernel: &Kernel) -> Vec<AllocationId> {
         | Kernel::Add { output, .. }
         | Kernel::Rotary { output, .. }
         | Kernel::Attention { output, .. }
+        | Kernel::AttentionCombine { output, .. }
         | Kernel::Cast { output, .. } => output.location.allocation,
+        Kernel::AttentionPartial { partial, .. } => partial.allocation,
     };
     vec![output]
 }
@@ -441,6 +443,107 @@ pub fn execute(
                 &result,
             )?;
         }
+        Kernel::AttentionPartial {
+            query,
+            key,
+            value,
+            partial,
+            groups,
+            stride_groups,
+            queries,
+            keys,
+            dimension,
+            scale,
+            kind,
+        } => {
+            let d = dimension as usize;
+            let row_bytes = (dimension + 2) * 4;
+            for group in 0..groups {
+                let offset = |operand: Operand| {
+                    let mut shifted = operand;
+                    shifted.location.offset += group * operand.matrix;
+                    shifted
+                };
+                let q = read(
+                    reader,
+                    offset(query),
+                    ElementType::F16,
+                    1,
+                    queries,
+                    dimension,
+                )?;
+                let k = read(reader, offset(key), ElementType::F16, 1, keys, dimension)?;
+                let v = read(reader, offset(value), ElementType::F16, 1, keys, dimension)?;
+                for row in 0..queries as usize {
+                    let statistics = partial_statistics(
+                        &q[row * d..(row + 1) * d],
+                        &k,
+                        &v,
+                        keys as usize,
+                        d,
+                        scale.get(),
+                        kind,
+                    );
+                    let mut location = partial;
+                    location.offset += (row as u32 * stride_groups + group) * row_bytes;
+                    let bytes = writer.bytes_mut(location, row_bytes as usize)?;
+                    for (chunk, value) in bytes.chunks_exact_mut(4).zip(statistics) {
+                        chunk.copy_from_slice(&value.to_le_bytes());
+                    }
+                }
+            }
+        }
+        Kernel::AttentionCombine {
+            local,
+            received,
+            slice_bytes,
+            count,
+            output,
+            groups,
+            stride_groups,
+            queries,
+            dimension,
+        } => {
+            let d = dimension as usize;
+            let row_bytes = (dimension + 2) * 4;
+            let mut result = vec![0.0f32; (groups * queries) as usize * d];
+            for group in 0..groups {
+                for row in 0..queries {
+                    let row_offset = (row * stride_groups + group) * row_bytes;
+                    let mut parts = Vec::with_capacity(count as usize);
+                    for part in 0..count {
+                        let mut location = if part == 0 { local } else { received };
+                        location.offset += row_offset
+                            + if part == 0 {
+                                0
+                            } else {
+                                (part - 1) * slice_bytes
+                            };
+                        let bytes = reader.bytes(location, row_bytes as usize)?;
+                        parts.push(
+                            bytes
+                                .chunks_exact(4)
+                                .map(|word| {
+                                    f32::from_le_bytes([word[0], word[1], word[2], word[3]])
+                                })
+                                .collect::<Vec<f32>>(),
+                        );
+                    }
+                    let target = &mut result[((group * queries + row) as usize) * d
+                        ..((group * queries + row) as usize + 1) * d];
+                    combine_statistics(&parts, target);
+                }
+            }
+            write(
+                writer,
+                output,
+                ElementType::F16,
+                groups,
+                queries,
+                dimension,
+                &result,
+            )?;
+        }
         Kernel::Cast {
             input,
             output,
@@ -455,6 +558,103 @@ pub fn execute(
         }
     }
     Ok(())
+}
+
+/// Partial statistics `[max, sum, weighted values...]` of one query row
+/// against a block of keys. Materialized: weights `exp(score - max)` are
+/// rounded to FP16 (the matrix unit's input) before use; flash: streamed
+/// over sub-blocks in FP32.
+fn partial_statistics(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    keys: usize,
+    d: usize,
+    scale: f32,
+    kind: AttentionKind,
+) -> Vec<f32> {
+    let scores: Vec<f32> = (0..keys)
+        .map(|key| {
+            q.iter()
+                .zip(&k[key * d..(key + 1) * d])
+                .map(|(a, b)| a * b)
+                .sum::<f32>()
+                * scale
+        })
+        .collect();
+    let mut statistics = vec![0.0f32; d + 2];
+    match kind {
+        AttentionKind::Materialized => {
+            let maximum = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f32;
+            for (key, &score) in scores.iter().enumerate() {
+                let weight = round_f16((score - maximum).exp());
+                sum += weight;
+                for (total, &value) in statistics[2..].iter_mut().zip(&v[key * d..(key + 1) * d]) {
+                    *total += weight * value;
+                }
+            }
+            statistics[0] = maximum;
+            statistics[1] = sum;
+        }
+        AttentionKind::Flash { key_block } => {
+            let block = key_block.max(1) as usize;
+            let (mut maximum, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+            let mut start = 0;
+            while start < keys {
+                let end = keys.min(start + block);
+                let block_maximum = scores[start..end]
+                    .iter()
+                    .copied()
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let new_maximum = maximum.max(block_maximum);
+                let rescale = if maximum == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    (maximum - new_maximum).exp()
+                };
+                sum *= rescale;
+                statistics[2..]
+                    .iter_mut()
+                    .for_each(|total| *total *= rescale);
+                for key in start..end {
+                    let weight = (scores[key] - new_maximum).exp();
+                    sum += weight;
+                    for (total, &value) in
+                        statistics[2..].iter_mut().zip(&v[key * d..(key + 1) * d])
+                    {
+                        *total += weight * value;
+                    }
+                }
+                maximum = new_maximum;
+                start = end;
+            }
+            statistics[0] = maximum;
+            statistics[1] = sum;
+        }
+    }
+    statistics
+}
+
+/// Normalised output from partial statistics of disjoint key blocks.
+fn combine_statistics(parts: &[Vec<f32>], out: &mut [f32]) {
+    let maximum = parts
+        .iter()
+        .filter(|part| part[1] > 0.0)
+        .map(|part| part[0])
+        .fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    out.iter_mut().for_each(|value| *value = 0.0);
+    for part in parts.iter().filter(|part| part[1] > 0.0) {
+        let weight = (part[0] - maximum).exp();
+        sum += part[1] * weight;
+        for (total, &value) in out.iter_mut().zip(&part[2..]) {
+            *total += value * weight;
+        }
+    }
+    let inverse = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+    out.iter_mut()
+        .for_each(|value| *value = round_f16(*value * inverse));
 }
 
 /// Attention for one group on FP16 values: scores and softmax in FP32; the

@@ -1,0 +1,134 @@
+//! Phase groups: the ordered exchange phases of a low program, each with a
+//! stable key (operator provenance + ordinal), its transfer list and where it
+//! runs, after optional copy motion (seed 000): an exchange separated from
+//! the previous one only by local copies and zero fills merges with it when
+//! byte-range hazards allow the copy group to move before the previous
+//! exchange or to stay after the merged one. Every boundary decision is
+//! recorded (moved, stayed, or blocked and by which hazard).
+//!
+//! Merging is same-operator by default ([`Fusion::SameOperator`]), the rule
+//! the seed retained after its cross-operator experiment ran slower on
+//! hardware; [`Fusion::AcrossOperators`] is an explicit option. In the
+//! current expansion every operator has at most one exchange between kernels,
+//! so the default merges nothing and cross-operator fusion is what removes
+//! phases (e.g. `layer.ln1.gamma.broadcast` with `layer.ln1.beta.broadcast`).
+//!
+//! A merged exchange keeps bulk-synchronous semantics (all sends read memory
+//! as before the phase), so a merge whose second list reads what the first
+//! writes (receive-then-forward) is blocked and recorded as `Forwarding`.
+//!
+//! This module is a pure core over `LowProgram`; it must not schedule,
+//! place or encode, and it never expands strided copies into words.
+
+pub mod access;
+pub mod hazard;
+pub mod keys;
+pub mod motion;
+
+#[cfg(test)]
+mod tests;
+
+use serde::Serialize;
+
+pub use hazard::{Access, Accessor, Hazard, HazardKind, Side};
+pub use motion::{Blocker, Fusion, MotionDecision, MotionOptions, MotionOutcome};
+
+use crate::expand::program::{LowProgram, Step};
+
+/// One exchange phase of the transformed step sequence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Phase {
+    /// `op#ordinal` of its first constituent exchange.
+    pub key: String,
+    pub in_repeat: bool,
+    /// How often the phase runs (the Repeat's iterations inside the body).
+    pub executions: u32,
+    /// Indices from `PhaseGroups::steps` down to the exchange step
+    /// (`[repeat, index in body]` inside the Repeat).
+    pub step_path: Vec<u32>,
+    pub transfer_count: u32,
+    /// Keys of every original exchange merged into it, in order (one for an
+    /// unmerged phase).
+    pub merged_from: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PhaseGroups {
+    /// The transformed steps: same representation as `LowProgram::steps`.
+    pub steps: Vec<Step>,
+    pub phases: Vec<Phase>,
+    pub decisions: Vec<MotionDecision>,
+}
+
+impl PhaseGroups {
+    /// Exchange phases of the original program (before motion).
+    pub fn original_phase_count(&self) -> usize {
+        self.phases
+            .iter()
+            .map(|phase| phase.merged_from.len())
+            .sum()
+    }
+}
+
+/// Phase groups with same-operator fusion (see the module notes).
+pub fn group_phases(program: &LowProgram, copy_motion: bool) -> PhaseGroups {
+    group_phases_with(
+        program,
+        MotionOptions {
+            copy_motion,
+            fusion: Fusion::SameOperator,
+        },
+    )
+}
+
+pub fn group_phases_with(program: &LowProgram, options: MotionOptions) -> PhaseGroups {
+    let keys = keys::exchange_keys(program, &program.steps);
+    let mut motion = motion::Motion::new(program, options, keys);
+    let steps = motion.run(&program.steps);
+    let mut phases = Vec::with_capacity(motion.parts.len());
+    let mut path = Vec::new();
+    list_phases(&steps, 1, false, &mut path, &mut phases);
+    for (phase, parts) in phases.iter_mut().zip(&motion.parts) {
+        phase.merged_from = parts
+            .iter()
+            .filter_map(|&part| motion.keys.get(part).cloned())
+            .collect();
+        phase.key = phase.merged_from.first().cloned().unwrap_or_default();
+    }
+    PhaseGroups {
+        steps,
+        phases,
+        decisions: motion.decisions,
+    }
+}
+
+fn list_phases(
+    steps: &[Step],
+    executions: u32,
+    in_repeat: bool,
+    path: &mut Vec<u32>,
+    phases: &mut Vec<Phase>,
+) {
+    for (index, step) in steps.iter().enumerate() {
+        path.push(index as u32);
+        match step {
+            Step::Exchange { transfers, .. } => phases.push(Phase {
+                key: String::new(),
+                in_repeat,
+                executions,
+                step_path: path.clone(),
+                transfer_count: transfers.len() as u32,
+                merged_from: Vec::new(),
+            }),
+            Step::Repeat { iterations, body } => list_phases(
+                body,
+                executions.saturating_mul(*iterations),
+                true,
+                path,
+                phases,
+            ),
+            _ => {}
+        }
+        path.pop();
+    }
+}

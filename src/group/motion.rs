@@ -1,0 +1,232 @@
+//! Copy motion over one step sequence (recursing into Repeat bodies): an
+//! exchange that only local copies and zero fills separate from the previous
+//! exchange merges with it when the copy group can move before the previous
+//! exchange or stay after the merged one, and the second exchange does not
+//! read what the first writes.
+//!
+//! Owns the transformation and its decision log. Kernels, checkpoints and
+//! Repeat boundaries are barriers; copies keep their relative order; merged
+//! transfer lists keep their original order. It must not judge hazards
+//! itself (`hazard` does) nor name phases (`keys` does).
+
+use serde::Serialize;
+
+use super::access::Roots;
+use super::hazard::{GroupIndex, Hazard, Side, forwarding, group_against_exchange};
+use crate::expand::program::{LowProgram, Step, TransferList};
+
+/// Which exchanges may merge at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Fusion {
+    /// Only exchanges of the same operator (the seed's retained rule: its
+    /// cross-operator experiment merged more but ran 0.83% slower).
+    SameOperator,
+    /// Exchanges of any operators (explicit opt-in; the merged phase keeps
+    /// the first exchange's provenance and lists every constituent key).
+    AcrossOperators,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct MotionOptions {
+    pub copy_motion: bool,
+    pub fusion: Fusion,
+}
+
+/// Why a boundary did not merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Blocker {
+    /// The two exchanges belong to different operators (under `SameOperator`).
+    DifferentOperators,
+    /// The second exchange reads bytes the first writes.
+    Forwarding(Hazard),
+    /// The group can neither move before the preceding exchange (`before`)
+    /// nor stay after the following one (`after`).
+    Copies { before: Hazard, after: Hazard },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum MotionOutcome {
+    /// The group moved before the preceding exchange; the exchanges merged.
+    Moved,
+    /// The group stays after the merged exchange.
+    StayedAfterMerge,
+    /// Nothing separated the two exchanges; they merged.
+    Adjacent,
+    Blocked(Blocker),
+}
+
+/// One boundary between two exchanges separated only by copies and fills.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MotionDecision {
+    /// Key of the preceding phase (its first constituent) and of the following exchange.
+    pub preceding: String,
+    pub following: String,
+    /// Copies and fills in the group.
+    pub copies: u32,
+    pub fills: u32,
+    pub outcome: MotionOutcome,
+}
+
+pub struct Motion<'program> {
+    pub program: &'program LowProgram,
+    pub options: MotionOptions,
+    pub roots: Roots,
+    /// Keys of the original exchanges in depth-first order.
+    pub keys: Vec<String>,
+    next_key: usize,
+    /// Constituent key indices of every emitted exchange, depth-first.
+    pub parts: Vec<Vec<usize>>,
+    pub decisions: Vec<MotionDecision>,
+}
+
+fn append(target: &mut TransferList, other: &TransferList) {
+    let base = target.destinations.len() as u32;
+    target.source_tile.extend_from_slice(&other.source_tile);
+    target
+        .source_location
+        .extend_from_slice(&other.source_location);
+    target.words.extend_from_slice(&other.words);
+    target
+        .destination_start
+        .extend(other.destination_start.iter().map(|&start| start + base));
+    target.destinations.extend_from_slice(&other.destinations);
+}
+
+fn counts(group: &[Step]) -> (u32, u32) {
+    group
+        .iter()
+        .fold((0, 0), |(copies, fills), step| match step {
+            Step::Copies { copies: items, .. } => (copies + items.len() as u32, fills),
+            Step::Fills { fills: items, .. } => (copies, fills + items.len() as u32),
+            _ => (copies, fills),
+        })
+}
+
+impl<'program> Motion<'program> {
+    pub fn new(
+        program: &'program LowProgram,
+        options: MotionOptions,
+        keys: Vec<String>,
+    ) -> Motion<'program> {
+        Motion {
+            program,
+            options,
+            roots: Roots::new(program),
+            keys,
+            next_key: 0,
+            parts: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
+    /// Decides the boundary between `out[pending]` (an exchange) and
+    /// `following`, with `out[pending + 1..]` the copy group between them.
+    fn decide(&self, out: &[Step], pending: usize, following: &Step) -> MotionOutcome {
+        let (
+            Step::Exchange {
+                provenance: first,
+                transfers: preceding,
+            },
+            Step::Exchange {
+                provenance: second,
+                transfers: next,
+            },
+        ) = (&out[pending], following)
+        else {
+            return MotionOutcome::Blocked(Blocker::DifferentOperators);
+        };
+        if self.options.fusion == Fusion::SameOperator && first.op != second.op {
+            return MotionOutcome::Blocked(Blocker::DifferentOperators);
+        }
+        if let Some(hazard) = forwarding(&self.roots, preceding, next) {
+            return MotionOutcome::Blocked(Blocker::Forwarding(hazard));
+        }
+        let group = &out[pending + 1..];
+        if group.is_empty() {
+            return MotionOutcome::Adjacent;
+        }
+        let index = GroupIndex::new(&self.roots, group);
+        let Some(before) = group_against_exchange(&index, &self.roots, preceding, Side::Preceding)
+        else {
+            return MotionOutcome::Moved;
+        };
+        let Some(after) = group_against_exchange(&index, &self.roots, next, Side::Following) else {
+            return MotionOutcome::StayedAfterMerge;
+        };
+        MotionOutcome::Blocked(Blocker::Copies { before, after })
+    }
+
+    /// The transformed sequence of `steps`.
+    pub fn run(&mut self, steps: &[Step]) -> Vec<Step> {
+        let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+        // Index in `out` of the last exchange that may still merge: every
+        // step after it is a copy or fill step.
+        let mut pending: Option<usize> = None;
+        for step in steps {
+            match step {
+                Step::Exchange { .. } => {
+                    let key = self.next_key;
+                    self.next_key += 1;
+                    let Some(at) = pending.filter(|_| self.options.copy_motion) else {
+                        out.push(step.clone());
+                        self.parts.push(vec![key]);
+                        pending = Some(out.len() - 1);
+                        continue;
+                    };
+                    let outcome = self.decide(&out, at, step);
+                    let (copies, fills) = counts(&out[at + 1..]);
+                    let preceding = self.parts.last().map_or(0, |parts| parts[0]);
+                    self.decisions.push(MotionDecision {
+                        preceding: self.keys.get(preceding).cloned().unwrap_or_default(),
+                        following: self.keys.get(key).cloned().unwrap_or_default(),
+                        copies,
+                        fills,
+                        outcome,
+                    });
+                    let Step::Exchange {
+                        transfers: next, ..
+                    } = step
+                    else {
+                        continue;
+                    };
+                    match outcome {
+                        MotionOutcome::Blocked(_) => {
+                            out.push(step.clone());
+                            self.parts.push(vec![key]);
+                            pending = Some(out.len() - 1);
+                            continue;
+                        }
+                        MotionOutcome::Moved => {
+                            // [E1, G...] becomes [G..., E1]: rotate E1 to the end.
+                            out[at..].rotate_left(1);
+                            pending = Some(out.len() - 1);
+                        }
+                        MotionOutcome::StayedAfterMerge | MotionOutcome::Adjacent => {}
+                    }
+                    if let Some(Step::Exchange { transfers, .. }) =
+                        pending.and_then(|at| out.get_mut(at))
+                    {
+                        append(transfers, next);
+                    }
+                    if let Some(parts) = self.parts.last_mut() {
+                        parts.push(key);
+                    }
+                }
+                Step::Copies { .. } | Step::Fills { .. } => out.push(step.clone()),
+                Step::Kernels { .. } | Step::Checkpoint { .. } => {
+                    out.push(step.clone());
+                    pending = None;
+                }
+                Step::Repeat { iterations, body } => {
+                    let body = self.run(body);
+                    out.push(Step::Repeat {
+                        iterations: *iterations,
+                        body,
+                    });
+                    pending = None;
+                }
+            }
+        }
+        out
+    }
+}

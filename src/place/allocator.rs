@@ -1,0 +1,132 @@
+//! Per-tile address assignment from live ranges: greedy by size (largest
+//! first), each block at the lowest aligned address of its class's range
+//! that no already-placed, simultaneously live block occupies. Iterated
+//! allocations are one block of `iterations * bytes`, so their instances are
+//! equal, consecutive and strided by `bytes`. Reservations (the exchange
+//! table as code in region 0 first, then the patch lists) are live
+//! throughout and placed before anything else.
+//!
+//! Owns the address choice for one tile; it must not compute liveness or
+//! judge the result (`check` does that independently).
+
+use crate::expand::program::LowProgram;
+use crate::target::memory::{LOADABLE_LIMIT, MemoryClass, TILE_BASE_ADDRESS};
+
+/// One block to place on a tile.
+#[derive(Clone, Copy, Debug)]
+pub struct Block {
+    /// Allocation root id.
+    pub allocation: u32,
+    pub bytes: u32,
+    pub alignment: u32,
+    pub class: MemoryClass,
+    pub first: u32,
+    pub last: u32,
+}
+
+/// A block that could not be placed.
+#[derive(Clone, Copy, Debug)]
+pub struct Failure {
+    pub block: Block,
+}
+
+/// Placed blocks: `(allocation, base)`.
+pub type Assigned = Vec<(u32, u32)>;
+
+fn align_up(address: u64, alignment: u32) -> u64 {
+    let alignment = alignment.max(1) as u64;
+    address.div_ceil(alignment) * alignment
+}
+
+/// Addresses for `blocks` on one tile, above `reserved_end` (the end of the
+/// tile's reservations, which start at the tile base).
+pub fn place_tile(mut blocks: Vec<Block>, reserved_end: u32) -> Result<Assigned, Failure> {
+    blocks.sort_by(|left, right| {
+        right
+            .bytes
+            .cmp(&left.bytes)
+            .then(left.first.cmp(&right.first))
+            .then(left.allocation.cmp(&right.allocation))
+    });
+    // Placed: (start, end, first, last).
+    let mut placed: Vec<(u64, u64, u32, u32)> = Vec::with_capacity(blocks.len());
+    let mut assigned = Vec::with_capacity(blocks.len());
+    let mut busy: Vec<(u64, u64)> = Vec::new();
+    for block in blocks {
+        busy.clear();
+        busy.extend(
+            placed
+                .iter()
+                .filter(|&&(_, _, first, last)| first <= block.last && block.first <= last)
+                .map(|&(start, end, _, _)| (start, end)),
+        );
+        busy.sort_unstable();
+        let range = block.class.address_range();
+        let lowest = (range.start as u64).max(reserved_end as u64);
+        let mut candidate = align_up(lowest, block.alignment);
+        for &(start, end) in &busy {
+            if candidate + block.bytes as u64 <= start {
+                break;
+            }
+            if end > candidate {
+                candidate = align_up(end, block.alignment);
+            }
+        }
+        if candidate + block.bytes as u64 > range.end as u64 {
+            return Err(Failure { block });
+        }
+        placed.push((
+            candidate,
+            candidate + block.bytes as u64,
+            block.first,
+            block.last,
+        ));
+        assigned.push((block.allocation, candidate as u32));
+    }
+    Ok(assigned)
+}
+
+/// Usable bytes of a tile for data (tile base to the loadable limit).
+pub const USABLE_BYTES: u32 = LOADABLE_LIMIT - TILE_BASE_ADDRESS;
+
+/// Blocks of every placed allocation root, by tile.
+pub fn blocks_by_tile(program: &LowProgram, ranges: &[Option<(u32, u32)>]) -> Vec<Vec<Block>> {
+    // An alias root's block covers its largest member, aligned for all.
+    let mut footprint: Vec<(u64, u32)> = program
+        .allocations
+        .iter()
+        .map(|allocation| {
+            (
+                allocation.bytes as u64 * allocation.iterations.max(1) as u64,
+                allocation.alignment,
+            )
+        })
+        .collect();
+    for (id, allocation) in program.allocations.iter().enumerate() {
+        let root = allocation.alias_group as usize;
+        if root != id && root < footprint.len() {
+            let (bytes, alignment) = footprint[id];
+            footprint[root].0 = footprint[root].0.max(bytes);
+            footprint[root].1 = footprint[root].1.max(alignment);
+        }
+    }
+    let mut tiles: Vec<Vec<Block>> = vec![Vec::new(); program.tiles as usize];
+    for (id, range) in ranges.iter().enumerate() {
+        let Some((first, last)) = *range else {
+            continue;
+        };
+        let allocation = &program.allocations[id];
+        let bytes = footprint[id].0.min(u32::MAX as u64) as u32;
+        if let Some(tile) = tiles.get_mut(allocation.tile as usize) {
+            tile.push(Block {
+                allocation: id as u32,
+                bytes,
+                alignment: footprint[id].1,
+                class: allocation.class,
+                first,
+                last,
+            });
+        }
+    }
+    tiles
+}

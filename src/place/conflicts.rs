@@ -1,0 +1,139 @@
+//! Element conflicts of a placement: within one exchange, a tile whose send
+//! reads and receive writes touch the same memory element (16 KiB in region
+//! 0, 32 KiB interleaved in region 1) contends with itself. Counted per
+//! (exchange step, tile, element). Iterated allocations inside a Repeat are
+//! taken over all their instances (conservative).
+//!
+//! Owns the count only; it must not change addresses.
+
+use serde::Serialize;
+
+use crate::expand::program::{Location, LowProgram, Step};
+use crate::target::memory::{CONTENTION_ELEMENTS, element_of};
+
+/// Examples kept in a conflict report.
+const EXAMPLES: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ElementConflict {
+    /// Index of the exchange among the steps' exchanges (depth-first).
+    pub exchange: u32,
+    pub tile: u32,
+    pub element: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ElementConflicts {
+    pub count: u64,
+    pub examples: Vec<ElementConflict>,
+}
+
+// Every element id fits one bit of a u32 mask.
+const _: () = assert!(CONTENTION_ELEMENTS <= 32);
+
+/// Elements touched by `bytes` at `location` (all instances when iterated in a Repeat).
+fn mask(
+    program: &LowProgram,
+    base: &[u32],
+    location: Location,
+    bytes: u32,
+    in_repeat: bool,
+) -> u32 {
+    let allocation = &program.allocations[location.allocation.0 as usize];
+    let start = base[location.allocation.0 as usize] as u64 + location.offset as u64;
+    let spread = if in_repeat && allocation.iterations > 1 {
+        (allocation.iterations as u64 - 1) * allocation.bytes as u64
+    } else {
+        0
+    };
+    let end = start + spread + bytes.max(1) as u64 - 1;
+    let first = element_of(start.min(u32::MAX as u64) as u32);
+    let last = element_of(end.min(u32::MAX as u64) as u32);
+    (first..=last).fold(0, |mask, element| mask | (1u32 << element))
+}
+
+struct Counter<'program> {
+    program: &'program LowProgram,
+    base: &'program [u32],
+    /// Per tile: (send mask, receive mask) of the current exchange.
+    masks: Vec<(u32, u32)>,
+    exchange: u32,
+    result: ElementConflicts,
+}
+
+impl Counter<'_> {
+    fn walk(&mut self, steps: &[Step], in_repeat: bool) {
+        for step in steps {
+            match step {
+                Step::Repeat { body, .. } => self.walk(body, true),
+                Step::Exchange { transfers, .. } => {
+                    let mut touched: Vec<u32> = Vec::new();
+                    for transfer in 0..transfers.len() {
+                        let bytes = transfers.words[transfer].saturating_mul(4);
+                        let tile = transfers.source_tile[transfer] as usize;
+                        let send = mask(
+                            self.program,
+                            self.base,
+                            transfers.source_location[transfer],
+                            bytes,
+                            in_repeat,
+                        );
+                        if let Some(entry) = self.masks.get_mut(tile) {
+                            if *entry == (0, 0) {
+                                touched.push(tile as u32);
+                            }
+                            entry.0 |= send;
+                        }
+                        for destination in transfers.destinations_of(transfer) {
+                            let receive = mask(
+                                self.program,
+                                self.base,
+                                destination.location,
+                                bytes,
+                                in_repeat,
+                            );
+                            if let Some(entry) = self.masks.get_mut(destination.tile as usize) {
+                                if *entry == (0, 0) {
+                                    touched.push(destination.tile);
+                                }
+                                entry.1 |= receive;
+                            }
+                        }
+                    }
+                    touched.sort_unstable();
+                    touched.dedup();
+                    for tile in touched {
+                        let (send, receive) = std::mem::take(&mut self.masks[tile as usize]);
+                        let both = send & receive;
+                        self.result.count += both.count_ones() as u64;
+                        let mut rest = both;
+                        while rest != 0 && self.result.examples.len() < EXAMPLES {
+                            let element = rest.trailing_zeros();
+                            rest &= rest - 1;
+                            self.result.examples.push(ElementConflict {
+                                exchange: self.exchange,
+                                tile,
+                                element,
+                            });
+                        }
+                    }
+                    self.exchange += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Element conflicts of `steps`' exchanges with allocations at `base`.
+pub fn count_conflicts(program: &LowProgram, steps: &[Step], base: &[u32]) -> ElementConflicts {
+    let mut counter = Counter {
+        program,
+        base,
+        masks: vec![(0, 0); program.tiles as usize],
+        exchange: 0,
+        result: ElementConflicts::default(),
+    };
+    counter.walk(steps, false);
+    counter.result
+}

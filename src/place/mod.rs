@@ -1,0 +1,311 @@
+//! Placement: an SRAM address for every allocation on its tile, from
+//! liveness over a step sequence (the low program's, or phase groups'
+//! transformed one). Repeat bodies and iterated bindings are placed as
+//! equal, consecutive, strided blocks; memory classes keep to their regions
+//! (code in region 0, matrix-unit operands interleaved in region 1, all data
+//! below the loadable limit); alignment is respected; per-tile reservations
+//! for the exchange table (code, region 0 first) and the patch lists are
+//! placed before any data. Element conflicts between an exchange's send
+//! reads and its receive writes on one tile are counted. A model that does
+//! not fit is an error naming the tile, the bytes over and what is live.
+//!
+//! A pure core over plain data: it must not schedule, encode or change the
+//! program, and `check` verifies its result with its own overlap test.
+
+pub mod allocator;
+pub mod check;
+pub mod conflicts;
+pub mod liveness;
+
+#[cfg(test)]
+mod tests;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::expand::program::{LowProgram, Step};
+use crate::target::memory::{MemoryClass, TILE_BASE_ADDRESS};
+use allocator::{Block, USABLE_BYTES, blocks_by_tile, place_tile};
+pub use check::{PlacementViolation, check_placement};
+pub use conflicts::{ElementConflict, ElementConflicts};
+
+/// Bytes each tile reserves outside the program's allocations.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TileReservations {
+    /// Exchange table (rows of every phase): code, placed at the start of region 0.
+    pub exchange_table: Vec<u32>,
+    /// Repeat and sharing patch lists: data, placed right after the table.
+    pub patch_lists: Vec<u32>,
+}
+
+impl TileReservations {
+    /// The same reservation on every tile.
+    pub fn uniform(tiles: u32, exchange_table: u32, patch_lists: u32) -> TileReservations {
+        TileReservations {
+            exchange_table: vec![exchange_table; tiles as usize],
+            patch_lists: vec![patch_lists; tiles as usize],
+        }
+    }
+
+    fn table(&self, tile: usize) -> u32 {
+        self.exchange_table.get(tile).copied().unwrap_or(0)
+    }
+
+    fn patches(&self, tile: usize) -> u32 {
+        self.patch_lists.get(tile).copied().unwrap_or(0)
+    }
+}
+
+/// Alignment of the reservations (instruction words; patch lists of words).
+pub const RESERVATION_ALIGNMENT: u32 = 8;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Absolute tile byte address (`0x4c000`-based) of every allocation; alias
+    /// members share their root's base. Allocations never touched by the
+    /// steps get the start of their class's range and occupy nothing.
+    pub base: Vec<u32>,
+    /// Whether the allocation's root is live at some step (placed for real).
+    pub live: Vec<bool>,
+    /// Exchange table and patch list addresses per tile.
+    pub exchange_table_base: Vec<u32>,
+    pub patch_lists_base: Vec<u32>,
+    /// First address after the reservations per tile (data starts here).
+    pub reserved_end: Vec<u32>,
+    /// Largest sum of simultaneously live bytes per tile, reservations included.
+    pub peak_bytes_per_tile: Vec<u32>,
+    /// Highest used address minus the tile base, per tile.
+    pub high_water_per_tile: Vec<u32>,
+    /// `(tile, bytes)` of the largest peak.
+    pub max_peak: (u32, u32),
+    pub element_conflicts: ElementConflicts,
+}
+
+/// What a tile holds when it runs out of memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LiveAllocation {
+    /// `op/value (reason)` from the allocation's provenance.
+    pub name: String,
+    pub bytes: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error(
+        "the model does not fit: tile {tile} needs {bytes_over} more bytes than its {usable} usable bytes \
+         ({reserved} reserved for the exchange table and patch lists); largest live allocations there: {}. \
+         Use more tiles (machine.tiles), fewer layers, a smaller batch (workload.batch), or fewer reserved bytes per tile",
+        largest_live.iter().map(|live| format!("{} {} B", live.name, live.bytes)).collect::<Vec<_>>().join(", ")
+    )]
+    DoesNotFit {
+        tile: u32,
+        bytes_over: u32,
+        usable: u32,
+        reserved: u32,
+        largest_live: Vec<LiveAllocation>,
+    },
+    #[error(
+        "tile {tile}: the exchange table and patch lists ({bytes} bytes) do not fit in region 0"
+    )]
+    ReservationTooLarge { tile: u32, bytes: u32 },
+}
+
+/// How many of the largest live allocations an error names.
+const LARGEST_LIVE_NAMED: usize = 5;
+
+fn allocation_name(program: &LowProgram, id: u32) -> String {
+    let allocation = &program.allocations[id as usize];
+    let op = program
+        .names
+        .get(allocation.provenance.op as usize)
+        .map_or("?", String::as_str);
+    match allocation
+        .provenance
+        .value
+        .and_then(|value| program.names.get(value as usize))
+    {
+        Some(value) if value != op => format!("{op}/{value} ({:?})", allocation.provenance.reason),
+        _ => format!("{op} ({:?})", allocation.provenance.reason),
+    }
+}
+
+/// Peak of simultaneously live bytes among `blocks` and the step where it occurs.
+fn peak(blocks: &[Block]) -> (u64, u32) {
+    let mut events: Vec<(u32, i64)> = Vec::with_capacity(blocks.len() * 2);
+    for block in blocks {
+        events.push((block.first, block.bytes as i64));
+        events.push((block.last.saturating_add(1), -(block.bytes as i64)));
+    }
+    // Ends before starts at the same step: `last + 1` is already free.
+    events.sort_unstable_by_key(|&(step, delta)| (step, delta));
+    let (mut live, mut best, mut at) = (0i64, 0i64, 0u32);
+    for (step, delta) in events {
+        live += delta;
+        if live > best {
+            best = live;
+            at = step;
+        }
+    }
+    (best.max(0) as u64, at)
+}
+
+fn reservation_end(reservations: &TileReservations, tile: usize) -> (u32, u32, u32) {
+    let table = TILE_BASE_ADDRESS;
+    let patches =
+        table + reservations.table(tile).div_ceil(RESERVATION_ALIGNMENT) * RESERVATION_ALIGNMENT;
+    let end = patches.saturating_add(
+        reservations.patches(tile).div_ceil(RESERVATION_ALIGNMENT) * RESERVATION_ALIGNMENT,
+    );
+    (table, patches, end)
+}
+
+fn does_not_fit(
+    program: &LowProgram,
+    tile: usize,
+    blocks: &[Block],
+    failed: Block,
+    reserved: u32,
+) -> PlacementError {
+    // What is live at the failed block's busiest step.
+    let overlapping: Vec<Block> = blocks
+        .iter()
+        .copied()
+        .filter(|block| block.first <= failed.last && failed.first <= block.last)
+        .collect();
+    let (demand, step) = peak(&overlapping);
+    let step = step.clamp(failed.first, failed.last);
+    let usable = USABLE_BYTES - reserved.min(USABLE_BYTES);
+    let bytes_over = if demand > usable as u64 {
+        (demand - usable as u64).min(u32::MAX as u64) as u32
+    } else {
+        // Enough bytes in total, but not in the block's class range or not contiguous.
+        failed.bytes
+    };
+    let mut live: Vec<&Block> = overlapping
+        .iter()
+        .filter(|block| block.first <= step && step <= block.last)
+        .collect();
+    live.sort_by(|left, right| {
+        right
+            .bytes
+            .cmp(&left.bytes)
+            .then(left.allocation.cmp(&right.allocation))
+    });
+    PlacementError::DoesNotFit {
+        tile: tile as u32,
+        bytes_over,
+        usable: USABLE_BYTES,
+        reserved,
+        largest_live: live
+            .iter()
+            .take(LARGEST_LIVE_NAMED)
+            .map(|block| LiveAllocation {
+                name: allocation_name(program, block.allocation),
+                bytes: block.bytes,
+            })
+            .collect(),
+    }
+}
+
+/// A tile's placed blocks `(allocation, base)`, peak bytes and high water.
+type TileResult = (Vec<(u32, u32)>, u32, u32);
+
+/// Places every allocation of `program` for the step sequence `steps`.
+pub fn place(
+    program: &LowProgram,
+    steps: &[Step],
+    reservations: &TileReservations,
+) -> Result<Placement, PlacementError> {
+    let liveness = liveness::liveness(program, steps);
+    let tiles = blocks_by_tile(program, &liveness.ranges);
+    let results: Vec<Result<TileResult, PlacementError>> = tiles
+        .par_iter()
+        .enumerate()
+        .map(|(tile, blocks)| {
+            let (_, _, reserved_end) = reservation_end(reservations, tile);
+            let reserved = reserved_end - TILE_BASE_ADDRESS;
+            if reserved_end > MemoryClass::Code.address_range().end {
+                return Err(PlacementError::ReservationTooLarge {
+                    tile: tile as u32,
+                    bytes: reserved,
+                });
+            }
+            let assigned = place_tile(blocks.clone(), reserved_end)
+                .map_err(|failure| does_not_fit(program, tile, blocks, failure.block, reserved))?;
+            let (demand, _) = peak(blocks);
+            let high = assigned
+                .iter()
+                .map(|&(id, base)| {
+                    let block_bytes = blocks
+                        .iter()
+                        .find(|block| block.allocation == id)
+                        .map_or(0, |block| block.bytes);
+                    base + block_bytes
+                })
+                .max()
+                .unwrap_or(reserved_end);
+            Ok((
+                assigned,
+                (demand + reserved as u64).min(u32::MAX as u64) as u32,
+                high.max(reserved_end) - TILE_BASE_ADDRESS,
+            ))
+        })
+        .collect();
+    let mut base: Vec<u32> = program
+        .allocations
+        .iter()
+        .map(|allocation| allocation.class.address_range().start)
+        .collect();
+    let mut peak_bytes_per_tile = Vec::with_capacity(tiles.len());
+    let mut high_water_per_tile = Vec::with_capacity(tiles.len());
+    for result in results {
+        let (assigned, peak, high) = result?;
+        for (id, address) in assigned {
+            base[id as usize] = address;
+        }
+        peak_bytes_per_tile.push(peak);
+        high_water_per_tile.push(high);
+    }
+    for (id, allocation) in program.allocations.iter().enumerate() {
+        let root = allocation.alias_group as usize;
+        if root != id && root < base.len() {
+            base[id] = base[root];
+        }
+    }
+    let live = program
+        .allocations
+        .iter()
+        .map(|allocation| {
+            liveness
+                .ranges
+                .get(allocation.alias_group as usize)
+                .is_some_and(Option::is_some)
+        })
+        .collect();
+    let max_peak =
+        peak_bytes_per_tile
+            .iter()
+            .enumerate()
+            .fold((0u32, 0u32), |best, (tile, &bytes)| {
+                if bytes > best.1 {
+                    (tile as u32, bytes)
+                } else {
+                    best
+                }
+            });
+    let tables: Vec<(u32, u32, u32)> = (0..program.tiles as usize)
+        .map(|tile| reservation_end(reservations, tile))
+        .collect();
+    let element_conflicts = conflicts::count_conflicts(program, steps, &base);
+    Ok(Placement {
+        base,
+        live,
+        exchange_table_base: tables.iter().map(|&(table, _, _)| table).collect(),
+        patch_lists_base: tables.iter().map(|&(_, patches, _)| patches).collect(),
+        reserved_end: tables.iter().map(|&(_, _, end)| end).collect(),
+        peak_bytes_per_tile,
+        high_water_per_tile,
+        max_peak,
+        element_conflicts,
+    })
+}
