@@ -7,15 +7,19 @@
 
 pub mod cli;
 pub mod driver;
+pub mod estimate;
 pub mod expand;
 pub mod group;
 pub mod layout;
 pub mod model;
 pub mod numerics;
+pub mod patch;
 pub mod pipeline;
 pub mod place;
 pub mod queries;
 pub mod query;
 pub mod report;
+pub mod rows;
+pub mod schedule;
 pub mod sim;
 pub mod target;

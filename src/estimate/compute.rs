@@ -5,7 +5,8 @@
 
 use crate::expand::program::{ElementType, Kernel, MatMulOutput, Step};
 use crate::target::costs::{
-    self, KERNEL_LAUNCH_CYCLES, MatrixPrecision, VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE, VectorPrecision,
+    self, KERNEL_LAUNCH_CYCLES, MatrixPrecision, VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE,
+    VectorPrecision,
 };
 
 fn element_bytes(element: ElementType) -> u64 {
@@ -28,7 +29,11 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
         } => {
             let macs = rows as u64 * reduction as u64 * cols as u64;
             let bias = match output {
-                MatMulOutput::Final { valid_rows, valid_cols, .. } => valid_rows as u64 * valid_cols as u64,
+                MatMulOutput::Final {
+                    valid_rows,
+                    valid_cols,
+                    ..
+                } => valid_rows as u64 * valid_cols as u64,
                 MatMulOutput::Partial(_) => 0,
             };
             KERNEL_LAUNCH_CYCLES
@@ -43,22 +48,32 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
             ..
         } => {
             let elements = rows as u64 * cols as u64;
-            costs::elementwise_cycles(elements * count as u64, elements * (count as u64 * element_bytes(partial) + 2), VectorPrecision::Float32)
+            costs::elementwise_cycles(
+                elements * count as u64,
+                elements * (count as u64 * element_bytes(partial) + 2),
+                VectorPrecision::Float32,
+            )
         }
         Kernel::LayerNorm { rows, cols, .. } => {
             let elements = rows as u64 * cols as u64;
             // Mean, variance, normalise, scale, shift.
             costs::elementwise_cycles(elements * 5, elements * 4, VectorPrecision::Float32)
         }
-        Kernel::Gelu { groups, rows, cols, .. } => {
+        Kernel::Gelu {
+            groups, rows, cols, ..
+        } => {
             let elements = groups as u64 * rows as u64 * cols as u64;
             KERNEL_LAUNCH_CYCLES + elements.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
         }
-        Kernel::Add { groups, rows, cols, .. } => {
+        Kernel::Add {
+            groups, rows, cols, ..
+        } => {
             let elements = groups as u64 * rows as u64 * cols as u64;
             costs::elementwise_cycles(elements, elements * 6, VectorPrecision::Float16)
         }
-        Kernel::Rotary { groups, rows, cols, .. } => {
+        Kernel::Rotary {
+            groups, rows, cols, ..
+        } => {
             let elements = groups as u64 * rows as u64 * cols as u64;
             costs::elementwise_cycles(elements * 3, elements * 4, VectorPrecision::Float32)
         }
@@ -98,10 +113,18 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
             costs::elementwise_cycles(values * 2, values * 4, VectorPrecision::Float32)
         }
         Kernel::Cast {
-            groups, rows, cols, to, ..
+            groups,
+            rows,
+            cols,
+            to,
+            ..
         } => {
             let elements = groups as u64 * rows as u64 * cols as u64;
-            costs::elementwise_cycles(elements, elements * (2 + element_bytes(to)), VectorPrecision::Float32)
+            costs::elementwise_cycles(
+                elements,
+                elements * (2 + element_bytes(to)),
+                VectorPrecision::Float32,
+            )
         }
     }
 }
@@ -118,12 +141,14 @@ pub fn compute_step_cycles(step: &Step, tiles: u32) -> u64 {
         }
         Step::Copies { copies, .. } => {
             for copy in copies {
-                per_tile[copy.tile as usize] += costs::local_copy_cycles(copy.rows as u64 * copy.row_bytes as u64);
+                per_tile[copy.tile as usize] +=
+                    costs::local_copy_cycles(copy.rows as u64 * copy.row_bytes as u64);
             }
         }
         Step::Fills { fills, .. } => {
             for fill in fills {
-                per_tile[fill.tile as usize] += costs::local_copy_cycles(fill.rows as u64 * fill.row_bytes as u64);
+                per_tile[fill.tile as usize] +=
+                    costs::local_copy_cycles(fill.rows as u64 * fill.row_bytes as u64);
             }
         }
         Step::Exchange { .. } | Step::Repeat { .. } | Step::Checkpoint { .. } => return 0,

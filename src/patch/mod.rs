@@ -66,11 +66,18 @@ impl PhasePatches {
     }
 
     pub fn calls(&self) -> u64 {
-        self.tiles.iter().filter(|tile| !tile.words.is_empty()).count() as u64
+        self.tiles
+            .iter()
+            .filter(|tile| !tile.words.is_empty())
+            .count() as u64
     }
 
     pub fn max_words(&self) -> u64 {
-        self.tiles.iter().map(|tile| tile.words.len() as u64).max().unwrap_or(0)
+        self.tiles
+            .iter()
+            .map(|tile| tile.words.len() as u64)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Cycles before the phase: the slowest tile's patching.
@@ -128,7 +135,12 @@ pub fn repeat_patches(problem: &ExchangeProblem, rows: &PhaseRows) -> PhasePatch
             .iter()
             .max_by_key(|&(&stride, &count)| (count, std::cmp::Reverse(stride)))
             .map(|(&stride, _)| stride);
-        let with_base = common.map(|base| senders.iter().filter(|&&(_, stride)| stride != base).count() as u32);
+        let with_base = common.map(|base| {
+            senders
+                .iter()
+                .filter(|&&(_, stride)| stride != base)
+                .count() as u32
+        });
         let (base, mut words) = match (common, with_base) {
             (Some(base), Some(patched)) if patched < zero_base_words => (
                 BaseChoice::Moving { stride_words: base },

@@ -7,3 +7,4 @@ pub mod interpreter;
 pub mod kernels;
 pub mod memory;
 pub mod reference;
+pub mod replay;

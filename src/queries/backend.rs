@@ -1,0 +1,146 @@
+//! The back half's aggregate queries: the shared row table, Repeat and
+//! sharing patch lists, the per-tile reservations (a firewall between rows
+//! and placement), placement and the estimate.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::database::Db;
+use super::inputs::BuildInputs;
+use super::phases::{
+    PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_problem, phase_work,
+};
+use super::stages::{StageError, low_program};
+use crate::estimate::{Estimate, PhaseCost, estimate};
+use crate::patch::{PhasePatches, repeat_patches};
+use crate::place::{Placement, PlacementError, TileReservations, place};
+use crate::rows::RowTable;
+use crate::target::costs;
+
+/// A failure of the back half.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, salsa::SalsaValue)]
+pub enum BackendError {
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error(transparent)]
+    Phase(#[from] PhaseError),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+}
+
+/// Bytes a patch list entry takes in tile memory: the word's offset in the
+/// table and the step to add (model: two 32-bit words).
+pub const PATCH_ENTRY_BYTES: u32 = 8;
+
+#[salsa::tracked(returns(ref))]
+pub fn row_table(db: &dyn Db, build: BuildInputs) -> Result<Arc<RowTable>, BackendError> {
+    let _span = tracing::debug_span!("row_table").entered();
+    let mut rows = Vec::new();
+    let mut allocations = Vec::new();
+    for &phase in phase_keys(db, build) {
+        let (problem, policy) = phase_work(db, phase)?;
+        rows.push(encoded_rows(db, problem, policy).clone()?);
+        allocations.push(
+            phase_problem(db, phase)
+                .as_ref()
+                .map_err(Clone::clone)?
+                .allocations
+                .clone(),
+        );
+    }
+    let pairs: Vec<_> = rows
+        .iter()
+        .zip(&allocations)
+        .map(|(rows, allocations)| (rows.as_ref(), allocations.as_slice()))
+        .collect();
+    Ok(Arc::new(RowTable::build(&pairs, build.machine(db).tiles)))
+}
+
+/// Repeat patch lists of one phase.
+#[salsa::tracked(returns(ref))]
+pub fn phase_patches<'db>(
+    db: &'db dyn Db,
+    phase: super::phases::PhaseKey<'db>,
+) -> Result<Arc<PhasePatches>, PhaseError> {
+    let (problem, policy) = phase_work(db, phase)?;
+    let rows = encoded_rows(db, problem, policy).clone()?;
+    Ok(Arc::new(repeat_patches(problem.problem(db), &rows)))
+}
+
+/// Firewall between rows and placement: what each tile reserves.
+#[salsa::tracked(returns(ref))]
+pub fn tile_reservations(
+    db: &dyn Db,
+    build: BuildInputs,
+) -> Result<Arc<TileReservations>, BackendError> {
+    let table = row_table(db, build).clone()?;
+    let tiles = build.machine(db).tiles;
+    let mut patch_bytes = vec![0u32; tiles as usize];
+    for &phase in phase_keys(db, build) {
+        for list in &phase_patches(db, phase).clone()?.tiles {
+            patch_bytes[list.tile as usize] += list.words.len() as u32 * PATCH_ENTRY_BYTES;
+        }
+    }
+    for patch in &table.sharing_patches {
+        patch_bytes[patch.tile as usize] += PATCH_ENTRY_BYTES;
+    }
+    Ok(Arc::new(TileReservations {
+        exchange_table: table
+            .bytes_per_tile
+            .iter()
+            .map(|&bytes| bytes as u32)
+            .collect(),
+        patch_lists: patch_bytes,
+    }))
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, BackendError> {
+    let _span = tracing::debug_span!("placement").entered();
+    let program = low_program(db, build).clone()?;
+    let groups = phase_groups(db, build).clone()?;
+    let reservations = tile_reservations(db, build).clone()?;
+    Ok(Arc::new(place(&program, &groups.steps, &reservations)?))
+}
+
+/// Sharing-patch words per phase index and tile's worst case, in cycles.
+fn sharing_patch_cycles(table: &RowTable, phases: usize) -> Vec<u64> {
+    let mut per_phase_tile: HashMap<(u32, u32), u64> = HashMap::new();
+    for patch in &table.sharing_patches {
+        *per_phase_tile.entry((patch.phase, patch.tile)).or_insert(0) += 1;
+    }
+    let mut cycles = vec![0u64; phases];
+    for ((phase, _), words) in per_phase_tile {
+        let phase = phase as usize;
+        if phase < phases {
+            cycles[phase] = cycles[phase].max(costs::patch_cycles(words));
+        }
+    }
+    cycles
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, BackendError> {
+    let groups = phase_groups(db, build).clone()?;
+    let table = row_table(db, build).clone()?;
+    let keys = phase_keys(db, build);
+    let sharing = sharing_patch_cycles(&table, keys.len());
+    let mut costs_by_path: HashMap<Vec<u32>, PhaseCost> = HashMap::new();
+    for (index, (&phase, record)) in keys.iter().zip(&groups.phases).enumerate() {
+        let figures = phase_figures(db, phase).clone()?;
+        let patches = phase_patches(db, phase).clone()?;
+        costs_by_path.insert(
+            record.step_path.clone(),
+            PhaseCost {
+                horizon: figures.horizon as u64,
+                patch_cycles: patches.cycles() + sharing[index],
+            },
+        );
+    }
+    let lookup = |path: &[u32]| costs_by_path.get(path).copied();
+    Ok(Arc::new(estimate(
+        &groups.steps,
+        build.machine(db).tiles,
+        &lookup,
+    )))
+}

@@ -1,0 +1,280 @@
+//! The back half's per-phase queries: phase groups, each phase's exchange
+//! problem (interned by content, so identical phases are scheduled once),
+//! its effective policy (a firewall out of the override list), and the
+//! schedule and rows of a (problem, policy) pair.
+//!
+//! Phases are identified by their stable key (`op#ordinal`), never by
+//! position.
+
+use std::sync::Arc;
+
+use super::database::Db;
+use super::inputs::BuildInputs;
+use super::stages::{StageError, low_program};
+use crate::expand::program::{AllocationId, Step, TransferList};
+use crate::group::{Phase, PhaseGroups, group_phases};
+use crate::query::{SchedulePolicy, TransferWidth};
+use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
+use crate::schedule::{
+    ExchangeProblem, ProblemError, Schedule, ScheduleError, ValidationError, schedule, validate,
+};
+
+/// A phase-level failure (a bug in a stage, caught by its checker).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, salsa::SalsaValue)]
+pub enum PhaseError {
+    #[error("phase `{phase}`: {source}")]
+    Problem { phase: String, source: ProblemError },
+    #[error("scheduling: {0}")]
+    Schedule(#[from] ScheduleError),
+    #[error("the schedule fails validation: {0}")]
+    Validation(#[from] ValidationError),
+    #[error("rows: {0}")]
+    Rows(#[from] RowError),
+    #[error("phase `{0}` is not in the program")]
+    Missing(String),
+    #[error("{0}")]
+    Stage(String),
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn phase_groups(db: &dyn Db, build: BuildInputs) -> Result<Arc<PhaseGroups>, StageError> {
+    let program = low_program(db, build).clone()?;
+    Ok(Arc::new(group_phases(
+        &program,
+        build.planning(db).copy_motion,
+    )))
+}
+
+/// An exchange phase, identified by its key.
+#[salsa::interned(debug)]
+pub struct PhaseKey<'db> {
+    #[returns(copy)]
+    pub build: BuildInputs,
+    #[returns(ref)]
+    pub key: String,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn phase_keys<'db>(db: &'db dyn Db, build: BuildInputs) -> Vec<PhaseKey<'db>> {
+    match phase_groups(db, build) {
+        Ok(groups) => groups
+            .phases
+            .iter()
+            .map(|phase| PhaseKey::new(db, build, phase.key.clone()))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The phase record and its transfer list (and Repeat iterations).
+pub fn locate_phase<'groups>(
+    groups: &'groups PhaseGroups,
+    key: &str,
+) -> Option<(&'groups Phase, &'groups TransferList, u32)> {
+    let phase = groups.phases.iter().find(|phase| phase.key == key)?;
+    let mut steps = &groups.steps;
+    let mut iterations = 1;
+    for (depth, &index) in phase.step_path.iter().enumerate() {
+        match steps.get(index as usize)? {
+            Step::Repeat {
+                iterations: count,
+                body,
+            } if depth + 1 < phase.step_path.len() => {
+                iterations = *count;
+                steps = body;
+            }
+            Step::Exchange { transfers, .. } if depth + 1 == phase.step_path.len() => {
+                return Some((phase, transfers, iterations));
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// An exchange problem, interned by content.
+#[salsa::interned(debug)]
+pub struct ProblemKey<'db> {
+    #[returns(ref)]
+    pub problem: Arc<ExchangeProblem>,
+}
+
+/// A phase's problem plus what maps it back to the program.
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub struct PhaseProblem<'db> {
+    pub problem: ProblemKey<'db>,
+    /// Global allocation of each of the problem's local allocations.
+    pub allocations: Vec<AllocationId>,
+    pub executions: u32,
+    pub in_repeat: bool,
+    pub merged_from: Vec<String>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn phase_problem<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+) -> Result<PhaseProblem<'db>, PhaseError> {
+    let build = phase.build(db);
+    let groups = phase_groups(db, build)
+        .as_ref()
+        .map_err(|error| PhaseError::Stage(error.to_string()))?;
+    let program = low_program(db, build)
+        .as_ref()
+        .map_err(|error| PhaseError::Stage(error.to_string()))?;
+    let key = phase.key(db);
+    let (record, transfers, iterations) =
+        locate_phase(groups, key).ok_or_else(|| PhaseError::Missing(key.clone()))?;
+    let mut problem =
+        ExchangeProblem::from_transfers(transfers, &program.allocations, iterations, program.tiles)
+            .map_err(|source| PhaseError::Problem {
+                phase: key.clone(),
+                source,
+            })?;
+    let allocations = std::mem::take(&mut problem.origin.allocations);
+    problem.origin = Default::default();
+    Ok(PhaseProblem {
+        problem: ProblemKey::new(db, Arc::new(problem)),
+        allocations,
+        executions: record.executions,
+        in_repeat: record.in_repeat,
+        merged_from: record.merged_from.clone(),
+    })
+}
+
+/// Where a phase's policy comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum PolicySource {
+    /// `schedule.policy` and `schedule.width` of the build.
+    Default,
+    /// A `[[schedule.override]]` entry (its index in the list).
+    Override { index: usize },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EffectivePolicy {
+    pub policy: SchedulePolicy,
+    pub width: TransferWidth,
+    pub source: PolicySource,
+}
+
+/// Firewall: the policy of one phase, out of the build's override list.
+#[salsa::tracked(returns(ref))]
+pub fn phase_policy<'db>(db: &'db dyn Db, phase: PhaseKey<'db>) -> EffectivePolicy {
+    let build = phase.build(db);
+    let schedule = build.schedule(db);
+    let key = phase.key(db);
+    match build
+        .overrides(db)
+        .iter()
+        .position(|entry| &entry.phase == key)
+    {
+        Some(index) => EffectivePolicy {
+            policy: build.overrides(db)[index].policy,
+            width: schedule.width,
+            source: PolicySource::Override { index },
+        },
+        None => EffectivePolicy {
+            policy: schedule.policy,
+            width: schedule.width,
+            source: PolicySource::Default,
+        },
+    }
+}
+
+#[salsa::interned(debug)]
+pub struct PolicyKey<'db> {
+    #[returns(copy)]
+    pub policy: SchedulePolicy,
+    #[returns(copy)]
+    pub width: TransferWidth,
+}
+
+/// The validated schedule of a problem under a policy (shared by every
+/// phase with the same content).
+#[salsa::tracked(returns(ref))]
+pub fn scheduled<'db>(
+    db: &'db dyn Db,
+    problem: ProblemKey<'db>,
+    policy: PolicyKey<'db>,
+) -> Result<Arc<Schedule>, PhaseError> {
+    let _span = tracing::debug_span!("schedule").entered();
+    let problem = problem.problem(db);
+    let result = schedule(problem, policy.policy(db), policy.width(db))?;
+    validate(problem, &result)?;
+    Ok(Arc::new(result))
+}
+
+/// The encoded (and checked) rows of a scheduled problem.
+#[salsa::tracked(returns(ref))]
+pub fn encoded_rows<'db>(
+    db: &'db dyn Db,
+    problem: ProblemKey<'db>,
+    policy: PolicyKey<'db>,
+) -> Result<Arc<PhaseRows>, PhaseError> {
+    let _span = tracing::debug_span!("rows").entered();
+    let result = scheduled(db, problem, policy).clone()?;
+    let problem = problem.problem(db);
+    let rows = encode_phase(problem, &result)?;
+    check_phase(problem, &result, &rows)?;
+    Ok(Arc::new(rows))
+}
+
+/// The (problem, policy) pair of a phase.
+pub fn phase_work<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+) -> Result<(ProblemKey<'db>, PolicyKey<'db>), PhaseError> {
+    let problem = phase_problem(db, phase)
+        .as_ref()
+        .map_err(Clone::clone)?
+        .problem;
+    let policy = phase_policy(db, phase);
+    Ok((problem, PolicyKey::new(db, policy.policy, policy.width)))
+}
+
+/// One phase's figures for reports (a firewall over schedule and rows).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PhaseFigures {
+    pub key: String,
+    pub merged_from: Vec<String>,
+    pub executions: u32,
+    pub in_repeat: bool,
+    pub policy: String,
+    pub policy_source: PolicySource,
+    pub width: String,
+    pub transfers: u64,
+    pub destinations: u64,
+    pub horizon: u32,
+    pub lower_bound: u32,
+    pub max_row_bytes: u64,
+    pub total_row_bytes: u64,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn phase_figures<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+) -> Result<PhaseFigures, PhaseError> {
+    let record = phase_problem(db, phase).as_ref().map_err(Clone::clone)?;
+    let (problem, policy) = phase_work(db, phase)?;
+    let schedule = scheduled(db, problem, policy).clone()?;
+    let rows = encoded_rows(db, problem, policy).clone()?;
+    let effective = phase_policy(db, phase);
+    let content = problem.problem(db);
+    Ok(PhaseFigures {
+        key: phase.key(db).clone(),
+        merged_from: record.merged_from.clone(),
+        executions: record.executions,
+        in_repeat: record.in_repeat,
+        policy: effective.policy.to_string(),
+        policy_source: effective.source.clone(),
+        width: format!("{:?}", schedule.width),
+        transfers: content.pieces() as u64,
+        destinations: content.receives() as u64,
+        horizon: schedule.horizon,
+        lower_bound: schedule.lower_bound,
+        max_row_bytes: rows.max_bytes(),
+        total_row_bytes: rows.total_bytes(),
+    })
+}

@@ -1,0 +1,174 @@
+//! IPU21 exchange rows: each tile's instruction words for one phase.
+//!
+//! `encode` turns a validated (problem, schedule) into rows of real
+//! `crate::target::encoding::Instruction` words whose addresses sit in
+//! relocation slots (a row is sized before placement and finalized after it,
+//! without rescheduling); `decode` turns words back into timed events under
+//! the same execution model; `check` proves the decoded events equal the
+//! schedule; `table` shares rows across phases; `placement` is a simple
+//! consecutive placement for checks and replay. This module must not
+//! schedule or place for real.
+//!
+//! # Execution model
+//!
+//! A row runs from event 0. Each instruction starts at the current event `E`
+//! and occupies `N` events (then `E += N`); a control it carries takes
+//! effect at `E`, its first event:
+//!
+//! | instruction | `N` | effect at `E` |
+//! |---|---|---|
+//! | `delay(e)` | `e` | none |
+//! | `delaypic(e, 0, v)` | `e` | PIC := word address `v` (selector 1 is invalid) |
+//! | `delayxpic(e, s, v)` | `e` | XPIC := source `v` (physical tile, `0x640` neutral); `s` = 0 word / 1 paired format |
+//! | `send(w, a, c)` | `w` | a new send of `w` words (`w` 64-bit items when `c & 4`) from word address `a` |
+//! | `sendoff(w, d, c)` | `w` | continues the outgoing stream `d` words after its end (`d = 0`: same send) |
+//! | `sendpic(w, s, v)` | `w` | continues the stream (delta 0, previous control); `s` 0/1: XPIC := `v` word/paired, 2: PIC := `v`, 3 invalid |
+//! | `sendpicp(w, s, a, c); x, p` | `w` | XPIC := `x` (format `s`), PIC := `p`; with `c != 0` a new send from `a`; must start at an even word |
+//!
+//! A row lasts until its tile's end event (`Schedule::tile_end`); the last
+//! event of the row is the end of its last instruction. The encoder emits
+//! `delay`, `delaypic`, `delayxpic`, `send`, `sendoff` and `sendpic`;
+//! `sendpicp` is decoded but not emitted, because the schedule never puts two
+//! controls on one event and never puts a control on a send's first event
+//! (IPU21.md forbids the first two), which is what `sendpicp` is for.
+
+pub mod check;
+pub mod decode;
+pub mod encode;
+pub mod placement;
+pub mod table;
+
+#[cfg(test)]
+mod tests;
+
+pub use check::check_phase;
+pub use decode::{RowEvent, decode_row};
+pub use encode::encode_phase;
+pub use placement::ConsecutivePlacement;
+pub use table::{RowTable, SharingPatch};
+
+use crate::expand::program::AllocationId;
+use crate::schedule::SymbolicAddress;
+use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
+
+/// Bytes per word address unit.
+pub const ADDRESS_UNIT_BYTES: u32 = 4;
+
+/// The instruction field a relocation slot fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SlotField {
+    /// The word address of `send`/`sendpicp`.
+    SendAddress,
+    /// The 18-bit value of `sendpic` (PIC forms) or `delaypic`.
+    PicValue,
+    /// The PIC half of `sendpicp`'s inline word.
+    InlinePic,
+}
+
+impl SlotField {
+    pub fn field(self) -> Field {
+        match self {
+            SlotField::SendAddress => SEND_ADDRESS,
+            SlotField::PicValue => SEND_PIC_VALUE,
+            SlotField::InlinePic => INLINE_PIC,
+        }
+    }
+}
+
+/// A word of a row whose `field` receives the word address of `address`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RelocationSlot {
+    pub word: u32,
+    pub field: SlotField,
+    pub address: SymbolicAddress,
+}
+
+/// One tile's row: words with zeroed address fields, plus their slots.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Row {
+    pub words: Vec<u32>,
+    pub slots: Vec<RelocationSlot>,
+}
+
+impl Row {
+    pub fn bytes(&self) -> u64 {
+        self.words.len() as u64 * 4
+    }
+
+    /// Fills every slot with `resolve(local allocation, byte offset)` (a byte
+    /// address) as a word address, range-checked against its field.
+    pub fn finalize(&self, resolve: impl Fn(u32, u32) -> u32) -> Result<Vec<u32>, RowError> {
+        let mut words = self.words.clone();
+        for slot in &self.slots {
+            let byte_address = resolve(slot.address.allocation, slot.address.offset);
+            let field = slot.field.field();
+            let value = byte_address / ADDRESS_UNIT_BYTES;
+            if byte_address % ADDRESS_UNIT_BYTES != 0 || value > field.maximum() {
+                return Err(RowError::Unrepresentable {
+                    word: slot.word as usize,
+                    address: byte_address,
+                });
+            }
+            let word = words
+                .get_mut(slot.word as usize)
+                .ok_or(RowError::SlotOutOfRange {
+                    word: slot.word as usize,
+                })?;
+            *word = (*word & !field.mask) | field.place(value);
+        }
+        Ok(words)
+    }
+}
+
+/// Every tile's row for one phase (empty rows for idle tiles), with the
+/// global ids of the problem's local allocations (for cross-phase sharing).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PhaseRows {
+    pub rows: Vec<Row>,
+    pub allocations: Vec<AllocationId>,
+}
+
+impl PhaseRows {
+    /// Finalizes every tile's row with one resolver.
+    pub fn finalize(&self, resolve: impl Fn(u32, u32) -> u32) -> Result<Vec<Vec<u32>>, RowError> {
+        self.rows.iter().map(|row| row.finalize(&resolve)).collect()
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        self.rows.iter().map(Row::bytes).max().unwrap_or(0)
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.rows.iter().map(Row::bytes).sum()
+    }
+}
+
+/// Errors of row encoding, decoding, finalizing and checking.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RowError {
+    #[error(transparent)]
+    Encode(#[from] crate::target::EncodeError),
+    #[error(transparent)]
+    Decode(#[from] crate::target::DecodeError),
+    #[error("word {word}: byte address {address:#x} does not fit its field")]
+    Unrepresentable { word: usize, address: u32 },
+    #[error("relocation slot names word {word}, past the row's end")]
+    SlotOutOfRange { word: usize },
+    #[error("word {word}: {reason}")]
+    Malformed { word: usize, reason: &'static str },
+    #[error("tile {tile}: at event {event} the row {found} but the schedule {expected}")]
+    Mismatch {
+        tile: u32,
+        event: u64,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "tile {tile}: schedule needs a control inside the first events of a send at event {event}"
+    )]
+    ControlOnSendStart { tile: u32, event: u64 },
+    #[error("the schedule does not match the problem: {what}")]
+    Shape { what: &'static str },
+    #[error("tile {tile}: allocations need {bytes} bytes, more than the tile's memory")]
+    PlacementOverflow { tile: u32, bytes: u64 },
+}

@@ -1,0 +1,212 @@
+//! Tests of row encoding, decoding, checking, sharing and replay: random
+//! phases from `schedule::tests`, a corrupted-word negative test, and every
+//! exchange phase of `queries/vit-tiny.toml` under latency, S256 and B1024.
+
+use std::path::Path;
+
+use super::*;
+use crate::expand::program::Step;
+use crate::query::{SchedulePolicy, TransferWidth};
+use crate::schedule::tests::{POLICIES, WIDTHS, random_problem};
+use crate::schedule::{ExchangeProblem, schedule, validate};
+use crate::sim::replay::replay_phase;
+use crate::target::encoding::{Instruction, decode};
+
+fn round_trip(
+    problem: &ExchangeProblem,
+    policy: SchedulePolicy,
+    width: TransferWidth,
+) -> PhaseRows {
+    let schedule = schedule(problem, policy, width).expect("schedules");
+    validate(problem, &schedule).unwrap_or_else(|error| panic!("{policy} {width:?}: {error}"));
+    let rows = encode_phase(problem, &schedule).expect("encodes");
+    check_phase(problem, &schedule, &rows)
+        .unwrap_or_else(|error| panic!("{policy} {width:?}: {error}"));
+    let placement = ConsecutivePlacement::new(problem).expect("places");
+    let words = rows
+        .finalize(|allocation, offset| placement.resolve(allocation, offset))
+        .expect("finalizes");
+    let report = replay_phase(problem, &words, &placement, None)
+        .unwrap_or_else(|error| panic!("{policy} {width:?}: {error}"));
+    let expected: u64 = (0..problem.pieces())
+        .map(|piece| u64::from(problem.words[piece]) * problem.receives_of(piece).len() as u64)
+        .sum();
+    assert_eq!(report.checked_words, expected);
+    rows
+}
+
+#[test]
+fn random_phases_encode_check_and_replay() {
+    for seed in 0..30 {
+        let problem = random_problem(seed, 16, 20 + (seed as usize % 30));
+        for policy in POLICIES {
+            for width in WIDTHS {
+                round_trip(&problem, policy, width);
+            }
+        }
+    }
+}
+
+#[test]
+fn corrupted_row_word_fails_the_checker() {
+    let problem = random_problem(11, 16, 40);
+    let schedule = schedule(&problem, SchedulePolicy::Latency, TransferWidth::Auto).unwrap();
+    let rows = encode_phase(&problem, &schedule).unwrap();
+    check_phase(&problem, &schedule, &rows).unwrap();
+    let mut corrupted = rows.clone();
+    let (tile, word) = corrupted
+        .rows
+        .iter()
+        .enumerate()
+        .find_map(|(tile, row)| {
+            row.words
+                .iter()
+                .position(|&word| matches!(decode(&[word]), Ok((Instruction::Delay { .. }, _))))
+                .map(|word| (tile, word))
+        })
+        .expect("some row has a delay");
+    corrupted.rows[tile].words[word] += 1;
+    let error = check_phase(&problem, &schedule, &corrupted).unwrap_err();
+    assert!(matches!(error, RowError::Mismatch { .. }), "{error}");
+    let mut corrupted = rows.clone();
+    let (tile, slot) = corrupted
+        .rows
+        .iter()
+        .enumerate()
+        .find_map(|(tile, row)| row.slots.first().map(|slot| (tile, *slot)))
+        .unwrap();
+    corrupted.rows[tile].slots[0].address.offset = slot.address.offset + 4;
+    assert!(check_phase(&problem, &schedule, &corrupted).is_err());
+}
+
+#[test]
+fn row_table_shares_identical_and_address_only_rows() {
+    let problem = random_problem(5, 16, 30);
+    let schedule = schedule(&problem, SchedulePolicy::Latency, TransferWidth::Word32).unwrap();
+    let rows = encode_phase(&problem, &schedule).unwrap();
+    let mut moved = rows.clone();
+    moved.allocations[0] = crate::expand::program::AllocationId(999_999);
+    let single = RowTable::build(&[&rows], 16);
+    let table = RowTable::build(&[&rows, &rows, &moved], 16);
+    assert_eq!(table.bytes_per_tile, single.bytes_per_tile);
+    assert!(table.identical_rows > 0);
+    let patched_words = rows
+        .rows
+        .iter()
+        .map(|row| {
+            row.slots
+                .iter()
+                .filter(|slot| slot.address.allocation == 0)
+                .count()
+        })
+        .sum::<usize>();
+    assert_eq!(table.sharing_patches.len(), patched_words);
+    assert!(table.sharing_patches.iter().all(|patch| patch.phase == 2));
+    assert_eq!(table.max_bytes(), rows.max_bytes());
+}
+
+fn collect_problems(
+    steps: &[Step],
+    iterations: u32,
+    program: &crate::expand::program::LowProgram,
+    out: &mut Vec<ExchangeProblem>,
+) {
+    for step in steps {
+        match step {
+            Step::Exchange { transfers, .. } if !transfers.is_empty() => {
+                out.push(
+                    ExchangeProblem::from_transfers(
+                        transfers,
+                        &program.allocations,
+                        iterations,
+                        program.tiles,
+                    )
+                    .expect("real phases are well formed"),
+                );
+            }
+            Step::Repeat { iterations, body } => collect_problems(body, *iterations, program, out),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn vit_tiny_phases_schedule_encode_check_and_replay() {
+    let query = crate::query::load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("loads");
+    let (_, _, program) = crate::pipeline::compile(&query).expect("compiles");
+    let mut problems = Vec::new();
+    collect_problems(&program.steps, 1, &program, &mut problems);
+    assert!(problems.len() >= 10, "{} phases", problems.len());
+    for policy in [
+        SchedulePolicy::Latency,
+        SchedulePolicy::Stream { words: 256 },
+        SchedulePolicy::Balanced { words: 1024 },
+    ] {
+        let mut phases = Vec::new();
+        let mut horizon = 0u64;
+        for problem in &problems {
+            let rows = round_trip(problem, policy, TransferWidth::Auto);
+            horizon += u64::from(
+                schedule(problem, policy, TransferWidth::Auto)
+                    .unwrap()
+                    .horizon,
+            );
+            phases.push(rows);
+        }
+        let references: Vec<&PhaseRows> = phases.iter().collect();
+        let table = RowTable::build(&references, program.tiles);
+        println!(
+            "vit-tiny {policy}: {} phases, summed horizon {horizon}, exchange table max {} B/tile, total {} B, {} identical rows, {} sharing patches",
+            problems.len(),
+            table.max_bytes(),
+            table.total_bytes(),
+            table.identical_rows,
+            table.sharing_patches.len()
+        );
+    }
+}
+
+/// Every exchange phase of the default SigLIP so400m build: schedule (latency
+/// and B1024), validate, encode and check; prints times. Slow: run with
+/// `cargo test --release --lib siglip -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn siglip_phases_schedule_timing() {
+    use std::time::Instant;
+    let query =
+        crate::query::load_query(Path::new("queries/siglip-so400m.toml"), &[]).expect("loads");
+    let clock = Instant::now();
+    let (_, _, program) = crate::pipeline::compile(&query).expect("compiles");
+    println!("compile {:?}", clock.elapsed());
+    let clock = Instant::now();
+    let mut problems = Vec::new();
+    collect_problems(&program.steps, 1, &program, &mut problems);
+    println!("{} problems in {:?}", problems.len(), clock.elapsed());
+    for policy in [
+        SchedulePolicy::Latency,
+        SchedulePolicy::Balanced { words: 1024 },
+    ] {
+        let mut total = std::time::Duration::ZERO;
+        let mut slowest = (std::time::Duration::ZERO, 0usize, 0usize, 0u32);
+        let mut checked = std::time::Duration::ZERO;
+        for (index, problem) in problems.iter().enumerate() {
+            let clock = Instant::now();
+            let schedule = schedule(problem, policy, TransferWidth::Auto).expect("schedules");
+            let elapsed = clock.elapsed();
+            total += elapsed;
+            if elapsed > slowest.0 {
+                slowest = (elapsed, index, problem.pieces(), schedule.horizon);
+            }
+            let clock = Instant::now();
+            validate(problem, &schedule).unwrap_or_else(|error| panic!("phase {index}: {error}"));
+            let rows = encode_phase(problem, &schedule).expect("encodes");
+            check_phase(problem, &schedule, &rows)
+                .unwrap_or_else(|error| panic!("phase {index}: {error}"));
+            checked += clock.elapsed();
+        }
+        println!(
+            "SigLIP {policy}: schedule total {total:?}; slowest phase {} ({} pieces, horizon {}) {:?}; validate+encode+check {checked:?}",
+            slowest.1, slowest.2, slowest.3, slowest.0
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Exchange scheduling: from one phase's transfers to an event-timed schedule.
+//!
+//! `problem` turns a transfer list into symbolic pieces, `dependencies` finds
+//! the memory hazards between them, `policy` orders pieces (latency, S(W),
+//! B(W)), `scheduler` places them under the IPU21 fabric model of `timing`,
+//! and `validate` re-checks every invariant independently. Pure cores: plain
+//! data in, plain data out; no salsa, no placement, no instruction words
+//! (those are `crate::rows`).
+
+pub mod dependencies;
+pub mod policy;
+pub mod problem;
+pub mod scheduler;
+pub mod timing;
+pub mod validate;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use dependencies::{Dependencies, dependencies};
+pub use problem::{ExchangeProblem, LocalAllocation, ProblemError, ProblemOrigin, SymbolicAddress};
+pub use scheduler::schedule;
+pub use validate::{ValidationError, validate};
+
+use crate::query::{SchedulePolicy, TransferWidth};
+
+/// An event that does not happen (no pointer write, no deselect).
+pub const NO_EVENT: u32 = u32::MAX;
+
+/// An event-timed schedule of one [`ExchangeProblem`]. Per piece: its send
+/// start and width; per receive (same indexing as the problem's
+/// destinations): select, payload start, pointer write and deselect events.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Schedule {
+    pub policy: SchedulePolicy,
+    /// The width chosen for the phase (`Word32` or `Paired64`, never `Auto`).
+    pub width: TransferWidth,
+    pub send_start: Vec<u32>,
+    /// Whether the piece moves as paired 64-bit items.
+    pub paired: Vec<bool>,
+    /// XPIC select event of each receive.
+    pub select: Vec<u32>,
+    /// First payload event of each receive.
+    pub payload_start: Vec<u32>,
+    /// Event of the PIC write before the receive, or [`NO_EVENT`] when the
+    /// receive continues exactly where the tile's previous one ended.
+    pub pointer_write: Vec<u32>,
+    /// Event the receiver returns to the neutral source, or [`NO_EVENT`] when
+    /// the tile's next receive selects at that very event.
+    pub deselect: Vec<u32>,
+    /// Per tile: last event of its row (sends, and receives plus guard).
+    pub tile_end: Vec<u32>,
+    /// Largest `tile_end`.
+    pub horizon: u32,
+    /// Max over tiles of words sent and words received.
+    pub lower_bound: u32,
+    pub send_words: Vec<u32>,
+    pub receive_words: Vec<u32>,
+}
+
+/// Why a problem could not be scheduled.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("piece {piece}: tile {tile} appears twice among its destinations")]
+    DuplicateReceiver { piece: usize, tile: u32 },
+    #[error("piece {piece}: event {event} does not fit the 32-bit event counter")]
+    EventOverflow { piece: usize, event: i64 },
+    #[error(
+        "piece {piece}: tile {tile} receives its own send, but its select or deselect would land \
+         on the first two events of that send"
+    )]
+    SelfReceiveOnOwnSend { piece: usize, tile: u32 },
+    #[error("piece {piece}: no feasible start within the search window after event {from}")]
+    NoFeasibleEvent { piece: usize, from: i64 },
+    #[error("piece {piece}: tile {tile} is outside the {tiles} tiles of the problem")]
+    TileOutOfRange { piece: usize, tile: u32, tiles: u32 },
+}

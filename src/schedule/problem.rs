@@ -1,0 +1,413 @@
+//! The exchange problem of one phase: what must move, with symbolic addresses.
+//!
+//! Built from one `Step::Exchange` of the low program, before placement: every
+//! address is `(local allocation, byte offset)`. Allocations are renumbered
+//! locally in first-appearance order so that two phases moving the same data
+//! pattern compare and hash equal (the problem is interned by content); the
+//! mapping back to global ids and to the original transfer indices lives in
+//! [`ProblemOrigin`], which takes no part in equality or hashing.
+//!
+//! This module owns piece preparation: splitting transfers longer than the
+//! logical transfer limit and coalescing contiguous neighbours when that is
+//! safe for every Repeat binding. It must not order, time or encode anything;
+//! transfer order is semantic and is preserved exactly.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use crate::expand::program::{Allocation, AllocationId, Location, TransferList};
+use crate::target::timing::MAX_LOGICAL_TRANSFER_WORDS;
+
+/// Bytes per exchanged word.
+pub const WORD_BYTES: u32 = 4;
+
+/// A byte position inside a local allocation (placement happens later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SymbolicAddress {
+    /// Index into [`ExchangeProblem::allocations`].
+    pub allocation: u32,
+    /// Byte offset inside the allocation's first instance.
+    pub offset: u32,
+}
+
+/// What the problem keeps of a referenced allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LocalAllocation {
+    pub tile: u32,
+    /// Bytes of one instance (the Repeat binding stride).
+    pub bytes: u32,
+    /// Instances stored consecutively; `> 1` means bound per Repeat iteration.
+    pub iterations: u32,
+    pub alignment: u32,
+    /// Local index of the alias root (same root = same storage).
+    pub alias_root: u32,
+}
+
+/// Provenance of a problem: local allocation -> global id, piece -> original
+/// transfer. Always equal and hash-neutral, so identical phases intern once.
+#[derive(Clone, Debug, Default)]
+pub struct ProblemOrigin {
+    pub allocations: Vec<AllocationId>,
+    pub transfers: Vec<u32>,
+}
+
+impl PartialEq for ProblemOrigin {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ProblemOrigin {}
+
+impl Hash for ProblemOrigin {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+/// A transfer list that cannot become a problem.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProblemError {
+    #[error("transfer {transfer}: allocation {allocation} is not in the program")]
+    UnknownAllocation { transfer: usize, allocation: u32 },
+    #[error("transfer {transfer}: moves zero words")]
+    EmptyTransfer { transfer: usize },
+    #[error("transfer {transfer}: has no destination")]
+    NoDestination { transfer: usize },
+    #[error(
+        "transfer {transfer}: tile {tile} names allocation {allocation}, which lives on tile {owner}"
+    )]
+    WrongTile {
+        transfer: usize,
+        tile: u32,
+        allocation: u32,
+        owner: u32,
+    },
+    #[error(
+        "transfer {transfer}: iteration {iteration} binds bytes {start}..{end} of allocation \
+         {allocation}, which holds {capacity} bytes"
+    )]
+    BindingOutOfRange {
+        transfer: usize,
+        iteration: u32,
+        allocation: u32,
+        start: u64,
+        end: u64,
+        capacity: u64,
+    },
+    #[error("transfer {transfer}: tile {tile} is outside the {tiles} tiles of the machine")]
+    TileOutOfRange {
+        transfer: usize,
+        tile: u32,
+        tiles: u32,
+    },
+}
+
+/// The pieces of one exchange phase as struct-of-arrays. Piece `p` sends
+/// `words[p]` words from `source[p]` on `source_tile[p]` to every receive in
+/// `destination_start[p]..destination_start[p + 1]`. Order is semantic.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ExchangeProblem {
+    pub tiles: u32,
+    /// Repeat iterations the phase runs (1 outside a Repeat).
+    pub iterations: u32,
+    pub allocations: Vec<LocalAllocation>,
+    pub source_tile: Vec<u32>,
+    pub source: Vec<SymbolicAddress>,
+    pub words: Vec<u32>,
+    /// `pieces + 1` entries.
+    pub destination_start: Vec<u32>,
+    pub destination_tile: Vec<u32>,
+    pub destination: Vec<SymbolicAddress>,
+    pub origin: ProblemOrigin,
+}
+
+impl ExchangeProblem {
+    pub fn pieces(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn receives(&self) -> usize {
+        self.destination_tile.len()
+    }
+
+    /// Receive indices of piece `piece`.
+    pub fn receives_of(&self, piece: usize) -> std::ops::Range<usize> {
+        self.destination_start[piece] as usize..self.destination_start[piece + 1] as usize
+    }
+
+    /// Number of Repeat bindings of an address in `allocation`: every
+    /// iteration for an iterated allocation, one otherwise.
+    pub fn bindings(&self, allocation: u32) -> u32 {
+        if self.allocations[allocation as usize].iterations > 1 {
+            self.iterations.max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Byte offset from the alias root's base of binding `iteration` of `address`.
+    pub fn bound_offset(&self, address: SymbolicAddress, iteration: u32) -> u64 {
+        let allocation = self.allocations[address.allocation as usize];
+        let stride = if allocation.iterations > 1 {
+            u64::from(allocation.bytes)
+        } else {
+            0
+        };
+        u64::from(address.offset) + u64::from(iteration) * stride
+    }
+
+    /// Builds the problem of one exchange step. `iterations` is the enclosing
+    /// Repeat's count (1 outside), `tiles` the machine's tile count.
+    pub fn from_transfers(
+        transfers: &TransferList,
+        allocations: &[Allocation],
+        iterations: u32,
+        tiles: u32,
+    ) -> Result<ExchangeProblem, ProblemError> {
+        let mut builder = Builder {
+            problem: ExchangeProblem {
+                tiles,
+                iterations: iterations.max(1),
+                destination_start: vec![0],
+                ..ExchangeProblem::default()
+            },
+            allocations,
+            local: HashMap::new(),
+        };
+        for transfer in 0..transfers.len() {
+            builder.add_transfer(transfers, transfer)?;
+        }
+        Ok(builder.problem)
+    }
+}
+
+struct Builder<'a> {
+    problem: ExchangeProblem,
+    allocations: &'a [Allocation],
+    local: HashMap<u32, u32>,
+}
+
+impl Builder<'_> {
+    fn local_allocation(&mut self, transfer: usize, id: u32) -> Result<u32, ProblemError> {
+        if let Some(&local) = self.local.get(&id) {
+            return Ok(local);
+        }
+        let allocation =
+            self.allocations
+                .get(id as usize)
+                .ok_or(ProblemError::UnknownAllocation {
+                    transfer,
+                    allocation: id,
+                })?;
+        let root = if allocation.alias_group != id {
+            self.local_allocation(transfer, allocation.alias_group)?
+        } else {
+            self.problem.allocations.len() as u32
+        };
+        let local = self.problem.allocations.len() as u32;
+        self.problem.allocations.push(LocalAllocation {
+            tile: allocation.tile,
+            bytes: allocation.bytes,
+            iterations: allocation.iterations.max(1),
+            alignment: allocation.alignment.max(1),
+            alias_root: root,
+        });
+        self.problem.origin.allocations.push(AllocationId(id));
+        self.local.insert(id, local);
+        Ok(local)
+    }
+
+    fn address(
+        &mut self,
+        transfer: usize,
+        tile: u32,
+        location: Location,
+        words: u32,
+    ) -> Result<SymbolicAddress, ProblemError> {
+        if tile >= self.problem.tiles {
+            return Err(ProblemError::TileOutOfRange {
+                transfer,
+                tile,
+                tiles: self.problem.tiles,
+            });
+        }
+        let allocation = self.local_allocation(transfer, location.allocation.0)?;
+        let local = self.problem.allocations[allocation as usize];
+        if local.tile != tile {
+            return Err(ProblemError::WrongTile {
+                transfer,
+                tile,
+                allocation: location.allocation.0,
+                owner: local.tile,
+            });
+        }
+        let address = SymbolicAddress {
+            allocation,
+            offset: location.offset,
+        };
+        let capacity = u64::from(local.bytes) * u64::from(local.iterations);
+        let length = u64::from(words) * u64::from(WORD_BYTES);
+        for iteration in 0..self.problem.bindings(allocation) {
+            let start = self.problem.bound_offset(address, iteration);
+            if start + length > capacity {
+                return Err(ProblemError::BindingOutOfRange {
+                    transfer,
+                    iteration,
+                    allocation: location.allocation.0,
+                    start,
+                    end: start + length,
+                    capacity,
+                });
+            }
+        }
+        Ok(address)
+    }
+
+    fn add_transfer(
+        &mut self,
+        transfers: &TransferList,
+        transfer: usize,
+    ) -> Result<(), ProblemError> {
+        let words = transfers.words[transfer];
+        if words == 0 {
+            return Err(ProblemError::EmptyTransfer { transfer });
+        }
+        let destinations = transfers.destinations_of(transfer);
+        if destinations.is_empty() {
+            return Err(ProblemError::NoDestination { transfer });
+        }
+        let source_tile = transfers.source_tile[transfer];
+        let source = self.address(
+            transfer,
+            source_tile,
+            transfers.source_location[transfer],
+            words,
+        )?;
+        let mut receivers = Vec::with_capacity(destinations.len());
+        for destination in destinations {
+            let address = self.address(transfer, destination.tile, destination.location, words)?;
+            receivers.push((destination.tile, address));
+        }
+        let mut done = 0;
+        while done < words {
+            let chunk = (words - done).min(MAX_LOGICAL_TRANSFER_WORDS);
+            let shift = done * WORD_BYTES;
+            let moved = |address: SymbolicAddress| SymbolicAddress {
+                allocation: address.allocation,
+                offset: address.offset + shift,
+            };
+            let piece_receivers: Vec<(u32, SymbolicAddress)> = receivers
+                .iter()
+                .map(|&(tile, address)| (tile, moved(address)))
+                .collect();
+            if !self.coalesce(source_tile, moved(source), chunk, &piece_receivers) {
+                self.push(
+                    transfer,
+                    source_tile,
+                    moved(source),
+                    chunk,
+                    &piece_receivers,
+                );
+            }
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        transfer: usize,
+        source_tile: u32,
+        source: SymbolicAddress,
+        words: u32,
+        receivers: &[(u32, SymbolicAddress)],
+    ) {
+        let problem = &mut self.problem;
+        problem.source_tile.push(source_tile);
+        problem.source.push(source);
+        problem.words.push(words);
+        for &(tile, address) in receivers {
+            problem.destination_tile.push(tile);
+            problem.destination.push(address);
+        }
+        problem
+            .destination_start
+            .push(problem.destination_tile.len() as u32);
+        problem.origin.transfers.push(transfer as u32);
+    }
+
+    /// Joins a new piece onto the last one when the source and every
+    /// destination continue contiguously, the result stays within the
+    /// logical transfer limit, and no binding of the joined source overlaps a
+    /// joined destination on the same storage (that would erase a
+    /// receive-then-forward dependency inside the piece).
+    fn coalesce(
+        &mut self,
+        source_tile: u32,
+        source: SymbolicAddress,
+        words: u32,
+        receivers: &[(u32, SymbolicAddress)],
+    ) -> bool {
+        let problem = &self.problem;
+        let Some(last) = problem.pieces().checked_sub(1) else {
+            return false;
+        };
+        let last_words = problem.words[last];
+        if problem.source_tile[last] != source_tile
+            || last_words + words > MAX_LOGICAL_TRANSFER_WORDS
+            || !continues(problem.source[last], last_words, source)
+        {
+            return false;
+        }
+        let range = problem.receives_of(last);
+        if range.len() != receivers.len() {
+            return false;
+        }
+        let contiguous = range
+            .clone()
+            .zip(receivers)
+            .all(|(receive, &(tile, address))| {
+                problem.destination_tile[receive] == tile
+                    && continues(problem.destination[receive], last_words, address)
+            });
+        if !contiguous {
+            return false;
+        }
+        let total = u64::from(last_words + words) * u64::from(WORD_BYTES);
+        let first_source = problem.source[last];
+        let source_root = problem.allocations[first_source.allocation as usize].alias_root;
+        for receive in range.clone() {
+            let tile = problem.destination_tile[receive];
+            let destination = problem.destination[receive];
+            let root = problem.allocations[destination.allocation as usize].alias_root;
+            if tile != source_tile || root != source_root {
+                continue;
+            }
+            for iteration in 0..problem.iterations.max(1) {
+                let source_start = problem.bound_offset(
+                    first_source,
+                    iteration.min(problem.bindings(first_source.allocation) - 1),
+                );
+                let destination_start = problem.bound_offset(
+                    destination,
+                    iteration.min(problem.bindings(destination.allocation) - 1),
+                );
+                if source_start < destination_start + total
+                    && destination_start < source_start + total
+                {
+                    return false;
+                }
+            }
+        }
+        let problem = &mut self.problem;
+        problem.words[last] += words;
+        true
+    }
+}
+
+/// Whether `next` starts exactly where `words` words from `previous` end,
+/// in the same allocation (so every Repeat binding stays contiguous too).
+fn continues(previous: SymbolicAddress, words: u32, next: SymbolicAddress) -> bool {
+    previous.allocation == next.allocation
+        && u64::from(previous.offset) + u64::from(words) * u64::from(WORD_BYTES)
+            == u64::from(next.offset)
+}

@@ -1,0 +1,496 @@
+//! Tests of the scheduling core: random phases (seeded xorshift) with
+//! multicast, paired-eligible pieces, Repeat-bound sources and
+//! receive-then-forward chains; negative tests of the validator; a timed
+//! large phase (printed, never asserted).
+
+use std::time::Instant;
+
+use super::*;
+use crate::expand::program::{
+    Allocation, AllocationId, Destination, Location, Provenance, Reason, TransferList,
+};
+use crate::target::mapping::physical_tile;
+use crate::target::memory::MemoryClass;
+use crate::target::timing::{paired_payload_start, payload_start, time_to_mux};
+
+/// Seeded xorshift64*.
+pub(crate) struct Random(u64);
+
+impl Random {
+    pub(crate) fn new(seed: u64) -> Random {
+        Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+}
+
+const SOURCE_BYTES: u32 = 4096;
+const DESTINATION_BYTES: u32 = 16384;
+const ITERATED_BYTES: u32 = 1024;
+const ITERATIONS: u32 = 3;
+
+fn allocation(tile: u32, bytes: u32, iterations: u32, alias_group: u32) -> Allocation {
+    Allocation {
+        tile,
+        bytes,
+        alignment: 8,
+        class: MemoryClass::Standard,
+        alias_group,
+        iterations,
+        provenance: Provenance {
+            op: 0,
+            value: None,
+            reason: Reason::Rearrange,
+        },
+    }
+}
+
+/// A random phase on `tiles` tiles: per tile a source block, a destination
+/// block, an alias of the destination block and a Repeat-bound block.
+pub(crate) fn random_phase(
+    seed: u64,
+    tiles: u32,
+    transfers: usize,
+) -> (TransferList, Vec<Allocation>) {
+    let mut random = Random::new(seed);
+    let mut allocations = Vec::new();
+    for tile in 0..tiles {
+        let base = allocations.len() as u32;
+        allocations.push(allocation(tile, SOURCE_BYTES, 1, base));
+        allocations.push(allocation(tile, DESTINATION_BYTES, 1, base + 1));
+        allocations.push(allocation(tile, DESTINATION_BYTES, 1, base + 1));
+        allocations.push(allocation(tile, ITERATED_BYTES, ITERATIONS, base + 3));
+    }
+    let id = |tile: u32, kind: u32| AllocationId(tile * 4 + kind);
+    let mut next_destination = vec![0u32; tiles as usize];
+    let mut received: Vec<(u32, Location, u32)> = Vec::new();
+    let mut list = TransferList::default();
+    for _ in 0..transfers {
+        let choice = random.below(10);
+        let paired = choice < 2;
+        let words = if paired {
+            128 + 2 * random.below(64) as u32
+        } else {
+            1 + random.below(200) as u32
+        };
+        let (source_tile, source, words) = if choice >= 8 && !received.is_empty() {
+            // Receive-then-forward: resend (part of) something received earlier.
+            let (tile, location, length) = received[random.below(received.len() as u64) as usize];
+            (tile, location, length.min(words))
+        } else if choice == 7 {
+            let tile = random.below(u64::from(tiles)) as u32;
+            let offset =
+                8 * random.below(u64::from((ITERATED_BYTES - 4 * words.min(200)) / 8)) as u32;
+            (
+                tile,
+                Location {
+                    allocation: id(tile, 3),
+                    offset,
+                },
+                words.min(200),
+            )
+        } else {
+            let tile = random.below(u64::from(tiles)) as u32;
+            let offset = 8 * random.below(u64::from((SOURCE_BYTES - 4 * words) / 8)) as u32;
+            (
+                tile,
+                Location {
+                    allocation: id(tile, 0),
+                    offset,
+                },
+                words,
+            )
+        };
+        let mut targets: Vec<u32> = Vec::new();
+        if paired {
+            for _ in 0..1 + random.below(3) {
+                let pair = 2 * random.below(u64::from(tiles / 2)) as u32;
+                for tile in [pair, pair + 1] {
+                    if !targets.contains(&tile) {
+                        targets.push(tile);
+                    }
+                }
+            }
+        } else {
+            for _ in 0..1 + random.below(if choice < 5 { 1 } else { 6 }) {
+                let tile = random.below(u64::from(tiles)) as u32;
+                if !targets.contains(&tile) && tile != source_tile {
+                    targets.push(tile);
+                }
+            }
+        }
+        if targets.is_empty() {
+            targets.push((source_tile + 1) % tiles);
+        }
+        let mut destinations = Vec::new();
+        for &tile in &targets {
+            let bytes = 4 * words;
+            let slot = &mut next_destination[tile as usize];
+            if *slot + bytes > DESTINATION_BYTES {
+                *slot = 0;
+            }
+            let kind = if random.below(4) == 0 { 2 } else { 1 };
+            let offset = *slot;
+            *slot += bytes.div_ceil(8) * 8;
+            let location = Location {
+                allocation: id(tile, kind),
+                offset,
+            };
+            destinations.push(Destination { tile, location });
+            received.push((tile, location, words));
+        }
+        list.push(source_tile, source, words, &destinations);
+    }
+    (list, allocations)
+}
+
+pub(crate) fn random_problem(seed: u64, tiles: u32, transfers: usize) -> ExchangeProblem {
+    let (list, allocations) = random_phase(seed, tiles, transfers);
+    ExchangeProblem::from_transfers(&list, &allocations, ITERATIONS, tiles)
+        .expect("random phases are well formed")
+}
+
+pub(crate) const POLICIES: [SchedulePolicy; 4] = [
+    SchedulePolicy::Latency,
+    SchedulePolicy::Stream { words: 64 },
+    SchedulePolicy::Stream { words: 256 },
+    SchedulePolicy::Balanced { words: 1024 },
+];
+
+pub(crate) const WIDTHS: [TransferWidth; 3] = [
+    TransferWidth::Auto,
+    TransferWidth::Word32,
+    TransferWidth::Paired64,
+];
+
+#[test]
+fn random_phases_schedule_and_validate() {
+    let mut paired = 0;
+    let mut chains = 0;
+    for seed in 0..40 {
+        let problem = random_problem(seed, 16, 20 + (seed as usize % 30));
+        chains += dependencies(&problem).edges();
+        for policy in POLICIES {
+            for width in WIDTHS {
+                let schedule = schedule(&problem, policy, width).expect("schedules");
+                validate(&problem, &schedule)
+                    .unwrap_or_else(|error| panic!("seed {seed} {policy} {width:?}: {error}"));
+                assert!(schedule.horizon >= schedule.lower_bound.min(1));
+                paired += schedule.paired.iter().filter(|&&paired| paired).count();
+            }
+        }
+    }
+    assert!(paired > 0, "some pieces move paired");
+    assert!(chains > 0, "some receive-then-forward chains exist");
+}
+
+#[test]
+fn identical_phases_intern_equal() {
+    let (list, allocations) = random_phase(7, 16, 30);
+    let first = ExchangeProblem::from_transfers(&list, &allocations, 3, 16).unwrap();
+    // The same pattern on renumbered global allocations: prepend unrelated allocations.
+    let mut shifted = allocations.clone();
+    let extra = 5u32;
+    let mut prefix: Vec<Allocation> = (0..extra)
+        .map(|index| allocation(0, 64, 1, index))
+        .collect();
+    for item in &mut shifted {
+        item.alias_group += extra;
+    }
+    prefix.extend(shifted);
+    let mut moved = list.clone();
+    for location in &mut moved.source_location {
+        location.allocation.0 += extra;
+    }
+    for destination in &mut moved.destinations {
+        destination.location.allocation.0 += extra;
+    }
+    let second = ExchangeProblem::from_transfers(&moved, &prefix, 3, 16).unwrap();
+    assert_eq!(first, second);
+    assert_ne!(first.origin.allocations, second.origin.allocations);
+}
+
+#[test]
+fn long_transfers_split_and_contiguous_ones_coalesce() {
+    let allocations = vec![allocation(0, 65536, 1, 0), allocation(1, 65536, 1, 1)];
+    let mut list = TransferList::default();
+    let at = |allocation, offset| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    list.push(
+        0,
+        at(0, 0),
+        10_000,
+        &[Destination {
+            tile: 1,
+            location: at(1, 0),
+        }],
+    );
+    list.push(
+        0,
+        at(0, 50_000),
+        10,
+        &[Destination {
+            tile: 1,
+            location: at(1, 50_000),
+        }],
+    );
+    list.push(
+        0,
+        at(0, 50_040),
+        10,
+        &[Destination {
+            tile: 1,
+            location: at(1, 50_040),
+        }],
+    );
+    let problem = ExchangeProblem::from_transfers(&list, &allocations, 1, 2).unwrap();
+    assert_eq!(problem.words, vec![4148, 4148, 1704, 20]);
+    assert_eq!(problem.origin.transfers, vec![0, 0, 0, 1]);
+}
+
+#[test]
+fn forwarding_creates_dependencies_and_aliases_resolve() {
+    let allocations = vec![
+        allocation(0, 1024, 1, 0),
+        allocation(1, 1024, 1, 1),
+        allocation(1, 1024, 1, 1), // alias of allocation 1
+        allocation(2, 1024, 1, 3),
+    ];
+    let at = |allocation, offset| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    let mut list = TransferList::default();
+    list.push(
+        0,
+        at(0, 0),
+        16,
+        &[Destination {
+            tile: 1,
+            location: at(1, 64),
+        }],
+    );
+    // Reads through the alias what transfer 0 wrote: read-after-write.
+    list.push(
+        1,
+        at(2, 96),
+        8,
+        &[Destination {
+            tile: 2,
+            location: at(3, 0),
+        }],
+    );
+    // Unrelated bytes of the same storage: no dependency.
+    list.push(
+        1,
+        at(2, 512),
+        8,
+        &[Destination {
+            tile: 2,
+            location: at(3, 512),
+        }],
+    );
+    // Overwrites what transfer 1 read: write-after-read.
+    list.push(
+        0,
+        at(0, 256),
+        4,
+        &[Destination {
+            tile: 1,
+            location: at(1, 100),
+        }],
+    );
+    let problem = ExchangeProblem::from_transfers(&list, &allocations, 1, 3).unwrap();
+    let graph = dependencies(&problem);
+    assert_eq!(graph.of(1), &[0]);
+    assert!(graph.of(2).is_empty());
+    assert_eq!(graph.of(3), &[0, 1]);
+    assert_eq!(graph.depth, vec![0, 1, 0, 2]);
+    for policy in POLICIES {
+        let schedule = schedule(&problem, policy, TransferWidth::Auto).unwrap();
+        validate(&problem, &schedule).unwrap();
+        assert!(schedule.send_start[1] > schedule.payload_start[0]);
+    }
+}
+
+/// Moves `piece` to start at `start`, recomputing its receives' events.
+fn retime(problem: &ExchangeProblem, schedule: &mut Schedule, piece: usize, start: u32) {
+    schedule.send_start[piece] = start;
+    let sender = physical_tile(problem.source_tile[piece]);
+    let receives = problem.receives_of(piece);
+    let offset = if receives.len() == 1 { 2 } else { 0 };
+    let events = if schedule.paired[piece] {
+        problem.words[piece] / 2
+    } else {
+        problem.words[piece]
+    };
+    for receive in receives {
+        let receiver = physical_tile(problem.destination_tile[receive]);
+        let select = i64::from(start) + i64::from(time_to_mux(sender, receiver)) + offset;
+        let payload = if schedule.paired[piece] {
+            paired_payload_start(select, receiver)
+        } else {
+            payload_start(select, receiver)
+        };
+        schedule.select[receive] = select as u32;
+        schedule.payload_start[receive] = payload as u32;
+        schedule.deselect[receive] = (select as u32) + events;
+    }
+}
+
+#[test]
+fn overlapping_receives_fail_validation() {
+    let allocations = vec![
+        allocation(0, 1024, 1, 0),
+        allocation(5, 1024, 1, 1),
+        allocation(9, 1024, 1, 2),
+    ];
+    let at = |allocation, offset| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    let mut list = TransferList::default();
+    list.push(
+        0,
+        at(0, 0),
+        40,
+        &[Destination {
+            tile: 9,
+            location: at(2, 0),
+        }],
+    );
+    list.push(
+        5,
+        at(1, 0),
+        40,
+        &[Destination {
+            tile: 9,
+            location: at(2, 512),
+        }],
+    );
+    let problem = ExchangeProblem::from_transfers(&list, &allocations, 1, 16).unwrap();
+    let good = schedule(&problem, SchedulePolicy::Latency, TransferWidth::Word32).unwrap();
+    validate(&problem, &good).unwrap();
+    let mut bad = good.clone();
+    // Make the second receive select one event after the first: both listen at once.
+    let first_select = i64::from(bad.select[0]) + 200;
+    let later = (i64::from(bad.send_start[0]) + 200) as u32;
+    retime(&problem, &mut bad, 0, later);
+    let mux = i64::from(time_to_mux(physical_tile(5), physical_tile(9)));
+    retime(&problem, &mut bad, 1, (first_select + 1 - mux - 2) as u32);
+    let error = validate(&problem, &bad).unwrap_err();
+    assert!(
+        matches!(error, ValidationError::ReceiveOverlap { tile: 9, .. }),
+        "unexpected error {error}"
+    );
+}
+
+#[test]
+fn corrupted_schedules_fail_validation() {
+    let problem = random_problem(3, 16, 40);
+    let good = schedule(
+        &problem,
+        SchedulePolicy::Stream { words: 256 },
+        TransferWidth::Auto,
+    )
+    .unwrap();
+    validate(&problem, &good).unwrap();
+    let mut shifted = good.clone();
+    shifted.select[0] += 1;
+    assert!(matches!(
+        validate(&problem, &shifted),
+        Err(ValidationError::SelectEvent { .. })
+    ));
+    let mut horizon = good.clone();
+    horizon.horizon += 1;
+    assert!(validate(&problem, &horizon).is_err());
+    let mut pointer = good.clone();
+    let continuing = pointer
+        .pointer_write
+        .iter()
+        .position(|&event| event != NO_EVENT)
+        .unwrap();
+    pointer.pointer_write[continuing] = NO_EVENT;
+    assert!(validate(&problem, &pointer).is_err());
+}
+
+/// A SigLIP-sized synthetic phase: 1,472 tiles, 30,000 transfers, a third of
+/// them multicast to ~90 tiles. Prints the time; asserts only validity.
+#[test]
+fn large_phase_benchmark() {
+    let tiles = 1472u32;
+    let mut random = Random::new(99);
+    let mut allocations = Vec::new();
+    for tile in 0..tiles {
+        allocations.push(allocation(tile, 1 << 16, 1, 2 * tile));
+        allocations.push(allocation(tile, 1 << 18, 1, 2 * tile + 1));
+    }
+    let mut next = vec![0u32; tiles as usize];
+    let mut list = TransferList::default();
+    for index in 0..30_000u32 {
+        let source_tile = random.below(u64::from(tiles)) as u32;
+        let words = 8 + random.below(120) as u32;
+        let count = if index % 3 == 0 {
+            80 + random.below(20) as u32
+        } else {
+            1
+        };
+        let first = (source_tile + 1 + random.below(u64::from(tiles) - 2) as u32) % tiles;
+        let mut destinations = Vec::new();
+        for step in 0..count {
+            let tile = (first + step * 7) % tiles;
+            if tile == source_tile {
+                continue;
+            }
+            let offset = next[tile as usize];
+            next[tile as usize] = (offset + 4 * words) % ((1 << 18) - 4096);
+            destinations.push(Destination {
+                tile,
+                location: Location {
+                    allocation: AllocationId(2 * tile + 1),
+                    offset,
+                },
+            });
+        }
+        let source = Location {
+            allocation: AllocationId(2 * source_tile),
+            offset: 4 * random.below(8192) as u32,
+        };
+        list.push(source_tile, source, words, &destinations);
+    }
+    let clock = Instant::now();
+    let problem = ExchangeProblem::from_transfers(&list, &allocations, 1, tiles).unwrap();
+    let built = clock.elapsed();
+    let clock = Instant::now();
+    let graph = dependencies(&problem);
+    let dependency_time = clock.elapsed();
+    for policy in [
+        SchedulePolicy::Latency,
+        SchedulePolicy::Balanced { words: 1024 },
+    ] {
+        let clock = Instant::now();
+        let schedule = schedule(&problem, policy, TransferWidth::Auto).unwrap();
+        let scheduled = clock.elapsed();
+        let clock = Instant::now();
+        validate(&problem, &schedule).unwrap();
+        println!(
+            "large phase {policy}: {} pieces, {} receives, {} edges; build {built:?}, dependencies {dependency_time:?}, \
+             schedule {scheduled:?}, validate {:?}; horizon {} lower bound {}",
+            problem.pieces(),
+            problem.receives(),
+            graph.edges(),
+            clock.elapsed(),
+            schedule.horizon,
+            schedule.lower_bound
+        );
+    }
+}

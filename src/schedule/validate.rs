@@ -1,0 +1,613 @@
+//! The independent schedule validator. Written from IPU21.md and
+//! `crate::target::timing` alone (it calls nothing of the scheduler, its
+//! policy or its dependency DAG), it re-derives every event of a
+//! (problem, schedule) pair and checks every invariant: sender streams and
+//! partner blocking, select and payload events, one source per receiver at a
+//! time, pointer continuity and PIC windows, distinct receive controls away
+//! from the first two events of own sends, deselects, paired eligibility,
+//! memory hazards by byte range over every Repeat binding (checked on event
+//! times, not on a DAG), no negative events, and the reported totals.
+//! It must not repair anything; the first violation is returned, naming the
+//! piece, tile and event.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::problem::{ExchangeProblem, SymbolicAddress};
+use super::{NO_EVENT, Schedule};
+use crate::target::mapping::{partner, physical_tile};
+use crate::target::timing::{
+    PAIRED_ALIGNMENT_BYTES, PAIRED_MINIMUM_ITEMS, POINT_TO_POINT_SELECT_OFFSET, guard_end,
+    paired_payload_start, payload_start, receive_control_allowed, time_to_mux,
+};
+
+/// The first invariant a schedule breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("schedule arrays do not match the problem: {what}")]
+    Shape { what: &'static str },
+    #[error("piece {piece}: paired on tile {tile} but not eligible ({reason})")]
+    PairedIneligible {
+        piece: usize,
+        tile: u32,
+        reason: &'static str,
+    },
+    #[error(
+        "piece {piece}: tile {tile}'s outgoing stream is already busy at event {event} (piece {other})"
+    )]
+    SenderOverlap {
+        piece: usize,
+        other: usize,
+        tile: u32,
+        event: i64,
+    },
+    #[error("piece {piece}: receiver tile {tile} selects at event {event}, expected {expected}")]
+    SelectEvent {
+        piece: usize,
+        tile: u32,
+        event: i64,
+        expected: i64,
+    },
+    #[error("piece {piece}: receiver tile {tile} payload starts at {event}, expected {expected}")]
+    PayloadEvent {
+        piece: usize,
+        tile: u32,
+        event: i64,
+        expected: i64,
+    },
+    #[error("piece {piece}: tile {tile} still listens to piece {other} at event {event}")]
+    ReceiveOverlap {
+        piece: usize,
+        other: usize,
+        tile: u32,
+        event: i64,
+    },
+    #[error(
+        "piece {piece}: tile {tile} pointer write flag wrong at event {event} (continuing: {continuing})"
+    )]
+    PointerFlag {
+        piece: usize,
+        tile: u32,
+        event: i64,
+        continuing: bool,
+    },
+    #[error("piece {piece}: tile {tile} pointer write at event {event} outside {low}..={high}")]
+    PointerWindow {
+        piece: usize,
+        tile: u32,
+        event: i64,
+        low: i64,
+        high: i64,
+    },
+    #[error("piece {piece}: tile {tile} deselect at event {event}, expected {expected}")]
+    Deselect {
+        piece: usize,
+        tile: u32,
+        event: i64,
+        expected: i64,
+    },
+    #[error("tile {tile}: two receive controls at event {event} (piece {piece})")]
+    ControlCollision { piece: usize, tile: u32, event: i64 },
+    #[error(
+        "piece {piece}: tile {tile} receive control at event {event} hits the start of own send piece {send}"
+    )]
+    ControlOnSend {
+        piece: usize,
+        send: usize,
+        tile: u32,
+        event: i64,
+    },
+    #[error(
+        "pieces {piece} and {other}: tile {tile} sends of equal shape start two events apart at {event}"
+    )]
+    AmbiguousSends {
+        piece: usize,
+        other: usize,
+        tile: u32,
+        event: i64,
+    },
+    #[error(
+        "piece {piece}: tile {tile} accesses bytes {start}..{end} at event {event} before earlier access ends at {ready}"
+    )]
+    Hazard {
+        piece: usize,
+        tile: u32,
+        start: u64,
+        end: u64,
+        event: i64,
+        ready: i64,
+    },
+    #[error("tile {tile}: end event {event}, expected {expected}")]
+    TileEnd {
+        tile: u32,
+        event: i64,
+        expected: i64,
+    },
+    #[error("totals differ: {what}")]
+    Totals { what: &'static str },
+}
+
+fn events_of(words: u32, paired: bool) -> i64 {
+    i64::from(if paired { words / 2 } else { words })
+}
+
+/// Checks `schedule` against `problem`.
+pub fn validate(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), ValidationError> {
+    let pieces = problem.pieces();
+    let receives = problem.receives();
+    let tiles = problem.tiles as usize;
+    let shape = |ok: bool, what| {
+        if ok {
+            Ok(())
+        } else {
+            Err(ValidationError::Shape { what })
+        }
+    };
+    shape(
+        schedule.send_start.len() == pieces && schedule.paired.len() == pieces,
+        "per-piece arrays",
+    )?;
+    shape(
+        schedule.select.len() == receives
+            && schedule.payload_start.len() == receives
+            && schedule.pointer_write.len() == receives
+            && schedule.deselect.len() == receives,
+        "per-receive arrays",
+    )?;
+    shape(
+        schedule.tile_end.len() == tiles
+            && schedule.send_words.len() == tiles
+            && schedule.receive_words.len() == tiles,
+        "per-tile arrays",
+    )?;
+    check_paired(problem, schedule)?;
+    let sends = check_senders(problem, schedule)?;
+    let ends = check_receivers(problem, schedule, &sends)?;
+    check_hazards(problem, schedule)?;
+    check_totals(problem, schedule, ends)
+}
+
+fn check_paired(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), ValidationError> {
+    for piece in 0..problem.pieces() {
+        if !schedule.paired[piece] {
+            continue;
+        }
+        let tile = problem.source_tile[piece];
+        let fail = |reason| {
+            Err(ValidationError::PairedIneligible {
+                piece,
+                tile,
+                reason,
+            })
+        };
+        let words = problem.words[piece];
+        if words % 2 != 0 || words / 2 < PAIRED_MINIMUM_ITEMS {
+            return fail("fewer than 64 whole items");
+        }
+        let aligned = |address: SymbolicAddress| {
+            let allocation = problem.allocations[address.allocation as usize];
+            address.offset % PAIRED_ALIGNMENT_BYTES == 0
+                && allocation.alignment % PAIRED_ALIGNMENT_BYTES == 0
+                && (allocation.iterations <= 1 || allocation.bytes % PAIRED_ALIGNMENT_BYTES == 0)
+        };
+        if !aligned(problem.source[piece]) {
+            return fail("source not 8-byte aligned");
+        }
+        if partner(tile) == tile || partner(tile) >= problem.tiles {
+            return fail("sender has no partner");
+        }
+        let range = problem.receives_of(piece);
+        let tiles: std::collections::HashSet<u32> = problem.destination_tile[range.clone()]
+            .iter()
+            .copied()
+            .collect();
+        for receive in range {
+            if !aligned(problem.destination[receive]) {
+                return fail("destination not 8-byte aligned");
+            }
+            if !tiles.contains(&partner(problem.destination_tile[receive])) {
+                return fail("incomplete receiver pair");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Own sends per tile: (start, events, paired, piece), sorted by start.
+type Sends = Vec<Vec<(i64, i64, bool, usize)>>;
+
+fn check_senders(problem: &ExchangeProblem, schedule: &Schedule) -> Result<Sends, ValidationError> {
+    let mut busy: Vec<Vec<(i64, i64, usize)>> = vec![Vec::new(); problem.tiles as usize];
+    let mut sends: Sends = vec![Vec::new(); problem.tiles as usize];
+    for piece in 0..problem.pieces() {
+        let tile = problem.source_tile[piece];
+        let paired = schedule.paired[piece];
+        let start = i64::from(schedule.send_start[piece]);
+        let events = events_of(problem.words[piece], paired);
+        busy[tile as usize].push((start, start + events, piece));
+        sends[tile as usize].push((start, events, paired, piece));
+        if paired {
+            busy[partner(tile) as usize].push((start, start + events, piece));
+        }
+    }
+    for (tile, intervals) in busy.iter_mut().enumerate() {
+        intervals.sort_unstable();
+        for pair in intervals.windows(2) {
+            if pair[1].0 < pair[0].1 {
+                return Err(ValidationError::SenderOverlap {
+                    piece: pair[1].2,
+                    other: pair[0].2,
+                    tile: tile as u32,
+                    event: pair[1].0,
+                });
+            }
+        }
+    }
+    for (tile, list) in sends.iter_mut().enumerate() {
+        list.sort_unstable();
+        for (index, &(start, events, paired, piece)) in list.iter().enumerate() {
+            for &(other_start, other_events, other_paired, other) in
+                list.iter().skip(index + 1).take(3)
+            {
+                if other_start - start == 2 && other_events == events && other_paired == paired {
+                    return Err(ValidationError::AmbiguousSends {
+                        piece,
+                        other,
+                        tile: tile as u32,
+                        event: other_start,
+                    });
+                }
+            }
+        }
+    }
+    Ok(sends)
+}
+
+/// Checks receivers; returns each tile's recomputed end event.
+fn check_receivers(
+    problem: &ExchangeProblem,
+    schedule: &Schedule,
+    sends: &Sends,
+) -> Result<Vec<i64>, ValidationError> {
+    let tiles = problem.tiles as usize;
+    let mut ends = vec![0i64; tiles];
+    let mut incoming: Vec<Vec<(i64, usize, usize)>> = vec![Vec::new(); tiles];
+    for piece in 0..problem.pieces() {
+        let sender = problem.source_tile[piece];
+        let paired = schedule.paired[piece];
+        let start = i64::from(schedule.send_start[piece]);
+        let events = events_of(problem.words[piece], paired);
+        ends[sender as usize] = ends[sender as usize].max(start + events);
+        let range = problem.receives_of(piece);
+        let offset = if range.len() == 1 {
+            POINT_TO_POINT_SELECT_OFFSET
+        } else {
+            0
+        };
+        for receive in range {
+            let tile = problem.destination_tile[receive];
+            let receiver = physical_tile(tile);
+            let expected = start + i64::from(time_to_mux(physical_tile(sender), receiver)) + offset;
+            let select = i64::from(schedule.select[receive]);
+            if select != expected || expected < 0 {
+                return Err(ValidationError::SelectEvent {
+                    piece,
+                    tile,
+                    event: select,
+                    expected,
+                });
+            }
+            let expected_payload = if paired {
+                paired_payload_start(select, receiver)
+            } else {
+                payload_start(select, receiver)
+            };
+            let payload = i64::from(schedule.payload_start[receive]);
+            if payload != expected_payload {
+                return Err(ValidationError::PayloadEvent {
+                    piece,
+                    tile,
+                    event: payload,
+                    expected: expected_payload,
+                });
+            }
+            incoming[tile as usize].push((select, receive, piece));
+            let end = guard_end(select + events, payload + events);
+            ends[tile as usize] = ends[tile as usize].max(end);
+        }
+    }
+    for (tile, list) in incoming.iter_mut().enumerate() {
+        list.sort_unstable();
+        let mut controls: HashMap<i64, usize> = HashMap::new();
+        let mut previous: Option<(i64, i64, usize, usize)> = None; // source end, payload end, receive, piece
+        for (index, &(select, receive, piece)) in list.iter().enumerate() {
+            let tile_id = tile as u32;
+            let events = events_of(problem.words[piece], schedule.paired[piece]);
+            let payload = i64::from(schedule.payload_start[receive]);
+            let destination = problem.destination[receive];
+            let mut continuing = false;
+            let mut low = 0;
+            if let Some((source_end, payload_end, previous_receive, previous_piece)) = previous {
+                if select < source_end || payload < payload_end {
+                    return Err(ValidationError::ReceiveOverlap {
+                        piece,
+                        other: previous_piece,
+                        tile: tile_id,
+                        event: select,
+                    });
+                }
+                let before = problem.destination[previous_receive];
+                continuing = before.allocation == destination.allocation
+                    && u64::from(before.offset) + 4 * u64::from(problem.words[previous_piece])
+                        == u64::from(destination.offset);
+                low = payload_end;
+            }
+            let mut add = |event: i64| -> Result<(), ValidationError> {
+                if controls.insert(event, piece).is_some() {
+                    return Err(ValidationError::ControlCollision {
+                        piece,
+                        tile: tile_id,
+                        event,
+                    });
+                }
+                let own = &sends[tile];
+                let position = own.partition_point(|&(start, _, _, _)| start <= event);
+                for &(start, _, _, send) in own[position.saturating_sub(2)..position].iter() {
+                    if !receive_control_allowed(event, start) {
+                        return Err(ValidationError::ControlOnSend {
+                            piece,
+                            send,
+                            tile: tile_id,
+                            event,
+                        });
+                    }
+                }
+                Ok(())
+            };
+            add(select)?;
+            let pointer = schedule.pointer_write[receive];
+            if (pointer == NO_EVENT) != continuing {
+                return Err(ValidationError::PointerFlag {
+                    piece,
+                    tile: tile_id,
+                    event: payload,
+                    continuing,
+                });
+            }
+            if pointer != NO_EVENT {
+                let pointer = i64::from(pointer);
+                if pointer < low || pointer > payload {
+                    return Err(ValidationError::PointerWindow {
+                        piece,
+                        tile: tile_id,
+                        event: pointer,
+                        low,
+                        high: payload,
+                    });
+                }
+                add(pointer)?;
+            }
+            let next_select = list.get(index + 1).map(|&(next, _, _)| next);
+            let deselect = schedule.deselect[receive];
+            if next_select == Some(select + events) {
+                if deselect != NO_EVENT {
+                    return Err(ValidationError::Deselect {
+                        piece,
+                        tile: tile_id,
+                        event: i64::from(deselect),
+                        expected: -1,
+                    });
+                }
+                // The next select is registered by the next receive.
+            } else if i64::from(deselect) != select + events || deselect == NO_EVENT {
+                return Err(ValidationError::Deselect {
+                    piece,
+                    tile: tile_id,
+                    event: i64::from(deselect),
+                    expected: select + events,
+                });
+            } else {
+                add(select + events)?;
+            }
+            previous = Some((select + events, payload + events, receive, piece));
+        }
+    }
+    Ok(ends)
+}
+
+#[derive(Clone, Copy)]
+struct Segment {
+    end: u64,
+    read_end: i64,
+    write_end: i64,
+}
+
+fn check_hazards(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), ValidationError> {
+    // (tile, root) -> accesses in piece order: (piece, write, address, start event, end event).
+    let mut groups: BTreeMap<(u32, u32), Vec<(usize, bool, SymbolicAddress, i64, i64)>> =
+        BTreeMap::new();
+    let root =
+        |address: SymbolicAddress| problem.allocations[address.allocation as usize].alias_root;
+    for piece in 0..problem.pieces() {
+        let events = events_of(problem.words[piece], schedule.paired[piece]);
+        let start = i64::from(schedule.send_start[piece]);
+        let source = problem.source[piece];
+        groups
+            .entry((problem.source_tile[piece], root(source)))
+            .or_default()
+            .push((piece, false, source, start, start + events));
+        for receive in problem.receives_of(piece) {
+            let destination = problem.destination[receive];
+            let payload = i64::from(schedule.payload_start[receive]);
+            groups
+                .entry((problem.destination_tile[receive], root(destination)))
+                .or_default()
+                .push((piece, true, destination, payload, payload + events));
+        }
+    }
+    for ((tile, _), accesses) in &groups {
+        if !accesses.iter().any(|access| access.1) {
+            continue;
+        }
+        let iterated = accesses
+            .iter()
+            .any(|access| problem.allocations[access.2.allocation as usize].iterations > 1);
+        let bindings = if iterated {
+            problem.iterations.max(1)
+        } else {
+            1
+        };
+        for iteration in 0..bindings {
+            let mut segments: BTreeMap<u64, Segment> = BTreeMap::new();
+            for &(piece, write, address, start, end) in accesses {
+                let allocation = problem.allocations[address.allocation as usize];
+                let stride = if allocation.iterations > 1 {
+                    u64::from(allocation.bytes)
+                } else {
+                    0
+                };
+                let low = u64::from(address.offset) + u64::from(iteration) * stride;
+                let high = low + 4 * u64::from(problem.words[piece]);
+                for (_, segment) in overlapping(&segments, low, high) {
+                    let ready = if write {
+                        segment.read_end.max(segment.write_end)
+                    } else {
+                        segment.write_end
+                    };
+                    if start < ready {
+                        return Err(ValidationError::Hazard {
+                            piece,
+                            tile: *tile,
+                            start: low,
+                            end: high,
+                            event: start,
+                            ready,
+                        });
+                    }
+                }
+                insert(&mut segments, low, high, write, end);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Segments overlapping `[low, high)`, in address order.
+fn overlapping(segments: &BTreeMap<u64, Segment>, low: u64, high: u64) -> Vec<(u64, Segment)> {
+    let mut found = Vec::new();
+    if let Some((&start, &segment)) = segments.range(..low).next_back() {
+        if segment.end > low {
+            found.push((start, segment));
+        }
+    }
+    found.extend(
+        segments
+            .range(low..high)
+            .map(|(&start, &segment)| (start, segment)),
+    );
+    found
+}
+
+/// Records an access over `[low, high)` ending at `end` into the segments.
+fn insert(segments: &mut BTreeMap<u64, Segment>, low: u64, high: u64, write: bool, end: i64) {
+    let overlapping = overlapping(segments, low, high);
+    let mut cuts = vec![low, high];
+    for &(start, segment) in &overlapping {
+        cuts.push(start.max(low));
+        cuts.push(segment.end.min(high));
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    for &(start, _) in &overlapping {
+        segments.remove(&start);
+    }
+    for &(start, segment) in &overlapping {
+        if start < low {
+            segments.insert(
+                start,
+                Segment {
+                    end: low,
+                    ..segment
+                },
+            );
+        }
+        if segment.end > high {
+            segments.insert(
+                high,
+                Segment {
+                    end: segment.end,
+                    ..segment
+                },
+            );
+        }
+    }
+    for pair in cuts.windows(2) {
+        let (from, to) = (pair[0], pair[1]);
+        let mut merged = Segment {
+            end: to,
+            read_end: i64::MIN,
+            write_end: i64::MIN,
+        };
+        for &(start, segment) in &overlapping {
+            if start < to && segment.end > from {
+                merged.read_end = merged.read_end.max(segment.read_end);
+                merged.write_end = merged.write_end.max(segment.write_end);
+            }
+        }
+        if write {
+            merged.write_end = merged.write_end.max(end);
+        } else {
+            merged.read_end = merged.read_end.max(end);
+        }
+        segments.insert(from, merged);
+    }
+}
+
+fn check_totals(
+    problem: &ExchangeProblem,
+    schedule: &Schedule,
+    ends: Vec<i64>,
+) -> Result<(), ValidationError> {
+    for (tile, &expected) in ends.iter().enumerate() {
+        if i64::from(schedule.tile_end[tile]) != expected {
+            return Err(ValidationError::TileEnd {
+                tile: tile as u32,
+                event: i64::from(schedule.tile_end[tile]),
+                expected,
+            });
+        }
+    }
+    let horizon = ends.iter().copied().max().unwrap_or(0);
+    if i64::from(schedule.horizon) != horizon {
+        return Err(ValidationError::Totals { what: "horizon" });
+    }
+    let tiles = problem.tiles as usize;
+    let mut sent = vec![0u64; tiles];
+    let mut received = vec![0u64; tiles];
+    for piece in 0..problem.pieces() {
+        sent[problem.source_tile[piece] as usize] += u64::from(problem.words[piece]);
+        for receive in problem.receives_of(piece) {
+            received[problem.destination_tile[receive] as usize] += u64::from(problem.words[piece]);
+        }
+    }
+    for tile in 0..tiles {
+        if u64::from(schedule.send_words[tile]) != sent[tile]
+            || u64::from(schedule.receive_words[tile]) != received[tile]
+        {
+            return Err(ValidationError::Totals {
+                what: "per-tile words",
+            });
+        }
+    }
+    let bound = sent
+        .iter()
+        .zip(&received)
+        .map(|(&a, &b)| a.max(b))
+        .max()
+        .unwrap_or(0);
+    if u64::from(schedule.lower_bound) != bound {
+        return Err(ValidationError::Totals {
+            what: "lower bound",
+        });
+    }
+    Ok(())
+}
