@@ -17,3 +17,4 @@ pub mod query;
 pub mod report;
 pub mod sim;
 pub mod target;
+pub mod watch;
