@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use superstep::cli::{Cli, Command, build, run};
+use superstep::cli::{Cli, Command, build, run, watch};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
@@ -30,6 +30,11 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Build { query, ops } => build::run(query, *ops),
         Command::Run { query } => run::run(query),
+        Command::Watch {
+            query,
+            exit_after,
+            debounce_ms,
+        } => watch::run(query, *exit_after, *debounce_ms),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

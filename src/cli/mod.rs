@@ -1,10 +1,11 @@
-//! The command line: `superstep build`, `superstep run`, with `--set`
+//! The command line: `superstep build`, `superstep run`, `superstep watch`, with `--set`
 //! overrides, `--trace` and `RUST_LOG` tracing. Errors in user input are
 //! rendered with their span into the build file and exit with code 2.
 
 pub mod build;
 pub mod common;
 pub mod run;
+pub mod watch;
 
 use std::path::PathBuf;
 
@@ -58,5 +59,28 @@ pub enum Command {
     Run {
         #[command(flatten)]
         query: QueryArguments,
+    },
+    /// Keep one compiler session alive and rebuild incrementally whenever the
+    /// build file changes; print which inputs changed, which queries re-ran
+    /// (by stage), the time per stage and how the headline metrics moved.
+    ///
+    /// Watches the build file's folder (editors save by renaming a temporary
+    /// file over the target) and waits for a quiet period before rebuilding.
+    /// A save that leaves the content unchanged does nothing. An invalid file
+    /// or a failing build is reported and watching goes on. Ctrl-C stops
+    /// (exit code 0); a second Ctrl-C stops without waiting for a build.
+    Watch {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Stop after N changes of the build file have been handled (each
+        /// rebuild, failed build or invalid edit counts; the initial build
+        /// does not, so 0 builds once). The exit code is then 2 if the last
+        /// one was an invalid file or a failed build.
+        #[arg(long, value_name = "N")]
+        exit_after: Option<usize>,
+        /// Quiet period in milliseconds: events closer together than this
+        /// are one change.
+        #[arg(long, value_name = "MS", default_value_t = 150)]
+        debounce_ms: u64,
     },
 }

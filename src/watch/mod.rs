@@ -11,6 +11,10 @@
 pub mod fields;
 pub mod metrics;
 pub mod report;
+pub mod source;
 pub mod stages;
+pub mod watcher;
 
 pub use metrics::HeadlineMetrics;
+pub use source::{FolderWatch, watch_file};
+pub use watcher::{Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher};
