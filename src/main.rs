@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         .with(chrome_layer)
         .init();
     let result = match &cli.command {
-        Command::Build { query, ops } => build::run(query, *ops),
+        Command::Build { query, ops, why } => build::run(query, *ops, *why),
         Command::Run { query } => run::run(query),
         Command::Watch {
             query,

@@ -6,6 +6,7 @@ pub mod build;
 pub mod common;
 pub mod run;
 pub mod watch;
+pub mod why;
 
 use std::path::PathBuf;
 
@@ -53,6 +54,19 @@ pub enum Command {
         /// Also print one line per op (plan, output format, counts).
         #[arg(long)]
         ops: bool,
+        /// Explain the build against the last successful build of the same NAME.
+        ///
+        /// Every successful build records its effective query (build file
+        /// text, folder and --set overrides) in artifacts/NAME/last-build.json.
+        /// With --why, that recorded query is built first in a fresh session,
+        /// then the current query is applied and built incrementally on top,
+        /// and the build prints which input fields changed (old -> new) and
+        /// which queries they invalidated, by stage, with op names. Cost: it
+        /// builds twice (the recorded query cold, then the current one
+        /// incrementally); the stage times shown are the second build's.
+        /// Without a usable record it says so and builds once, cold.
+        #[arg(long, verbatim_doc_comment)]
+        why: bool,
     },
     /// Compile, then interpret the low program on the build's weights and
     /// compare its output with the FP32 reference (cosine, max abs error).

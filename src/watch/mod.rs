@@ -13,8 +13,12 @@ pub mod metrics;
 pub mod report;
 pub mod source;
 pub mod stages;
+pub mod state;
 pub mod watcher;
+pub mod why;
 
 pub use metrics::HeadlineMetrics;
 pub use source::{FolderWatch, watch_file};
+pub use state::LastBuild;
 pub use watcher::{Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher};
+pub use why::{WhyRebuild, rebuild_from};
