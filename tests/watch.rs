@@ -21,6 +21,9 @@ const PATIENCE: Duration = Duration::from_secs(180);
 const FITS: &str = "reserved_bytes_per_tile = 65536";
 const DOES_NOT_FIT: &str = "reserved_bytes_per_tile = 630000";
 
+/// The last line of a build report's metrics.
+const LAST_METRIC: &str = "peak SRAM/tile";
+
 fn scratch(name: &str) -> PathBuf {
     let directory =
         std::env::temp_dir().join(format!("superstep-watch-{}-{name}", std::process::id()));
@@ -84,30 +87,38 @@ impl Watch {
         self.output.lock().expect("output lock").clone()
     }
 
-    /// Waits until the output contains `needle`; returns the output from
-    /// the needle's first occurrence on.
-    fn wait_for(&mut self, needle: &str) -> String {
+    /// Waits until the output contains `needle` and, after it, `end` (the
+    /// last line of the block, so the block is complete); returns the
+    /// output from the needle's first occurrence on.
+    fn wait_for_block(&mut self, needle: &str, end: &str) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let text = self.text();
-            if let Some(start) = text.find(needle) {
+            if let Some(start) = text.find(needle)
+                && text[start..].contains(end)
+            {
                 return text[start..].to_string();
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 // Give the reader threads a moment to drain the pipes.
                 std::thread::sleep(Duration::from_millis(200));
                 let text = self.text();
-                assert!(
-                    text.contains(needle),
-                    "exited ({status}) without {needle:?}:\n{text}"
-                );
+                let found = text
+                    .find(needle)
+                    .is_some_and(|start| text[start..].contains(end));
+                assert!(found, "exited ({status}) without {needle:?}:\n{text}");
             }
             assert!(
                 Instant::now() < deadline,
-                "no {needle:?} within {PATIENCE:?}:\n{text}"
+                "no {needle:?} ... {end:?} within {PATIENCE:?}:\n{text}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Waits for a build report: its header and its last metric.
+    fn wait_for_build(&mut self, header: &str) -> String {
+        self.wait_for_block(header, LAST_METRIC)
     }
 }
 
@@ -141,13 +152,13 @@ fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
     let directory = scratch("edits");
     let file = tiny_copy(&directory);
     let mut watch = Watch::start(&file, 4);
-    let first = watch.wait_for("== build 1: vit-tiny (cold");
+    let first = watch.wait_for_build("== build 1: vit-tiny (cold");
     assert!(first.contains("transfers"), "{first}");
-    watch.wait_for("watching");
+    watch.wait_for_block("watching", "Ctrl-C");
 
     // 1. A plain write: only the assembled program depends on the scale.
     std::fs::write(&file, edit(&file, "fp8_scale = -4", "fp8_scale = -3")).expect("write");
-    let second = watch.wait_for("== build 2: vit-tiny (incremental");
+    let second = watch.wait_for_build("== build 2: vit-tiny (incremental");
     let second = block(&second);
     assert!(second.contains("changed inputs: fp8_scale"), "{second}");
     assert!(second.contains("workload.fp8_scale"), "{second}");
@@ -170,7 +181,7 @@ fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
     let temporary = directory.join(".vit-tiny.toml.tmp");
     std::fs::write(&temporary, edit(&file, "layers = 2", "layers = 3")).expect("write temp");
     std::fs::rename(&temporary, &file).expect("rename over the build file");
-    let third = watch.wait_for("== build 3: vit-tiny (incremental");
+    let third = watch.wait_for_build("== build 3: vit-tiny (incremental");
     let third = block(&third);
     assert!(third.contains("workload.layers"), "{third}");
     assert!(third.contains("2 -> 3"), "{third}");
@@ -178,17 +189,36 @@ fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
 
     // 3. An invalid edit: the error names the field; watching goes on.
     std::fs::write(&file, edit(&file, "heads = 4", "heads = 7")).expect("write");
-    let invalid = watch.wait_for("== build file invalid");
+    let invalid = watch.wait_for_block("== build file invalid", "does not divide");
     let invalid = block(&invalid);
-    assert!(invalid.contains("workload.heads"), "{invalid}");
+    assert!(invalid.contains("workload.heads = 7"), "{invalid}");
 
     // 4. The fix rebuilds (nothing re-runs: it equals the last applied query).
     std::fs::write(&file, edit(&file, "heads = 7", "heads = 4")).expect("write");
-    let fourth = watch.wait_for("== build 4: vit-tiny (incremental");
+    let fourth = watch.wait_for_build("== build 4: vit-tiny (incremental");
     assert!(block(&fourth).contains("changed inputs: none"), "{fourth}");
-    watch.wait_for("stopped watching");
+    watch.wait_for_block("stopped watching", "\n");
     let status = watch.child.wait().expect("watch exits");
     assert!(status.success(), "{status}\n{}", watch.text());
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// Ctrl-C (SIGINT, sent with `kill -INT`) stops the watcher with exit code 0.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_cleanly() {
+    let directory = scratch("interrupt");
+    let file = tiny_copy(&directory);
+    let mut watch = Watch::start(&file, 100);
+    watch.wait_for_block("watching", "Ctrl-C");
+    let sent = Command::new("kill")
+        .args(["-INT", &watch.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    watch.wait_for_block("stopped watching", "\n");
+    let status = watch.child.wait().expect("watch exits");
+    assert_eq!(status.code(), Some(0), "{}", watch.text());
     let _ = std::fs::remove_dir_all(&directory);
 }
 
