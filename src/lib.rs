@@ -23,3 +23,4 @@ pub mod rows;
 pub mod schedule;
 pub mod sim;
 pub mod target;
+pub mod watch;

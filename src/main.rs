@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use superstep::cli::{Cli, Command, build, run};
+use superstep::cli::{Cli, Command, build, run, watch};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
@@ -28,8 +28,13 @@ fn main() -> ExitCode {
         .with(chrome_layer)
         .init();
     let result = match &cli.command {
-        Command::Build { query, ops } => build::run(query, *ops),
+        Command::Build { query, ops, why } => build::run(query, *ops, *why),
         Command::Run { query } => run::run(query),
+        Command::Watch {
+            query,
+            exit_after,
+            debounce_ms,
+        } => watch::run(query, *exit_after, *debounce_ms),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

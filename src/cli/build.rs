@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{CommandError, artifacts_directory, load, write_json};
-use crate::driver::Session;
+use super::why;
 use crate::expand::builder::OpExpansion;
 use crate::queries::stages::{op_expansion, op_keys};
 use crate::report::build_report;
@@ -21,11 +21,11 @@ fn thousands(value: u64) -> String {
     out
 }
 
-pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandError> {
+/// `why`: explain the build against the last recorded one (builds twice).
+pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), CommandError> {
     let started = Instant::now();
     let query = load(arguments)?;
-    let mut session = Session::new(&query);
-    let outcome = session.build()?;
+    let (session, outcome, explanation) = why::build_session(&query, why)?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
     let expansions: Vec<std::sync::Arc<OpExpansion>> = op_keys(&session.db, session.inputs)
@@ -125,6 +125,10 @@ pub fn run(arguments: &QueryArguments, show_ops: bool) -> Result<(), CommandErro
         write_json(&path, &report)?;
         println!("wrote {}", path.display());
     }
+    if let Some(explanation) = explanation {
+        print!("{explanation}");
+    }
+    why::record_build(arguments, &query);
     println!("total {:.3} s", started.elapsed().as_secs_f64());
     Ok(())
 }

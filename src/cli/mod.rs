@@ -1,10 +1,12 @@
-//! The command line: `superstep build`, `superstep run`, with `--set`
+//! The command line: `superstep build`, `superstep run`, `superstep watch`, with `--set`
 //! overrides, `--trace` and `RUST_LOG` tracing. Errors in user input are
 //! rendered with their span into the build file and exit with code 2.
 
 pub mod build;
 pub mod common;
 pub mod run;
+pub mod watch;
+pub mod why;
 
 use std::path::PathBuf;
 
@@ -52,11 +54,47 @@ pub enum Command {
         /// Also print one line per op (plan, output format, counts).
         #[arg(long)]
         ops: bool,
+        /// Explain the build against the last successful build of the same NAME.
+        ///
+        /// Every successful build records its effective query (build file
+        /// text, folder and --set overrides) in artifacts/NAME/last-build.json.
+        /// With --why, that recorded query is built first in a fresh session,
+        /// then the current query is applied and built incrementally on top,
+        /// and the build prints which input fields changed (old -> new) and
+        /// which queries they invalidated, by stage, with op names. Cost: it
+        /// builds twice (the recorded query cold, then the current one
+        /// incrementally); the stage times shown are the second build's.
+        /// Without a usable record it says so and builds once, cold.
+        #[arg(long, verbatim_doc_comment)]
+        why: bool,
     },
     /// Compile, then interpret the low program on the build's weights and
     /// compare its output with the FP32 reference (cosine, max abs error).
     Run {
         #[command(flatten)]
         query: QueryArguments,
+    },
+    /// Keep one compiler session alive and rebuild incrementally whenever the
+    /// build file changes; print which inputs changed, which queries re-ran
+    /// (by stage), the time per stage and how the headline metrics moved.
+    ///
+    /// Watches the build file's folder (editors save by renaming a temporary
+    /// file over the target) and waits for a quiet period before rebuilding.
+    /// A save that leaves the content unchanged does nothing. An invalid file
+    /// or a failing build is reported and watching goes on. Ctrl-C stops
+    /// (exit code 0); a second Ctrl-C stops without waiting for a build.
+    Watch {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Stop after N changes of the build file have been handled (each
+        /// rebuild, failed build or invalid edit counts; the initial build
+        /// does not, so 0 builds once). The exit code is then 2 if the last
+        /// one was an invalid file or a failed build.
+        #[arg(long, value_name = "N")]
+        exit_after: Option<usize>,
+        /// Quiet period in milliseconds: events closer together than this
+        /// are one change.
+        #[arg(long, value_name = "MS", default_value_t = 150)]
+        debounce_ms: u64,
     },
 }

@@ -1,0 +1,53 @@
+//! `superstep watch`: wires the folder watch and Ctrl-C to the `Watcher`
+//! loop, which writes its reports to standard output.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::QueryArguments;
+use super::common::{CommandError, query_path};
+use crate::watch::{Refresh, WatchEvent, WatchOptions, Watcher, watch_file};
+
+pub fn run(
+    arguments: &QueryArguments,
+    exit_after: Option<usize>,
+    debounce_ms: u64,
+) -> Result<(), CommandError> {
+    let path = query_path(arguments);
+    let (sender, events) = mpsc::channel();
+    // Watch before the first build, so that saves during it are not missed.
+    let _watch = watch_file(&path, sender.clone()).map_err(|error| {
+        CommandError::Input(format!("error: cannot watch {}: {error}", path.display()))
+    })?;
+    let stopping = AtomicBool::new(false);
+    let handler = ctrlc::set_handler(move || {
+        if stopping.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("stopping after the current build (Ctrl-C again to quit now)");
+        let _ = sender.send(WatchEvent::Stop);
+    });
+    if let Err(error) = handler {
+        eprintln!("warning: Ctrl-C will not stop cleanly: {error}");
+    }
+    let mut watcher = Watcher::new(WatchOptions {
+        path,
+        sets: arguments.sets.clone(),
+        quiet_period: Duration::from_millis(debounce_ms),
+        exit_after,
+    });
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let internal =
+        |error: std::io::Error| CommandError::Internal(format!("writing output: {error}"));
+    let summary = watcher.run(&events, &mut out).map_err(internal)?;
+    writeln!(out, "stopped watching").map_err(internal)?;
+    match summary.last {
+        Refresh::Invalid | Refresh::Failed if summary.reached_limit => Err(CommandError::Input(
+            String::from("the last change did not build"),
+        )),
+        _ => Ok(()),
+    }
+}

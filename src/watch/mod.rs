@@ -1,0 +1,24 @@
+//! The incremental workflow users see: `superstep watch` (one long-lived
+//! session rebuilt on every save of the build file) and `superstep build
+//! --why` (what changed since the last recorded build, and what re-ran).
+//!
+//! Split by concept: `watcher` is the loop's logic, driven through a channel
+//! and testable without a file system watcher; `source` turns notify events
+//! into that channel's messages; `why` and `state` explain one-shot
+//! rebuilds; `stages`, `fields`, `metrics` and `report` format what changed.
+//! Nothing here computes compiler results: it drives `driver::Session`.
+
+pub mod fields;
+pub mod metrics;
+pub mod report;
+pub mod source;
+pub mod stages;
+pub mod state;
+pub mod watcher;
+pub mod why;
+
+pub use metrics::HeadlineMetrics;
+pub use source::{FolderWatch, watch_file};
+pub use state::LastBuild;
+pub use watcher::{Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher};
+pub use why::{WhyRebuild, rebuild_from};

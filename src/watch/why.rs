@@ -1,0 +1,76 @@
+//! `build --why`'s core: rebuild the previous query in a fresh session,
+//! apply the current one, rebuild, and explain the difference (changed
+//! settings, the queries that re-ran by stage with op names, the metric
+//! changes). It costs a second build: the previous query is built first
+//! (cold) so the current one can be built incrementally on top of it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use salsa::plumbing::AsId;
+
+use super::fields::setting_changes;
+use super::metrics::{HeadlineMetrics, render_metrics};
+use super::report::{render_changes, render_runs};
+use crate::driver::{BuildOutcome, Session};
+use crate::queries::stages::{OpKey, StageError};
+use crate::query::BuildQuery;
+
+/// The session after the explained rebuild, its outcome and the explanation.
+pub struct WhyRebuild {
+    pub session: Session,
+    pub outcome: BuildOutcome,
+    /// How long building the previous query took.
+    pub warm_up: Duration,
+    pub explanation: String,
+}
+
+/// Op names by the salsa id of their `OpKey`, for the session's current ops.
+pub fn op_names(session: &Session) -> BTreeMap<salsa::Id, String> {
+    let Ok(layouts) = session.layouts() else {
+        return BTreeMap::new();
+    };
+    layouts
+        .ops
+        .iter()
+        .map(|op| {
+            let key = OpKey::new(&session.db, session.inputs, op.name.clone());
+            (key.as_id(), op.name.clone())
+        })
+        .collect()
+}
+
+/// Builds `previous`, then `current` on top of it, and explains what re-ran.
+/// A failing previous build is noted and does not stop the current one.
+pub fn rebuild_from(previous: &BuildQuery, current: &BuildQuery) -> Result<WhyRebuild, StageError> {
+    let started = Instant::now();
+    let mut session = Session::new(previous);
+    let before = session.build();
+    let warm_up = started.elapsed();
+    let changed = session.update(current);
+    let outcome = session.build()?;
+    let mut explanation = String::new();
+    let previous_metrics = match &before {
+        Ok(outcome) => Some(HeadlineMetrics::from_summary(&outcome.summary)),
+        Err(error) => {
+            explanation.push_str(&format!("the previous query fails today: {error}\n"));
+            None
+        }
+    };
+    explanation.push_str(&render_changes(
+        &changed,
+        &setting_changes(previous, current),
+    ));
+    explanation.push_str(&render_runs(&outcome.executions, Some(&op_names(&session))));
+    explanation.push_str("headline metrics:\n");
+    explanation.push_str(&render_metrics(
+        &HeadlineMetrics::from_summary(&outcome.summary),
+        previous_metrics.as_ref(),
+    ));
+    Ok(WhyRebuild {
+        session,
+        outcome,
+        warm_up,
+        explanation,
+    })
+}
