@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use crate::estimate::Estimate;
 use crate::expand::program::LowProgram;
 use crate::expand::summary::ProgramSummary;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Graph;
+use crate::queries::backend::{BackendError, build_estimate, phase_patches, placement, row_table};
+use crate::queries::phases::{PhaseFigures, phase_figures, phase_groups, phase_keys};
 use crate::queries::stages::{
     StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary,
 };
@@ -32,6 +35,23 @@ pub struct BuildOutcome {
     pub times: Vec<StageTime>,
     pub executions: Vec<Execution>,
     pub summary: ProgramSummary,
+    /// The back half's figures (absent after a first-half-only build).
+    pub back: Option<BackOutcome>,
+}
+
+/// The back half's headline figures.
+#[derive(Clone, Debug)]
+pub struct BackOutcome {
+    pub phases: Vec<PhaseFigures>,
+    pub cycles: u64,
+    pub milliseconds: f64,
+    pub barriers: u64,
+    pub exchange_table_bytes_max: u64,
+    pub repeat_patch_words: u64,
+    pub sharing_patch_words: u64,
+    pub peak_sram_bytes: u64,
+    pub peak_sram_tile: u32,
+    pub estimate: Estimate,
 }
 
 impl BuildOutcome {
@@ -80,8 +100,77 @@ impl Session {
         low_program(&self.db, self.inputs).clone()
     }
 
+    /// Computes the whole pipeline: the first half (graph, layouts,
+    /// expansion, low program), then phase groups, per-phase schedules and
+    /// rows (warmed in parallel), the row table, patches, placement and the
+    /// estimate.
+    pub fn build(&mut self) -> Result<BuildOutcome, BackendError> {
+        let mut outcome = self.build_front()?;
+        let mut timed = |stage: &'static str, start: Instant| {
+            outcome.times.push(StageTime {
+                stage,
+                elapsed: start.elapsed(),
+            })
+        };
+        let build = self.inputs;
+        let start = Instant::now();
+        {
+            let _span = tracing::info_span!("phase_groups").entered();
+            phase_groups(&self.db, build).clone()?;
+        }
+        timed("phase groups", start);
+        let start = Instant::now();
+        let keys = phase_keys(&self.db, build).clone();
+        {
+            let _span = tracing::info_span!("schedules").entered();
+            keys.par_iter().for_each_with(self.db.clone(), |db, key| {
+                let _span = tracing::debug_span!("phase").entered();
+                let _ = phase_figures(db, *key);
+                let _ = phase_patches(db, *key);
+            });
+        }
+        let mut phases = Vec::with_capacity(keys.len());
+        for &key in &keys {
+            phases.push(phase_figures(&self.db, key).clone()?);
+        }
+        timed("schedules", start);
+        let start = Instant::now();
+        let table = {
+            let _span = tracing::info_span!("row_table").entered();
+            row_table(&self.db, build).clone()?
+        };
+        let mut patch_words = 0;
+        for &key in &keys {
+            patch_words += phase_patches(&self.db, key).clone()?.words();
+        }
+        timed("rows", start);
+        let start = Instant::now();
+        let placed = {
+            let _span = tracing::info_span!("placement").entered();
+            placement(&self.db, build).clone()?
+        };
+        timed("placement", start);
+        let start = Instant::now();
+        let estimate = build_estimate(&self.db, build).clone()?;
+        timed("estimate", start);
+        outcome.back = Some(BackOutcome {
+            phases,
+            cycles: estimate.total_cycles,
+            milliseconds: estimate.milliseconds,
+            barriers: estimate.barriers,
+            exchange_table_bytes_max: table.max_bytes(),
+            repeat_patch_words: patch_words,
+            sharing_patch_words: table.sharing_patches.len() as u64,
+            peak_sram_bytes: placed.max_peak.1 as u64,
+            peak_sram_tile: placed.max_peak.0,
+            estimate: (*estimate).clone(),
+        });
+        outcome.executions.extend(self.db.take_executions());
+        Ok(outcome)
+    }
+
     /// Computes graph, layouts, expansions and the low program.
-    pub fn build(&mut self) -> Result<BuildOutcome, StageError> {
+    pub fn build_front(&mut self) -> Result<BuildOutcome, StageError> {
         self.db.take_executions();
         let mut times = Vec::new();
         let mut timed = |stage: &'static str, start: Instant| {
@@ -125,6 +214,7 @@ impl Session {
             times,
             executions: self.db.take_executions(),
             summary,
+            back: None,
         })
     }
 }

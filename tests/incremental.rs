@@ -56,6 +56,21 @@ fn fp8_scale_reruns_no_layout_query() {
     assert_eq!(session.low_program().expect("program").fp8_scale, -3);
 }
 
+/// Queries of the first half (graph to low program).
+const FIRST_HALF: [&str; 11] = [
+    "graph",
+    "planning_settings",
+    "matmul_costing",
+    "attention_costing",
+    "layouts",
+    "op_keys",
+    "planned_op",
+    "op_expansion",
+    "low_program",
+    "program_summary",
+    "phase_groups",
+];
+
 #[test]
 fn scheduling_fields_rerun_nothing_in_the_first_half() {
     let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
@@ -70,7 +85,52 @@ fn scheduling_fields_rerun_nothing_in_the_first_half() {
     ));
     assert_eq!(changed, vec!["schedule", "overrides"]);
     let outcome = session.build().expect("rebuild");
-    assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
+    let counts = counts(&outcome.executions);
+    for stage in FIRST_HALF {
+        assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
+    }
+    assert!(
+        counts.get("scheduled").is_some_and(|&runs| runs > 1),
+        "{counts:?}"
+    );
+}
+
+/// Overriding one phase's policy re-runs that phase's schedule and rows and
+/// the aggregates above them; no layout, expansion or other phase's
+/// schedule re-runs.
+#[test]
+fn one_phase_override_reschedules_only_that_phase() {
+    let file = "queries/vit-tiny.toml";
+    let mut session = Session::new(&query(file, &[]));
+    session.build().expect("build");
+    session.update(&query(
+        file,
+        &["schedule.override.layer.mlp.down.a.rearrange#0=B64"],
+    ));
+    let outcome = session.build().expect("rebuild");
+    let counts = counts(&outcome.executions);
+    for stage in FIRST_HALF.iter().chain(&["phase_problem"]) {
+        assert!(!counts.contains_key(*stage), "{stage} re-ran: {counts:?}");
+    }
+    assert_eq!(counts.get("scheduled"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("encoded_rows"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("phase_figures"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("phase_patches"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("row_table"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("build_estimate"), Some(&1), "{counts:?}");
+    // The firewall: every phase's policy is re-read, cheaply.
+    let phases = outcome.back.as_ref().expect("back half").phases.len();
+    assert_eq!(counts.get("phase_policy"), Some(&phases), "{counts:?}");
+    let overridden = outcome
+        .back
+        .as_ref()
+        .and_then(|back| {
+            back.phases
+                .iter()
+                .find(|phase| phase.key == "layer.mlp.down.a.rearrange#0")
+        })
+        .expect("phase");
+    assert_eq!(overridden.policy, "B64");
 }
 
 #[test]

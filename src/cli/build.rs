@@ -7,7 +7,7 @@ use super::common::{CommandError, artifacts_directory, load, write_json};
 use super::why;
 use crate::expand::builder::OpExpansion;
 use crate::queries::stages::{op_expansion, op_keys};
-use crate::report::build_report;
+use crate::report::{BackReport, build_report};
 
 fn thousands(value: u64) -> String {
     let digits = value.to_string();
@@ -38,7 +38,7 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
         .map(|expansion| expansion.as_ref())
         .collect();
     let graph = session.graph();
-    let report = build_report(
+    let mut report = build_report(
         &query.name,
         &query.workload.model.name,
         query.workload.batch,
@@ -118,6 +118,53 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
                 op.counts.local_copies,
                 op.counts.kernel_runs
             );
+        }
+    }
+    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    if let Some(back) = &report.back {
+        println!(
+            "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
+            thousands(back.total_cycles),
+            back.milliseconds,
+            thousands(back.compute_cycles),
+            thousands(back.exchange_cycles),
+            thousands(back.sync_cycles),
+            thousands(back.patch_cycles),
+            thousands(back.barriers)
+        );
+        println!(
+            "memory: exchange table {} B/tile (max), peak SRAM {} B on tile {}; patch words: {} Repeat (per iteration, all tiles), {} sharing",
+            thousands(back.exchange_table_bytes_per_tile_max),
+            thousands(back.peak_sram_bytes_per_tile),
+            back.peak_sram_tile,
+            thousands(back.repeat_patch_words),
+            thousands(back.sharing_patch_words)
+        );
+        let worst = back
+            .phases
+            .iter()
+            .max_by_key(|phase| phase.horizon as u64 * phase.executions as u64);
+        if let Some(worst) = worst {
+            println!(
+                "phases: {} validated and checked; longest {} (horizon {}, lower bound {}, {} transfers, x{})",
+                back.phases.len(),
+                worst.key,
+                thousands(worst.horizon as u64),
+                thousands(worst.lower_bound as u64),
+                thousands(worst.transfers),
+                worst.executions
+            );
+        }
+        if query.outputs.phases_csv {
+            let directory = artifacts_directory(&query);
+            std::fs::create_dir_all(&directory).map_err(|error| {
+                CommandError::Internal(format!("creating {}: {error}", directory.display()))
+            })?;
+            let path = directory.join("phases.csv");
+            std::fs::write(&path, back.phases_csv()).map_err(|error| {
+                CommandError::Internal(format!("writing {}: {error}", path.display()))
+            })?;
+            println!("wrote {}", path.display());
         }
     }
     if query.outputs.report {

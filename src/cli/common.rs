@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use super::{DEFAULT_QUERY, QueryArguments};
 use crate::layout::planner::LayoutError;
+use crate::queries::backend::BackendError;
 use crate::queries::stages::StageError;
 use crate::query::{BuildQuery, QueryError, load_query};
 
@@ -50,6 +51,19 @@ impl From<StageError> for CommandError {
                 CommandError::Input(format!("error: {error}"))
             }
             StageError::Expand(_) => CommandError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<BackendError> for CommandError {
+    fn from(error: BackendError) -> CommandError {
+        match error {
+            BackendError::Stage(stage) => CommandError::from(stage),
+            // The model does not fit the machine: a property of the input.
+            BackendError::Placement(placement) => {
+                CommandError::Input(format!("error: {placement}"))
+            }
+            BackendError::Phase(phase) => CommandError::Internal(phase.to_string()),
         }
     }
 }

@@ -15,7 +15,7 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let mut session = Session::new(&query);
     let started = Instant::now();
-    session.build()?;
+    session.build_front()?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
     let compile_time = started.elapsed();

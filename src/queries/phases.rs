@@ -249,6 +249,8 @@ pub struct PhaseFigures {
     pub lower_bound: u32,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
+    /// Repeat patch words over all tiles.
+    pub patch_words: u64,
 }
 
 #[salsa::tracked(returns(ref))]
@@ -276,5 +278,6 @@ pub fn phase_figures<'db>(
         lower_bound: schedule.lower_bound,
         max_row_bytes: rows.max_bytes(),
         total_row_bytes: rows.total_bytes(),
+        patch_words: super::backend::phase_patches(db, phase).clone()?.words(),
     })
 }

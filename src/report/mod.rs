@@ -159,6 +159,72 @@ pub struct BuildReport {
     pub program: ProgramSummary,
     pub ops: Vec<OpSummary>,
     pub exchanges: Vec<ExchangeSummary>,
+    /// The back half's figures (phases, estimate, memory).
+    pub back: Option<BackReport>,
+}
+
+/// Per build: the estimate, exchange table and SRAM figures; per phase: its
+/// schedule and row figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BackReport {
+    pub total_cycles: u64,
+    pub milliseconds: f64,
+    pub compute_cycles: u64,
+    pub exchange_cycles: u64,
+    pub sync_cycles: u64,
+    pub patch_cycles: u64,
+    pub barriers: u64,
+    pub exchange_table_bytes_per_tile_max: u64,
+    pub peak_sram_bytes_per_tile: u64,
+    pub peak_sram_tile: u32,
+    pub repeat_patch_words: u64,
+    pub sharing_patch_words: u64,
+    pub phases: Vec<crate::queries::phases::PhaseFigures>,
+}
+
+impl BackReport {
+    pub fn from_outcome(back: &crate::driver::BackOutcome) -> BackReport {
+        BackReport {
+            total_cycles: back.cycles,
+            milliseconds: back.milliseconds,
+            compute_cycles: back.estimate.compute_cycles,
+            exchange_cycles: back.estimate.exchange_cycles,
+            sync_cycles: back.estimate.sync_cycles,
+            patch_cycles: back.estimate.patch_cycles,
+            barriers: back.barriers,
+            exchange_table_bytes_per_tile_max: back.exchange_table_bytes_max,
+            peak_sram_bytes_per_tile: back.peak_sram_bytes,
+            peak_sram_tile: back.peak_sram_tile,
+            repeat_patch_words: back.repeat_patch_words,
+            sharing_patch_words: back.sharing_patch_words,
+            phases: back.phases.clone(),
+        }
+    }
+
+    /// `phases.csv`: one line per phase.
+    pub fn phases_csv(&self) -> String {
+        let mut csv = String::from(
+            "key,provenance,executions,policy,width,transfers,destinations,horizon,lower_bound,max_row_bytes,total_row_bytes,patch_words\n",
+        );
+        for phase in &self.phases {
+            csv.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                phase.key,
+                phase.merged_from.join("+"),
+                phase.executions,
+                phase.policy,
+                phase.width,
+                phase.transfers,
+                phase.destinations,
+                phase.horizon,
+                phase.lower_bound,
+                phase.max_row_bytes,
+                phase.total_row_bytes,
+                phase.patch_words
+            ));
+        }
+        csv
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -189,5 +255,6 @@ pub fn build_report(
         program: summary.clone(),
         ops: op_summaries(layouts, expansions),
         exchanges: exchange_summaries(program),
+        back: None,
     }
 }

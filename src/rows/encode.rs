@@ -41,11 +41,11 @@ pub(crate) struct OwnSend {
     pub control: u8,
 }
 
+/// Per tile: own sends, and receive controls with their events.
+pub(crate) type Activity = (Vec<Vec<OwnSend>>, Vec<Vec<(u64, Control)>>);
+
 /// Per tile: own sends and receive controls, each sorted by event.
-pub(crate) fn tile_activity(
-    problem: &ExchangeProblem,
-    schedule: &Schedule,
-) -> (Vec<Vec<OwnSend>>, Vec<Vec<(u64, Control)>>) {
+pub(crate) fn tile_activity(problem: &ExchangeProblem, schedule: &Schedule) -> Activity {
     let tiles = problem.tiles as usize;
     let mut sends: Vec<Vec<OwnSend>> = vec![Vec::new(); tiles];
     let mut controls: Vec<Vec<(u64, Control)>> = vec![Vec::new(); tiles];

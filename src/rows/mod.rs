@@ -103,7 +103,7 @@ impl Row {
             let byte_address = resolve(slot.address.allocation, slot.address.offset);
             let field = slot.field.field();
             let value = byte_address / ADDRESS_UNIT_BYTES;
-            if byte_address % ADDRESS_UNIT_BYTES != 0 || value > field.maximum() {
+            if !byte_address.is_multiple_of(ADDRESS_UNIT_BYTES) || value > field.maximum() {
                 return Err(RowError::Unrepresentable {
                     word: slot.word as usize,
                     address: byte_address,

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::expand::program::AllocationId;
 use crate::expand::program::Step;
 use crate::query::{SchedulePolicy, TransferWidth};
 use crate::schedule::tests::{POLICIES, WIDTHS, random_problem};
@@ -86,8 +87,15 @@ fn row_table_shares_identical_and_address_only_rows() {
     let rows = encode_phase(&problem, &schedule).unwrap();
     let mut moved = rows.clone();
     moved.allocations[0] = crate::expand::program::AllocationId(999_999);
-    let single = RowTable::build(&[&rows], 16);
-    let table = RowTable::build(&[&rows, &rows, &moved], 16);
+    let single = RowTable::build(&[(&rows, rows.allocations.as_slice())], 16);
+    let table = RowTable::build(
+        &[
+            (&rows, rows.allocations.as_slice()),
+            (&rows, rows.allocations.as_slice()),
+            (&moved, moved.allocations.as_slice()),
+        ],
+        16,
+    );
     assert_eq!(table.bytes_per_tile, single.bytes_per_tile);
     assert!(table.identical_rows > 0);
     let patched_words = rows
@@ -153,7 +161,10 @@ fn vit_tiny_phases_schedule_encode_check_and_replay() {
             );
             phases.push(rows);
         }
-        let references: Vec<&PhaseRows> = phases.iter().collect();
+        let references: Vec<(&PhaseRows, &[AllocationId])> = phases
+            .iter()
+            .map(|rows| (rows, rows.allocations.as_slice()))
+            .collect();
         let table = RowTable::build(&references, program.tiles);
         println!(
             "vit-tiny {policy}: {} phases, summed horizon {horizon}, exchange table max {} B/tile, total {} B, {} identical rows, {} sharing patches",

@@ -398,10 +398,10 @@ impl Placer<'_> {
             let payload = select + plan.payload_delay;
             let pointer = self.pointers[index];
             let state = &mut self.tiles[plan.tile];
-            if state.pending_deselect == Some(select) {
-                if let Some(previous) = state.last_receive {
-                    self.schedule.deselect[previous] = NO_EVENT;
-                }
+            if state.pending_deselect == Some(select)
+                && let Some(previous) = state.last_receive
+            {
+                self.schedule.deselect[previous] = NO_EVENT;
             }
             state.add_control(select);
             state.add_control(select + events);

@@ -57,14 +57,16 @@ pub fn receive_payload_start(select: i64, tile: u32, paired: bool) -> i64 {
 /// must exist because its stream is blocked).
 pub fn paired_eligible(problem: &ExchangeProblem, piece: usize) -> bool {
     let words = problem.words[piece];
-    if words % PAIRED_ITEM_WORDS != 0 || words / PAIRED_ITEM_WORDS < PAIRED_MINIMUM_ITEMS {
+    if !words.is_multiple_of(PAIRED_ITEM_WORDS) || words / PAIRED_ITEM_WORDS < PAIRED_MINIMUM_ITEMS
+    {
         return false;
     }
     let aligned = |address: super::problem::SymbolicAddress| {
         let allocation = problem.allocations[address.allocation as usize];
-        address.offset % PAIRED_ALIGNMENT_BYTES == 0
-            && allocation.alignment % PAIRED_ALIGNMENT_BYTES == 0
-            && (allocation.iterations <= 1 || allocation.bytes % PAIRED_ALIGNMENT_BYTES == 0)
+        address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
+            && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
+            && (allocation.iterations <= 1
+                || allocation.bytes.is_multiple_of(PAIRED_ALIGNMENT_BYTES))
     };
     let sender = problem.source_tile[piece];
     if partner(sender) == sender

@@ -180,14 +180,15 @@ fn check_paired(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), Va
             })
         };
         let words = problem.words[piece];
-        if words % 2 != 0 || words / 2 < PAIRED_MINIMUM_ITEMS {
+        if !words.is_multiple_of(2) || words / 2 < PAIRED_MINIMUM_ITEMS {
             return fail("fewer than 64 whole items");
         }
         let aligned = |address: SymbolicAddress| {
             let allocation = problem.allocations[address.allocation as usize];
-            address.offset % PAIRED_ALIGNMENT_BYTES == 0
-                && allocation.alignment % PAIRED_ALIGNMENT_BYTES == 0
-                && (allocation.iterations <= 1 || allocation.bytes % PAIRED_ALIGNMENT_BYTES == 0)
+            address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
+                && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
+                && (allocation.iterations <= 1
+                    || allocation.bytes.is_multiple_of(PAIRED_ALIGNMENT_BYTES))
         };
         if !aligned(problem.source[piece]) {
             return fail("source not 8-byte aligned");
@@ -421,10 +422,12 @@ struct Segment {
     write_end: i64,
 }
 
+/// A byte-range access: (piece, is write, address, first event, end event).
+type Access = (usize, bool, SymbolicAddress, i64, i64);
+
 fn check_hazards(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), ValidationError> {
     // (tile, root) -> accesses in piece order: (piece, write, address, start event, end event).
-    let mut groups: BTreeMap<(u32, u32), Vec<(usize, bool, SymbolicAddress, i64, i64)>> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<(u32, u32), Vec<Access>> = BTreeMap::new();
     let root =
         |address: SymbolicAddress| problem.allocations[address.allocation as usize].alias_root;
     for piece in 0..problem.pieces() {
@@ -494,10 +497,10 @@ fn check_hazards(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), V
 /// Segments overlapping `[low, high)`, in address order.
 fn overlapping(segments: &BTreeMap<u64, Segment>, low: u64, high: u64) -> Vec<(u64, Segment)> {
     let mut found = Vec::new();
-    if let Some((&start, &segment)) = segments.range(..low).next_back() {
-        if segment.end > low {
-            found.push((start, segment));
-        }
+    if let Some((&start, &segment)) = segments.range(..low).next_back()
+        && segment.end > low
+    {
+        found.push((start, segment));
     }
     found.extend(
         segments

@@ -13,7 +13,8 @@ use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs};
 use crate::driver::{BuildOutcome, Session};
-use crate::queries::stages::{OpKey, StageError};
+use crate::queries::backend::BackendError;
+use crate::queries::stages::OpKey;
 use crate::query::BuildQuery;
 
 /// The session after the explained rebuild, its outcome and the explanation.
@@ -42,7 +43,10 @@ pub fn op_names(session: &Session) -> BTreeMap<salsa::Id, String> {
 
 /// Builds `previous`, then `current` on top of it, and explains what re-ran.
 /// A failing previous build is noted and does not stop the current one.
-pub fn rebuild_from(previous: &BuildQuery, current: &BuildQuery) -> Result<WhyRebuild, StageError> {
+pub fn rebuild_from(
+    previous: &BuildQuery,
+    current: &BuildQuery,
+) -> Result<WhyRebuild, BackendError> {
     let started = Instant::now();
     let mut session = Session::new(previous);
     let before = session.build();
