@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod place;
 pub mod queries;
 pub mod query;
+pub mod replay_phases;
 pub mod report;
 pub mod rows;
 pub mod schedule;

@@ -4,6 +4,7 @@
 
 pub mod build;
 pub mod common;
+pub mod replay;
 pub mod run;
 pub mod watch;
 pub mod why;
@@ -67,6 +68,16 @@ pub enum Command {
         /// Without a usable record it says so and builds once, cold.
         #[arg(long, verbatim_doc_comment)]
         why: bool,
+    },
+    /// Build, then replay every exchange phase from its decoded rows on
+    /// simulated tile memories whose sources hold known patterns, checking
+    /// the delivered words (every word, or a sample per phase).
+    Replay {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Words checked per phase (a deterministic sample); 0 checks every word.
+        #[arg(long, value_name = "WORDS", default_value_t = 8192)]
+        sample: u64,
     },
     /// Compile, then interpret the low program on the build's weights and
     /// compare its output with the FP32 reference (cosine, max abs error).

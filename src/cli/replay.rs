@@ -1,0 +1,51 @@
+//! `superstep replay`: build, then replay every exchange phase from its
+//! decoded rows and check the delivered words.
+
+use std::time::Instant;
+
+use super::QueryArguments;
+use super::common::{CommandError, load};
+use crate::driver::Session;
+use crate::replay_phases::replay_all;
+
+pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = Session::new(&query);
+    session.build()?;
+    let started = Instant::now();
+    let sample = (sample > 0).then_some(sample);
+    let replays = replay_all(&session, sample);
+    let mut failures = 0;
+    let (mut deliveries, mut words) = (0u64, 0u64);
+    for replay in &replays {
+        match &replay.result {
+            Ok(report) => {
+                deliveries += report.deliveries;
+                words += report.checked_words;
+                println!(
+                    "  {:<48} PASS  {:>9} deliveries, {:>10} words checked",
+                    replay.key, report.deliveries, report.checked_words
+                );
+            }
+            Err(error) => {
+                failures += 1;
+                println!("  {:<48} FAIL  {error}", replay.key);
+            }
+        }
+    }
+    println!(
+        "replayed {} phases of {} in {:.3} s: {} deliveries, {} words checked, {} failed",
+        replays.len(),
+        query.name,
+        started.elapsed().as_secs_f64(),
+        deliveries,
+        words,
+        failures
+    );
+    if failures > 0 {
+        return Err(CommandError::Internal(format!(
+            "{failures} phases failed replay"
+        )));
+    }
+    Ok(())
+}

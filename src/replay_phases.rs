@@ -1,0 +1,53 @@
+//! Replay of every exchange phase of a build: each phase's rows are
+//! finalized against a consecutive placement of its allocations, decoded
+//! and executed on simulated tile memories whose sources hold known
+//! patterns, and every destination word (or a deterministic sample) is
+//! checked (`crate::sim::replay`). Phases run in parallel over cloned
+//! database handles.
+
+use rayon::prelude::*;
+
+use crate::driver::Session;
+use crate::queries::phases::{PhaseError, encoded_rows, phase_keys, phase_work};
+use crate::rows::ConsecutivePlacement;
+use crate::sim::replay::{ReplayError, ReplayReport, replay_phase};
+
+/// One phase's replay outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseReplay {
+    pub key: String,
+    pub result: Result<ReplayReport, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Phase(#[from] PhaseError),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    #[error(transparent)]
+    Rows(#[from] crate::rows::RowError),
+}
+
+/// Replays every phase of the session's (already built) program. `sample`
+/// limits the checked words per phase (`None`: every word).
+pub fn replay_all(session: &Session, sample: Option<u64>) -> Vec<PhaseReplay> {
+    let keys = phase_keys(&session.db, session.inputs).clone();
+    keys.par_iter()
+        .map_with(session.db.clone(), |db, &key| {
+            let outcome = (|| -> Result<ReplayReport, Failure> {
+                let (problem, policy) = phase_work(db, key)?;
+                let rows = encoded_rows(db, problem, policy).clone()?;
+                let content = problem.problem(db);
+                let placement = ConsecutivePlacement::new(content)?;
+                let words =
+                    rows.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
+                Ok(replay_phase(content, &words, &placement, sample)?)
+            })();
+            PhaseReplay {
+                key: key.key(db).clone(),
+                result: outcome.map_err(|error| error.to_string()),
+            }
+        })
+        .collect()
+}
