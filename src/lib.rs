@@ -13,6 +13,7 @@ pub mod group;
 pub mod layout;
 pub mod model;
 pub mod numerics;
+pub mod package;
 pub mod patch;
 pub mod pipeline;
 pub mod place;

@@ -6,6 +6,7 @@ use super::QueryArguments;
 use super::common::{CommandError, artifacts_directory, load, write_json};
 use super::why;
 use crate::expand::builder::OpExpansion;
+use crate::package::assemble_package;
 use crate::queries::stages::{op_expansion, op_keys};
 use crate::report::{BackReport, build_report};
 
@@ -166,6 +167,15 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
             })?;
             println!("wrote {}", path.display());
         }
+    }
+    if query.outputs.package && report.back.is_some() {
+        let package = assemble_package(&session)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        let path = artifacts_directory(&query).join("package.bin");
+        let bytes = package
+            .write(&path)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
     }
     if query.outputs.report {
         let path = artifacts_directory(&query).join("report.json");

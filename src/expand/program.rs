@@ -11,16 +11,16 @@
 //! Owns the data types and their invariants only: `op_expansion` and
 //! `assemble` build them, `crate::sim` executes them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::layout::format::MemoryClass;
 use crate::numerics::dot::Accumulation;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AllocationId(pub u32);
 
 /// An `f32` stored by bits so that programs compare and hash exactly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Real(pub u32);
 
 impl Real {
@@ -33,7 +33,7 @@ impl Real {
 }
 
 /// Why an allocation or step exists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Reason {
     /// One block (or replica) of a value.
     ValueBlock,
@@ -53,7 +53,7 @@ pub enum Reason {
     PartialExchange,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Provenance {
     /// Index into `LowProgram::names`: the op's name path.
     pub op: u32,
@@ -62,7 +62,7 @@ pub struct Provenance {
     pub reason: Reason,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Allocation {
     pub tile: u32,
     /// Bytes of one instance.
@@ -81,7 +81,7 @@ pub struct Allocation {
 /// A byte position inside an allocation. Inside a Repeat, a location in an
 /// allocation with `iterations > 1` is bound per iteration: iteration `i`
 /// reads `offset + i * bytes`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Location {
     pub allocation: AllocationId,
     pub offset: u32,
@@ -89,34 +89,34 @@ pub struct Location {
 
 /// A strided operand: `line` bytes between rows (or columns), `matrix`
 /// bytes between groups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Operand {
     pub location: Location,
     pub line: u32,
     pub matrix: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ElementType {
     F32,
     F16,
     F8,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum GeluForm {
     Tanh,
     Erf,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AttentionKind {
     Materialized,
     Flash { key_block: u32 },
 }
 
 /// Where a matrix product's result goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MatMulOutput {
     /// Partial sums (precision of the accumulation) for a later reduction.
     Partial(Operand),
@@ -130,7 +130,7 @@ pub enum MatMulOutput {
 }
 
 /// One kernel invocation on one tile; shapes are the block's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Kernel {
     /// `a [rows, reduction]` FP16 row-major times an FP8 column-major
     /// weight block `[reduction, cols]`.
@@ -249,7 +249,7 @@ pub enum Kernel {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KernelRun {
     pub tile: u32,
     pub kernel: Kernel,
@@ -257,7 +257,7 @@ pub struct KernelRun {
 
 /// `rows` rows of `row_bytes`, read every `source_stride` bytes and written
 /// every `destination_stride` bytes, on one tile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LocalCopy {
     pub tile: u32,
     pub source: Location,
@@ -269,7 +269,7 @@ pub struct LocalCopy {
 }
 
 /// `rows` rows of `row_bytes` zero bytes every `stride` bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ZeroFill {
     pub tile: u32,
     pub destination: Location,
@@ -279,7 +279,7 @@ pub struct ZeroFill {
 }
 
 /// One destination of a transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Destination {
     pub tile: u32,
     pub location: Location,
@@ -289,7 +289,7 @@ pub struct Destination {
 /// from `source_location[t]` on `source_tile[t]` to every destination in
 /// `destinations[destination_start[t]..destination_start[t + 1]]`. Order is
 /// semantic: later transfers may depend on earlier ones.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct TransferList {
     pub source_tile: Vec<u32>,
     pub source_location: Vec<Location>,
@@ -335,7 +335,7 @@ impl TransferList {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Step {
     Kernels {
         provenance: Provenance,
@@ -361,7 +361,7 @@ pub enum Step {
 }
 
 /// Where the host reads and writes values.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ValueBinding {
     /// Index into `LowProgram::names`.
     pub name: u32,
@@ -371,7 +371,7 @@ pub struct ValueBinding {
     pub allocations: Vec<AllocationId>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct LowProgram {
     pub tiles: u32,
     pub fp8_scale: i32,

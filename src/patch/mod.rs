@@ -22,14 +22,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rows::{PhaseRows, SlotField};
 use crate::schedule::ExchangeProblem;
 use crate::target::costs;
 
 /// How a tile's sender addresses are encoded in a Repeat body phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BaseChoice {
     /// Absolute addresses: every moving word is patched.
     Zero,
@@ -38,14 +38,14 @@ pub enum BaseChoice {
 }
 
 /// One patched word: `row word += step_words` before every iteration after the first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PatchWord {
     pub word: u32,
     pub step_words: i64,
 }
 
 /// A tile's Repeat patch list for one phase.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TilePatches {
     pub tile: u32,
     pub base: BaseChoice,
@@ -55,7 +55,7 @@ pub struct TilePatches {
 }
 
 /// Repeat patch lists of one phase, one entry per tile that needs patches.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct PhasePatches {
     pub tiles: Vec<TilePatches>,
 }

@@ -13,7 +13,7 @@ use crate::expand::program::AllocationId;
 
 /// A row word that must be patched before `phase` runs on `tile` because it
 /// shares storage with an earlier row whose address there differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SharingPatch {
     pub tile: u32,
     pub phase: u32,

@@ -58,7 +58,9 @@ pub enum Region {
 }
 
 /// What a piece of data needs from the memory it is placed in (model: placement classes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum MemoryClass {
     /// Ordinary data: may live in either region.
     Standard,

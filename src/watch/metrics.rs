@@ -36,6 +36,18 @@ pub struct Metric {
 
 impl HeadlineMetrics {
     /// The program counts of the first half; back-half fields stay `None`.
+    /// The first half's counts, and the back half's figures when present.
+    pub fn from_outcome(outcome: &crate::driver::BuildOutcome) -> HeadlineMetrics {
+        let mut metrics = HeadlineMetrics::from_summary(&outcome.summary);
+        if let Some(back) = &outcome.back {
+            metrics.cycles = Some(back.cycles);
+            metrics.exchange_table_bytes_per_tile = Some(back.exchange_table_bytes_max);
+            metrics.patch_words = Some(back.repeat_patch_words + back.sharing_patch_words);
+            metrics.peak_sram_per_tile = Some(back.peak_sram_bytes);
+        }
+        metrics
+    }
+
     pub fn from_summary(summary: &ProgramSummary) -> HeadlineMetrics {
         HeadlineMetrics {
             transfers: summary.total.transfers,

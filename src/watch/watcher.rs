@@ -243,7 +243,7 @@ impl Watcher {
                 }
                 write!(out, "{}", render_runs(&outcome.executions, None))?;
                 write!(out, "{}", render_times(&outcome.times))?;
-                let metrics = HeadlineMetrics::from_summary(&outcome.summary);
+                let metrics = HeadlineMetrics::from_outcome(&outcome);
                 writeln!(out, "headline metrics:")?;
                 write!(out, "{}", render_metrics(&metrics, self.metrics.as_ref()))?;
                 self.metrics = Some(metrics);

@@ -55,7 +55,7 @@ pub fn rebuild_from(
     let outcome = session.build()?;
     let mut explanation = String::new();
     let previous_metrics = match &before {
-        Ok(outcome) => Some(HeadlineMetrics::from_summary(&outcome.summary)),
+        Ok(outcome) => Some(HeadlineMetrics::from_outcome(&outcome)),
         Err(error) => {
             explanation.push_str(&format!("the previous query fails today: {error}\n"));
             None
@@ -68,7 +68,7 @@ pub fn rebuild_from(
     explanation.push_str(&render_runs(&outcome.executions, Some(&op_names(&session))));
     explanation.push_str("headline metrics:\n");
     explanation.push_str(&render_metrics(
-        &HeadlineMetrics::from_summary(&outcome.summary),
+        &HeadlineMetrics::from_outcome(&outcome),
         previous_metrics.as_ref(),
     ));
     Ok(WhyRebuild {

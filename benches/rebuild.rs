@@ -1,0 +1,115 @@
+//! Full builds and incremental rebuilds of SigLIP so400m (27 layers, 1,472
+//! tiles) through one long-lived session, as `superstep build` and
+//! `superstep watch` run them:
+//!
+//! - cold: a fresh database, graph to estimate;
+//! - no-op: the same query again;
+//! - one phase's policy overridden (a policy never seen before each time,
+//!   so nothing is served from an earlier memo);
+//! - the global stream policy changed (likewise a new wave width each time);
+//! - the FP8 scale changed (alternating -4 and -3);
+//! - the layer count changed (alternating 27 and 26).
+//!
+//! `cargo bench --bench rebuild`
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use superstep::driver::Session;
+use superstep::query::{BuildQuery, load_query};
+
+fn query(sets: &[&str]) -> BuildQuery {
+    let sets: Vec<String> = sets.iter().map(|set| set.to_string()).collect();
+    load_query(
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/queries/siglip-so400m.toml"
+        )),
+        &sets,
+    )
+    .expect("query")
+}
+
+fn alternating(criterion: &mut Criterion, name: &str, first: BuildQuery, second: BuildQuery) {
+    let mut session = Session::new(&first);
+    session.build().expect("build");
+    let mut flip = false;
+    criterion.bench_function(name, |bencher| {
+        bencher.iter(|| {
+            flip = !flip;
+            session.update(if flip { &second } else { &first });
+            black_box(session.build().expect("rebuild").summary.total.transfers)
+        })
+    });
+}
+
+fn rebuilds(criterion: &mut Criterion) {
+    let base = query(&[]);
+    {
+        let mut group = criterion.benchmark_group("build");
+        group.sample_size(10);
+        group.bench_function("siglip-so400m-27/cold", |bencher| {
+            bencher.iter(|| {
+                let mut session = Session::new(&base);
+                black_box(session.build().expect("build").summary.total.transfers)
+            })
+        });
+        group.finish();
+    }
+    let mut session = Session::new(&base);
+    session.build().expect("build");
+    criterion.bench_function("rebuild/siglip-so400m-27/no-op", |bencher| {
+        bencher.iter(|| {
+            session.update(&base);
+            black_box(session.build().expect("rebuild").summary.total.transfers)
+        })
+    });
+    let mut session = Session::new(&base);
+    session.build().expect("build");
+    let mut width = 64;
+    criterion.bench_function("rebuild/siglip-so400m-27/one-phase-override", |bencher| {
+        bencher.iter(|| {
+            width += 1;
+            let edited = query(&[&format!("schedule.override.layer.attn.merge#0=S{width}")]);
+            session.update(&edited);
+            black_box(session.build().expect("rebuild").summary.total.transfers)
+        })
+    });
+    alternating(
+        criterion,
+        "rebuild/siglip-so400m-27/fp8-scale",
+        query(&["workload.fp8_scale=-4"]),
+        query(&["workload.fp8_scale=-3"]),
+    );
+    let mut group = criterion.benchmark_group("rebuild-slow");
+    group.sample_size(10);
+    group.bench_function("siglip-so400m-27/layers-27-to-26", |bencher| {
+        let (first, second) = (
+            query(&["workload.layers=27"]),
+            query(&["workload.layers=26"]),
+        );
+        let mut session = Session::new(&first);
+        session.build().expect("build");
+        let mut flip = false;
+        bencher.iter(|| {
+            flip = !flip;
+            session.update(if flip { &second } else { &first });
+            black_box(session.build().expect("rebuild").summary.total.transfers)
+        })
+    });
+    let mut session = Session::new(&base);
+    session.build().expect("build");
+    let mut wave = 1024;
+    group.bench_function("siglip-so400m-27/global-stream-policy", |bencher| {
+        bencher.iter(|| {
+            wave += 1;
+            session.update(&query(&[&format!("schedule.policy=B{wave}")]));
+            black_box(session.build().expect("rebuild").summary.total.transfers)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, rebuilds);
+criterion_main!(benches);

@@ -1,0 +1,194 @@
+//! The package: finalized per-tile programs, serialised to
+//! `artifacts/NAME/package.bin`.
+//!
+//! It holds every allocation's placed address, the phase-grouped steps with
+//! every location resolved to its absolute tile address, each exchange
+//! phase's rows with their relocation slots filled (one row per tile, as the
+//! tile's exchange table will hold it), the Repeat patch lists and the
+//! row-sharing patches. Inside the package, `Location::offset` is the
+//! absolute tile address (`0x4c000`-based); `Location::allocation` is kept
+//! only to give a Repeat binding its stride (`bytes` of an iterated
+//! allocation).
+//!
+//! The file is `PACKAGE_MAGIC`, then the bincode encoding of [`Package`].
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::driver::Session;
+use crate::expand::program::Step;
+use crate::expand::visit::step_locations_mut;
+use crate::layout::format::MemoryClass;
+use crate::patch::TilePatches;
+use crate::queries::backend::{BackendError, phase_patches, placement, row_table};
+use crate::queries::phases::{encoded_rows, phase_groups, phase_keys, phase_problem, phase_work};
+use crate::queries::stages::low_program;
+use crate::rows::SharingPatch;
+
+/// The first bytes of every package file (format version 1).
+pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG01";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacedAllocation {
+    pub tile: u32,
+    pub address: u32,
+    pub bytes: u32,
+    pub iterations: u32,
+    pub class: MemoryClass,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackagePhase {
+    pub key: String,
+    pub executions: u32,
+    /// Path from `Package::steps` to the phase's exchange step.
+    pub step_path: Vec<u32>,
+    /// Finalized row words of every tile (empty for idle tiles).
+    pub rows: Vec<Vec<u32>>,
+    pub repeat_patches: Vec<TilePatches>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    pub name: String,
+    pub tiles: u32,
+    pub fp8_scale: i32,
+    pub names: Vec<String>,
+    pub allocations: Vec<PlacedAllocation>,
+    pub steps: Vec<Step>,
+    pub phases: Vec<PackagePhase>,
+    pub sharing_patches: Vec<SharingPatch>,
+    pub exchange_table_base: Vec<u32>,
+    pub patch_lists_base: Vec<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error(transparent)]
+    Build(#[from] BackendError),
+    #[error("phase `{phase}`: {message}")]
+    Rows { phase: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a superstep package (bad magic)")]
+    Magic { path: String },
+    #[error("{path}: {source}")]
+    Encoding {
+        path: String,
+        source: bincode::Error,
+    },
+}
+
+/// Assembles the package of a built session.
+pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
+    let (db, build) = (&session.db, session.inputs);
+    let program = low_program(db, build).clone().map_err(BackendError::from)?;
+    let groups = phase_groups(db, build)
+        .clone()
+        .map_err(BackendError::from)?;
+    let placed = placement(db, build).clone()?;
+    let table = row_table(db, build).clone()?;
+    let mut steps = groups.steps.clone();
+    for step in &mut steps {
+        step_locations_mut(step, &mut |location| {
+            location.offset += placed.base[location.allocation.0 as usize];
+        });
+    }
+    let mut phases = Vec::with_capacity(groups.phases.len());
+    for (&key, record) in phase_keys(db, build).iter().zip(&groups.phases) {
+        let phase_name = key.key(db).clone();
+        let failure = |message: String| PackageError::Rows {
+            phase: phase_name.clone(),
+            message,
+        };
+        let problem = phase_problem(db, key)
+            .clone()
+            .map_err(|error| failure(error.to_string()))?;
+        let (content, policy) = phase_work(db, key).map_err(|error| failure(error.to_string()))?;
+        let rows = encoded_rows(db, content, policy)
+            .clone()
+            .map_err(|error| failure(error.to_string()))?;
+        let finalized = rows
+            .finalize(|allocation, offset| {
+                placed.base[problem.allocations[allocation as usize].0 as usize] + offset
+            })
+            .map_err(|error| failure(error.to_string()))?;
+        let patches = phase_patches(db, key)
+            .clone()
+            .map_err(|error| failure(error.to_string()))?;
+        phases.push(PackagePhase {
+            key: phase_name.clone(),
+            executions: record.executions,
+            step_path: record.step_path.clone(),
+            rows: finalized,
+            repeat_patches: patches.tiles.clone(),
+        });
+    }
+    Ok(Package {
+        name: build.name(db).clone(),
+        tiles: program.tiles,
+        fp8_scale: program.fp8_scale,
+        names: program.names.clone(),
+        allocations: program
+            .allocations
+            .iter()
+            .zip(&placed.base)
+            .map(|(allocation, &address)| PlacedAllocation {
+                tile: allocation.tile,
+                address,
+                bytes: allocation.bytes,
+                iterations: allocation.iterations,
+                class: allocation.class,
+            })
+            .collect(),
+        steps,
+        phases,
+        sharing_patches: table.sharing_patches.clone(),
+        exchange_table_base: placed.exchange_table_base.clone(),
+        patch_lists_base: placed.patch_lists_base.clone(),
+    })
+}
+
+impl Package {
+    pub fn write(&self, path: &Path) -> Result<u64, PackageError> {
+        let io = |source| PackageError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let mut writer = BufWriter::new(std::fs::File::create(path).map_err(io)?);
+        writer.write_all(PACKAGE_MAGIC).map_err(io)?;
+        bincode::serialize_into(&mut writer, self).map_err(|source| PackageError::Encoding {
+            path: path.display().to_string(),
+            source,
+        })?;
+        writer.flush().map_err(io)?;
+        Ok(std::fs::metadata(path).map_err(io)?.len())
+    }
+
+    pub fn read(path: &Path) -> Result<Package, PackageError> {
+        let io = |source| PackageError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut reader = BufReader::new(std::fs::File::open(path).map_err(io)?);
+        let mut magic = [0u8; 8];
+        reader.read_exact(&mut magic).map_err(io)?;
+        if &magic != PACKAGE_MAGIC {
+            return Err(PackageError::Magic {
+                path: path.display().to_string(),
+            });
+        }
+        bincode::deserialize_from(reader).map_err(|source| PackageError::Encoding {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
