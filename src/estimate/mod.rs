@@ -9,6 +9,8 @@
 
 pub mod compute;
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::expand::program::Step;
@@ -36,7 +38,7 @@ pub struct Estimate {
 }
 
 struct Walker<'lookup> {
-    tiles: u32,
+    compute_cost: &'lookup dyn Fn(&[u32], &Step) -> u64,
     phase_cost: &'lookup dyn Fn(&[u32]) -> Option<PhaseCost>,
     estimate: Estimate,
 }
@@ -58,8 +60,7 @@ impl Walker<'_> {
                 }
                 Step::Checkpoint { .. } => {}
                 _ => {
-                    self.estimate.compute_cycles +=
-                        compute::compute_step_cycles(step, self.tiles) * executions;
+                    self.estimate.compute_cycles += (self.compute_cost)(path, step) * executions;
                     self.estimate.compute_steps += executions;
                 }
             }
@@ -68,14 +69,35 @@ impl Walker<'_> {
     }
 }
 
-/// Estimates `steps`; `phase_cost(step_path)` gives each exchange's cost.
+/// Cycles of every compute step, by step path (computed once per program).
+pub fn compute_step_costs(steps: &[Step], tiles: u32) -> HashMap<Vec<u32>, u64> {
+    fn walk(steps: &[Step], tiles: u32, path: &mut Vec<u32>, out: &mut HashMap<Vec<u32>, u64>) {
+        for (index, step) in steps.iter().enumerate() {
+            path.push(index as u32);
+            match step {
+                Step::Repeat { body, .. } => walk(body, tiles, path, out),
+                Step::Exchange { .. } | Step::Checkpoint { .. } => {}
+                _ => {
+                    out.insert(path.clone(), compute::compute_step_cycles(step, tiles));
+                }
+            }
+            path.pop();
+        }
+    }
+    let mut out = HashMap::new();
+    walk(steps, tiles, &mut Vec::new(), &mut out);
+    out
+}
+
+/// Estimates `steps`; `compute_cost(step_path, step)` gives each compute
+/// step's cycles and `phase_cost(step_path)` each exchange's cost.
 pub fn estimate(
     steps: &[Step],
-    tiles: u32,
+    compute_cost: &dyn Fn(&[u32], &Step) -> u64,
     phase_cost: &dyn Fn(&[u32]) -> Option<PhaseCost>,
 ) -> Estimate {
     let mut walker = Walker {
-        tiles,
+        compute_cost,
         phase_cost,
         estimate: Estimate {
             compute_cycles: 0,

@@ -11,7 +11,8 @@ use super::phases::{
     PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_problem, phase_work,
 };
 use super::stages::{StageError, low_program};
-use crate::estimate::{Estimate, PhaseCost, estimate};
+use crate::estimate::{Estimate, PhaseCost, compute_step_costs, estimate};
+use crate::expand::program::Step;
 use crate::patch::{PhasePatches, repeat_patches};
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
@@ -27,6 +28,10 @@ pub enum BackendError {
     #[error(transparent)]
     Placement(#[from] PlacementError),
 }
+
+/// Reservations for the exchange table and the patch lists are made in
+/// units of this many bytes (model: a memory allocator's granule).
+pub const RESERVATION_GRANULE_BYTES: u64 = 1024;
 
 /// Bytes a patch list entry takes in tile memory: the word's offset in the
 /// table and the step to add (model: two 32-bit words).
@@ -84,13 +89,19 @@ pub fn tile_reservations(
     for patch in &table.sharing_patches {
         patch_bytes[patch.tile as usize] += PATCH_ENTRY_BYTES;
     }
+    // Reservations grow in granules, so that a small change of one phase's
+    // rows leaves them (and so placement) unchanged.
+    let granule = |bytes: u64| bytes.next_multiple_of(RESERVATION_GRANULE_BYTES) as u32;
     Ok(Arc::new(TileReservations {
         exchange_table: table
             .bytes_per_tile
             .iter()
-            .map(|&bytes| bytes as u32)
+            .map(|&bytes| granule(bytes))
             .collect(),
-        patch_lists: patch_bytes,
+        patch_lists: patch_bytes
+            .iter()
+            .map(|&bytes| granule(bytes as u64))
+            .collect(),
     }))
 }
 
@@ -137,10 +148,22 @@ pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, 
             },
         );
     }
+    let compute = compute_costs(db, build).clone()?;
     let lookup = |path: &[u32]| costs_by_path.get(path).copied();
-    Ok(Arc::new(estimate(
+    let compute_lookup = |path: &[u32], _: &Step| compute.get(path).copied().unwrap_or(0);
+    Ok(Arc::new(estimate(&groups.steps, &compute_lookup, &lookup)))
+}
+
+/// Cycles of every compute step (depends on the program only, so schedule
+/// edits never recompute it).
+#[salsa::tracked(returns(ref))]
+pub fn compute_costs(
+    db: &dyn Db,
+    build: BuildInputs,
+) -> Result<Arc<HashMap<Vec<u32>, u64>>, BackendError> {
+    let groups = phase_groups(db, build).clone()?;
+    Ok(Arc::new(compute_step_costs(
         &groups.steps,
         build.machine(db).tiles,
-        &lookup,
     )))
 }

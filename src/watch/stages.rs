@@ -37,7 +37,7 @@ pub fn stage_of(query: &str) -> &'static str {
         "encoded_rows" | "row_table" => "row tables",
         "phase_patches" => "patch lists",
         "tile_reservations" | "placement" => "placement",
-        "build_estimate" => "estimate",
+        "build_estimate" | "compute_costs" => "estimate",
         _ => "other",
     }
 }
