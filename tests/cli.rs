@@ -158,3 +158,48 @@ fn help_explains_the_commands() {
         assert!(text.contains(word), "{text}");
     }
 }
+
+#[test]
+fn explain_shows_a_phase_and_where_its_policy_comes_from() {
+    let output = superstep(&[
+        "explain",
+        "queries/vit-tiny.toml",
+        "--phase",
+        "layer.attn.merge#0",
+        "--set",
+        "schedule.override.layer.attn.merge#0=B64",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for expected in [
+        "provenance",
+        "horizon",
+        "lower bound",
+        "rows:",
+        "Repeat patches",
+        "override 1",
+    ] {
+        assert!(text.contains(expected), "missing {expected}: {text}");
+    }
+    let unknown = superstep(&[
+        "explain",
+        "queries/vit-tiny.toml",
+        "--phase",
+        "layer.attn#0",
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("layer.attn.merge#0"),
+        "{}",
+        stderr(&unknown)
+    );
+}
+
+#[test]
+fn replay_checks_every_phase() {
+    let output = superstep(&["replay", "queries/vit-tiny.toml", "--sample", "0"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("0 failed"), "{text}");
+    assert!(!text.contains("FAIL "), "{text}");
+}

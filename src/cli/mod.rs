@@ -4,6 +4,7 @@
 
 pub mod build;
 pub mod common;
+pub mod explain;
 pub mod replay;
 pub mod run;
 pub mod watch;
@@ -68,6 +69,15 @@ pub enum Command {
         /// Without a usable record it says so and builds once, cold.
         #[arg(long, verbatim_doc_comment)]
         why: bool,
+    },
+    /// Explain one exchange phase: provenance, transfers, schedule, rows per
+    /// tile, patches, and where its policy comes from.
+    Explain {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// The phase key, `op#ordinal` (see artifacts/NAME/phases.csv).
+        #[arg(long, value_name = "KEY")]
+        phase: String,
     },
     /// Build, then replay every exchange phase from its decoded rows on
     /// simulated tile memories whose sources hold known patterns, checking

@@ -1,0 +1,160 @@
+//! `superstep explain QUERY --phase KEY`: everything about one exchange
+//! phase — provenance, transfers, schedule, rows per tile, patches, and why
+//! its policy is what it is.
+
+use std::collections::BTreeMap;
+
+use super::QueryArguments;
+use super::common::{CommandError, load};
+use crate::driver::Session;
+use crate::patch::BaseChoice;
+use crate::queries::backend::phase_patches;
+use crate::queries::phases::{
+    PolicySource, encoded_rows, phase_keys, phase_policy, phase_problem, phase_work, scheduled,
+};
+
+fn bucket(bytes: u64) -> String {
+    if bytes == 0 {
+        return "idle".to_string();
+    }
+    let upper = bytes.next_power_of_two().max(64);
+    format!("{}..{} B", upper / 2 + 1, upper)
+}
+
+pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = Session::new(&query);
+    session.build()?;
+    let db = &session.db;
+    let keys = phase_keys(db, session.inputs);
+    let Some(&key) = keys.iter().find(|key| key.key(db) == phase) else {
+        let mut known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+        let stem = phase.split('#').next().unwrap_or(phase);
+        let close: Vec<&str> = known
+            .iter()
+            .copied()
+            .filter(|key| key.contains(stem))
+            .collect();
+        if !close.is_empty() {
+            known = close;
+        }
+        return Err(CommandError::Input(format!(
+            "error: --phase {phase}: no such phase in {}; phases are `op#ordinal`, for example: {}",
+            query.name,
+            known
+                .iter()
+                .take(12)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
+    let record = phase_problem(db, key)
+        .clone()
+        .map_err(|error| internal(&error))?;
+    let (problem_key, policy_key) = phase_work(db, key).map_err(|error| internal(&error))?;
+    let problem = problem_key.problem(db);
+    let schedule = scheduled(db, problem_key, policy_key)
+        .clone()
+        .map_err(|error| internal(&error))?;
+    let rows = encoded_rows(db, problem_key, policy_key)
+        .clone()
+        .map_err(|error| internal(&error))?;
+    let patches = phase_patches(db, key)
+        .clone()
+        .map_err(|error| internal(&error))?;
+    let policy = phase_policy(db, key);
+
+    println!("phase {phase} of {}", query.name);
+    println!("  provenance: {}", record.merged_from.join(" + "));
+    println!(
+        "  runs {} time(s){}",
+        record.executions,
+        if record.in_repeat {
+            " (in the layer Repeat)"
+        } else {
+            ""
+        }
+    );
+    let mut sent = vec![0u64; problem.tiles as usize];
+    let mut received = vec![0u64; problem.tiles as usize];
+    for piece in 0..problem.pieces() {
+        let words = problem.words[piece] as u64;
+        sent[problem.source_tile[piece] as usize] += words;
+        for receive in problem.receives_of(piece) {
+            received[problem.destination_tile[receive] as usize] += words;
+        }
+    }
+    println!(
+        "  transfers: {} pieces to {} destinations, {} words; largest {} words; {} sending tiles, {} receiving tiles; max {} words sent / {} received by one tile",
+        problem.pieces(),
+        problem.receives(),
+        problem.words.iter().map(|&words| words as u64).sum::<u64>(),
+        problem.words.iter().copied().max().unwrap_or(0),
+        sent.iter().filter(|&&words| words > 0).count(),
+        received.iter().filter(|&&words| words > 0).count(),
+        sent.iter().copied().max().unwrap_or(0),
+        received.iter().copied().max().unwrap_or(0),
+    );
+    let why = match &policy.source {
+        PolicySource::Default => format!(
+            "the build's schedule.policy = \"{}\"",
+            query.schedule.policy
+        ),
+        PolicySource::Override { index } => format!(
+            "override {} in [[schedule.override]] (phase = \"{}\", policy = \"{}\")",
+            index + 1,
+            query.overrides[*index].phase,
+            query.overrides[*index].policy
+        ),
+    };
+    println!(
+        "  policy: {} ({why}); width {:?} (asked {:?})",
+        policy.policy, schedule.width, policy.width
+    );
+    println!(
+        "  schedule: horizon {} events, lower bound {} ({:.2}x)",
+        schedule.horizon,
+        schedule.lower_bound,
+        schedule.horizon as f64 / schedule.lower_bound.max(1) as f64
+    );
+    let mut histogram: BTreeMap<u64, (String, usize)> = BTreeMap::new();
+    for row in &rows.rows {
+        let bytes = row.bytes();
+        let key = if bytes == 0 {
+            0
+        } else {
+            bytes.next_power_of_two().max(64)
+        };
+        histogram.entry(key).or_insert_with(|| (bucket(bytes), 0)).1 += 1;
+    }
+    println!(
+        "  rows: {} B on the largest tile, {} B in total; tiles by row size:",
+        rows.max_bytes(),
+        rows.total_bytes()
+    );
+    for (label, count) in histogram.values() {
+        println!("    {label:>16} {count:>6} tiles");
+    }
+    let moving = patches
+        .tiles
+        .iter()
+        .filter(|tile| matches!(tile.base, BaseChoice::Moving { .. }))
+        .count();
+    println!(
+        "  Repeat patches: {} words on {} tiles (max {} on one tile, {} cycles); moving base on {} tiles, zero base saved {} words",
+        patches.words(),
+        patches.calls(),
+        patches.max_words(),
+        patches.cycles(),
+        moving,
+        patches
+            .tiles
+            .iter()
+            .map(|tile| tile.zero_base_words as u64)
+            .sum::<u64>()
+            .saturating_sub(patches.words())
+    );
+    Ok(())
+}
