@@ -63,7 +63,6 @@ pub fn build_query_graph(query: &BuildQuery) -> Graph {
 pub fn lower(
     graph: &Graph,
     settings: PlanningSettings,
-    fp8_scale: i32,
     oracle: &mut dyn CostOracle,
 ) -> Result<(Layouts, LowProgram), CompileError> {
     let layouts = plan_layouts(graph, settings, oracle)?;
@@ -80,19 +79,14 @@ pub fn lower(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let references: Vec<_> = expansions.iter().collect();
-    let program = assemble(&layouts, &references, settings.tiles, fp8_scale);
+    let program = assemble(&layouts, &references, settings.tiles);
     Ok((layouts, program))
 }
 
 /// The whole first half without a database.
 pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), CompileError> {
     let graph = build_query_graph(query);
-    let (layouts, program) = lower(
-        &graph,
-        planning_settings(query),
-        query.workload.fp8_scale,
-        &mut DirectCosts,
-    )?;
+    let (layouts, program) = lower(&graph, planning_settings(query), &mut DirectCosts)?;
     Ok((graph, layouts, program))
 }
 

@@ -51,9 +51,9 @@ fn fp8_scale_reruns_no_layout_query() {
     ] {
         assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
     }
-    // The program records the scale, so assembly re-runs, and nothing else.
-    assert_eq!(counts.get("low_program"), Some(&1), "{counts:?}");
-    assert_eq!(session.low_program().expect("program").fp8_scale, -3);
+    // The scale only changes the stored weight codes: no compiler query
+    // reads it (the package and the weights do), so nothing re-runs.
+    assert!(outcome.executions.is_empty(), "{counts:?}");
 }
 
 /// Queries of the first half (graph to low program).

@@ -164,7 +164,6 @@ fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
     assert!(second.contains("workload.fp8_scale"), "{second}");
     assert!(second.contains("-4 -> -3"), "{second}");
     let runs = reran(second);
-    assert!(runs.contains("low_program"), "{second}");
     for query in [
         "layouts",
         "matmul_costing",
@@ -175,7 +174,7 @@ fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
     }
     assert!(second.contains("headline metrics"), "{second}");
     assert!(second.contains("(±0)"), "{second}");
-    assert!(second.contains("n/a"), "{second}");
+    assert!(second.contains("cycles"), "{second}");
 
     // 2. An editor's atomic save: a temporary file renamed over the target.
     let temporary = directory.join(".vit-tiny.toml.tmp");

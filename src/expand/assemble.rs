@@ -57,12 +57,7 @@ fn set_provenance(step: &mut Step, op: u32, value: Option<u32>) {
 }
 
 /// Builds the low program. `expansions[i]` is the expansion of `layouts.ops[i]`.
-pub fn assemble(
-    layouts: &Layouts,
-    expansions: &[&OpExpansion],
-    tiles: u32,
-    fp8_scale: i32,
-) -> LowProgram {
+pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32) -> LowProgram {
     let mut names = Names::default();
     let mut allocations = Vec::new();
     let mut producers: HashMap<u32, u32> = HashMap::new();
@@ -173,7 +168,6 @@ pub fn assemble(
     steps.extend(epilogue);
     LowProgram {
         tiles,
-        fp8_scale,
         names: names.names,
         allocations,
         steps,

@@ -374,7 +374,6 @@ pub struct ValueBinding {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct LowProgram {
     pub tiles: u32,
-    pub fp8_scale: i32,
     pub names: Vec<String>,
     pub allocations: Vec<Allocation>,
     pub steps: Vec<Step>,

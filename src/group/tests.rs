@@ -22,7 +22,6 @@ fn program(count: u32, steps: Vec<Step>) -> LowProgram {
     };
     LowProgram {
         tiles: 2,
-        fp8_scale: 0,
         names: vec!["op0".into(), "op1".into()],
         allocations: (0..count)
             .map(|id| Allocation {

@@ -132,7 +132,7 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
     Ok(Package {
         name: build.name(db).clone(),
         tiles: program.tiles,
-        fp8_scale: program.fp8_scale,
+        fp8_scale: build.fp8_scale(db),
         names: program.names.clone(),
         allocations: program
             .allocations

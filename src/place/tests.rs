@@ -61,7 +61,6 @@ fn copy(source: u32, destination: u32, bytes: u32) -> Step {
 fn chain(bytes: u32) -> LowProgram {
     LowProgram {
         tiles: 1,
-        fp8_scale: 0,
         names: (0..4).map(|index| format!("op{index}")).collect(),
         allocations: (0..4)
             .map(|id| allocation(0, bytes, MemoryClass::Standard, 1, id))
@@ -142,7 +141,6 @@ fn classes_iterations_and_repeats() {
     );
     let program = LowProgram {
         tiles: 1,
-        fp8_scale: 0,
         names: (0..3).map(|index| format!("op{index}")).collect(),
         allocations: vec![
             allocation(0, 1000, MemoryClass::Interleaved, 3, 0),

@@ -183,7 +183,6 @@ pub fn low_program(db: &dyn Db, build: BuildInputs) -> Result<Arc<LowProgram>, S
         &layouts,
         &references,
         build.machine(db).tiles,
-        build.fp8_scale(db),
     )))
 }
 

@@ -339,7 +339,7 @@ pub fn interpret(
     let mut interpreter = Interpreter {
         program,
         memory,
-        fp8_table: fp8::decode_table(program.fp8_scale),
+        fp8_table: fp8::decode_table(weights.fp8_scale),
         counts: ExecutionCounts::default(),
     };
     interpreter.run_steps(&program.steps, 0)?;
