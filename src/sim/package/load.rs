@@ -2,7 +2,8 @@
 //! written into every block-replica allocation of their planned values (the
 //! low program's `values` bindings) at the package's placed address, per
 //! layer instance; the output is read back from the first replica of every
-//! block. Element placement follows the interpreter's `store_value` /
+//! block. The host writes whole block images (padding zero, and marked
+//! written). Element placement follows the interpreter's `store_value` /
 //! `load_value` (`TensorFormat::locate`).
 
 use crate::expand::program::{AllocationId, LowProgram};
@@ -67,6 +68,15 @@ fn store(
     instance: u32,
 ) -> Result<(), SimError> {
     let size = element_bytes(format.precision);
+    // The host writes whole block images: padding is defined (zero).
+    for &allocation in allocations {
+        let placed = &package.allocations[allocation.0 as usize];
+        let address = u64::from(placed.address) + u64::from(instance) * u64::from(placed.bytes);
+        let start = TileImage::index(address, placed.bytes as usize).ok_or_else(|| {
+            SimError::Weights(format!("host write at {address:#x} outside the tile's memory"))
+        })?;
+        images[placed.tile as usize].mark_written(start, placed.bytes as usize);
+    }
     let mut failure = None;
     for_each_element(
         format,
