@@ -10,7 +10,7 @@ use crate::driver::Session;
 use crate::package::assemble_package;
 use crate::pipeline::load_weights;
 use crate::sim::compare::compare;
-use crate::sim::package::simulate;
+use crate::sim::package::simulate_with;
 use crate::sim::reference::evaluate_reference;
 
 pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
@@ -29,7 +29,7 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let weights_time = started.elapsed();
     let started = Instant::now();
-    let run = simulate(&package, &program, &layouts, &weights)
+    let run = simulate_with(&package, &program, &layouts, &weights, false)
         .map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
     let simulate_time = started.elapsed();
     let started = Instant::now();
@@ -64,6 +64,10 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         counts.words_received,
         counts.exchange_events,
         counts.patched_words
+    );
+    println!(
+        "  kernel operand reads touching never-written bytes (block padding): {}",
+        counts.unwritten_kernel_reads
     );
     if let Some(back) = &outcome.back {
         println!(

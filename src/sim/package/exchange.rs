@@ -190,7 +190,9 @@ fn expected_receives(
                 bytes as usize,
                 iteration,
             )
-            .map_err(|message| fault(destination.tile, format!("transfer destination {message}")))?;
+            .map_err(|message| {
+                fault(destination.tile, format!("transfer destination {message}"))
+            })?;
             expected[destination.tile as usize].push((start, start + bytes, source_tile, source));
         }
     }

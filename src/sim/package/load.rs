@@ -73,7 +73,9 @@ fn store(
         let placed = &package.allocations[allocation.0 as usize];
         let address = u64::from(placed.address) + u64::from(instance) * u64::from(placed.bytes);
         let start = TileImage::index(address, placed.bytes as usize).ok_or_else(|| {
-            SimError::Weights(format!("host write at {address:#x} outside the tile's memory"))
+            SimError::Weights(format!(
+                "host write at {address:#x} outside the tile's memory"
+            ))
         })?;
         images[placed.tile as usize].mark_written(start, placed.bytes as usize);
     }

@@ -70,6 +70,8 @@ pub struct PackageCounts {
     pub patched_words: u64,
     pub copy_rows: u64,
     pub fills: u64,
+    /// Kernel operand reads touching never-written bytes (non-strict runs).
+    pub unwritten_kernel_reads: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +88,8 @@ struct Simulator<'a> {
     fp8_table: [f32; 256],
     counts: PackageCounts,
     last_phase: String,
+    strict: bool,
+    unwritten_reads: std::sync::atomic::AtomicU64,
 }
 
 impl Simulator<'_> {
@@ -110,8 +114,8 @@ impl Simulator<'_> {
         length: usize,
         iteration: u32,
     ) -> Result<usize, TileFault> {
-        let address = bind(self.package, tile, location, length, iteration)
-            .map_err(|message| TileFault {
+        let address =
+            bind(self.package, tile, location, length, iteration).map_err(|message| TileFault {
                 tile: Some(tile),
                 message,
             })?;
@@ -132,6 +136,7 @@ impl Simulator<'_> {
         }
         let package = self.package;
         let table = &self.fp8_table;
+        let (strict, unwritten_reads) = (self.strict, &self.unwritten_reads);
         self.images
             .par_iter_mut()
             .zip(by_tile.par_iter())
@@ -153,8 +158,8 @@ impl Simulator<'_> {
                         let instance = if placed.iterations > 1 { iteration } else { 0 };
                         let address = u64::from(placed.address)
                             + u64::from(instance) * u64::from(placed.bytes);
-                        let start = TileImage::index(address, placed.bytes as usize)
-                            .ok_or_else(|| {
+                        let start =
+                            TileImage::index(address, placed.bytes as usize).ok_or_else(|| {
                                 failure(format!(
                                     "allocation {} at {address:#x} is outside the tile's memory",
                                     id.0
@@ -173,6 +178,8 @@ impl Simulator<'_> {
                         image,
                         iteration,
                         taken: &ids,
+                        strict,
+                        unwritten_reads,
                     };
                     let mut writer = TileWriter {
                         package,
@@ -281,12 +288,26 @@ impl Simulator<'_> {
 }
 
 /// Simulates `package` (assembled from `program`, expanded from `layouts`)
-/// on `weights`; returns the output value (logical row-major).
+/// on `weights`; returns the output value (logical row-major). Strict:
+/// a kernel reading never-written bytes fails.
 pub fn simulate(
     package: &Package,
     program: &LowProgram,
     layouts: &Layouts,
     weights: &Weights,
+) -> Result<PackageRun, PackageFault> {
+    simulate_with(package, program, layouts, weights, true)
+}
+
+/// As [`simulate`]; with `strict` false, kernel reads of never-written
+/// bytes (block padding some kernels read whole) are counted in
+/// `PackageCounts::unwritten_kernel_reads` instead of failing.
+pub fn simulate_with(
+    package: &Package,
+    program: &LowProgram,
+    layouts: &Layouts,
+    weights: &Weights,
+    strict: bool,
 ) -> Result<PackageRun, PackageFault> {
     let setup = |message: String| PackageFault {
         tile: None,
@@ -311,12 +332,13 @@ pub fn simulate(
         fp8_table: fp8::decode_table(package.fp8_scale),
         counts: PackageCounts::default(),
         last_phase: "-".into(),
+        strict,
+        unwritten_reads: std::sync::atomic::AtomicU64::new(0),
     };
     simulator.run_steps(&package.steps, &mut Vec::new(), 0)?;
     let output = load::read_output(&simulator.images, package, program, layouts)
         .map_err(|error| setup(format!("output: {error}")))?;
-    Ok(PackageRun {
-        output,
-        counts: simulator.counts,
-    })
+    let mut counts = simulator.counts;
+    counts.unwritten_kernel_reads = simulator.unwritten_reads.into_inner();
+    Ok(PackageRun { output, counts })
 }
