@@ -55,7 +55,7 @@ pub fn rebuild_from(
     let outcome = session.build()?;
     let mut explanation = String::new();
     let previous_metrics = match &before {
-        Ok(outcome) => Some(HeadlineMetrics::from_outcome(&outcome)),
+        Ok(outcome) => Some(HeadlineMetrics::from_outcome(outcome)),
         Err(error) => {
             explanation.push_str(&format!("the previous query fails today: {error}\n"));
             None
