@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use superstep::cli::{Cli, Command, build, explain, replay, run, watch};
+use superstep::cli::{Cli, Command, build, explain, replay, run, simulate, watch};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
@@ -30,6 +30,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Build { query, ops, why } => build::run(query, *ops, *why),
         Command::Run { query } => run::run(query),
+        Command::Simulate { query } => simulate::run(query),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
         Command::Watch {

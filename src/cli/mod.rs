@@ -7,6 +7,7 @@ pub mod common;
 pub mod explain;
 pub mod replay;
 pub mod run;
+pub mod simulate;
 pub mod watch;
 pub mod why;
 
@@ -92,6 +93,14 @@ pub enum Command {
     /// Compile, then interpret the low program on the build's weights and
     /// compare its output with the FP32 reference (cosine, max abs error).
     Run {
+        #[command(flatten)]
+        query: QueryArguments,
+    },
+    /// Build and assemble the package, then execute it on simulated tile
+    /// memories (placed addresses, decoded and patched exchange rows) and
+    /// compare its output with the FP32 reference; prints the exchange
+    /// events simulated, the estimated cycles and the simulation's wall time.
+    Simulate {
         #[command(flatten)]
         query: QueryArguments,
     },

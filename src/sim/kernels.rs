@@ -9,7 +9,7 @@
 //! interpreter today, the package simulator later). It must not know about
 //! layouts or the graph.
 
-use super::memory::{Reader, SimError, Writer};
+use super::memory::{KernelRead, KernelWrite, SimError};
 use crate::expand::program::{
     AllocationId, AttentionKind, ElementType, GeluForm, Kernel, MatMulOutput, Operand,
 };
@@ -72,7 +72,7 @@ fn element_size(element: ElementType) -> usize {
 
 /// Reads `groups x rows x cols` elements of `element` type through `operand`.
 fn read(
-    reader: &Reader,
+    reader: &impl KernelRead,
     operand: Operand,
     element: ElementType,
     groups: u32,
@@ -109,7 +109,7 @@ fn read(
 }
 
 fn write(
-    writer: &mut Writer,
+    writer: &mut impl KernelWrite,
     operand: Operand,
     element: ElementType,
     groups: u32,
@@ -146,7 +146,7 @@ fn write(
 
 /// Column-major FP8 weight block as `cols` rows of `reduction` values.
 fn read_weight(
-    reader: &Reader,
+    reader: &impl KernelRead,
     operand: Operand,
     reduction: u32,
     cols: u32,
@@ -178,8 +178,8 @@ fn round_all(values: &mut [f32]) {
 /// Runs one kernel. `fp8_table` decodes weight codes at the program's scale.
 pub fn execute(
     kernel: &Kernel,
-    reader: &Reader,
-    writer: &mut Writer,
+    reader: &impl KernelRead,
+    writer: &mut impl KernelWrite,
     fp8_table: &[f32; 256],
 ) -> Result<(), SimError> {
     match *kernel {

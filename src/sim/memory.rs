@@ -57,6 +57,29 @@ impl Memory {
     }
 }
 
+/// Byte reads of kernel operands (allocation-relative here; absolute tile
+/// addresses in the package simulator).
+pub trait KernelRead {
+    fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError>;
+}
+
+/// Byte writes of kernel results.
+pub trait KernelWrite {
+    fn bytes_mut(&mut self, location: Location, length: usize) -> Result<&mut [u8], SimError>;
+}
+
+impl KernelRead for Reader<'_> {
+    fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError> {
+        Reader::bytes(self, location, length)
+    }
+}
+
+impl KernelWrite for Writer<'_> {
+    fn bytes_mut(&mut self, location: Location, length: usize) -> Result<&mut [u8], SimError> {
+        Writer::bytes_mut(self, location, length)
+    }
+}
+
 /// Read access to every buffer not taken for writing.
 pub struct Reader<'memory> {
     pub buffers: &'memory [Vec<u8>],

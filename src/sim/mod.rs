@@ -6,5 +6,6 @@ pub mod compare;
 pub mod interpreter;
 pub mod kernels;
 pub mod memory;
+pub mod package;
 pub mod reference;
 pub mod replay;

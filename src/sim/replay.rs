@@ -133,15 +133,15 @@ impl Memories {
     }
 }
 
-/// One receive as the machine performs it.
-struct Delivery {
-    read_event: u64,
-    write_event: u64,
-    source_tile: u32,
-    source_address: u64,
-    tile: u32,
-    address: u64,
-    bytes: u64,
+/// One receive as the machine performs it (byte addresses).
+pub(crate) struct Delivery {
+    pub read_event: u64,
+    pub write_event: u64,
+    pub source_tile: u32,
+    pub source_address: u64,
+    pub tile: u32,
+    pub address: u64,
+    pub bytes: u64,
 }
 
 /// Replays `problem` from finalized `rows` under `placement`; checks every
@@ -260,7 +260,7 @@ pub fn replay_phase(
 }
 
 /// Matches every select of every row with the send it receives.
-fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, ReplayError> {
+pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, ReplayError> {
     let mut sends: Vec<Vec<(u64, u64, u32, u8)>> = vec![Vec::new(); decoded.len()];
     for (tile, events) in decoded.iter().enumerate() {
         for event in events {

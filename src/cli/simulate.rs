@@ -1,0 +1,90 @@
+//! `superstep simulate`: build, assemble the package, execute it on
+//! simulated tile memories (`crate::sim::package`) and compare the output
+//! with the FP32 reference.
+
+use std::time::Instant;
+
+use super::QueryArguments;
+use super::common::{CommandError, load};
+use crate::driver::Session;
+use crate::package::assemble_package;
+use crate::pipeline::load_weights;
+use crate::sim::compare::compare;
+use crate::sim::package::simulate_with;
+use crate::sim::reference::evaluate_reference;
+
+pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = Session::new(&query);
+    let started = Instant::now();
+    let outcome = session.build()?;
+    let package = assemble_package(&session)
+        .map_err(|error| CommandError::Internal(format!("package: {error}")))?;
+    let layouts = session.layouts()?;
+    let program = session.low_program()?;
+    let compile_time = started.elapsed();
+    let graph = session.graph();
+    let started = Instant::now();
+    let weights = load_weights(&query, graph)
+        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let weights_time = started.elapsed();
+    let started = Instant::now();
+    let run = simulate_with(&package, &program, &layouts, &weights, false)
+        .map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
+    let simulate_time = started.elapsed();
+    let started = Instant::now();
+    let reference = evaluate_reference(graph, &weights)
+        .map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
+    let reference_time = started.elapsed();
+    let agreement = compare(&run.output, &reference);
+    println!(
+        "superstep simulate {}: {} ({} layers) on {} tiles, package of {} phases",
+        query.name,
+        query.workload.model.name,
+        graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+        query.machine.tiles,
+        package.phases.len()
+    );
+    println!(
+        "  compile {:.3} s, weights {:.3} s, package simulation {:.3} s, FP32 reference {:.3} s",
+        compile_time.as_secs_f64(),
+        weights_time.as_secs_f64(),
+        simulate_time.as_secs_f64(),
+        reference_time.as_secs_f64()
+    );
+    let counts = run.counts;
+    println!(
+        "  executed {} kernel runs, {} copy rows, {} fills; {} exchange phases from decoded rows: \
+         {} receives ({} words), {} exchange events, {} patched row words",
+        counts.kernel_runs,
+        counts.copy_rows,
+        counts.fills,
+        counts.phases_run,
+        counts.deliveries,
+        counts.words_received,
+        counts.exchange_events,
+        counts.patched_words
+    );
+    println!(
+        "  kernel operand reads touching never-written bytes (block padding): {}",
+        counts.unwritten_kernel_reads
+    );
+    if let Some(back) = &outcome.back {
+        println!(
+            "  estimated {} cycles ({:.3} ms), {} barriers",
+            back.cycles, back.milliseconds, back.barriers
+        );
+    }
+    println!(
+        "  output {} elements: cosine {:.9}, max abs error {:.6}{}",
+        agreement.elements,
+        agreement.cosine,
+        agreement.max_abs_error,
+        if agreement.non_finite > 0 {
+            format!(", {} non-finite", agreement.non_finite)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Kernel operand access on a tile image: the package simulator's
+//! implementation of the shared kernels' `KernelRead`/`KernelWrite`.
+//!
+//! Package locations hold absolute tile addresses; an allocation with
+//! `iterations > 1` is bound in Repeat iteration `i` at `address + i * bytes`.
+//! Every access must stay inside the instance of the allocation it names
+//! (as placed in the package) and on that allocation's tile; reads must hit
+//! written bytes. Written allocations are taken out of the image while a
+//! kernel runs (as the interpreter does), so reads never see a run's own
+//! writes.
+
+use crate::expand::program::{AllocationId, Location};
+use crate::package::{Package, PlacedAllocation};
+use crate::sim::memory::{KernelRead, KernelWrite, SimError};
+
+use super::image::TileImage;
+
+/// Absolute address of `location` in `iteration`, checked against the
+/// placed instance of its allocation on `tile`.
+pub fn bind(
+    package: &Package,
+    tile: u32,
+    location: Location,
+    length: usize,
+    iteration: u32,
+) -> Result<u64, String> {
+    let allocation: &PlacedAllocation = package
+        .allocations
+        .get(location.allocation.0 as usize)
+        .ok_or_else(|| format!("names unknown allocation {}", location.allocation.0))?;
+    if allocation.tile != tile {
+        return Err(format!(
+            "names allocation {} of tile {}",
+            location.allocation.0, allocation.tile
+        ));
+    }
+    let instance = if allocation.iterations > 1 {
+        u64::from(iteration) * u64::from(allocation.bytes)
+    } else {
+        0
+    };
+    let start = u64::from(allocation.address) + instance;
+    let end = start + u64::from(allocation.bytes);
+    let address = u64::from(location.offset) + instance;
+    if address < start || address + length as u64 > end {
+        return Err(format!(
+            "accesses {length} bytes at {address:#x}, outside allocation {} placed at {start:#x}..{end:#x}",
+            location.allocation.0
+        ));
+    }
+    Ok(address)
+}
+
+pub struct TileReader<'a> {
+    pub package: &'a Package,
+    pub tile: u32,
+    pub image: &'a TileImage,
+    pub iteration: u32,
+    /// Allocations taken for writing by the running kernel.
+    pub taken: &'a [AllocationId],
+    /// Fail on reads of never-written bytes; otherwise count them here.
+    pub strict: bool,
+    pub unwritten_reads: &'a std::sync::atomic::AtomicU64,
+}
+
+impl KernelRead for TileReader<'_> {
+    fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError> {
+        let check = |message: String| SimError::Weights(format!("read {message}"));
+        if self.taken.contains(&location.allocation) {
+            return Err(SimError::Conflict {
+                tile: self.tile,
+                allocation: location.allocation.0,
+            });
+        }
+        let address =
+            bind(self.package, self.tile, location, length, self.iteration).map_err(check)?;
+        let start = TileImage::index(address, length)
+            .ok_or_else(|| check(format!("at {address:#x} outside the tile's memory")))?;
+        if let Some(unwritten) = self.image.first_unwritten(start, length) {
+            if !self.strict {
+                self.unwritten_reads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Ok(&self.image.bytes[start..start + length]);
+            }
+            return Err(check(format!(
+                "of never-written memory at {:#x} (allocation {})",
+                unwritten as u64 + address - start as u64,
+                location.allocation.0
+            )));
+        }
+        Ok(&self.image.bytes[start..start + length])
+    }
+}
+
+/// One written allocation instance, taken out of the image for a run.
+pub struct Taken {
+    pub allocation: AllocationId,
+    /// Image index of the instance's first byte.
+    pub start: usize,
+    pub bytes: Vec<u8>,
+    /// Written `(offset, length)` ranges within the instance.
+    pub written: Vec<(usize, usize)>,
+}
+
+pub struct TileWriter<'a> {
+    pub package: &'a Package,
+    pub tile: u32,
+    pub iteration: u32,
+    pub taken: Vec<Taken>,
+}
+
+impl KernelWrite for TileWriter<'_> {
+    fn bytes_mut(&mut self, location: Location, length: usize) -> Result<&mut [u8], SimError> {
+        let check = |message: String| SimError::Weights(format!("write {message}"));
+        let address =
+            bind(self.package, self.tile, location, length, self.iteration).map_err(check)?;
+        let start = TileImage::index(address, length)
+            .ok_or_else(|| check(format!("at {address:#x} outside the tile's memory")))?;
+        let taken = self
+            .taken
+            .iter_mut()
+            .find(|taken| taken.allocation == location.allocation)
+            .ok_or(SimError::Conflict {
+                tile: self.tile,
+                allocation: location.allocation.0,
+            })?;
+        let offset = start - taken.start;
+        taken.written.push((offset, length));
+        Ok(&mut taken.bytes[offset..offset + length])
+    }
+}

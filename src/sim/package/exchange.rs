@@ -1,0 +1,342 @@
+//! Exchange phases from the package's decoded rows.
+//!
+//! Per Repeat iteration `i`, each tile's finalized row is patched as the
+//! supervisor would before the phase runs:
+//! - with `BaseChoice::Moving { stride_words }`, the outgoing base register
+//!   is 0 in iteration 0 (the finalized rows hold iteration 0's absolute
+//!   addresses) and advances `stride_words` per iteration, so every
+//!   send-address field (`send`, `sendpicp`) of that row reads `i * stride`
+//!   further; receive pointers are not based;
+//! - every listed patch word adds `i * step_words` to its address field
+//!   (the supervisor adds `step_words` before every iteration after the
+//!   first), the field being the one its instruction carries there.
+//!
+//! Sharing patches are not modelled as shared storage: each phase decodes
+//! its own finalized row, which is what its storage holds after the
+//! sharing patches ran.
+//!
+//! Receives are matched to sends as `crate::sim::replay` does (one model),
+//! then checked against the transfer list of the phase's step: every
+//! received byte must land on a destination of that iteration and come from
+//! the source the list names, and every tile must receive exactly the bytes
+//! the list sends it. Data moves in event order: sources read at send start,
+//! destinations written at payload start.
+
+use rayon::prelude::*;
+
+use crate::expand::program::TransferList;
+use crate::package::{Package, PackagePhase};
+use crate::patch::BaseChoice;
+use crate::rows::{RowEvent, decode_row};
+use crate::sim::replay::{Delivery, deliveries};
+use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
+use crate::target::encoding::{Instruction, decode};
+use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
+
+use super::access::bind;
+use super::image::{PlacedIntervals, TileImage};
+
+/// A check that failed, before the step context is attached.
+#[derive(Debug)]
+pub struct TileFault {
+    pub tile: Option<u32>,
+    pub message: String,
+}
+
+fn fault(tile: u32, message: String) -> TileFault {
+    TileFault {
+        tile: Some(tile),
+        message,
+    }
+}
+
+/// The address field of every address-bearing word of `row`, and whether it
+/// is a send address.
+fn address_fields(row: &[u32]) -> Result<Vec<Option<(Field, bool)>>, String> {
+    let mut fields = vec![None; row.len()];
+    let mut position = 0;
+    while position < row.len() {
+        let (instruction, consumed) =
+            decode(&row[position..]).map_err(|error| format!("word {position}: {error}"))?;
+        match instruction {
+            Instruction::Send { .. } => fields[position] = Some((SEND_ADDRESS, true)),
+            Instruction::SendPicP { control, .. } => {
+                if control != 0 {
+                    fields[position] = Some((SEND_ADDRESS, true));
+                }
+                if position + 1 < row.len() {
+                    fields[position + 1] = Some((INLINE_PIC, false));
+                }
+            }
+            Instruction::DelayPic { .. } | Instruction::SendPic { .. } => {
+                fields[position] = Some((SEND_PIC_VALUE, false))
+            }
+            _ => {}
+        }
+        position += consumed;
+    }
+    Ok(fields)
+}
+
+/// Adds `delta` words to the address field of `row[word]`, range-checked
+/// against the field and the tile's memory.
+fn add_to_field(row: &mut [u32], word: usize, field: Field, delta: i64) -> Result<(), String> {
+    let value = i64::from(field.extract(row[word])) + delta;
+    let lowest = i64::from(TILE_BASE_ADDRESS / 4);
+    let highest = i64::from(TILE_END_ADDRESS / 4);
+    if value < lowest || value >= highest || value > i64::from(field.maximum()) {
+        return Err(format!(
+            "patched word {word} addresses {:#x}, outside the tile's memory",
+            value * 4
+        ));
+    }
+    row[word] = (row[word] & !field.mask) | field.place(value as u32);
+    Ok(())
+}
+
+/// Tile `tile`'s row of `phase` as it runs in Repeat iteration `iteration`.
+pub fn patched_row(
+    phase: &PackagePhase,
+    tile: u32,
+    iteration: u32,
+) -> Result<(Vec<u32>, u64), TileFault> {
+    let mut row = phase.rows[tile as usize].clone();
+    let Some(patches) = phase
+        .repeat_patches
+        .iter()
+        .find(|patches| patches.tile == tile)
+    else {
+        return Ok((row, 0));
+    };
+    if iteration == 0 {
+        return Ok((row, 0));
+    }
+    let fields = address_fields(&row).map_err(|message| fault(tile, message))?;
+    let mut patched = 0;
+    if let BaseChoice::Moving { stride_words } = patches.base {
+        for (word, field) in fields.iter().enumerate() {
+            if let Some((field, true)) = field {
+                add_to_field(
+                    &mut row,
+                    word,
+                    *field,
+                    i64::from(stride_words) * i64::from(iteration),
+                )
+                .map_err(|message| fault(tile, format!("base register: {message}")))?;
+            }
+        }
+    }
+    for patch in &patches.words {
+        let word = patch.word as usize;
+        let Some(Some((field, _))) = fields.get(word) else {
+            return Err(fault(
+                tile,
+                if word >= row.len() {
+                    format!(
+                        "patch names word {word}, outside the row table's row of {} words",
+                        row.len()
+                    )
+                } else {
+                    format!("patch names word {word}, which holds no address field")
+                },
+            ));
+        };
+        add_to_field(
+            &mut row,
+            word,
+            *field,
+            patch.step_words * i64::from(iteration),
+        )
+        .map_err(|message| fault(tile, message))?;
+        patched += 1;
+    }
+    Ok((row, patched))
+}
+
+/// What one phase execution did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseRun {
+    pub deliveries: u64,
+    pub words_received: u64,
+    pub events: u64,
+    pub patched_words: u64,
+}
+
+/// Expected receives of one tile: `(start, end, source tile, source start)`.
+type Expected = Vec<(u64, u64, u32, u64)>;
+
+fn expected_receives(
+    package: &Package,
+    transfers: &TransferList,
+    iteration: u32,
+) -> Result<Vec<Expected>, TileFault> {
+    let mut expected: Vec<Expected> = vec![Vec::new(); package.tiles as usize];
+    for index in 0..transfers.words.len() {
+        let bytes = u64::from(transfers.words[index]) * 4;
+        let source_tile = transfers.source_tile[index];
+        let source = bind(
+            package,
+            source_tile,
+            transfers.source_location[index],
+            bytes as usize,
+            iteration,
+        )
+        .map_err(|message| fault(source_tile, format!("transfer source {message}")))?;
+        for destination in transfers.destinations_of(index) {
+            let start = bind(
+                package,
+                destination.tile,
+                destination.location,
+                bytes as usize,
+                iteration,
+            )
+            .map_err(|message| {
+                fault(destination.tile, format!("transfer destination {message}"))
+            })?;
+            expected[destination.tile as usize].push((start, start + bytes, source_tile, source));
+        }
+    }
+    for list in &mut expected {
+        list.sort_unstable();
+    }
+    Ok(expected)
+}
+
+/// Checks one delivery against the transfer list and the placed allocations.
+fn check_delivery(
+    delivery: &Delivery,
+    expected: &[Expected],
+    placed: &PlacedIntervals,
+) -> Result<(), TileFault> {
+    let tile = delivery.tile;
+    let wrong = |what: String| {
+        fault(
+            tile,
+            format!(
+                "receive of {} bytes from tile {} at {:#x} (payload event {}) {what}",
+                delivery.bytes, delivery.source_tile, delivery.address, delivery.write_event
+            ),
+        )
+    };
+    if !placed.contains(tile, delivery.address, delivery.bytes) {
+        return Err(wrong("writes outside the tile's placed allocations".into()));
+    }
+    let list = &expected[tile as usize];
+    let mut address = delivery.address;
+    let end = delivery.address + delivery.bytes;
+    while address < end {
+        let position = list.partition_point(|entry| entry.0 <= address);
+        let entry = position
+            .checked_sub(1)
+            .map(|index| list[index])
+            .filter(|entry| address < entry.1)
+            .ok_or_else(|| {
+                wrong(format!(
+                    "lands at {address:#x}, where the transfer list receives nothing"
+                ))
+            })?;
+        let source = delivery.source_address + (address - delivery.address);
+        let expected_source = entry.3 + (address - entry.0);
+        if entry.2 != delivery.source_tile || expected_source != source {
+            return Err(wrong(format!(
+                "writes {address:#x} from tile {} {source:#x}; the transfer list sends it from tile {} {expected_source:#x}",
+                delivery.source_tile, entry.2
+            )));
+        }
+        address = entry.1.min(end);
+    }
+    Ok(())
+}
+
+/// Runs one execution of `phase` (its step's `transfers`) on the images.
+pub fn run_phase(
+    package: &Package,
+    phase: &PackagePhase,
+    transfers: &TransferList,
+    iteration: u32,
+    images: &mut [TileImage],
+    placed: &PlacedIntervals,
+) -> Result<PhaseRun, TileFault> {
+    let tiles = package.tiles;
+    if phase.rows.len() != tiles as usize {
+        return Err(TileFault {
+            tile: None,
+            message: format!("{} rows for {tiles} tiles", phase.rows.len()),
+        });
+    }
+    let decoded: Vec<(Vec<RowEvent>, u64)> = (0..tiles)
+        .into_par_iter()
+        .map(|tile| {
+            let (row, patched) = patched_row(phase, tile, iteration)?;
+            let events = decode_row(&row)
+                .map_err(|error| fault(tile, format!("row does not decode: {error}")))?;
+            Ok((events, patched))
+        })
+        .collect::<Result<_, TileFault>>()?;
+    let mut run = PhaseRun::default();
+    for (events, patched) in &decoded {
+        run.patched_words += patched;
+        run.events = run.events.max(events.last().map_or(0, RowEvent::event));
+    }
+    let rows: Vec<Vec<RowEvent>> = decoded.into_iter().map(|(events, _)| events).collect();
+    let deliveries = deliveries(&rows).map_err(|error| TileFault {
+        tile: None,
+        message: format!("rows do not match: {error}"),
+    })?;
+    let expected = expected_receives(package, transfers, iteration)?;
+    deliveries
+        .par_iter()
+        .try_for_each(|delivery| check_delivery(delivery, &expected, placed))?;
+    let mut received = vec![0u64; tiles as usize];
+    for delivery in &deliveries {
+        received[delivery.tile as usize] += delivery.bytes;
+    }
+    for (tile, list) in expected.iter().enumerate() {
+        let bytes: u64 = list.iter().map(|entry| entry.1 - entry.0).sum();
+        if bytes != received[tile] {
+            return Err(fault(
+                tile as u32,
+                format!(
+                    "receives {} bytes, the transfer list sends it {bytes}",
+                    received[tile]
+                ),
+            ));
+        }
+    }
+    let mut actions: Vec<(u64, u8, usize)> = Vec::with_capacity(deliveries.len() * 2);
+    for (index, delivery) in deliveries.iter().enumerate() {
+        actions.push((delivery.read_event, 1, index));
+        actions.push((delivery.write_event, 0, index));
+    }
+    actions.sort_unstable();
+    let mut buffers: Vec<(Vec<u8>, Vec<bool>)> = vec![Default::default(); deliveries.len()];
+    for (_, kind, index) in actions {
+        let delivery = &deliveries[index];
+        let length = delivery.bytes as usize;
+        if kind == 1 {
+            let image = &images[delivery.source_tile as usize];
+            let start = TileImage::index(delivery.source_address, length).ok_or_else(|| {
+                fault(
+                    delivery.source_tile,
+                    format!(
+                        "send from {:#x} outside the tile's memory",
+                        delivery.source_address
+                    ),
+                )
+            })?;
+            // Sends move padding too: written-ness moves with the bytes.
+            buffers[index] = (
+                image.bytes[start..start + length].to_vec(),
+                image.written_mask(start, length),
+            );
+        } else {
+            let start = TileImage::index(delivery.address, length)
+                .ok_or_else(|| fault(delivery.tile, "receive outside memory".into()))?;
+            let (data, mask) = std::mem::take(&mut buffers[index]);
+            images[delivery.tile as usize].write_masked(start, &data, &mask);
+        }
+    }
+    run.deliveries = deliveries.len() as u64;
+    run.words_received = received.iter().sum::<u64>() / 4;
+    Ok(run)
+}

@@ -1,0 +1,206 @@
+//! Host input and output at placed addresses: weights and the input are
+//! written into every block-replica allocation of their planned values (the
+//! low program's `values` bindings) at the package's placed address, per
+//! layer instance; the output is read back from the first replica of every
+//! block. The host writes whole block images (padding zero, and marked
+//! written). Element placement follows the interpreter's `store_value` /
+//! `load_value` (`TensorFormat::locate`).
+
+use crate::expand::program::{AllocationId, LowProgram};
+use crate::layout::format::TensorFormat;
+use crate::layout::plan::Layouts;
+use crate::model::graph::{Precision, ValueKind};
+use crate::model::weights::Weights;
+use crate::numerics::half_float::{from_f16_bits, to_f16_bits};
+use crate::package::Package;
+use crate::sim::memory::SimError;
+
+use super::image::TileImage;
+
+/// Calls `visit(allocation, byte offset in the block, logical index)` for
+/// every valid element of the blocks whose replica `slot` passes `take`.
+fn for_each_element(
+    format: &TensorFormat,
+    allocations: &[AllocationId],
+    take: impl Fn(u32) -> bool,
+    mut visit: impl FnMut(AllocationId, usize, usize),
+) {
+    let shape = format.shape;
+    for (slot, &allocation) in allocations.iter().enumerate() {
+        if !take(slot as u32) {
+            continue;
+        }
+        let block = slot as u32 / format.replicas;
+        let position = format.block_position(block);
+        let valid = format.valid_extent(block);
+        for group in 0..valid[0] {
+            for row in 0..valid[1] {
+                for col in 0..valid[2] {
+                    let (g, r, c) = (
+                        position[0] * format.block[0] + group,
+                        position[1] * format.block[1] + row,
+                        position[2] * format.block[2] + col,
+                    );
+                    let index = ((g * shape.rows + r) * shape.cols + c) as usize;
+                    visit(allocation, format.locate(g, r, c).offset as usize, index);
+                }
+            }
+        }
+    }
+}
+
+fn element_bytes(precision: Precision) -> usize {
+    match precision {
+        Precision::F8 => 1,
+        Precision::F16 => 2,
+        Precision::F32 => 4,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn store(
+    images: &mut [TileImage],
+    package: &Package,
+    allocations: &[AllocationId],
+    format: &TensorFormat,
+    values: &[f32],
+    codes: &[u8],
+    instance: u32,
+) -> Result<(), SimError> {
+    let size = element_bytes(format.precision);
+    // The host writes whole block images: padding is defined (zero).
+    for &allocation in allocations {
+        let placed = &package.allocations[allocation.0 as usize];
+        let address = u64::from(placed.address) + u64::from(instance) * u64::from(placed.bytes);
+        let start = TileImage::index(address, placed.bytes as usize).ok_or_else(|| {
+            SimError::Weights(format!(
+                "host write at {address:#x} outside the tile's memory"
+            ))
+        })?;
+        images[placed.tile as usize].mark_written(start, placed.bytes as usize);
+    }
+    let mut failure = None;
+    for_each_element(
+        format,
+        allocations,
+        |_| true,
+        |allocation, offset, index| {
+            let placed = &package.allocations[allocation.0 as usize];
+            let address = u64::from(placed.address)
+                + u64::from(instance) * u64::from(placed.bytes)
+                + offset as u64;
+            let Some(start) = TileImage::index(address, size) else {
+                failure.get_or_insert(address);
+                return;
+            };
+            let image = &mut images[placed.tile as usize];
+            match format.precision {
+                Precision::F8 => image.write(start, &[codes[index]]),
+                Precision::F16 => image.write(start, &to_f16_bits(values[index]).to_le_bytes()),
+                Precision::F32 => image.write(start, &values[index].to_le_bytes()),
+            }
+        },
+    );
+    match failure {
+        Some(address) => Err(SimError::Weights(format!(
+            "host write at {address:#x} outside the tile's memory"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Loads every weight (all layer instances) and the input.
+pub fn load_inputs(
+    images: &mut [TileImage],
+    package: &Package,
+    program: &LowProgram,
+    layouts: &Layouts,
+    weights: &Weights,
+) -> Result<(), SimError> {
+    for (index, value) in layouts.values.iter().enumerate() {
+        let Some(graph_value) = value.graph_value else {
+            continue;
+        };
+        let binding = &program.values[index];
+        match value.kind {
+            ValueKind::Weight { .. } => {
+                let data = weights
+                    .tensors
+                    .get(&graph_value)
+                    .ok_or_else(|| SimError::MissingValue(value.name.clone()))?;
+                for instance in 0..data.instances {
+                    let codes = if data.codes.is_empty() {
+                        &[][..]
+                    } else {
+                        data.instance_codes(instance)
+                    };
+                    store(
+                        images,
+                        package,
+                        &binding.allocations,
+                        &value.format,
+                        data.instance(instance),
+                        codes,
+                        instance,
+                    )?;
+                }
+            }
+            ValueKind::Input => store(
+                images,
+                package,
+                &binding.allocations,
+                &value.format,
+                &weights.input,
+                &[],
+                0,
+            )?,
+            ValueKind::Activation => {}
+        }
+    }
+    Ok(())
+}
+
+/// Reads the output value (logical row-major) from the first replica of every block.
+pub fn read_output(
+    images: &[TileImage],
+    package: &Package,
+    program: &LowProgram,
+    layouts: &Layouts,
+) -> Result<Vec<f32>, SimError> {
+    let output = layouts.value(layouts.output);
+    let format = &output.format;
+    let allocations = &program.values[layouts.output.0 as usize].allocations;
+    let size = element_bytes(format.precision);
+    let mut values = vec![0.0f32; format.shape.elements() as usize];
+    let mut failure = None;
+    for_each_element(
+        format,
+        allocations,
+        |slot| slot.is_multiple_of(format.replicas),
+        |allocation, offset, index| {
+            let placed = &package.allocations[allocation.0 as usize];
+            let address = u64::from(placed.address) + offset as u64;
+            let image = &images[placed.tile as usize];
+            let Some(start) = TileImage::index(address, size) else {
+                failure.get_or_insert(format!("output at {address:#x} outside the tile's memory"));
+                return;
+            };
+            if image.first_unwritten(start, size).is_some() {
+                failure.get_or_insert(format!(
+                    "tile {}: output read of never-written memory at {address:#x}",
+                    placed.tile
+                ));
+            }
+            let bytes = &image.bytes[start..start + size];
+            values[index] = match format.precision {
+                Precision::F32 => f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+                Precision::F16 => from_f16_bits(u16::from_le_bytes([bytes[0], bytes[1]])),
+                Precision::F8 => bytes[0] as f32,
+            };
+        },
+    );
+    match failure {
+        Some(message) => Err(SimError::Weights(message)),
+        None => Ok(values),
+    }
+}

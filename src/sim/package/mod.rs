@@ -1,0 +1,344 @@
+//! The package simulator: executes a finished [`Package`] on one 624 KiB
+//! memory image per tile at the IPU21 addresses.
+//!
+//! - Weights and the input are written at their placed addresses
+//!   ([`load`]); the output is read back from its placed blocks.
+//! - Kernels run through the shared `crate::sim::kernels::execute` (one
+//!   implementation of kernel semantics) over tile images ([`access`]),
+//!   in parallel over tiles within a step.
+//! - Copies and fills move bytes at their absolute addresses.
+//! - A Repeat runs its body per iteration; an allocation with
+//!   `iterations > 1` is bound in iteration `i` at `address + i * bytes`.
+//! - Exchange phases run from the package phase's decoded, patched rows
+//!   ([`exchange`]), not from the transfer lists, which serve only as the
+//!   check of where receives land.
+//!
+//! Checks, each reported with tile, step path, Repeat iteration and phase
+//! key ([`PackageFault`]): reads of never-written memory (a written-byte
+//! bitmap per tile), accesses outside the named allocation's placed
+//! instance and receives outside the tile's placed allocations, receives
+//! landing where the transfer list does not send (or from the wrong
+//! source), and patches producing addresses outside the row or the tile's
+//! memory.
+
+pub mod access;
+pub mod exchange;
+pub mod image;
+pub mod load;
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::expand::program::{KernelRun, Location, LowProgram, Step};
+use crate::layout::plan::Layouts;
+use crate::model::weights::Weights;
+use crate::numerics::fp8;
+use crate::package::Package;
+use crate::sim::kernels::{execute, kernel_writes};
+
+use access::{Taken, TileReader, TileWriter, bind};
+use exchange::{TileFault, run_phase};
+use image::{PlacedIntervals, TileImage};
+
+/// A failed check or execution error, with where it happened.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "{}step {step} (iteration {iteration}), phase `{phase}`: {message}",
+    tile.map_or(String::new(), |tile| format!("tile {tile}, "))
+)]
+pub struct PackageFault {
+    pub tile: Option<u32>,
+    /// Path of the step in `Package::steps` (`/`-separated indices).
+    pub step: String,
+    pub iteration: u32,
+    /// The running exchange phase, or for other steps the last phase run
+    /// (`-` before the first).
+    pub phase: String,
+    pub message: String,
+}
+
+/// What the simulation did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PackageCounts {
+    pub kernel_runs: u64,
+    pub phases_run: u64,
+    pub deliveries: u64,
+    pub words_received: u64,
+    /// Sum over phase executions of the longest row (events).
+    pub exchange_events: u64,
+    pub patched_words: u64,
+    pub copy_rows: u64,
+    pub fills: u64,
+    /// Kernel operand reads touching never-written bytes (non-strict runs).
+    pub unwritten_kernel_reads: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackageRun {
+    pub output: Vec<f32>,
+    pub counts: PackageCounts,
+}
+
+struct Simulator<'a> {
+    package: &'a Package,
+    images: Vec<TileImage>,
+    placed: PlacedIntervals,
+    phase_of_path: HashMap<Vec<u32>, usize>,
+    fp8_table: [f32; 256],
+    counts: PackageCounts,
+    last_phase: String,
+    strict: bool,
+    unwritten_reads: std::sync::atomic::AtomicU64,
+}
+
+impl Simulator<'_> {
+    fn fail(&self, path: &[u32], iteration: u32, fault: TileFault) -> PackageFault {
+        PackageFault {
+            tile: fault.tile,
+            step: path
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("/"),
+            iteration,
+            phase: self.last_phase.clone(),
+            message: fault.message,
+        }
+    }
+
+    fn image_range(
+        &self,
+        tile: u32,
+        location: Location,
+        length: usize,
+        iteration: u32,
+    ) -> Result<usize, TileFault> {
+        let address =
+            bind(self.package, tile, location, length, iteration).map_err(|message| TileFault {
+                tile: Some(tile),
+                message,
+            })?;
+        TileImage::index(address, length).ok_or(TileFault {
+            tile: Some(tile),
+            message: format!("{address:#x} is outside the tile's memory"),
+        })
+    }
+
+    fn kernels(&mut self, runs: &[KernelRun], iteration: u32) -> Result<(), TileFault> {
+        let mut by_tile: Vec<Vec<&KernelRun>> = vec![Vec::new(); self.images.len()];
+        for run in runs {
+            let list = by_tile.get_mut(run.tile as usize).ok_or(TileFault {
+                tile: Some(run.tile),
+                message: "kernel on a tile the package does not have".into(),
+            })?;
+            list.push(run);
+        }
+        let package = self.package;
+        let table = &self.fp8_table;
+        let (strict, unwritten_reads) = (self.strict, &self.unwritten_reads);
+        self.images
+            .par_iter_mut()
+            .zip(by_tile.par_iter())
+            .enumerate()
+            .try_for_each(|(tile, (image, runs))| {
+                let tile = tile as u32;
+                let failure = |message: String| TileFault {
+                    tile: Some(tile),
+                    message,
+                };
+                for run in runs {
+                    let ids = kernel_writes(&run.kernel);
+                    let mut taken = Vec::with_capacity(ids.len());
+                    for &id in &ids {
+                        let placed = package
+                            .allocations
+                            .get(id.0 as usize)
+                            .ok_or_else(|| failure(format!("unknown allocation {}", id.0)))?;
+                        let instance = if placed.iterations > 1 { iteration } else { 0 };
+                        let address = u64::from(placed.address)
+                            + u64::from(instance) * u64::from(placed.bytes);
+                        let start =
+                            TileImage::index(address, placed.bytes as usize).ok_or_else(|| {
+                                failure(format!(
+                                    "allocation {} at {address:#x} is outside the tile's memory",
+                                    id.0
+                                ))
+                            })?;
+                        taken.push(Taken {
+                            allocation: id,
+                            start,
+                            bytes: image.bytes[start..start + placed.bytes as usize].to_vec(),
+                            written: Vec::new(),
+                        });
+                    }
+                    let reader = TileReader {
+                        package,
+                        tile,
+                        image,
+                        iteration,
+                        taken: &ids,
+                        strict,
+                        unwritten_reads,
+                    };
+                    let mut writer = TileWriter {
+                        package,
+                        tile,
+                        iteration,
+                        taken,
+                    };
+                    execute(&run.kernel, &reader, &mut writer, table)
+                        .map_err(|error| failure(format!("kernel: {error}")))?;
+                    for taken in writer.taken {
+                        image.bytes[taken.start..taken.start + taken.bytes.len()]
+                            .copy_from_slice(&taken.bytes);
+                        for (offset, length) in taken.written {
+                            image.mark_written(taken.start + offset, length);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        self.counts.kernel_runs += runs.len() as u64;
+        Ok(())
+    }
+
+    fn run_steps(
+        &mut self,
+        steps: &[Step],
+        path: &mut Vec<u32>,
+        iteration: u32,
+    ) -> Result<(), PackageFault> {
+        for (index, step) in steps.iter().enumerate() {
+            path.push(index as u32);
+            let result = self.run_step(step, path, iteration);
+            if let Err(fault) = result {
+                return Err(self.fail(path, iteration, fault));
+            }
+            if let Step::Repeat { iterations, body } = step {
+                for inner in 0..*iterations {
+                    self.run_steps(body, path, inner)?;
+                }
+            }
+            path.pop();
+        }
+        Ok(())
+    }
+
+    fn run_step(&mut self, step: &Step, path: &[u32], iteration: u32) -> Result<(), TileFault> {
+        match step {
+            Step::Kernels { runs, .. } => self.kernels(runs, iteration)?,
+            Step::Exchange { transfers, .. } => {
+                let index = *self.phase_of_path.get(path).ok_or(TileFault {
+                    tile: None,
+                    message: "exchange step without a package phase".into(),
+                })?;
+                let phase = &self.package.phases[index];
+                self.last_phase = phase.key.clone();
+                let run = run_phase(
+                    self.package,
+                    phase,
+                    transfers,
+                    iteration,
+                    &mut self.images,
+                    &self.placed,
+                )?;
+                self.counts.phases_run += 1;
+                self.counts.deliveries += run.deliveries;
+                self.counts.words_received += run.words_received;
+                self.counts.exchange_events += run.events;
+                self.counts.patched_words += run.patched_words;
+            }
+            Step::Copies { copies, .. } => {
+                for copy in copies {
+                    let length = copy.row_bytes as usize;
+                    for row in 0..copy.rows {
+                        let mut source = copy.source;
+                        source.offset += row * copy.source_stride;
+                        let mut destination = copy.destination;
+                        destination.offset += row * copy.destination_stride;
+                        let from = self.image_range(copy.tile, source, length, iteration)?;
+                        let to = self.image_range(copy.tile, destination, length, iteration)?;
+                        // Copies move padding too: written-ness moves with the bytes.
+                        let image = &mut self.images[copy.tile as usize];
+                        let bytes = image.bytes[from..from + length].to_vec();
+                        let mask = image.written_mask(from, length);
+                        image.write_masked(to, &bytes, &mask);
+                    }
+                    self.counts.copy_rows += u64::from(copy.rows);
+                }
+            }
+            Step::Fills { fills, .. } => {
+                for fill in fills {
+                    let length = fill.row_bytes as usize;
+                    let zeros = vec![0u8; length];
+                    for row in 0..fill.rows {
+                        let mut destination = fill.destination;
+                        destination.offset += row * fill.stride;
+                        let to = self.image_range(fill.tile, destination, length, iteration)?;
+                        self.images[fill.tile as usize].write(to, &zeros);
+                    }
+                    self.counts.fills += 1;
+                }
+            }
+            Step::Repeat { .. } | Step::Checkpoint { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// Simulates `package` (assembled from `program`, expanded from `layouts`)
+/// on `weights`; returns the output value (logical row-major). Strict:
+/// a kernel reading never-written bytes fails.
+pub fn simulate(
+    package: &Package,
+    program: &LowProgram,
+    layouts: &Layouts,
+    weights: &Weights,
+) -> Result<PackageRun, PackageFault> {
+    simulate_with(package, program, layouts, weights, true)
+}
+
+/// As [`simulate`]; with `strict` false, kernel reads of never-written
+/// bytes (block padding some kernels read whole) are counted in
+/// `PackageCounts::unwritten_kernel_reads` instead of failing.
+pub fn simulate_with(
+    package: &Package,
+    program: &LowProgram,
+    layouts: &Layouts,
+    weights: &Weights,
+    strict: bool,
+) -> Result<PackageRun, PackageFault> {
+    let setup = |message: String| PackageFault {
+        tile: None,
+        step: "-".into(),
+        iteration: 0,
+        phase: "-".into(),
+        message,
+    };
+    let mut images: Vec<TileImage> = (0..package.tiles).map(|_| TileImage::new()).collect();
+    load::load_inputs(&mut images, package, program, layouts, weights)
+        .map_err(|error| setup(format!("loading: {error}")))?;
+    let mut simulator = Simulator {
+        package,
+        images,
+        placed: PlacedIntervals::new(package),
+        phase_of_path: package
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(index, phase)| (phase.step_path.clone(), index))
+            .collect(),
+        fp8_table: fp8::decode_table(package.fp8_scale),
+        counts: PackageCounts::default(),
+        last_phase: "-".into(),
+        strict,
+        unwritten_reads: std::sync::atomic::AtomicU64::new(0),
+    };
+    simulator.run_steps(&package.steps, &mut Vec::new(), 0)?;
+    let output = load::read_output(&simulator.images, package, program, layouts)
+        .map_err(|error| setup(format!("output: {error}")))?;
+    let mut counts = simulator.counts;
+    counts.unwritten_kernel_reads = simulator.unwritten_reads.into_inner();
+    Ok(PackageRun { output, counts })
+}
