@@ -35,7 +35,14 @@ fn cold_low_program(criterion: &mut Criterion) {
     group.bench_function("siglip-so400m-27-layers/database", |bencher| {
         bencher.iter(|| {
             let mut session = Session::new(&full);
-            black_box(session.build().expect("build").summary.total.transfers)
+            black_box(
+                session
+                    .build_front()
+                    .expect("build")
+                    .summary
+                    .total
+                    .transfers,
+            )
         })
     });
     group.bench_function("siglip-so400m-27-layers/pipeline", |bencher| {

@@ -7,8 +7,12 @@
 //! emit the patch code.
 
 use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 
-use super::{PhaseRows, SlotField};
+use rayon::prelude::*;
+
+use super::{PhaseRows, Row};
 use crate::expand::program::AllocationId;
 
 /// A row word that must be patched before `phase` runs on `tile` because it
@@ -32,77 +36,120 @@ pub struct RowTable {
     pub sharing_patches: Vec<SharingPatch>,
 }
 
-type Shape = (Vec<u32>, Vec<(u32, SlotField)>);
-type Addresses = Vec<(AllocationId, u32)>;
+/// Per tile: what the table keeps while scanning the phases.
+#[derive(Default)]
+struct TileTable {
+    bytes: u64,
+    stored: Vec<u32>,
+    identical_rows: u64,
+    sharing_patches: Vec<SharingPatch>,
+}
+
+fn shape_hash(row: &Row) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    row.words.hash(&mut hasher);
+    for slot in &row.slots {
+        (slot.word, slot.field).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+fn same_shape(a: &Row, b: &Row) -> bool {
+    a.words == b.words
+        && a.slots.len() == b.slots.len()
+        && a.slots
+            .iter()
+            .zip(&b.slots)
+            .all(|(x, y)| x.word == y.word && x.field == y.field)
+}
 
 impl RowTable {
     /// `phases[i]` is a phase's rows with the global allocation of each of
-    /// its problem's local allocations.
+    /// its problem's local allocations. Tiles are independent and are
+    /// scanned in parallel; rows are compared by a hash of their words and
+    /// slot fields, confirmed by full comparison.
     pub fn build(phases: &[(&PhaseRows, &[AllocationId])], tiles: u32) -> RowTable {
         let tiles = tiles as usize;
-        let mut table = RowTable {
-            bytes_per_tile: vec![0; tiles],
-            stored: Vec::with_capacity(phases.len()),
-            ..RowTable::default()
+        let address = |phase: usize, slot: &super::RelocationSlot| {
+            let allocations = phases[phase].1;
+            (
+                allocations
+                    .get(slot.address.allocation as usize)
+                    .copied()
+                    .unwrap_or(AllocationId(u32::MAX)),
+                slot.address.offset,
+            )
         };
-        let mut seen: Vec<HashMap<Shape, (u32, Addresses)>> = vec![HashMap::new(); tiles];
-        for (phase_index, &(phase, phase_allocations)) in phases.iter().enumerate() {
-            let mut stored = vec![u32::MAX; tiles];
-            for (tile, row) in phase.rows.iter().enumerate().take(tiles) {
-                if row.words.is_empty() {
-                    continue;
-                }
-                let shape: Shape = (
-                    row.words.clone(),
-                    row.slots
+        let per_tile: Vec<TileTable> = (0..tiles)
+            .into_par_iter()
+            .map(|tile| {
+                let mut table = TileTable {
+                    stored: vec![u32::MAX; phases.len()],
+                    ..TileTable::default()
+                };
+                // hash -> (stored index, phase of its first row)
+                let mut seen: HashMap<u64, Vec<(u32, usize)>> = HashMap::new();
+                let mut next = 0u32;
+                for (phase_index, &(phase, _)) in phases.iter().enumerate() {
+                    let Some(row) = phase.rows.get(tile) else {
+                        continue;
+                    };
+                    if row.words.is_empty() {
+                        continue;
+                    }
+                    let candidates = seen.entry(shape_hash(row)).or_default();
+                    let found = candidates
                         .iter()
-                        .map(|slot| (slot.word, slot.field))
-                        .collect(),
-                );
-                let addresses: Addresses = row
-                    .slots
-                    .iter()
-                    .map(|slot| {
-                        let global = phase_allocations
-                            .get(slot.address.allocation as usize)
-                            .copied();
-                        (
-                            global.unwrap_or(AllocationId(u32::MAX)),
-                            slot.address.offset,
-                        )
-                    })
-                    .collect();
-                let known = &mut seen[tile];
-                let next = known.len() as u32;
-                match known.get(&shape) {
-                    Some((index, first)) => {
-                        stored[tile] = *index;
-                        let mut patched = false;
-                        for (slot, (address, original)) in
-                            row.slots.iter().zip(addresses.iter().zip(first))
-                        {
-                            if address != original {
-                                patched = true;
-                                table.sharing_patches.push(SharingPatch {
-                                    tile: tile as u32,
-                                    phase: phase_index as u32,
-                                    word: slot.word,
-                                });
+                        .find(|&&(_, first)| same_shape(&phases[first].0.rows[tile], row))
+                        .copied();
+                    match found {
+                        Some((index, first)) => {
+                            table.stored[phase_index] = index;
+                            let original = &phases[first].0.rows[tile];
+                            let mut patched = false;
+                            for (slot, first_slot) in row.slots.iter().zip(&original.slots) {
+                                if address(phase_index, slot) != address(first, first_slot) {
+                                    patched = true;
+                                    table.sharing_patches.push(SharingPatch {
+                                        tile: tile as u32,
+                                        phase: phase_index as u32,
+                                        word: slot.word,
+                                    });
+                                }
+                            }
+                            if !patched {
+                                table.identical_rows += 1;
                             }
                         }
-                        if !patched {
-                            table.identical_rows += 1;
+                        None => {
+                            table.bytes += row.bytes();
+                            table.stored[phase_index] = next;
+                            candidates.push((next, phase_index));
+                            next += 1;
                         }
                     }
-                    None => {
-                        table.bytes_per_tile[tile] += row.bytes();
-                        stored[tile] = next;
-                        known.insert(shape, (next, addresses));
-                    }
                 }
+                table
+            })
+            .collect();
+        let mut table = RowTable {
+            bytes_per_tile: per_tile.iter().map(|tile| tile.bytes).collect(),
+            stored: vec![vec![u32::MAX; tiles]; phases.len()],
+            identical_rows: per_tile.iter().map(|tile| tile.identical_rows).sum(),
+            sharing_patches: Vec::new(),
+        };
+        for (tile, tile_table) in per_tile.iter().enumerate() {
+            for (phase, &index) in tile_table.stored.iter().enumerate() {
+                table.stored[phase][tile] = index;
             }
-            table.stored.push(stored);
         }
+        table.sharing_patches = per_tile
+            .into_iter()
+            .flat_map(|tile| tile.sharing_patches)
+            .collect();
+        table
+            .sharing_patches
+            .sort_unstable_by_key(|patch| (patch.phase, patch.tile, patch.word));
         table
     }
 
