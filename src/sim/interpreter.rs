@@ -6,12 +6,13 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::host::host_writes;
 use super::kernels::{execute, kernel_writes};
 use super::memory::{Memory, Reader, SimError, Writer, resolve};
 use crate::expand::program::{AllocationId, LowProgram, Step};
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::Layouts;
-use crate::model::graph::{Precision, ValueKind};
+use crate::model::graph::Precision;
 use crate::model::weights::Weights;
 use crate::numerics::fp8;
 use crate::numerics::half_float::{from_f16_bits, to_f16_bits};
@@ -294,47 +295,16 @@ pub fn interpret(
     weights: &Weights,
 ) -> Result<Interpretation, SimError> {
     let mut memory = Memory::new(&program.allocations);
-    for (index, value) in layouts.values.iter().enumerate() {
-        let Some(graph_value) = value.graph_value else {
-            continue;
-        };
-        let binding = &program.values[index];
-        match value.kind {
-            ValueKind::Weight { .. } => {
-                let data = weights
-                    .tensors
-                    .get(&graph_value)
-                    .ok_or_else(|| SimError::MissingValue(value.name.clone()))?;
-                for instance in 0..data.instances {
-                    let codes = if data.codes.is_empty() {
-                        &[][..]
-                    } else {
-                        data.instance_codes(instance)
-                    };
-                    store_value(
-                        &mut memory,
-                        program,
-                        &binding.allocations,
-                        &value.format,
-                        data.instance(instance),
-                        codes,
-                        instance,
-                    );
-                }
-            }
-            ValueKind::Input => {
-                store_value(
-                    &mut memory,
-                    program,
-                    &binding.allocations,
-                    &value.format,
-                    &weights.input,
-                    &[],
-                    0,
-                );
-            }
-            ValueKind::Activation => {}
-        }
+    for write in host_writes(program, layouts, weights)? {
+        store_value(
+            &mut memory,
+            program,
+            write.allocations,
+            write.format,
+            write.values,
+            write.codes,
+            write.instance,
+        );
     }
     let mut interpreter = Interpreter {
         program,

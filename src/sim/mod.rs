@@ -3,6 +3,7 @@
 //! comparison of their outputs.
 
 pub mod compare;
+pub mod host;
 pub mod interpreter;
 pub mod kernels;
 pub mod memory;

@@ -9,10 +9,11 @@
 use crate::expand::program::{AllocationId, LowProgram};
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::Layouts;
-use crate::model::graph::{Precision, ValueKind};
+use crate::model::graph::Precision;
 use crate::model::weights::Weights;
 use crate::numerics::half_float::{from_f16_bits, to_f16_bits};
 use crate::package::Package;
+use crate::sim::host::host_writes;
 use crate::sim::memory::SimError;
 
 use super::image::TileImage;
@@ -117,45 +118,16 @@ pub fn load_inputs(
     layouts: &Layouts,
     weights: &Weights,
 ) -> Result<(), SimError> {
-    for (index, value) in layouts.values.iter().enumerate() {
-        let Some(graph_value) = value.graph_value else {
-            continue;
-        };
-        let binding = &program.values[index];
-        match value.kind {
-            ValueKind::Weight { .. } => {
-                let data = weights
-                    .tensors
-                    .get(&graph_value)
-                    .ok_or_else(|| SimError::MissingValue(value.name.clone()))?;
-                for instance in 0..data.instances {
-                    let codes = if data.codes.is_empty() {
-                        &[][..]
-                    } else {
-                        data.instance_codes(instance)
-                    };
-                    store(
-                        images,
-                        package,
-                        &binding.allocations,
-                        &value.format,
-                        data.instance(instance),
-                        codes,
-                        instance,
-                    )?;
-                }
-            }
-            ValueKind::Input => store(
-                images,
-                package,
-                &binding.allocations,
-                &value.format,
-                &weights.input,
-                &[],
-                0,
-            )?,
-            ValueKind::Activation => {}
-        }
+    for write in host_writes(program, layouts, weights)? {
+        store(
+            images,
+            package,
+            write.allocations,
+            write.format,
+            write.values,
+            write.codes,
+            write.instance,
+        )?;
     }
     Ok(())
 }
