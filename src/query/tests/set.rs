@@ -1,0 +1,254 @@
+//! `--set` overrides, and robustness against mutated files.
+
+use super::*;
+
+// --- --set --------------------------------------------------------------------
+
+#[test]
+fn set_overrides_fields() {
+    let query = parse(
+        SIGLIP,
+        &[
+            "workload.layers=2",
+            "machine.tiles=128",
+            "schedule.policy=S256",
+            "name=foo",
+            "workload.weights.seeded=7",
+            "workload.attention=\"flash\"",
+            "planning.copy_motion=false",
+            "schedule.override.layer.attention.scores#3=B512",
+        ],
+    )
+    .expect("sets apply");
+    assert_eq!(query.workload.model.layers, 2);
+    assert_eq!(query.machine.tiles, 128);
+    assert_eq!(query.schedule.policy, SchedulePolicy::Stream { words: 256 });
+    assert_eq!(query.name, "foo");
+    assert_eq!(query.workload.weights, WeightSource::Seeded { seed: 7 });
+    assert_eq!(query.workload.attention, AttentionChoice::Flash);
+    assert!(!query.planning.copy_motion);
+    assert_eq!(query.overrides.len(), 2);
+    assert_eq!(query.overrides[1].phase, "layer.attention.scores#3");
+    assert_eq!(
+        query.overrides[1].policy,
+        SchedulePolicy::Balanced { words: 512 }
+    );
+}
+
+#[test]
+fn set_replaces_a_phase_override_and_later_sets_win() {
+    let query = parse(
+        SIGLIP,
+        &[
+            "schedule.override.layer.mlp.up#0=S64",
+            "workload.layers=3",
+            "workload.layers=4",
+        ],
+    )
+    .expect("sets apply");
+    assert_eq!(query.overrides.len(), 1);
+    assert_eq!(
+        query.overrides[0].policy,
+        SchedulePolicy::Stream { words: 64 }
+    );
+    assert_eq!(query.workload.model.layers, 4);
+}
+
+#[test]
+fn set_unknown_key() {
+    let message = expect_set_error(
+        SIGLIP,
+        &["workload.layrs=2"],
+        "workload.layrs=2",
+        Some("workload.layrs"),
+    );
+    assert!(
+        message.contains(
+            "unknown key `workload.layrs`; known keys under `workload`: model, layers, batch"
+        ),
+        "{message}"
+    );
+    let message = expect_set_error(
+        SIGLIP,
+        &["machin.tiles=2"],
+        "machin.tiles=2",
+        Some("machin.tiles"),
+    );
+    assert!(message.contains("known top-level keys"), "{message}");
+    expect_set_error(SIGLIP, &["workload=2"], "workload=2", Some("workload"));
+    expect_set_error(
+        SIGLIP,
+        &["workload.layers.x=2"],
+        "workload.layers.x=2",
+        Some("workload.layers.x"),
+    );
+}
+
+#[test]
+fn set_wrong_type() {
+    let message = expect_set_error(
+        SIGLIP,
+        &["workload.layers=abc"],
+        "workload.layers=abc",
+        Some("workload.layers"),
+    );
+    assert!(message.contains("expects an integer"), "{message}");
+    let message = expect_set_error(
+        SIGLIP,
+        &["outputs.report=3"],
+        "outputs.report=3",
+        Some("outputs.report"),
+    );
+    assert!(message.contains("expects a boolean"), "{message}");
+}
+
+#[test]
+fn set_unquoted_strings() {
+    let query = parse(
+        SIGLIP,
+        &[
+            "schedule.policy=B256",
+            "name=2024",
+            "outputs.directory=out/builds",
+        ],
+    )
+    .expect("unquoted strings");
+    assert_eq!(
+        query.schedule.policy,
+        SchedulePolicy::Balanced { words: 256 }
+    );
+    assert_eq!(query.name, "2024");
+    assert_eq!(query.outputs.directory, PathBuf::from("out/builds"));
+}
+
+#[test]
+fn set_missing_equals() {
+    let message = expect_set_error(SIGLIP, &["workload.layers"], "workload.layers", None);
+    assert!(message.contains("no `=`"), "{message}");
+    expect_set_error(SIGLIP, &["=3"], "=3", None);
+}
+
+#[test]
+fn set_values_are_validated_and_name_the_argument() {
+    let message = expect_set_error(
+        SIGLIP,
+        &["workload.heads=7"],
+        "workload.heads=7",
+        Some("workload.heads"),
+    );
+    assert!(
+        message.contains("workload.heads = 7 does not divide workload.width = 1152"),
+        "{message}"
+    );
+    expect_set_error(
+        SIGLIP,
+        &["machine.tiles=0"],
+        "machine.tiles=0",
+        Some("machine.tiles"),
+    );
+    expect_set_error(
+        SIGLIP,
+        &["schedule.policy=X12"],
+        "schedule.policy=X12",
+        Some("schedule.policy"),
+    );
+    expect_set_error(
+        SIGLIP,
+        &["workload.layers=0"],
+        "workload.layers=0",
+        Some("workload.layers"),
+    );
+    expect_set_error(
+        SIGLIP,
+        &["schedule.override.layer.mlp.up#1=B0"],
+        "schedule.override.layer.mlp.up#1=B0",
+        Some("schedule.override.layer.mlp.up#1"),
+    );
+    expect_set_error(
+        SIGLIP,
+        &["workload.weights.safetensors=/no/such.safetensors"],
+        "workload.weights.safetensors=/no/such.safetensors",
+        Some("workload.weights.safetensors"),
+    );
+    // A model that no longer fits because of an overridden layer count names the --set.
+    let text = "[workload]\nmodel = \"vit-b16\"\n[machine]\ntiles = 200\n";
+    parse(text, &[]).expect("fits on 200 tiles");
+    let message = expect_set_error(
+        text,
+        &["workload.layers=40"],
+        "workload.layers=40",
+        Some("workload.layers"),
+    );
+    assert!(message.contains("does not fit on 200 tiles"), "{message}");
+}
+
+// --- robustness ---------------------------------------------------------------
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound.max(1) as u64) as usize
+    }
+}
+
+#[test]
+fn mutated_inputs_never_panic() {
+    const INTERESTING: &[char] = &[
+        '"', '=', '[', ']', '{', '}', '0', '9', '-', '#', '\n', '.', ' ', ',', '\'', 'x', 'é',
+    ];
+    let original: Vec<char> = SIGLIP.chars().collect();
+    let mut random = XorShift(0x9e37_79b9_7f4a_7c15);
+    let mut outcomes = (0usize, 0usize);
+    for _ in 0..200 {
+        let mut text = original.clone();
+        for _ in 0..1 + random.below(4) {
+            let at = random.below(text.len());
+            match random.below(3) {
+                0 if !text.is_empty() => {
+                    text.remove(at);
+                }
+                1 if !text.is_empty() => {
+                    let character = text[at];
+                    text.insert(at, character);
+                }
+                _ => {
+                    let replacement = INTERESTING[random.below(INTERESTING.len())];
+                    if at < text.len() {
+                        text[at] = replacement;
+                    } else {
+                        text.push(replacement);
+                    }
+                }
+            }
+        }
+        let text: String = text.into_iter().collect();
+        let result = std::panic::catch_unwind(|| {
+            let outcome = parse_query("mutant.toml", &text, None, &[]);
+            if let Err(error) = &outcome {
+                assert_eq!(error.exit_code(), 2);
+                render(error);
+            }
+            outcome.is_ok()
+        });
+        match result {
+            Ok(true) => outcomes.0 += 1,
+            Ok(false) => outcomes.1 += 1,
+            Err(_) => panic!("parse_query panicked on:\n{text}"),
+        }
+    }
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+}
+
+#[test]
+fn integer_beyond_64_bits_names_the_field() {
+    let text = edit(SIGLIP, "batch = 1", "batch = 99999999999999999999");
+    expect_file_error(&text, "workload.batch", "99999999999999999999");
+}

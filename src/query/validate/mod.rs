@@ -1,0 +1,599 @@
+//! Validation of build queries: known keys and TOML types, then every value's
+//! range and spelling, the relations between values (heads divide the width,
+//! the model fits the chosen tiles), and the documented defaults, producing
+//! the resolved `BuildQuery`.
+//!
+//! This module owns what is valid and what the defaults are. It must not read
+//! the build file (it gets parsed data), must not plan anything and must not
+//! silently adjust a value: a value that cannot be used is an `Issue` located
+//! at the value (a file span, or the `--set` argument that set it).
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use crate::model::config::ModelConfig;
+use crate::query::error::{Issue, Origin};
+use crate::query::overrides::SetOrigins;
+use crate::query::schema::{self, QueryFile};
+mod structure;
+mod workload;
+
+pub use structure::{check_structure, serde_issue};
+
+use crate::query::{
+    AccumulationChoice, BuildQuery, MachineSettings, Outputs, PhaseOverride, PlanningFlags,
+    SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
+};
+
+/// Tiles of the IPU21 C600.
+pub const C600_TILES: u32 = 1472;
+/// SRAM of one tile in bytes (624 KiB).
+pub const SRAM_BYTES_PER_TILE: u32 = 624 * 1024;
+
+/// The machine presets a query may name.
+pub const MACHINE_PRESETS: &[&str] = &["c600"];
+
+// Documented defaults of optional fields.
+pub const DEFAULT_MACHINE_PRESET: &str = "c600";
+pub const DEFAULT_BATCH: u32 = 1;
+pub const DEFAULT_FUSE_QKV: bool = true;
+pub const DEFAULT_FP8_SCALE: i32 = -4;
+pub const DEFAULT_SEED: u64 = 1;
+pub const DEFAULT_COPY_MOTION: bool = true;
+pub const DEFAULT_RESERVED_BYTES_PER_TILE: u32 = 65536;
+pub const DEFAULT_MAX_PARTITION_CANDIDATES: u32 = 64;
+pub const DEFAULT_POLICY: SchedulePolicy = SchedulePolicy::Balanced { words: 1024 };
+pub const DEFAULT_OUTPUT_DIRECTORY: &str = "artifacts";
+/// The range of `workload.fp8_scale`.
+pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
+
+/// The activation estimate of the fit check: tokens x width x 2 bytes x batch
+/// x this many live copies.
+const ACTIVATION_COPIES: u128 = 4;
+
+/// Checks a machine preset and tile count and returns the number of tiles
+/// to use (the preset's full count when `tiles` is `None`).
+pub fn validate_machine(preset: &str, tiles: Option<u32>) -> Result<u32, String> {
+    if preset != "c600" {
+        return Err(format!(
+            "machine.preset = \"{preset}\" is not a known machine; known presets: {}",
+            MACHINE_PRESETS.join(", ")
+        ));
+    }
+    match tiles {
+        None => Ok(C600_TILES),
+        Some(0) => Err(format!(
+            "machine.tiles = 0: a build needs at least one tile (the c600 has {C600_TILES})"
+        )),
+        Some(count) if count > C600_TILES => Err(format!(
+            "machine.tiles = {count} exceeds the {C600_TILES} tiles of the c600"
+        )),
+        Some(count) => Ok(count),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Values: ranges, spellings, relations and defaults.
+// ---------------------------------------------------------------------------
+
+/// Resolves a parsed (and `--set`-overridden) file into a `BuildQuery`.
+pub fn resolve(
+    file: &QueryFile,
+    origins: &SetOrigins,
+    base_dir: Option<&Path>,
+    source_name: &str,
+) -> Result<BuildQuery, Issue> {
+    let resolver = Resolver { origins };
+    let (workload, model_origin, layers_origin) = resolver.workload(file, base_dir)?;
+    let machine = resolver.machine(file)?;
+    let planning = resolver.planning(file)?;
+    let schedule = resolver.schedule(file)?;
+    let overrides = resolver.phase_overrides(file)?;
+    let outputs = resolver.outputs(file)?;
+    let name = resolver.name(file, source_name, &workload.model)?;
+    check_fit(&workload, &machine, &planning, model_origin, layers_origin)?;
+    Ok(BuildQuery {
+        name,
+        source_path: None,
+        workload,
+        machine,
+        planning,
+        schedule,
+        overrides,
+        outputs,
+    })
+}
+
+struct Resolver<'a> {
+    origins: &'a SetOrigins,
+}
+
+/// An integer shape value with where it came from.
+#[derive(Clone)]
+struct Sourced {
+    value: u32,
+    origin: Origin,
+    /// Whether the query wrote it (as opposed to taking it from the preset).
+    explicit: bool,
+}
+
+fn describe_bounds(minimum: i64, maximum: i64) -> String {
+    if maximum >= i64::from(u32::MAX) - 1 {
+        format!("at least {minimum}")
+    } else {
+        format!("between {minimum} and {maximum}")
+    }
+}
+
+fn with_separators(value: u128) -> String {
+    let digits = value.to_string();
+    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    grouped
+}
+
+/// A divisor of `width` near `target` for which `accept(width / divisor)` holds.
+fn nearest_divisor(width: u32, target: u32, accept: impl Fn(u32) -> bool) -> Option<u32> {
+    let good = |candidate: u32| {
+        candidate > 0 && width.is_multiple_of(candidate) && accept(width / candidate)
+    };
+    for distance in 0..=4096u32 {
+        let below = target.checked_sub(distance);
+        let above = target.checked_add(distance);
+        for candidate in [below, above].into_iter().flatten() {
+            if candidate <= width && good(candidate) {
+                return Some(candidate);
+            }
+        }
+    }
+    (1..=width.min(4096)).find(|candidate| good(*candidate))
+}
+
+impl Resolver<'_> {
+    /// Where the value at `path` came from.
+    fn origin<T>(&self, path: &str, field: &Spanned<T>) -> Origin {
+        match self.origins.get(path) {
+            Some(argument) => Origin::Set(argument.clone()),
+            None => Origin::File(field.span()),
+        }
+    }
+
+    fn integer(
+        &self,
+        path: &str,
+        field: &Spanned<i64>,
+        minimum: i64,
+        maximum: i64,
+        help: &str,
+    ) -> Result<i64, Issue> {
+        let value = *field.get_ref();
+        if (minimum..=maximum).contains(&value) {
+            return Ok(value);
+        }
+        let side = if value < minimum {
+            "too small"
+        } else {
+            "too large"
+        };
+        Err(Issue::new(
+            path,
+            self.origin(path, field),
+            format!(
+                "{path} = {value} is {side}; it must be {}",
+                describe_bounds(minimum, maximum)
+            ),
+        )
+        .label(format!("must be {}", describe_bounds(minimum, maximum)))
+        .help(help))
+    }
+
+    fn unsigned(
+        &self,
+        path: &str,
+        field: &Spanned<i64>,
+        minimum: u32,
+        maximum: u32,
+        help: &str,
+    ) -> Result<u32, Issue> {
+        let value = self.integer(path, field, i64::from(minimum), i64::from(maximum), help)?;
+        u32::try_from(value).map_err(|_| {
+            Issue::new(
+                path,
+                self.origin(path, field),
+                format!("{path} = {value} does not fit 32 bits"),
+            )
+            .help(help)
+        })
+    }
+
+    fn choice<T: Copy>(
+        &self,
+        path: &str,
+        field: &Spanned<String>,
+        options: &[(&str, T)],
+    ) -> Result<T, Issue> {
+        let text = field.get_ref().as_str();
+        if let Some((_, value)) = options.iter().find(|(name, _)| *name == text) {
+            return Ok(*value);
+        }
+        let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+        let close = names
+            .iter()
+            .map(|name| (*name, schema::edit_distance(name, text)))
+            .filter(|(name, distance)| *distance <= (name.len() / 3).max(1))
+            .min_by_key(|(_, distance)| *distance)
+            .map(|(name, _)| name);
+        let help = match close {
+            Some(name) => format!("did you mean \"{name}\"?"),
+            None => format!("write one of: {}", names.join(", ")),
+        };
+        Err(Issue::new(
+            path,
+            self.origin(path, field),
+            format!(
+                "{path} = \"{text}\" is not one of the accepted values: {}",
+                names.join(" | ")
+            ),
+        )
+        .label(format!("expected {}", names.join(" | ")))
+        .help(help))
+    }
+
+    fn machine(&self, file: &QueryFile) -> Result<MachineSettings, Issue> {
+        let section = &file.machine;
+        let preset = section
+            .preset
+            .as_ref()
+            .map_or(DEFAULT_MACHINE_PRESET, |field| field.get_ref().as_str());
+        let tiles_help = format!(
+            "the c600 has {C600_TILES} tiles; choose a count in 1..={C600_TILES} \
+             (tests use 16), or omit machine.tiles to use all of them"
+        );
+        let tiles = match &section.tiles {
+            Some(field) => Some(self.unsigned("machine.tiles", field, 0, u32::MAX, &tiles_help)?),
+            None => None,
+        };
+        validate_machine(preset, tiles)
+            .map_err(|message| {
+                let preset_known = MACHINE_PRESETS.contains(&preset);
+                match (&section.preset, &section.tiles) {
+                    (Some(field), _) if !preset_known => Issue::new(
+                        "machine.preset",
+                        self.origin("machine.preset", field),
+                        message,
+                    )
+                    .label("unknown preset")
+                    .help(format!("known presets: {}", MACHINE_PRESETS.join(", "))),
+                    (_, Some(field)) => Issue::new(
+                        "machine.tiles",
+                        self.origin("machine.tiles", field),
+                        message,
+                    )
+                    .label(format!("must be in 1..={C600_TILES}"))
+                    .help(tiles_help.clone()),
+                    _ => Issue::new("machine", Origin::File(0..0), message),
+                }
+            })
+            .map(|tiles| MachineSettings {
+                preset: preset.to_string(),
+                tiles,
+            })
+    }
+
+    fn planning(&self, file: &QueryFile) -> Result<PlanningFlags, Issue> {
+        let section = &file.planning;
+        let accumulation = match &section.accumulation {
+            Some(field) => self.choice(
+                "planning.accumulation",
+                field,
+                &[
+                    ("auto", AccumulationChoice::Auto),
+                    ("f32", AccumulationChoice::F32),
+                    ("f16", AccumulationChoice::F16),
+                ],
+            )?,
+            None => AccumulationChoice::Auto,
+        };
+        let copy_motion = section
+            .copy_motion
+            .as_ref()
+            .map_or(DEFAULT_COPY_MOTION, |field| *field.get_ref());
+        let reserved_bytes_per_tile = match &section.reserved_bytes_per_tile {
+            Some(field) => self.unsigned(
+                "planning.reserved_bytes_per_tile",
+                field,
+                0,
+                SRAM_BYTES_PER_TILE - 1,
+                &format!(
+                    "a tile has {SRAM_BYTES_PER_TILE} bytes (624 KiB) of SRAM; the reserve must \
+                     leave room for the model (the default is {DEFAULT_RESERVED_BYTES_PER_TILE})"
+                ),
+            )?,
+            None => DEFAULT_RESERVED_BYTES_PER_TILE,
+        };
+        let max_partition_candidates = match &section.max_partition_candidates {
+            Some(field) => self.unsigned(
+                "planning.max_partition_candidates",
+                field,
+                1,
+                u32::MAX,
+                &format!(
+                    "the cost model needs at least one candidate per operator \
+                     (the default is {DEFAULT_MAX_PARTITION_CANDIDATES})"
+                ),
+            )?,
+            None => DEFAULT_MAX_PARTITION_CANDIDATES,
+        };
+        Ok(PlanningFlags {
+            accumulation,
+            copy_motion,
+            reserved_bytes_per_tile,
+            max_partition_candidates,
+        })
+    }
+
+    fn policy(&self, path: &str, field: &Spanned<String>) -> Result<SchedulePolicy, Issue> {
+        field
+            .get_ref()
+            .parse()
+            .map_err(|error: crate::query::PolicyParseError| {
+                Issue::new(path, self.origin(path, field), format!("{path}: {error}"))
+                    .label("not a schedule policy")
+                    .help(
+                        "write \"latency\", \"S<W>\" (stream) or \"B<W>\" (balanced) with W wave \
+                     words in 1..=65536, e.g. \"S256\" or \"B1024\"",
+                    )
+            })
+    }
+
+    fn schedule(&self, file: &QueryFile) -> Result<ScheduleSettings, Issue> {
+        let section = &file.schedule;
+        let policy = match &section.policy {
+            Some(field) => self.policy("schedule.policy", field)?,
+            None => DEFAULT_POLICY,
+        };
+        let width = match &section.width {
+            Some(field) => self.choice(
+                "schedule.width",
+                field,
+                &[
+                    ("auto", TransferWidth::Auto),
+                    ("word32", TransferWidth::Word32),
+                    ("paired64", TransferWidth::Paired64),
+                ],
+            )?,
+            None => TransferWidth::Auto,
+        };
+        Ok(ScheduleSettings { policy, width })
+    }
+
+    fn phase_overrides(&self, file: &QueryFile) -> Result<Vec<PhaseOverride>, Issue> {
+        let mut resolved: Vec<PhaseOverride> = Vec::new();
+        let mut first_seen: Vec<(String, String, Origin)> = Vec::new();
+        for (index, entry) in file.schedule.overrides.iter().enumerate() {
+            let entry_path = format!("schedule.override[{index}]");
+            let origin_of = |field_span: Range<usize>| match &entry.set_argument {
+                Some(argument) => Origin::Set(argument.clone()),
+                None => Origin::File(field_span),
+            };
+            let Some(phase_field) = &entry.phase else {
+                let span = entry.policy.as_ref().map_or(0..0, Spanned::span);
+                return Err(Issue::new(
+                    format!("{entry_path}.phase"),
+                    origin_of(span),
+                    format!("{entry_path} has no `phase`"),
+                )
+                .label("this override names no phase")
+                .help("add phase = \"OPERATOR#ORDINAL\", e.g. phase = \"layer.mlp.up#0\""));
+            };
+            let phase = phase_field.get_ref();
+            let phase_origin = origin_of(phase_field.span());
+            let well_formed = phase.rsplit_once('#').is_some_and(|(provenance, ordinal)| {
+                !provenance.is_empty()
+                    && !provenance.chars().any(char::is_whitespace)
+                    && !ordinal.is_empty()
+                    && ordinal.chars().all(|character| character.is_ascii_digit())
+                    && ordinal.parse::<u32>().is_ok()
+            });
+            if !well_formed {
+                return Err(Issue::new(
+                    format!("{entry_path}.phase"),
+                    phase_origin,
+                    format!("{entry_path}.phase = \"{phase}\" is not a phase key"),
+                )
+                .label("expected OPERATOR#ORDINAL")
+                .help(
+                    "a phase key is the operator's provenance, '#', and the phase's ordinal \
+                     within it, e.g. \"layer.mlp.up#0\" (`superstep phases` lists them)",
+                ));
+            }
+            let Some(policy_field) = &entry.policy else {
+                return Err(Issue::new(
+                    format!("{entry_path}.policy"),
+                    phase_origin,
+                    format!("{entry_path} (phase \"{phase}\") has no `policy`"),
+                )
+                .label("this override names no policy")
+                .help("add policy = \"latency\", \"S256\", \"B1024\", ..."));
+            };
+            let policy = match &entry.set_argument {
+                Some(argument) => policy_field.get_ref().parse().map_err(
+                    |error: crate::query::PolicyParseError| {
+                        Issue::new(
+                            format!("schedule.override.{phase}"),
+                            Origin::Set(argument.clone()),
+                            error.to_string(),
+                        )
+                    },
+                )?,
+                None => self.policy(&format!("{entry_path}.policy"), policy_field)?,
+            };
+            if let Some((_, first_path, first_origin)) =
+                first_seen.iter().find(|(seen, _, _)| seen == phase)
+            {
+                return Err(Issue::new(
+                    format!("{entry_path}.phase"),
+                    phase_origin,
+                    format!(
+                        "{entry_path}.phase = \"{phase}\" overrides the same phase as \
+                         {first_path}.phase; each phase may be overridden once"
+                    ),
+                )
+                .label("second override of this phase")
+                .related("first override of this phase", first_origin.clone())
+                .help("keep one [[schedule.override]] entry per phase"));
+            }
+            first_seen.push((phase.clone(), entry_path.clone(), phase_origin));
+            resolved.push(PhaseOverride {
+                phase: phase.clone(),
+                policy,
+            });
+        }
+        Ok(resolved)
+    }
+
+    fn outputs(&self, file: &QueryFile) -> Result<Outputs, Issue> {
+        let section = &file.outputs;
+        let directory = match &section.directory {
+            Some(field) if field.get_ref().trim().is_empty() => {
+                return Err(Issue::new(
+                    "outputs.directory",
+                    self.origin("outputs.directory", field),
+                    "outputs.directory is empty",
+                )
+                .label("empty path")
+                .help("name a folder, e.g. \"artifacts\" (relative to the current directory)"));
+            }
+            Some(field) => PathBuf::from(field.get_ref()),
+            None => PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
+        };
+        let flag =
+            |field: &Option<Spanned<bool>>| field.as_ref().is_none_or(|value| *value.get_ref());
+        Ok(Outputs {
+            directory,
+            report: flag(&section.report),
+            phases_csv: flag(&section.phases_csv),
+            package: flag(&section.package),
+        })
+    }
+
+    fn name(
+        &self,
+        file: &QueryFile,
+        source_name: &str,
+        model: &ModelConfig,
+    ) -> Result<String, Issue> {
+        let Some(field) = &file.name else {
+            let stem = source_name
+                .strip_suffix(".toml")
+                .and_then(|path| Path::new(path).file_name())
+                .and_then(|stem| stem.to_str())
+                .filter(|stem| name_problem(stem).is_none());
+            return Ok(stem.map_or_else(|| model.name.clone(), str::to_string));
+        };
+        let name = field.get_ref();
+        match name_problem(name) {
+            None => Ok(name.clone()),
+            Some(problem) => Err(Issue::new(
+                "name",
+                self.origin("name", field),
+                format!("name = \"{name}\" cannot name the artifacts folder: {problem}"),
+            )
+            .label("not a folder name")
+            .help("use letters, digits, '-', '_' and '.', e.g. name = \"siglip-so400m\"")),
+        }
+    }
+}
+
+/// Why `name` cannot be a folder name under the outputs directory, if it cannot.
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("it is empty");
+    }
+    if name.len() > 128 {
+        return Some("it is longer than 128 bytes");
+    }
+    if name.starts_with('.') {
+        return Some("it starts with '.'");
+    }
+    if !name
+        .chars()
+        .all(|character| character.is_ascii_alphanumeric() || "-_.".contains(character))
+    {
+        return Some("it may hold only letters, digits, '-', '_' and '.'");
+    }
+    None
+}
+
+/// The capacity check: FP8 weights plus an activation estimate against the
+/// SRAM the chosen tiles leave after the per-tile reserve.
+fn check_fit(
+    workload: &Workload,
+    machine: &MachineSettings,
+    planning: &PlanningFlags,
+    model_origin: Origin,
+    layers_origin: Option<Origin>,
+) -> Result<(), Issue> {
+    let model = &workload.model;
+    let weights = u128::from(model.weight_bytes(true));
+    let activations = u128::from(model.tokens())
+        * u128::from(model.width)
+        * 2
+        * u128::from(workload.batch)
+        * ACTIVATION_COPIES;
+    let needed = weights + activations;
+    let per_tile = u128::from(SRAM_BYTES_PER_TILE.saturating_sub(planning.reserved_bytes_per_tile));
+    let available = u128::from(machine.tiles) * per_tile;
+    if needed <= available {
+        return Ok(());
+    }
+    let tiles_needed = needed.div_ceil(per_tile.max(1));
+    let (field, origin) = match layers_origin {
+        Some(origin) => ("workload.layers", origin),
+        None => ("workload.model", model_origin),
+    };
+    let subject = if field == "workload.layers" {
+        format!(
+            "workload.model = \"{}\" with workload.layers = {}",
+            model.name, model.layers
+        )
+    } else {
+        format!("workload.model = \"{}\"", model.name)
+    };
+    let more_tiles = if tiles_needed <= u128::from(C600_TILES) {
+        format!("use at least {tiles_needed} tiles (machine.tiles)")
+    } else {
+        format!(
+            "it needs {tiles_needed} tiles at this reserve, more than the {C600_TILES} of the c600"
+        )
+    };
+    Err(Issue::new(
+        field,
+        origin,
+        format!(
+            "{subject} does not fit on {} tiles: it needs about {} bytes ({} of FP8 weights and \
+             {} of activations at batch {}) but {} tiles x {} bytes = {} bytes are available",
+            machine.tiles,
+            with_separators(needed),
+            with_separators(weights),
+            with_separators(activations),
+            workload.batch,
+            machine.tiles,
+            with_separators(per_tile),
+            with_separators(available),
+        ),
+    )
+    .label("does not fit")
+    .help(format!(
+        "{more_tiles}, use fewer layers (workload.layers), or reduce \
+         planning.reserved_bytes_per_tile (now {}) to free SRAM per tile",
+        planning.reserved_bytes_per_tile
+    )))
+}

@@ -1,0 +1,578 @@
+//! Resolution of the `[workload]` section: the model preset and its shape
+//! overrides, pooling, weights, with the relations between them.
+
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use super::{
+    DEFAULT_BATCH, DEFAULT_FP8_SCALE, DEFAULT_FUSE_QKV, DEFAULT_SEED, FP8_SCALE_RANGE, Resolver,
+    Sourced, nearest_divisor,
+};
+use crate::model::config::{
+    CUSTOM_MODEL_NAME, GeluForm, ModelConfig, PRESET_NAMES, Pooling, Positions,
+};
+use crate::query::error::{Issue, Origin};
+use crate::query::schema::{self, QueryFile, WorkloadSection};
+use crate::query::{AttentionChoice, WeightSource, Workload};
+
+impl Resolver<'_> {
+    pub(super) fn workload(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+    ) -> Result<(Workload, Origin, Option<Origin>), Issue> {
+        let empty = WorkloadSection::default();
+        let section_span = file.workload.as_ref().map_or(0..0, Spanned::span);
+        let section = file.workload.as_ref().map_or(&empty, Spanned::get_ref);
+
+        let Some(model_field) = section.model.as_ref() else {
+            let known = [PRESET_NAMES, &[CUSTOM_MODEL_NAME]].concat().join(", ");
+            return Err(Issue::new(
+                "workload.model",
+                Origin::File(section_span),
+                "missing workload.model: the build query must name a model",
+            )
+            .label(if file.workload.is_some() {
+                "no `model` in this table"
+            } else {
+                "no [workload] table in this file"
+            })
+            .help(format!(
+                "add `model = \"siglip-so400m\"` under [workload]; known models: {known}"
+            )));
+        };
+        let model_origin = self.origin("workload.model", model_field);
+        let model_name = model_field.get_ref().as_str();
+        let preset = ModelConfig::preset(model_name);
+        if preset.is_none() && model_name != CUSTOM_MODEL_NAME {
+            let known: Vec<&str> = PRESET_NAMES
+                .iter()
+                .copied()
+                .chain([CUSTOM_MODEL_NAME])
+                .collect();
+            let close = known
+                .iter()
+                .map(|name| (*name, schema::edit_distance(name, model_name)))
+                .filter(|(name, distance)| *distance <= name.len() / 3)
+                .min_by_key(|(_, distance)| *distance)
+                .map(|(name, _)| name);
+            let help = match close {
+                Some(name) => format!("did you mean \"{name}\"?"),
+                None => String::from(
+                    "use a preset, or \"custom\" with width, mlp, heads, layers, patches and patch",
+                ),
+            };
+            return Err(Issue::new(
+                "workload.model",
+                model_origin,
+                format!(
+                    "unknown model \"{model_name}\" in workload.model; known models: {}",
+                    known.join(", ")
+                ),
+            )
+            .label("unknown model")
+            .help(help));
+        }
+        let model = self.model(section, preset.as_ref(), model_name, &model_origin)?;
+        let layers_origin = section
+            .layers
+            .as_ref()
+            .map(|field| self.origin("workload.layers", field));
+
+        let batch = match &section.batch {
+            Some(field) => self.unsigned(
+                "workload.batch",
+                field,
+                1,
+                u32::MAX,
+                "the batch is the number of images per step; use 1 or more",
+            )?,
+            None => DEFAULT_BATCH,
+        };
+        let fuse_qkv = section
+            .fuse_qkv
+            .as_ref()
+            .map_or(DEFAULT_FUSE_QKV, |field| *field.get_ref());
+        let fp8_scale = match &section.fp8_scale {
+            Some(field) => {
+                let value = self.integer(
+                    "workload.fp8_scale",
+                    field,
+                    *FP8_SCALE_RANGE.start(),
+                    *FP8_SCALE_RANGE.end(),
+                    "the scale is a power of two (stored value x 2^fp8_scale); -4 suits \
+                     weights of magnitude below about 30",
+                )?;
+                i32::try_from(value).unwrap_or(DEFAULT_FP8_SCALE)
+            }
+            None => DEFAULT_FP8_SCALE,
+        };
+        let attention = match &section.attention {
+            Some(field) => self.choice(
+                "workload.attention",
+                field,
+                &[
+                    ("auto", AttentionChoice::Auto),
+                    ("materialized", AttentionChoice::Materialized),
+                    ("flash", AttentionChoice::Flash),
+                ],
+            )?,
+            None => AttentionChoice::Auto,
+        };
+        let weights = self.weights(section, base_dir)?;
+        Ok((
+            Workload {
+                model,
+                batch,
+                fuse_qkv,
+                fp8_scale,
+                attention,
+                weights,
+            },
+            model_origin,
+            layers_origin,
+        ))
+    }
+
+    /// An integer shape field: the query's value, else the preset's, else
+    /// (for `custom`) an error saying the field is required.
+    pub(super) fn shape(
+        &self,
+        path: &str,
+        field: &Option<Spanned<i64>>,
+        preset_value: Option<u32>,
+        model_origin: &Origin,
+        help: &str,
+    ) -> Result<Sourced, Issue> {
+        match (field, preset_value) {
+            (Some(field), _) => Ok(Sourced {
+                value: self.unsigned(path, field, 1, u32::MAX - 1, help)?,
+                origin: self.origin(path, field),
+                explicit: true,
+            }),
+            (None, Some(value)) => Ok(Sourced {
+                value,
+                origin: model_origin.clone(),
+                explicit: false,
+            }),
+            (None, None) => {
+                let key = path.rsplit('.').next().unwrap_or(path);
+                Err(Issue::new(
+                    path,
+                    model_origin.clone(),
+                    format!("workload.model = \"custom\" needs {path}, which is missing"),
+                )
+                .label(format!("custom model without `{key}`"))
+                .help(format!(
+                    "add `{key} = ...` under [workload] (a custom model needs width, mlp, \
+                     heads, layers, patches and patch)"
+                )))
+            }
+        }
+    }
+
+    pub(super) fn model(
+        &self,
+        section: &WorkloadSection,
+        preset: Option<&ModelConfig>,
+        model_name: &str,
+        model_origin: &Origin,
+    ) -> Result<ModelConfig, Issue> {
+        let from_preset = |read: fn(&ModelConfig) -> u32| preset.map(read);
+        let width = self.shape(
+            "workload.width",
+            &section.width,
+            from_preset(|config| config.width),
+            model_origin,
+            "the width is the residual stream size, e.g. 768",
+        )?;
+        let mlp = self.shape(
+            "workload.mlp",
+            &section.mlp,
+            from_preset(|config| config.mlp),
+            model_origin,
+            "the MLP hidden width, usually 4 x width",
+        )?;
+        let heads = self.shape(
+            "workload.heads",
+            &section.heads,
+            from_preset(|config| config.heads),
+            model_origin,
+            "the number of attention heads; it must divide the width",
+        )?;
+        let layers = self.shape(
+            "workload.layers",
+            &section.layers,
+            from_preset(|config| config.layers),
+            model_origin,
+            "a model needs at least one transformer layer",
+        )?;
+        let patches = self.shape(
+            "workload.patches",
+            &section.patches,
+            from_preset(|config| config.patches),
+            model_origin,
+            "the number of patch tokens (grid x grid), e.g. 196 for a 14 x 14 grid",
+        )?;
+        let patch = self.shape(
+            "workload.patch",
+            &section.patch,
+            from_preset(|config| config.patch),
+            model_origin,
+            "the patch side in pixels, e.g. 16",
+        )?;
+
+        if width.value % 2 != 0 {
+            return Err(Issue::new(
+                "workload.width",
+                width.origin.clone(),
+                format!("workload.width = {} is odd", width.value),
+            )
+            .label("odd width")
+            .help(
+                "activations move as 32-bit words of two FP16 values, so the width must be \
+                 even; choose an even width",
+            ));
+        }
+        let (head_path, head_origin) = if heads.explicit || !width.explicit {
+            ("workload.heads", heads.origin.clone())
+        } else {
+            ("workload.width", width.origin.clone())
+        };
+        let divides = width.value % heads.value == 0;
+        if !divides {
+            let suggestion = nearest_divisor(width.value, heads.value, |dim| dim % 2 == 0)
+                .map(|divisor| format!("choose a divisor such as {divisor}"))
+                .unwrap_or_else(|| String::from("choose a divisor of the width"));
+            return Err(Issue::new(
+                head_path,
+                head_origin,
+                format!(
+                    "workload.heads = {} does not divide workload.width = {}",
+                    heads.value, width.value
+                ),
+            )
+            .label("does not divide the width")
+            .help(format!(
+                "{suggestion}; every head gets width / heads channels"
+            )));
+        }
+        let head_dim = width.value / heads.value;
+        let rotary = match &section.rotary {
+            Some(field) => *field.get_ref(),
+            None => preset.is_some_and(|config| config.positions == Positions::LearnedWithRotary),
+        };
+        let rotary_origin = section
+            .rotary
+            .as_ref()
+            .map(|field| self.origin("workload.rotary", field));
+        let needed_multiple = if rotary { 4 } else { 2 };
+        if head_dim % needed_multiple != 0 {
+            let why = if rotary {
+                "2D rotary embeddings rotate pairs in two halves of each head, so the head \
+                 dimension must be a multiple of 4"
+            } else {
+                "heads are split along 32-bit words of two FP16 values, so the head dimension \
+                 must be even"
+            };
+            let suggestion =
+                nearest_divisor(width.value, heads.value, |dim| dim % needed_multiple == 0)
+                    .map(|divisor| format!("; e.g. workload.heads = {divisor}"))
+                    .unwrap_or_default();
+            let (path, origin) = match (&rotary_origin, heads.explicit) {
+                (_, true) | (None, false) => (head_path, head_origin),
+                (Some(origin), false) => ("workload.rotary", origin.clone()),
+            };
+            return Err(Issue::new(
+                path,
+                origin,
+                format!(
+                    "workload.width / workload.heads = {} / {} = {head_dim} is not a usable head \
+                     dimension (it must be a multiple of {needed_multiple})",
+                    width.value, heads.value
+                ),
+            )
+            .label(format!("head dimension {head_dim}"))
+            .help(format!("{why}{suggestion}")));
+        }
+
+        let grid = ModelConfig {
+            patches: patches.value,
+            ..ModelConfig::vit_b16()
+        }
+        .grid();
+        if grid.is_none() {
+            let root = f64::from(patches.value).sqrt().floor() as u64;
+            return Err(Issue::new(
+                "workload.patches",
+                patches.origin.clone(),
+                format!(
+                    "workload.patches = {} is not a square grid of patches",
+                    patches.value
+                ),
+            )
+            .label("not a square number")
+            .help(format!(
+                "patch grids are square; use e.g. {} or {}",
+                root * root,
+                (root + 1) * (root + 1)
+            )));
+        }
+
+        let class_token = match &section.class_token {
+            Some(field) => *field.get_ref(),
+            None => preset.is_some_and(|config| config.class_token),
+        };
+        let gelu = match &section.gelu {
+            Some(field) => self.choice(
+                "workload.gelu",
+                field,
+                &[("tanh", GeluForm::Tanh), ("erf", GeluForm::Erf)],
+            )?,
+            None => preset.map_or(GeluForm::Erf, |config| config.gelu),
+        };
+        let pooling = self.pooling(
+            section,
+            preset,
+            class_token,
+            &width,
+            heads.value,
+            model_origin,
+        )?;
+        let projection = match &section.projection {
+            Some(field) => {
+                let value = self.unsigned(
+                    "workload.projection",
+                    field,
+                    0,
+                    u32::MAX,
+                    "the output width of the final projection; 0 means no projection",
+                )?;
+                (value > 0).then_some(value)
+            }
+            None => preset.and_then(|config| config.projection),
+        };
+        let pre_norm = match &section.pre_norm {
+            Some(field) => *field.get_ref(),
+            None => preset.is_some_and(|config| config.pre_norm),
+        };
+        let layer_norm_epsilon = match &section.layer_norm_epsilon {
+            Some(field) => {
+                let value = *field.get_ref();
+                let narrowed = value as f32;
+                if !(value.is_finite() && value > 0.0 && value < 1.0 && narrowed > 0.0) {
+                    return Err(Issue::new(
+                        "workload.layer_norm_epsilon",
+                        self.origin("workload.layer_norm_epsilon", field),
+                        format!("workload.layer_norm_epsilon = {value} is not a usable epsilon"),
+                    )
+                    .label("must be between 0 and 1, exclusive")
+                    .help("use a small positive number representable in f32, e.g. 1e-6"));
+                }
+                narrowed
+            }
+            None => preset.map_or(1e-6, |config| config.layer_norm_epsilon),
+        };
+
+        Ok(ModelConfig {
+            name: model_name.to_string(),
+            width: width.value,
+            mlp: mlp.value,
+            layers: layers.value,
+            heads: heads.value,
+            patch: patch.value,
+            channels: 3,
+            patches: patches.value,
+            class_token,
+            positions: if rotary {
+                Positions::LearnedWithRotary
+            } else {
+                Positions::Learned
+            },
+            gelu,
+            pooling,
+            pre_norm,
+            projection,
+            layer_norm_epsilon,
+        })
+    }
+
+    pub(super) fn pooling(
+        &self,
+        section: &WorkloadSection,
+        preset: Option<&ModelConfig>,
+        class_token: bool,
+        width: &Sourced,
+        heads: u32,
+        model_origin: &Origin,
+    ) -> Result<Pooling, Issue> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Kind {
+            Map,
+            Attention,
+            ClassToken,
+        }
+        let kind_of = |pooling: &Pooling| match pooling {
+            Pooling::Map { .. } => Kind::Map,
+            Pooling::AttentionPool { .. } => Kind::Attention,
+            Pooling::ClassToken => Kind::ClassToken,
+        };
+        let (kind, kind_origin) = match &section.pooling {
+            Some(field) => (
+                self.choice(
+                    "workload.pooling",
+                    field,
+                    &[
+                        ("map", Kind::Map),
+                        ("attention", Kind::Attention),
+                        ("class-token", Kind::ClassToken),
+                    ],
+                )?,
+                self.origin("workload.pooling", field),
+            ),
+            None => {
+                let kind = match preset {
+                    Some(config) => kind_of(&config.pooling),
+                    None if class_token => Kind::ClassToken,
+                    None => Kind::Map,
+                };
+                (kind, model_origin.clone())
+            }
+        };
+        if kind == Kind::ClassToken {
+            if let Some(field) = &section.pooling_heads {
+                return Err(Issue::new(
+                    "workload.pooling_heads",
+                    self.origin("workload.pooling_heads", field),
+                    "workload.pooling_heads is set but workload.pooling is \"class-token\", \
+                     which has no attention heads",
+                )
+                .label("unused with class-token pooling")
+                .help("remove pooling_heads, or choose pooling = \"map\" or \"attention\""));
+            }
+            if !class_token {
+                let origin = match &section.class_token {
+                    Some(field) if section.pooling.is_none() => {
+                        self.origin("workload.class_token", field)
+                    }
+                    _ => kind_origin,
+                };
+                return Err(Issue::new(
+                    "workload.pooling",
+                    origin,
+                    "workload.pooling = \"class-token\" needs a class token, but \
+                     workload.class_token is false",
+                )
+                .label("no class token to pool")
+                .help("set class_token = true, or choose pooling = \"map\" or \"attention\""));
+            }
+            return Ok(Pooling::ClassToken);
+        }
+        let (pooling_heads, heads_origin) = match &section.pooling_heads {
+            Some(field) => (
+                self.unsigned(
+                    "workload.pooling_heads",
+                    field,
+                    1,
+                    u32::MAX,
+                    "the attention heads of the pooling head; they must divide the width",
+                )?,
+                self.origin("workload.pooling_heads", field),
+            ),
+            None => {
+                let inherited = preset
+                    .filter(|config| kind_of(&config.pooling) == kind)
+                    .and_then(|config| config.pooling.heads());
+                (inherited.unwrap_or(heads), kind_origin)
+            }
+        };
+        if !width.value.is_multiple_of(pooling_heads) {
+            let origin = if section.pooling_heads.is_some() || !width.explicit {
+                heads_origin
+            } else {
+                width.origin.clone()
+            };
+            let suggestion = nearest_divisor(width.value, pooling_heads, |_| true)
+                .map(|divisor| format!("choose a divisor such as {divisor}"))
+                .unwrap_or_else(|| String::from("choose a divisor of the width"));
+            return Err(Issue::new(
+                "workload.pooling_heads",
+                origin,
+                format!(
+                    "workload.pooling_heads = {pooling_heads} does not divide workload.width = {}",
+                    width.value
+                ),
+            )
+            .label("does not divide the width")
+            .help(suggestion));
+        }
+        Ok(match kind {
+            Kind::Map => Pooling::Map {
+                heads: pooling_heads,
+            },
+            _ => Pooling::AttentionPool {
+                heads: pooling_heads,
+            },
+        })
+    }
+
+    pub(super) fn weights(
+        &self,
+        section: &WorkloadSection,
+        base_dir: Option<&Path>,
+    ) -> Result<WeightSource, Issue> {
+        let Some(weights_field) = &section.weights else {
+            return Ok(WeightSource::Seeded { seed: DEFAULT_SEED });
+        };
+        let weights = weights_field.get_ref();
+        match (&weights.seeded, &weights.safetensors) {
+            (Some(seed), None) => {
+                let value = self.integer(
+                    "workload.weights.seeded",
+                    seed,
+                    0,
+                    i64::MAX,
+                    "the seed is any non-negative integer",
+                )?;
+                Ok(WeightSource::Seeded {
+                    seed: u64::try_from(value).unwrap_or(DEFAULT_SEED),
+                })
+            }
+            (None, Some(path_field)) => {
+                let written = path_field.get_ref();
+                let origin = self.origin("workload.weights.safetensors", path_field);
+                let path = match (&origin, base_dir) {
+                    (Origin::File(_), Some(base)) => base.join(written),
+                    _ => PathBuf::from(written),
+                };
+                if written.is_empty() || !path.is_file() {
+                    let problem = if path.exists() { "is not a file" } else { "does not exist" };
+                    return Err(Issue::new(
+                        "workload.weights.safetensors",
+                        origin,
+                        format!(
+                            "workload.weights.safetensors = \"{written}\": `{}` {problem}",
+                            path.display()
+                        ),
+                    )
+                    .label(problem)
+                    .help(
+                        "paths in the build file are relative to the build file's folder; \
+                         use { seeded = 1 } for deterministic random weights",
+                    ));
+                }
+                Ok(WeightSource::SafeTensors { path })
+            }
+            (Some(_), Some(_)) | (None, None) => Err(Issue::new(
+                "workload.weights",
+                self.origin("workload.weights", weights_field),
+                "workload.weights must name exactly one source: `seeded` or `safetensors`",
+            )
+            .label("expected exactly one of seeded, safetensors")
+            .help(
+                "write weights = { seeded = 1 } or weights = { safetensors = \"file.safetensors\" }",
+            )),
+        }
+    }
+}
