@@ -11,6 +11,7 @@ pub mod driver;
 pub mod estimate;
 pub mod expand;
 pub mod group;
+pub mod hashing;
 pub mod layout;
 pub mod model;
 pub mod numerics;

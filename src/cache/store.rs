@@ -157,6 +157,18 @@ impl PersistentCache {
     /// The entry for `key`, or `None` (a miss). A file that exists but is
     /// unusable is a miss with a warning.
     pub fn load<T: DeserializeOwned>(&self, kind: EntryKind, key: &CacheKey) -> Option<T> {
+        self.load_with(kind, key, |payload| {
+            bincode::deserialize::<T>(payload).map_err(|error| error.to_string())
+        })
+    }
+
+    /// Like [`PersistentCache::load`], with the payload's own decoder.
+    pub fn load_with<T>(
+        &self,
+        kind: EntryKind,
+        key: &CacheKey,
+        decode_payload: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Option<T> {
         let path = self.path(kind, key);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -171,10 +183,8 @@ impl PersistentCache {
                 return None;
             }
         };
-        let decoded = decode(&bytes, kind, key).and_then(|payload| {
-            bincode::deserialize::<T>(payload)
-                .map_err(|error| EntryError::Undecodable(error.to_string()))
-        });
+        let decoded = decode(&bytes, kind, key)
+            .and_then(|payload| decode_payload(payload).map_err(EntryError::Undecodable));
         match decoded {
             Ok(value) => {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
@@ -201,14 +211,15 @@ impl PersistentCache {
 
     /// Stores `value` under `key` (atomically; a failure is a warning).
     pub fn store<T: Serialize>(&self, kind: EntryKind, key: &CacheKey, value: &T) {
-        let payload = match bincode::serialize(value) {
-            Ok(payload) => payload,
-            Err(error) => {
-                self.warn(format!("cache: cannot encode a {:?} entry: {error}", kind));
-                return;
-            }
-        };
-        let bytes = encode(kind, key, &payload);
+        match bincode::serialize(value) {
+            Ok(payload) => self.store_payload(kind, key, &payload),
+            Err(error) => self.warn(format!("cache: cannot encode a {:?} entry: {error}", kind)),
+        }
+    }
+
+    /// Stores an already encoded payload under `key`.
+    pub fn store_payload(&self, kind: EntryKind, key: &CacheKey, payload: &[u8]) {
+        let bytes = encode(kind, key, payload);
         let path = self.path(kind, key);
         match self.write_atomically(&path, &bytes) {
             Ok(()) => {

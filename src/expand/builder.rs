@@ -6,11 +6,10 @@
 //! op's expansion independent of every other op's, so the query layer can
 //! re-expand one op without renumbering the others.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::program::{AllocationId, Location, Provenance, Reason, Step, TransferList};
+use crate::hashing::FastMap;
 use crate::layout::format::MemoryClass;
 
 /// The output operand's index in `AllocationRef::Value`.
@@ -47,7 +46,7 @@ pub struct OpExpansion {
 #[derive(Default)]
 pub struct ExpansionBuilder {
     expansion: OpExpansion,
-    index: HashMap<AllocationRef, u32>,
+    index: FastMap<AllocationRef, u32>,
 }
 
 pub fn local_provenance(reason: Reason) -> Provenance {

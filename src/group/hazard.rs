@@ -6,12 +6,11 @@
 //! one pass over the exchange's transfers with a small per-root index of the
 //! group (no pass over transfer pairs). It must not move or merge anything.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::access::{Roots, Rows};
 use crate::expand::program::{AllocationId, Location, Step, TransferList};
+use crate::hashing::FastMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum HazardKind {
@@ -68,7 +67,7 @@ struct GroupAccess {
 
 /// The group's accesses by alias root, sorted by first byte.
 pub struct GroupIndex {
-    by_root: HashMap<u32, Vec<GroupAccess>>,
+    by_root: FastMap<u32, Vec<GroupAccess>>,
 }
 
 fn access_rows(location: Location, row_bytes: u32, rows: u32, stride: u32) -> Rows {
@@ -83,7 +82,7 @@ fn access_rows(location: Location, row_bytes: u32, rows: u32, stride: u32) -> Ro
 impl GroupIndex {
     /// Indexes every copy and fill of `group` (a run of Copies/Fills steps).
     pub fn new(roots: &Roots, group: &[Step]) -> GroupIndex {
-        let mut by_root: HashMap<u32, Vec<GroupAccess>> = HashMap::new();
+        let mut by_root: FastMap<u32, Vec<GroupAccess>> = FastMap::default();
         let mut item = 0u32;
         let mut add = |allocation: AllocationId, rows: Rows, write: bool, accessor: Accessor| {
             let (root, rows) = roots.resolve(allocation, rows);
@@ -238,7 +237,7 @@ pub fn forwarding(
 ) -> Option<Hazard> {
     // Writes of `preceding` per root: (start, end, transfer, location), sorted
     // by start, with the running maximum end for pruning.
-    let mut writes: HashMap<u32, Vec<(u32, u32, u32, Location)>> = HashMap::new();
+    let mut writes: FastMap<u32, Vec<(u32, u32, u32, Location)>> = FastMap::default();
     for transfer in 0..preceding.len() {
         let words = preceding.words[transfer];
         for destination in preceding.destinations_of(transfer) {
@@ -255,7 +254,8 @@ pub fn forwarding(
             ));
         }
     }
-    let mut running_end: HashMap<u32, Vec<u32>> = HashMap::with_capacity(writes.len());
+    let mut running_end: FastMap<u32, Vec<u32>> =
+        FastMap::with_capacity_and_hasher(writes.len(), Default::default());
     for (&root, spans) in writes.iter_mut() {
         spans.sort_unstable_by_key(|&(start, end, transfer, _)| (start, end, transfer));
         let mut maximum = 0;

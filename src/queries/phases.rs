@@ -16,6 +16,7 @@ use crate::cache::{CacheKey, EntryKind, StableHasher};
 use crate::expand::program::{AllocationId, Step, TransferList};
 use crate::group::{Phase, PhaseGroups, group_phases};
 use crate::query::{SchedulePolicy, TransferWidth};
+use crate::rows::serial::{decode_rows, encode_rows};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
 use crate::schedule::{
     ExchangeProblem, ProblemError, Schedule, ScheduleError, ValidationError, schedule, validate,
@@ -303,7 +304,7 @@ pub fn encoded_rows<'db>(
     let key = cache_key(db, problem, policy);
     let tiles = problem.problem(db).tiles as usize;
     if let (Some(cache), Some(key)) = (db.cache(), &key)
-        && let Some(cached) = cache.load::<PhaseRows>(EntryKind::Rows, key)
+        && let Some(cached) = cache.load_with(EntryKind::Rows, key, decode_rows)
         && cached.rows.len() == tiles
     {
         return Ok(Arc::new(cached));
@@ -313,7 +314,7 @@ pub fn encoded_rows<'db>(
     let rows = encode_phase(problem, &result)?;
     check_phase(problem, &result, &rows)?;
     if let (Some(cache), Some(key)) = (db.cache(), &key) {
-        cache.store(EntryKind::Rows, key, &rows);
+        cache.store_payload(EntryKind::Rows, key, &encode_rows(&rows));
     }
     Ok(Arc::new(rows))
 }

@@ -3,7 +3,8 @@
 //! `encode` turns a validated (problem, schedule) into rows of real
 //! `crate::target::encoding::Instruction` words whose addresses sit in
 //! relocation slots (a row is sized before placement and finalized after it,
-//! without rescheduling); `decode` turns words back into timed events under
+//! without rescheduling); `serial` is their compact byte form for the
+//! persistent cache; `decode` turns words back into timed events under
 //! the same execution model; `check` proves the decoded events equal the
 //! schedule; `table` shares rows across phases; `placement` is a simple
 //! consecutive placement for checks and replay. This module must not
@@ -36,6 +37,7 @@ pub mod check;
 pub mod decode;
 pub mod encode;
 pub mod placement;
+pub mod serial;
 pub mod table;
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! use). Owns the accounting of that storage; it must not place the table or
 //! emit the patch code.
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
@@ -14,6 +13,7 @@ use rayon::prelude::*;
 
 use super::{PhaseRows, Row};
 use crate::expand::program::AllocationId;
+use crate::hashing::FastMap;
 
 /// A row word that must be patched before `phase` runs on `tile` because it
 /// shares storage with an earlier row whose address there differs.
@@ -88,7 +88,7 @@ impl RowTable {
                     ..TileTable::default()
                 };
                 // hash -> (stored index, phase of its first row)
-                let mut seen: HashMap<u64, Vec<(u32, usize)>> = HashMap::new();
+                let mut seen: FastMap<u64, Vec<(u32, usize)>> = FastMap::default();
                 let mut next = 0u32;
                 for (phase_index, &(phase, _)) in phases.iter().enumerate() {
                     let Some(row) = phase.rows.get(tile) else {

@@ -11,9 +11,10 @@
 //! readers since then: O((accesses + edges) log accesses), never all pairs.
 //! This module owns hazards only; it must not time or order pieces.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::problem::{ExchangeProblem, WORD_BYTES};
+use crate::hashing::FastMap;
 
 /// Predecessors of every piece (compressed rows) and each piece's depth.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -60,7 +61,7 @@ struct Segment {
 
 /// Builds the dependency DAG of `problem`.
 pub fn dependencies(problem: &ExchangeProblem) -> Dependencies {
-    let mut groups: HashMap<(u32, u32), (bool, bool, Vec<Access>)> = HashMap::new();
+    let mut groups: FastMap<(u32, u32), (bool, bool, Vec<Access>)> = FastMap::default();
     let mut add = |tile: u32, piece: usize, kind: Kind, allocation: u32, offset: u32| {
         let local = problem.allocations[allocation as usize];
         let entry = groups.entry((tile, local.alias_root)).or_default();
