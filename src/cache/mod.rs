@@ -21,4 +21,6 @@ mod tests;
 
 pub use entry::{EntryError, EntryKind};
 pub use key::{CACHE_FORMAT_VERSION, CacheKey, StableHasher, tool_version};
-pub use store::{CacheError, CacheStatistics, DEFAULT_LIMIT_BYTES, Eviction, PersistentCache};
+pub use store::{
+    CacheError, CacheReport, CacheStatistics, DEFAULT_LIMIT_BYTES, Eviction, PersistentCache,
+};

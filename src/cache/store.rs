@@ -59,6 +59,44 @@ impl Eviction {
     }
 }
 
+/// The end of a build's use of the cache: its warnings, what it did and
+/// the eviction that followed. Displays as one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheReport {
+    pub directory: PathBuf,
+    pub limit_bytes: u64,
+    pub warnings: Vec<String>,
+    pub statistics: CacheStatistics,
+    pub eviction: Eviction,
+}
+
+impl std::fmt::Display for CacheReport {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let megabytes = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+        let statistics = &self.statistics;
+        write!(
+            formatter,
+            "cache {}: {} hits, {} misses ({} rejected), {} written; {:.1} of {:.0} MiB",
+            self.directory.display(),
+            statistics.hits,
+            statistics.misses,
+            statistics.rejected,
+            statistics.writes,
+            megabytes(self.eviction.bytes_after()),
+            megabytes(self.limit_bytes),
+        )?;
+        if self.eviction.removed_entries > 0 {
+            write!(
+                formatter,
+                " ({} least recently used entries, {:.1} MiB, evicted)",
+                self.eviction.removed_entries,
+                megabytes(self.eviction.removed_bytes)
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     hits: AtomicU64,
@@ -287,6 +325,20 @@ impl PersistentCache {
     /// Total bytes of the entries on disk.
     pub fn size_on_disk(&self) -> u64 {
         self.entries().iter().map(|entry| entry.1).sum()
+    }
+
+    /// Ends a build's use of the cache: takes the warnings, evicts beyond
+    /// the limit, and reports (statistics are the session's so far).
+    pub fn finish(&self) -> CacheReport {
+        let statistics = self.statistics();
+        let eviction = self.evict();
+        CacheReport {
+            directory: self.directory.clone(),
+            limit_bytes: self.limit_bytes,
+            warnings: self.take_warnings(),
+            statistics,
+            eviction,
+        }
     }
 
     /// Removes least-recently-used entries until the cache holds at most

@@ -138,33 +138,9 @@ pub fn open_session(
 /// Prints the cache's warnings (to standard error), evicts beyond its
 /// limit, and returns a one-line summary of its use.
 pub fn finish_cache(cache: Option<&PersistentCache>) -> Option<String> {
-    let cache = cache?;
-    for warning in cache.take_warnings() {
+    let report = cache?.finish();
+    for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
-    let statistics = cache.statistics();
-    let eviction = cache.evict();
-    for warning in cache.take_warnings() {
-        eprintln!("warning: {warning}");
-    }
-    let megabytes = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
-    Some(format!(
-        "cache {}: {} hits, {} misses ({} rejected), {} written; {:.1} of {:.0} MiB{}",
-        cache.directory().display(),
-        statistics.hits,
-        statistics.misses,
-        statistics.rejected,
-        statistics.writes,
-        megabytes(eviction.bytes_after()),
-        megabytes(cache.limit_bytes()),
-        if eviction.removed_entries > 0 {
-            format!(
-                " ({} least recently used entries, {:.1} MiB, evicted)",
-                eviction.removed_entries,
-                megabytes(eviction.removed_bytes)
-            )
-        } else {
-            String::new()
-        }
-    ))
+    Some(report.to_string())
 }

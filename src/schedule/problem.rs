@@ -295,7 +295,13 @@ impl Builder<'_> {
         };
         let capacity = u64::from(local.bytes) * u64::from(local.iterations);
         let length = u64::from(words) * u64::from(WORD_BYTES);
-        for iteration in 0..self.problem.bindings(allocation) {
+        // Bindings only move forward, so the last one is the furthest; only
+        // when it overflows is the first overflowing one looked for.
+        let last = self.problem.bindings(allocation) - 1;
+        if self.problem.bound_offset(address, last) + length <= capacity {
+            return Ok(address);
+        }
+        for iteration in 0..=last {
             let start = self.problem.bound_offset(address, iteration);
             if start + length > capacity {
                 return Err(ProblemError::BindingOutOfRange {

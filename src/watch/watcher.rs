@@ -252,6 +252,13 @@ impl Watcher {
                 writeln!(out, "headline metrics:")?;
                 write!(out, "{}", render_metrics(&metrics, self.metrics.as_ref()))?;
                 self.metrics = Some(metrics);
+                if let Some(cache) = session.cache() {
+                    let report = cache.finish();
+                    for warning in &report.warnings {
+                        writeln!(out, "warning: {warning}")?;
+                    }
+                    writeln!(out, "{report}")?;
+                }
                 Ok(Refresh::Built)
             }
             Err(error) => {
