@@ -12,11 +12,13 @@
 //! Phases are imported in parallel; the first error in phase order wins.
 //! Linear in transfers and destinations, plus a sort of the touched ranges.
 
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 
 use super::format::{AllocationRecord, SCHEMA_VERSION, Snapshot, SnapshotPhase, SnapshotTransfer};
 use super::{PhaseProvenance, PhaseSnapshot};
-use crate::schedule::problem::WORD_BYTES;
+use crate::schedule::problem::{ExplicitBinding, WORD_BYTES};
 use crate::schedule::{ExchangeProblem, LocalAllocation, SymbolicAddress};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
 use crate::target::timing::MAX_LOGICAL_TRANSFER_WORDS;
@@ -84,11 +86,6 @@ pub enum ImportError {
         address: u32,
         end: u64,
     },
-    #[error(
-        "phase {phase}, transfer {transfer}: the source addresses are not an increasing \
-         arithmetic progression over the Repeat iterations, which this importer cannot represent"
-    )]
-    UnsupportedAddressPattern { phase: u32, transfer: usize },
     #[error("phase {phase}, allocation {allocation}: {what}")]
     AllocationTable {
         phase: u32,
@@ -141,7 +138,7 @@ pub fn import_phases(
 pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, ImportError> {
     let iterations = check_transfers(phase, tiles)?;
     let symbolic = phase.allocations.is_some();
-    let (allocations, base, addresses) = match &phase.allocations {
+    let (allocations, base, addresses, explicit_bindings) = match &phase.allocations {
         Some(table) => symbolic_addresses(phase, table, tiles, iterations)?,
         None => reconstruct(phase, iterations)?,
     };
@@ -149,6 +146,7 @@ pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, 
         tiles,
         iterations: iterations as u32,
         allocations,
+        explicit_bindings,
         destination_start: vec![0],
         ..ExchangeProblem::default()
     };
@@ -319,7 +317,14 @@ impl TransferAddresses {
     }
 }
 
-type Imported = (Vec<LocalAllocation>, Vec<u32>, TransferAddresses);
+/// Local allocations, their absolute bases, every transfer's symbolic
+/// addresses and the explicit bindings.
+type Imported = (
+    Vec<LocalAllocation>,
+    Vec<u32>,
+    TransferAddresses,
+    Vec<ExplicitBinding>,
+);
 
 /// Through the snapshot's own allocation table and per-address allocations.
 fn symbolic_addresses(
@@ -441,26 +446,24 @@ fn symbolic_addresses(
                 .push(resolve(allocation, tile, std::slice::from_ref(&address))?);
         }
     }
-    Ok((allocations, base, addresses))
+    Ok((allocations, base, addresses, Vec::new()))
 }
 
 /// How a transfer's source moves over the Repeat iterations.
-#[derive(Clone, Copy)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 enum SourcePattern {
     Constant,
     /// Increasing arithmetic progression with this stride in bytes.
     Progression(u32),
+    /// Anything else: each iteration's address minus iteration 0's.
+    Explicit(Vec<i64>),
 }
 
-fn source_pattern(
-    phase: u32,
-    index: usize,
-    transfer: &SnapshotTransfer,
-) -> Result<SourcePattern, ImportError> {
+fn source_pattern(transfer: &SnapshotTransfer) -> SourcePattern {
     let addresses = &transfer.source_addresses;
     let first = addresses[0];
     if addresses.iter().all(|&address| address == first) {
-        return Ok(SourcePattern::Constant);
+        return SourcePattern::Constant;
     }
     let stride = addresses[1].wrapping_sub(first);
     let increasing = addresses[1] > first
@@ -468,29 +471,31 @@ fn source_pattern(
             u64::from(address) == u64::from(first) + iteration as u64 * u64::from(stride)
         });
     if increasing {
-        Ok(SourcePattern::Progression(stride))
+        SourcePattern::Progression(stride)
     } else {
-        Err(ImportError::UnsupportedAddressPattern {
-            phase,
-            transfer: index,
-        })
+        SourcePattern::Explicit(
+            addresses
+                .iter()
+                .map(|&address| i64::from(address) - i64::from(first))
+                .collect(),
+        )
     }
 }
 
 /// Reconstructs allocations from the address pattern (`crate::snapshot`).
 fn reconstruct(phase: &SnapshotPhase, iterations: usize) -> Result<Imported, ImportError> {
-    let id = phase.phase;
     let mut patterns = Vec::with_capacity(phase.transfers.len());
-    // Touched ranges as (tile, start aligned down, end).
+    // Touched ranges as (tile, start aligned down, end). A moving source
+    // covers the whole span of its bindings, so that they share one root.
     let mut ranges: Vec<(u32, u32, u32)> = Vec::new();
-    for (index, transfer) in phase.transfers.iter().enumerate() {
-        let pattern = source_pattern(id, index, transfer)?;
-        patterns.push(pattern);
+    for transfer in &phase.transfers {
+        patterns.push(source_pattern(transfer));
         let length = transfer.words * WORD_BYTES;
         let aligned = |address: u32| address - address % RECONSTRUCTED_ALIGNMENT;
-        let first = transfer.source_addresses[0];
-        let last = transfer.source_addresses[iterations - 1];
-        ranges.push((transfer.source, aligned(first), last + length));
+        let bound = &transfer.source_addresses;
+        let lowest = bound.iter().copied().min().unwrap_or(0);
+        let highest = bound.iter().copied().max().unwrap_or(0);
+        ranges.push((transfer.source, aligned(lowest), highest + length));
         for &(tile, address) in &transfer.destinations {
             ranges.push((tile, aligned(address), address + length));
         }
@@ -520,7 +525,9 @@ fn reconstruct(phase: &SnapshotPhase, iterations: usize) -> Result<Imported, Imp
         let position = roots.partition_point(|root| (root.0, root.1) <= (tile, address));
         (position - 1) as u32
     };
-    let mut members: std::collections::HashMap<(u32, u32), u32> = Default::default();
+    // Iterated alias members, interned by (root, how they move).
+    let mut members: HashMap<(u32, SourcePattern), u32> = HashMap::new();
+    let mut explicit: Vec<ExplicitBinding> = Vec::new();
     let receives: usize = phase
         .transfers
         .iter()
@@ -535,19 +542,30 @@ fn reconstruct(phase: &SnapshotPhase, iterations: usize) -> Result<Imported, Imp
         let offset = first - base[root as usize];
         let allocation = match pattern {
             SourcePattern::Constant => root,
-            SourcePattern::Progression(stride) => {
-                *members.entry((root, stride)).or_insert_with(|| {
+            moving => *members
+                .entry((root, moving))
+                .or_insert_with_key(|(_, moving)| {
+                    let local = allocations.len() as u32;
+                    let bytes = match moving {
+                        SourcePattern::Progression(stride) => *stride,
+                        _ => 0,
+                    };
+                    if let SourcePattern::Explicit(deltas) = moving {
+                        explicit.push(ExplicitBinding {
+                            allocation: local,
+                            deltas: deltas.clone(),
+                        });
+                    }
                     allocations.push(LocalAllocation {
                         tile: transfer.source,
-                        bytes: stride,
+                        bytes,
                         iterations: iterations as u32,
                         alignment: RECONSTRUCTED_ALIGNMENT,
                         alias_root: root,
                     });
                     base.push(base[root as usize]);
-                    (allocations.len() - 1) as u32
-                })
-            }
+                    local
+                }),
         };
         addresses
             .addresses
@@ -560,5 +578,5 @@ fn reconstruct(phase: &SnapshotPhase, iterations: usize) -> Result<Imported, Imp
             });
         }
     }
-    Ok((allocations, base, addresses))
+    Ok((allocations, base, addresses, explicit))
 }

@@ -28,11 +28,13 @@
 //! into one root per contiguous run, aligned down to 8 bytes; a constant
 //! source address is an offset in its root; an increasing arithmetic
 //! progression of stride `s` is an iterated alias member of that root with
-//! `s` bytes per instance. Dependencies then come from byte ranges over
-//! every Repeat address of one storage per run, exactly as for a build;
-//! contiguity and alignment are judged on absolute addresses (which is what
-//! the hardware does). Source patterns that are not increasing arithmetic
-//! progressions are rejected (see `import`).
+//! `s` bytes per instance; any other pattern (decreasing, irregular, a
+//! table of layer bases) is an alias member with explicit per-iteration
+//! bindings (`ExchangeProblem::explicit_bindings`, which only imports
+//! have). A moving source's root covers the span of all its bindings.
+//! Dependencies then come from byte ranges over every Repeat address of one
+//! storage per run, exactly as for a build; contiguity and alignment are
+//! judged on absolute addresses (which is what the hardware does).
 //!
 //! # Identical problems, exact round trip
 //!
