@@ -50,7 +50,7 @@ fn scheduler(criterion: &mut Criterion) {
         .expect("phases");
     let mut group = criterion.benchmark_group("scheduler");
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(6));
+    group.measurement_time(Duration::from_secs(12));
     for (label, phase) in [
         ("most-transfers", by_transfers),
         ("most-destinations", by_destinations),

@@ -35,7 +35,11 @@ fn main() -> ExitCode {
         Command::Simulate { query } => simulate::run(query),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
-        Command::Capture { query, output } => capture::run(query, output),
+        Command::Capture {
+            query,
+            output,
+            without_allocations,
+        } => capture::run(query, output, *without_allocations),
         Command::BenchSnapshot {
             file,
             phases,

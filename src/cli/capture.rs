@@ -1,5 +1,6 @@
 //! `superstep capture`: build, then write the build's exchange phases as a
-//! schema-4 snapshot (`crate::snapshot`).
+//! schema-4 snapshot (`crate::snapshot`), with or without the symbolic
+//! provenance that makes a re-import exact.
 
 use std::path::Path;
 use std::time::Instant;
@@ -9,7 +10,11 @@ use super::common::{CommandError, load};
 use crate::driver::Session;
 use crate::snapshot::{capture_session, snapshot_of};
 
-pub fn run(arguments: &QueryArguments, output: &Path) -> Result<(), CommandError> {
+pub fn run(
+    arguments: &QueryArguments,
+    output: &Path,
+    without_allocations: bool,
+) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let mut session = Session::new(&query);
     let started = Instant::now();
@@ -17,7 +22,12 @@ pub fn run(arguments: &QueryArguments, output: &Path) -> Result<(), CommandError
     let built = started.elapsed();
     let started = Instant::now();
     let phases = capture_session(&session)
-        .and_then(|phases| snapshot_of(&phases))
+        .and_then(|mut phases| {
+            for phase in &mut phases {
+                phase.symbolic = !without_allocations;
+            }
+            snapshot_of(&phases)
+        })
         .map_err(|error| CommandError::Internal(format!("capture: {error}")))?;
     let bytes = phases.to_bytes();
     std::fs::write(output, &bytes).map_err(|error| {

@@ -117,6 +117,12 @@ pub enum Command {
         /// The snapshot file to write.
         #[arg(short = 'o', long = "output", value_name = "FILE.json")]
         output: PathBuf,
+        /// Leave out the symbolic provenance (allocations, source_allocation,
+        /// destination_allocations): the file then holds the seed system's
+        /// fields plus phase key, operator and executions, and an import
+        /// reconstructs allocations from the address pattern.
+        #[arg(long)]
+        without_allocations: bool,
     },
     /// Import a schema-4 exchange snapshot and, for every (selected) phase and
     /// policy, schedule it, encode its rows, validate the schedule, decode and

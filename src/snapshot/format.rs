@@ -149,6 +149,8 @@ impl Snapshot {
 
     /// The compact JSON text (deterministic: fields in declaration order).
     pub fn to_bytes(&self) -> Vec<u8> {
+        // Serialising plain structs of integers, strings and vectors cannot
+        // fail (no maps, no non-finite floats, an in-memory writer).
         let mut bytes = serde_json::to_vec(self).unwrap_or_default();
         bytes.push(b'\n');
         bytes
