@@ -7,6 +7,10 @@
 //! mapping back to global ids and to the original transfer indices lives in
 //! [`ProblemOrigin`], which takes no part in equality or hashing.
 //!
+//! Problems imported from exchange snapshots (`crate::snapshot`) use the
+//! same representation; only they may bind an iterated allocation at
+//! explicit per-iteration offsets ([`ExplicitBinding`]) instead of a stride.
+//!
 //! This module owns piece preparation: splitting transfers longer than the
 //! logical transfer limit and coalescing contiguous neighbours when that is
 //! safe for every Repeat binding. It must not order, time or encode anything;
@@ -128,7 +132,9 @@ pub struct ExchangeProblem {
 /// of an address at `offset` in `allocation` is at `offset + deltas[i]`
 /// from the alias root's base (`deltas[0]` is 0; deltas may be negative).
 /// Such an allocation has `bytes == 0` (it occupies nothing beyond its
-/// alias root, which covers every binding).
+/// alias root, which covers every binding). Repeat patch lists
+/// (`crate::patch`) are arithmetic and cannot express them; imported phases
+/// are scheduled, encoded, checked and replayed, never packaged.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ExplicitBinding {
     pub allocation: u32,

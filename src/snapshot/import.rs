@@ -27,6 +27,10 @@ use crate::target::timing::MAX_LOGICAL_TRANSFER_WORDS;
 /// property of the absolute address (`0x4c000` is a multiple of it).
 const RECONSTRUCTED_ALIGNMENT: u32 = 8;
 
+/// The most tiles a snapshot may name (model: far above any IPU21-class
+/// machine's 1,472; a guard against per-tile tables sized by a corrupt count).
+pub const MAXIMUM_TILES: u32 = 1 << 16;
+
 /// A snapshot that does not describe valid exchange phases.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ImportError {
@@ -34,6 +38,8 @@ pub enum ImportError {
     SchemaVersion { found: u32, expected: u32 },
     #[error("the snapshot has no tiles (tile_count 0)")]
     NoTiles,
+    #[error("tile_count {found} is above the {MAXIMUM_TILES} tiles this importer accepts")]
+    TooManyTiles { found: u32 },
     #[error("phase {phase} is not in the snapshot")]
     UnknownPhase { phase: u32 },
     #[error("phase {phase}, transfer {transfer}: tile {tile} is outside the {tiles} tiles")]
@@ -119,6 +125,11 @@ pub fn import_phases(
     }
     if snapshot.tile_count == 0 {
         return Err(ImportError::NoTiles);
+    }
+    if snapshot.tile_count > MAXIMUM_TILES {
+        return Err(ImportError::TooManyTiles {
+            found: snapshot.tile_count,
+        });
     }
     if let Some(&phase) = selected
         .iter()

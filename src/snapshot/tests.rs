@@ -294,6 +294,8 @@ fn rejects_other_malformations_by_phase_and_transfer() {
     );
     let error = rejected(|snapshot| snapshot.tile_count = 0);
     assert_eq!(error, ImportError::NoTiles);
+    let error = rejected(|snapshot| snapshot.tile_count = u32::MAX);
+    assert_eq!(error, ImportError::TooManyTiles { found: u32::MAX });
     let mut snapshot = sample();
     let error = super::import_phases(&snapshot, &[5]).expect_err("no phase 5");
     assert_eq!(error, ImportError::UnknownPhase { phase: 5 });
