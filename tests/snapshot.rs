@@ -206,35 +206,41 @@ fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// The same round trip on the default SigLIP so400m build (27 layers, 1,472
-/// tiles; about 10 s in release):
+/// The same round trip on the full-size builds: SigLIP so400m (27 layers)
+/// and PE-Core-L14 (24 layers) on 1,472 tiles, about 10 s each in release:
 /// `cargo test --release --test snapshot -- --ignored`.
 #[test]
 #[ignore]
-fn capture_then_import_is_exact_on_siglip() {
-    let mut session = Session::new(&query("queries/siglip-so400m.toml", &[]));
-    session.build().expect("build");
-    let captured = capture_session(&session).expect("capture");
-    let bytes = snapshot_of(&captured).expect("snapshot").to_bytes();
-    let snapshot = Snapshot::from_slice(&bytes, "capture").expect("parses");
-    let imported = import_snapshot(&snapshot).expect("imports");
-    drop(snapshot);
-    let keys = phase_keys(&session.db, session.inputs).clone();
-    assert_eq!(imported.len(), keys.len());
-    for ((phase, original), key) in imported.iter().zip(&captured).zip(&keys) {
-        assert_eq!(phase.problem, original.problem, "phase {}", phase.phase);
-        let (problem_key, policy) = phase_work(&session.db, *key).expect("phase work");
-        let built = scheduled(&session.db, problem_key, policy)
-            .clone()
-            .expect("scheduled");
-        let again = schedule(
-            &phase.problem,
-            policy.policy(&session.db),
-            policy.width(&session.db),
-        )
-        .expect("schedules");
-        assert_eq!(again, *built, "phase {}: schedule", phase.phase);
+fn capture_then_import_is_exact_on_the_full_size_builds() {
+    for file in ["queries/siglip-so400m.toml", "queries/pe-core-l14.toml"] {
+        let mut session = Session::new(&query(file, &[]));
+        session.build().expect("build");
+        let captured = capture_session(&session).expect("capture");
+        let bytes = snapshot_of(&captured).expect("snapshot").to_bytes();
+        let snapshot = Snapshot::from_slice(&bytes, "capture").expect("parses");
+        let imported = import_snapshot(&snapshot).expect("imports");
+        drop(snapshot);
+        let keys = phase_keys(&session.db, session.inputs).clone();
+        assert_eq!(imported.len(), keys.len());
+        for ((phase, original), key) in imported.iter().zip(&captured).zip(&keys) {
+            assert_eq!(
+                phase.problem, original.problem,
+                "{file} phase {}",
+                phase.phase
+            );
+            let (problem_key, policy) = phase_work(&session.db, *key).expect("phase work");
+            let built = scheduled(&session.db, problem_key, policy)
+                .clone()
+                .expect("scheduled");
+            let again = schedule(
+                &phase.problem,
+                policy.policy(&session.db),
+                policy.width(&session.db),
+            )
+            .expect("schedules");
+            assert_eq!(again, *built, "{file} phase {}: schedule", phase.phase);
+        }
+        let recaptured = snapshot_of(&imported).expect("snapshot").to_bytes();
+        assert!(recaptured == bytes, "{file}: re-capture differs");
     }
-    let recaptured = snapshot_of(&imported).expect("snapshot").to_bytes();
-    assert!(recaptured == bytes, "re-capture differs");
 }
