@@ -8,14 +8,20 @@
 //!   so nothing is served from an earlier memo);
 //! - the global stream policy changed (likewise a new wave width each time);
 //! - the FP8 scale changed (alternating -4 and -3);
-//! - the layer count changed (alternating 27 and 26).
+//! - the layer count changed (alternating 27 and 26);
+//! - a fresh process with a warm persistent cache: a new database (as a new
+//!   `superstep build` process makes) over a cache folder that an earlier
+//!   build filled, with the same query, and with one phase's policy
+//!   overridden by a policy never seen before (so that phase misses).
 //!
 //! `cargo bench --bench rebuild`
 
 use std::hint::black_box;
 use std::path::Path;
+use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use superstep::cache::PersistentCache;
 use superstep::driver::Session;
 use superstep::query::{BuildQuery, load_query};
 
@@ -82,6 +88,38 @@ fn rebuilds(criterion: &mut Criterion) {
         query(&["workload.fp8_scale=-4"]),
         query(&["workload.fp8_scale=-3"]),
     );
+    {
+        let directory =
+            std::env::temp_dir().join(format!("superstep-bench-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        let open = || {
+            Some(Arc::new(
+                PersistentCache::open(&directory, 8 << 30).expect("cache"),
+            ))
+        };
+        Session::with_cache(&base, open())
+            .build()
+            .expect("fill the cache");
+        let mut group = criterion.benchmark_group("fresh-process-warm-cache");
+        group.sample_size(10);
+        group.bench_function("siglip-so400m-27/no-change", |bencher| {
+            bencher.iter(|| {
+                let mut session = Session::with_cache(&base, open());
+                black_box(session.build().expect("build").summary.total.transfers)
+            })
+        });
+        let mut width = 64;
+        group.bench_function("siglip-so400m-27/one-phase-override", |bencher| {
+            bencher.iter(|| {
+                width += 1;
+                let edited = query(&[&format!("schedule.override.layer.attn.merge#0=S{width}")]);
+                let mut session = Session::with_cache(&edited, open());
+                black_box(session.build().expect("build").summary.total.transfers)
+            })
+        });
+        group.finish();
+        let _ = std::fs::remove_dir_all(&directory);
+    }
     let mut group = criterion.benchmark_group("rebuild-slow");
     group.sample_size(10);
     group.bench_function("siglip-so400m-27/layers-27-to-26", |bencher| {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use crate::cache::PersistentCache;
 use crate::estimate::Estimate;
 use crate::expand::program::LowProgram;
 use crate::expand::summary::ProgramSummary;
@@ -19,7 +20,7 @@ use crate::queries::phases::{PhaseFigures, phase_figures, phase_groups, phase_ke
 use crate::queries::stages::{
     StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary,
 };
-use crate::queries::{BuildInputs, CompilerDatabase, Execution, apply_query, create_inputs};
+use crate::queries::{BuildInputs, CompilerDatabase, Db, Execution, apply_query, create_inputs};
 use crate::query::BuildQuery;
 
 /// Time spent in one stage of a build.
@@ -76,9 +77,20 @@ pub struct Session {
 
 impl Session {
     pub fn new(query: &BuildQuery) -> Session {
-        let db = CompilerDatabase::default();
+        Session::with_cache(query, None)
+    }
+
+    /// A session whose per-phase results are read from and written to
+    /// `cache` (a persistent, content-addressed cache) when given.
+    pub fn with_cache(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
+        let db = CompilerDatabase::with_cache(cache);
         let inputs = create_inputs(&db, query);
         Session { db, inputs }
+    }
+
+    /// The session's persistent cache, if any.
+    pub fn cache(&self) -> Option<&PersistentCache> {
+        self.db.cache()
     }
 
     /// Applies an edited query; returns the input fields that changed.

@@ -5,6 +5,7 @@
 //! wrapped by salsa queries in `queries`; `sim` executes what the stages
 //! produce against an FP32 reference.
 
+pub mod cache;
 pub mod cli;
 pub mod driver;
 pub mod estimate;

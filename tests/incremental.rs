@@ -3,10 +3,16 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use salsa::plumbing::AsId;
 
 use common::{counts, expanded_ops, query};
 use superstep::driver::Session;
+use superstep::place::TileReservations;
+use superstep::queries::backend::{row_table, tile_reservations};
+use superstep::queries::phases::{phase_keys, phase_problem};
+use superstep::rows::RowTable;
 
 #[test]
 fn cold_build_runs_every_stage_once_per_key() {
@@ -202,5 +208,113 @@ fn format_change_reexpands_only_the_ops_it_touches() {
             !expanded.contains(untouched),
             "{untouched} re-expanded: {expanded:?}"
         );
+    }
+}
+
+/// The distinct exchange problems (interned ids) of the session's phases.
+fn problem_ids(session: &Session) -> BTreeSet<salsa::Id> {
+    let db = &session.db;
+    phase_keys(db, session.inputs)
+        .iter()
+        .map(|&key| {
+            phase_problem(db, key)
+                .as_ref()
+                .expect("problem")
+                .problem
+                .as_id()
+        })
+        .collect()
+}
+
+fn row_table_of(session: &Session) -> RowTable {
+    (*row_table(&session.db, session.inputs)
+        .clone()
+        .expect("rows"))
+    .clone()
+}
+
+fn reservations(session: &Session) -> TileReservations {
+    (*tile_reservations(&session.db, session.inputs)
+        .clone()
+        .expect("reservations"))
+    .clone()
+}
+
+/// A new global stream policy re-runs exactly: every phase's policy
+/// firewall, figures and patches; one schedule, one figures and one
+/// encoding per distinct problem; the row table, the reservations and the
+/// estimate; placement only if the reservations moved. Nothing of the first
+/// half and no phase problem.
+#[test]
+fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
+    let file = "queries/vit-tiny.toml";
+    let mut session = Session::new(&query(file, &["schedule.policy=B256"]));
+    session.build().expect("build");
+    let (table, reserved) = (row_table_of(&session), reservations(&session));
+    let changed = session.update(&query(file, &["schedule.policy=S8"]));
+    assert_eq!(changed, vec!["schedule"]);
+    let outcome = session.build().expect("rebuild");
+    let runs = counts(&outcome.executions);
+    let phases = phase_keys(&session.db, session.inputs).len();
+    let problems = problem_ids(&session).len();
+    let mut expected = BTreeMap::from([
+        ("phase_policy", phases),
+        ("phase_figures", phases),
+        ("phase_patches", phases),
+        ("scheduled", problems),
+        ("schedule_figures", problems),
+        ("encoded_rows", problems),
+        ("row_table", 1),
+        ("build_estimate", 1),
+    ]);
+    // Salsa backdates equal values: the reservations re-run only if the
+    // row table moved, and placement only if the reservations moved.
+    assert_ne!(row_table_of(&session), table, "the edit must change rows");
+    expected.insert("tile_reservations", 1);
+    if reservations(&session) != reserved {
+        expected.insert("placement", 1);
+    }
+    let expected: BTreeMap<String, usize> = expected
+        .into_iter()
+        .map(|(name, runs)| (name.to_string(), runs))
+        .collect();
+    assert_eq!(runs, expected);
+}
+
+/// A new layer count changes the graph (the Repeat's iteration count): the
+/// graph, layouts and every op's plan re-run, but no op is re-expanded (the
+/// Repeat body is expanded once); every phase problem is rebuilt, and
+/// exactly the problems not seen before (those inside the Repeat, whose
+/// iteration count changed, unless an equal problem was scheduled earlier)
+/// are scheduled. No policy firewall re-runs.
+#[test]
+fn layer_count_replans_and_schedules_only_new_problems() {
+    let file = "queries/vit-tiny.toml";
+    let mut session = Session::new(&query(file, &["workload.layers=2"]));
+    session.build().expect("build");
+    let before = problem_ids(&session);
+    let changed = session.update(&query(file, &["workload.layers=1"]));
+    assert_eq!(changed, vec!["model"]);
+    let outcome = session.build().expect("rebuild");
+    let runs = counts(&outcome.executions);
+    let ops = session.layouts().expect("layouts").ops.len();
+    let phases = phase_keys(&session.db, session.inputs).len();
+    for (query, expected) in [
+        ("graph", Some(1)),
+        ("layouts", Some(1)),
+        ("planned_op", Some(ops)),
+        ("op_expansion", None),
+        ("low_program", Some(1)),
+        ("phase_groups", Some(1)),
+        ("phase_problem", Some(phases)),
+        ("phase_policy", None),
+        (
+            "scheduled",
+            Some(problem_ids(&session).difference(&before).count()),
+        ),
+        ("row_table", Some(1)),
+        ("build_estimate", Some(1)),
+    ] {
+        assert_eq!(runs.get(query).copied(), expected, "{query}: {runs:?}");
     }
 }

@@ -162,7 +162,7 @@ fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
             .expect("superstep runs")
     };
     let path = file.to_str().expect("utf-8 path");
-    let captured = run(&["capture", "queries/vit-tiny.toml", "-o", path]);
+    let captured = run(&["capture", "queries/vit-tiny.toml", "--no-cache", "-o", path]);
     assert!(
         captured.status.success(),
         "{}",

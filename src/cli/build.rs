@@ -3,7 +3,9 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, artifacts_directory, load, write_json};
+use super::common::{
+    CommandError, artifacts_directory, finish_cache, load, open_cache, write_json,
+};
 use super::why;
 use crate::expand::builder::OpExpansion;
 use crate::package::assemble_package;
@@ -26,7 +28,8 @@ fn thousands(value: u64) -> String {
 pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), CommandError> {
     let started = Instant::now();
     let query = load(arguments)?;
-    let (session, outcome, explanation) = why::build_session(&query, why)?;
+    let cache = open_cache(arguments, &query.outputs.directory)?;
+    let (session, outcome, explanation) = why::build_session(&query, why, cache)?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
     let expansions: Vec<std::sync::Arc<OpExpansion>> = op_keys(&session.db, session.inputs)
@@ -186,6 +189,9 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
         print!("{explanation}");
     }
     why::record_build(arguments, &query);
+    if let Some(line) = finish_cache(session.cache()) {
+        println!("{line}");
+    }
     println!("total {:.3} s", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -6,8 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, load};
-use crate::driver::Session;
+use super::common::{CommandError, finish_cache, load, open_session};
 use crate::snapshot::{capture_session, snapshot_of};
 
 pub fn run(
@@ -16,10 +15,13 @@ pub fn run(
     without_allocations: bool,
 ) -> Result<(), CommandError> {
     let query = load(arguments)?;
-    let mut session = Session::new(&query);
+    let mut session = open_session(arguments, &query)?;
     let started = Instant::now();
     session.build()?;
     let built = started.elapsed();
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
     let started = Instant::now();
     let phases = capture_session(&session)
         .and_then(|mut phases| {

@@ -1,10 +1,14 @@
 //! Shared CLI plumbing: loading the build query (default path, `--set`),
+//! opening the persistent cache (`--cache`, `--no-cache`, `--cache-limit`),
 //! rendering errors, and the exit codes (2 for bad input, 1 otherwise).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use super::{DEFAULT_QUERY, QueryArguments};
+use crate::cache::PersistentCache;
+use crate::driver::Session;
 use crate::layout::planner::LayoutError;
 use crate::queries::backend::BackendError;
 use crate::queries::stages::StageError;
@@ -96,4 +100,71 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Com
     text.push('\n');
     std::fs::write(path, text)
         .map_err(|error| CommandError::Internal(format!("writing {}: {error}", path.display())))
+}
+
+/// The cache folder used when `--cache` is not given: `.cache` in the
+/// build's output folder (`artifacts/.cache` by default).
+pub fn default_cache_directory(outputs: &Path) -> PathBuf {
+    outputs.join(".cache")
+}
+
+/// Opens the persistent cache the arguments ask for (none with
+/// `--no-cache`). A folder that cannot be used is an input error.
+pub fn open_cache(
+    arguments: &QueryArguments,
+    outputs: &Path,
+) -> Result<Option<Arc<PersistentCache>>, CommandError> {
+    if arguments.no_cache {
+        return Ok(None);
+    }
+    let directory = arguments
+        .cache
+        .clone()
+        .unwrap_or_else(|| default_cache_directory(outputs));
+    PersistentCache::open(&directory, arguments.cache_limit << 20)
+        .map(|cache| Some(Arc::new(cache)))
+        .map_err(|error| CommandError::Input(format!("error: --cache: {error}")))
+}
+
+/// A session for `query` with the cache the arguments ask for.
+pub fn open_session(
+    arguments: &QueryArguments,
+    query: &BuildQuery,
+) -> Result<Session, CommandError> {
+    let cache = open_cache(arguments, &query.outputs.directory)?;
+    Ok(Session::with_cache(query, cache))
+}
+
+/// Prints the cache's warnings (to standard error), evicts beyond its
+/// limit, and returns a one-line summary of its use.
+pub fn finish_cache(cache: Option<&PersistentCache>) -> Option<String> {
+    let cache = cache?;
+    for warning in cache.take_warnings() {
+        eprintln!("warning: {warning}");
+    }
+    let statistics = cache.statistics();
+    let eviction = cache.evict();
+    for warning in cache.take_warnings() {
+        eprintln!("warning: {warning}");
+    }
+    let megabytes = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+    Some(format!(
+        "cache {}: {} hits, {} misses ({} rejected), {} written; {:.1} of {:.0} MiB{}",
+        cache.directory().display(),
+        statistics.hits,
+        statistics.misses,
+        statistics.rejected,
+        statistics.writes,
+        megabytes(eviction.bytes_after()),
+        megabytes(cache.limit_bytes()),
+        if eviction.removed_entries > 0 {
+            format!(
+                " ({} least recently used entries, {:.1} MiB, evicted)",
+                eviction.removed_entries,
+                megabytes(eviction.removed_bytes)
+            )
+        } else {
+            String::new()
+        }
+    ))
 }

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::QueryArguments;
-use super::common::{CommandError, load};
-use crate::driver::Session;
+use super::common::{CommandError, finish_cache, load, open_session};
 use crate::patch::BaseChoice;
 use crate::queries::backend::phase_patches;
 use crate::queries::phases::{
@@ -23,8 +22,11 @@ fn bucket(bytes: u64) -> String {
 
 pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> {
     let query = load(arguments)?;
-    let mut session = Session::new(&query);
+    let mut session = open_session(arguments, &query)?;
     session.build()?;
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
     let db = &session.db;
     let keys = phase_keys(db, session.inputs);
     let Some(&key) = keys.iter().find(|key| key.key(db) == phase) else {

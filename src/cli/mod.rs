@@ -47,6 +47,27 @@ pub struct QueryArguments {
     /// `--set machine.tiles=64`. Repeatable; later ones win.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// The persistent cache of per-phase results (schedules, rows) and
+    /// placements, shared by every build that uses the same folder
+    /// (default: OUTPUTS/.cache, i.e. artifacts/.cache). Entries are keyed
+    /// by content (the phase problem, the effective policy and width) and by
+    /// the cache format and compiler versions; an unusable entry is
+    /// recomputed with a warning.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "no_cache",
+        verbatim_doc_comment
+    )]
+    pub cache: Option<PathBuf>,
+    /// Neither read nor write the persistent cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Size limit of the persistent cache in MiB; after a build the least
+    /// recently used entries beyond it are evicted.
+    #[arg(long, value_name = "MIB", default_value_t = 2048,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub cache_limit: u64,
 }
 
 #[derive(Debug, Subcommand)]

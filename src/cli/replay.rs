@@ -4,14 +4,16 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, load};
-use crate::driver::Session;
+use super::common::{CommandError, finish_cache, load, open_session};
 use crate::replay_phases::replay_all;
 
 pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> {
     let query = load(arguments)?;
-    let mut session = Session::new(&query);
+    let mut session = open_session(arguments, &query)?;
     session.build()?;
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
     let started = Instant::now();
     let sample = (sample > 0).then_some(sample);
     let replays = replay_all(&session, sample);

@@ -13,6 +13,7 @@ use crate::sim::reference::evaluate_reference;
 
 pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let query = load(arguments)?;
+    // The first half only: the persistent cache holds back-half results.
     let mut session = Session::new(&query);
     let started = Instant::now();
     session.build_front()?;

@@ -5,8 +5,7 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, load};
-use crate::driver::Session;
+use super::common::{CommandError, finish_cache, load, open_session};
 use crate::package::assemble_package;
 use crate::pipeline::load_weights;
 use crate::sim::compare::compare;
@@ -15,9 +14,12 @@ use crate::sim::reference::evaluate_reference;
 
 pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let query = load(arguments)?;
-    let mut session = Session::new(&query);
+    let mut session = open_session(arguments, &query)?;
     let started = Instant::now();
     let outcome = session.build()?;
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
     let package = assemble_package(&session)
         .map_err(|error| CommandError::Internal(format!("package: {error}")))?;
     let layouts = session.layouts()?;

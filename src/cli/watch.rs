@@ -7,7 +7,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::QueryArguments;
-use super::common::{CommandError, query_path};
+use std::path::PathBuf;
+
+use super::common::{CommandError, load, open_cache, query_path};
+use crate::query::validate::DEFAULT_OUTPUT_DIRECTORY;
 use crate::watch::{Refresh, WatchEvent, WatchOptions, Watcher, watch_file};
 
 pub fn run(
@@ -16,6 +19,13 @@ pub fn run(
     debounce_ms: u64,
 ) -> Result<(), CommandError> {
     let path = query_path(arguments);
+    // The cache folder follows the build file as it is when watching
+    // starts (its output folder), or the default when it does not load.
+    let outputs = match load(arguments) {
+        Ok(query) => query.outputs.directory,
+        Err(_) => PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
+    };
+    let cache = open_cache(arguments, &outputs)?;
     let (sender, events) = mpsc::channel();
     // Watch before the first build, so that saves during it are not missed.
     let _watch = watch_file(&path, sender.clone()).map_err(|error| {
@@ -37,6 +47,7 @@ pub fn run(
         sets: arguments.sets.clone(),
         quiet_period: Duration::from_millis(debounce_ms),
         exit_after,
+        cache,
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

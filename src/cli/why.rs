@@ -3,9 +3,11 @@
 //! it after every successful build.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::QueryArguments;
 use super::common::{CommandError, artifacts_directory, query_path};
+use crate::cache::PersistentCache;
 use crate::driver::{BuildOutcome, Session};
 use crate::query::BuildQuery;
 use crate::watch::state::{LastBuild, STATE_FILE};
@@ -21,9 +23,10 @@ pub fn state_path(query: &BuildQuery) -> PathBuf {
 pub fn build_session(
     query: &BuildQuery,
     why: bool,
+    cache: Option<Arc<PersistentCache>>,
 ) -> Result<(Session, BuildOutcome, Option<String>), CommandError> {
     let cold = |note: Option<String>| -> Result<_, CommandError> {
-        let mut session = Session::new(query);
+        let mut session = Session::with_cache(query, cache.clone());
         let outcome = session.build()?;
         Ok((session, outcome, note))
     };
@@ -50,7 +53,7 @@ pub fn build_session(
             )));
         }
     };
-    let rebuild = rebuild_from(&previous, query)?;
+    let rebuild = rebuild_from(&previous, query, cache.clone())?;
     let explanation = format!(
         "why: compared with the last successful build recorded in {} (built first, in {:.3} s)\n{}",
         path.display(),

@@ -14,7 +14,7 @@ use crate::target::memory::{CONTENTION_ELEMENTS, element_of};
 /// Examples kept in a conflict report.
 const EXAMPLES: usize = 16;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ElementConflict {
     /// Index of the exchange among the steps' exchanges (depth-first).
     pub exchange: u32,
@@ -22,7 +22,7 @@ pub struct ElementConflict {
     pub element: u32,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ElementConflicts {
     pub count: u64,
     pub examples: Vec<ElementConflict>,

@@ -30,7 +30,7 @@ pub use check::{PlacementViolation, check_placement};
 pub use conflicts::{ElementConflict, ElementConflicts};
 
 /// Bytes each tile reserves outside the program's allocations.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct TileReservations {
     /// Exchange table (rows of every phase): code, placed at the start of region 0.
     pub exchange_table: Vec<u32>,
@@ -59,7 +59,7 @@ impl TileReservations {
 /// Alignment of the reservations (instruction words; patch lists of words).
 pub const RESERVATION_ALIGNMENT: u32 = 8;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Placement {
     /// Absolute tile byte address (`0x4c000`-based) of every allocation; alias
     /// members share their root's base. Allocations never touched by the

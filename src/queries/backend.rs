@@ -1,6 +1,7 @@
 //! The back half's aggregate queries: the shared row table, Repeat and
 //! sharing patch lists, the per-tile reservations (a firewall between rows
-//! and placement), placement and the estimate.
+//! and placement), placement (also kept in the persistent cache) and the
+//! estimate.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use super::phases::{
     PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_problem, phase_work,
 };
 use super::stages::{StageError, low_program};
+use crate::cache::{CacheKey, EntryKind};
 use crate::estimate::{Estimate, PhaseCost, compute_step_costs, estimate};
 use crate::expand::program::Step;
 use crate::patch::{PhasePatches, repeat_patches};
@@ -108,10 +110,36 @@ pub fn tile_reservations(
 #[salsa::tracked(returns(ref))]
 pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, BackendError> {
     let _span = tracing::debug_span!("placement").entered();
+    let reservations = tile_reservations(db, build).clone()?;
+    // The program and its steps are a function of the first half's inputs
+    // (and the compiler, which every key includes), so those inputs and the
+    // reservations address the placement in the persistent cache.
+    let key = db.cache().map(|_| {
+        CacheKey::of(
+            "placement",
+            &(
+                build.model(db),
+                build.batch(db),
+                build.fuse_qkv(db),
+                build.attention(db),
+                build.machine(db),
+                build.planning(db),
+                reservations.as_ref(),
+            ),
+        )
+    });
+    if let (Some(cache), Some(key)) = (db.cache(), &key)
+        && let Some(cached) = cache.load::<Placement>(EntryKind::Placement, key)
+    {
+        return Ok(Arc::new(cached));
+    }
     let program = low_program(db, build).clone()?;
     let groups = phase_groups(db, build).clone()?;
-    let reservations = tile_reservations(db, build).clone()?;
-    Ok(Arc::new(place(&program, &groups.steps, &reservations)?))
+    let placed = place(&program, &groups.steps, &reservations)?;
+    if let (Some(cache), Some(key)) = (db.cache(), &key) {
+        cache.store(EntryKind::Placement, key, &placed);
+    }
+    Ok(Arc::new(placed))
 }
 
 /// Sharing-patch words per phase index and tile's worst case, in cycles.

@@ -1,7 +1,8 @@
 //! The back half's per-phase queries: phase groups, each phase's exchange
 //! problem (interned by content, so identical phases are scheduled once),
 //! its effective policy (a firewall out of the override list), and the
-//! schedule and rows of a (problem, policy) pair.
+//! schedule and rows of a (problem, policy) pair, read from and written to
+//! the persistent cache when the database has one.
 //!
 //! Phases are identified by their stable key (`op#ordinal`), never by
 //! position.
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use super::database::Db;
 use super::inputs::BuildInputs;
 use super::stages::{StageError, low_program};
+use crate::cache::{CacheKey, EntryKind, StableHasher};
 use crate::expand::program::{AllocationId, Step, TransferList};
 use crate::group::{Phase, PhaseGroups, group_phases};
 use crate::query::{SchedulePolicy, TransferWidth};
@@ -199,13 +201,98 @@ pub fn scheduled<'db>(
     policy: PolicyKey<'db>,
 ) -> Result<Arc<Schedule>, PhaseError> {
     let _span = tracing::debug_span!("schedule").entered();
+    let key = cache_key(db, problem, policy);
     let problem = problem.problem(db);
+    if let (Some(cache), Some(key)) = (db.cache(), &key)
+        && let Some(cached) = cache.load::<Schedule>(EntryKind::Schedule, key)
+        && schedule_fits(problem, &cached)
+    {
+        return Ok(Arc::new(cached));
+    }
     let result = schedule(problem, policy.policy(db), policy.width(db))?;
     validate(problem, &result)?;
+    if let (Some(cache), Some(key)) = (db.cache(), &key) {
+        cache.store(EntryKind::Schedule, key, &result);
+    }
     Ok(Arc::new(result))
 }
 
-/// The encoded (and checked) rows of a scheduled problem.
+/// The digest of a problem's content (computed once per problem, and only
+/// when the database has a persistent cache).
+#[salsa::tracked(returns(copy))]
+pub fn problem_digest<'db>(db: &'db dyn Db, problem: ProblemKey<'db>) -> CacheKey {
+    let mut hasher = StableHasher::for_domain("exchange problem");
+    problem.problem(db).write_content(&mut hasher);
+    hasher.digest()
+}
+
+/// The persistent cache's key of a (problem, policy) pair's results.
+fn cache_key<'db>(
+    db: &'db dyn Db,
+    problem: ProblemKey<'db>,
+    policy: PolicyKey<'db>,
+) -> Option<CacheKey> {
+    db.cache()?;
+    Some(CacheKey::of(
+        "phase results",
+        &(
+            problem_digest(db, problem),
+            policy.policy(db),
+            policy.width(db),
+        ),
+    ))
+}
+
+/// A cached schedule must at least have the problem's shape (its content
+/// was validated before it was stored, and the entry is digest-checked).
+fn schedule_fits(problem: &ExchangeProblem, schedule: &Schedule) -> bool {
+    schedule.send_start.len() == problem.pieces()
+        && schedule.paired.len() == problem.pieces()
+        && schedule.select.len() == problem.receives()
+        && schedule.payload_start.len() == problem.receives()
+        && schedule.pointer_write.len() == problem.receives()
+        && schedule.deselect.len() == problem.receives()
+        && schedule.tile_end.len() == problem.tiles as usize
+}
+
+/// The headline figures of a schedule: what reports and the estimate need,
+/// without the per-receive events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScheduleFigures {
+    pub width: TransferWidth,
+    pub horizon: u32,
+    pub lower_bound: u32,
+}
+
+/// The figures of a (problem, policy) pair's schedule. With a persistent
+/// cache they are served from a small entry of their own, so a warm build
+/// never loads the full schedule.
+#[salsa::tracked(returns(ref))]
+pub fn schedule_figures<'db>(
+    db: &'db dyn Db,
+    problem: ProblemKey<'db>,
+    policy: PolicyKey<'db>,
+) -> Result<ScheduleFigures, PhaseError> {
+    let key = cache_key(db, problem, policy);
+    if let (Some(cache), Some(key)) = (db.cache(), &key)
+        && let Some(cached) = cache.load::<ScheduleFigures>(EntryKind::Figures, key)
+    {
+        return Ok(cached);
+    }
+    let result = scheduled(db, problem, policy).clone()?;
+    let figures = ScheduleFigures {
+        width: result.width,
+        horizon: result.horizon,
+        lower_bound: result.lower_bound,
+    };
+    if let (Some(cache), Some(key)) = (db.cache(), &key) {
+        cache.store(EntryKind::Figures, key, &figures);
+    }
+    Ok(figures)
+}
+
+/// The encoded (and checked) rows of a scheduled problem. A persistent
+/// cache hit needs neither the schedule nor the encoder.
 #[salsa::tracked(returns(ref))]
 pub fn encoded_rows<'db>(
     db: &'db dyn Db,
@@ -213,10 +300,21 @@ pub fn encoded_rows<'db>(
     policy: PolicyKey<'db>,
 ) -> Result<Arc<PhaseRows>, PhaseError> {
     let _span = tracing::debug_span!("rows").entered();
+    let key = cache_key(db, problem, policy);
+    let tiles = problem.problem(db).tiles as usize;
+    if let (Some(cache), Some(key)) = (db.cache(), &key)
+        && let Some(cached) = cache.load::<PhaseRows>(EntryKind::Rows, key)
+        && cached.rows.len() == tiles
+    {
+        return Ok(Arc::new(cached));
+    }
     let result = scheduled(db, problem, policy).clone()?;
     let problem = problem.problem(db);
     let rows = encode_phase(problem, &result)?;
     check_phase(problem, &result, &rows)?;
+    if let (Some(cache), Some(key)) = (db.cache(), &key) {
+        cache.store(EntryKind::Rows, key, &rows);
+    }
     Ok(Arc::new(rows))
 }
 
@@ -260,7 +358,7 @@ pub fn phase_figures<'db>(
 ) -> Result<PhaseFigures, PhaseError> {
     let record = phase_problem(db, phase).as_ref().map_err(Clone::clone)?;
     let (problem, policy) = phase_work(db, phase)?;
-    let schedule = scheduled(db, problem, policy).clone()?;
+    let schedule = schedule_figures(db, problem, policy).clone()?;
     let rows = encoded_rows(db, problem, policy).clone()?;
     let effective = phase_policy(db, phase);
     let content = problem.problem(db);

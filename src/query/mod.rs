@@ -48,7 +48,7 @@ pub enum AccumulationChoice {
 
 /// An exchange schedule policy: `latency`, `S<W>` (stream) or `B<W>`
 /// (balanced) with `W` wave words in `1..=65536`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum SchedulePolicy {
     Latency,
     Stream { words: u32 },
@@ -118,7 +118,7 @@ impl FromStr for SchedulePolicy {
 }
 
 /// Word width of exchange transfers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TransferWidth {
     Auto,
     Word32,

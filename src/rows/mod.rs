@@ -55,7 +55,7 @@ use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_
 pub const ADDRESS_UNIT_BYTES: u32 = 4;
 
 /// The instruction field a relocation slot fills.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum SlotField {
     /// The word address of `send`/`sendpicp`.
     SendAddress,
@@ -76,7 +76,7 @@ impl SlotField {
 }
 
 /// A word of a row whose `field` receives the word address of `address`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct RelocationSlot {
     pub word: u32,
     pub field: SlotField,
@@ -84,7 +84,7 @@ pub struct RelocationSlot {
 }
 
 /// One tile's row: words with zeroed address fields, plus their slots.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     pub words: Vec<u32>,
     pub slots: Vec<RelocationSlot>,
@@ -122,7 +122,7 @@ impl Row {
 
 /// Every tile's row for one phase (empty rows for idle tiles), with the
 /// global ids of the problem's local allocations (for cross-phase sharing).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct PhaseRows {
     pub rows: Vec<Row>,
     pub allocations: Vec<AllocationId>,

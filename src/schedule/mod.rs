@@ -32,7 +32,7 @@ pub const NO_EVENT: u32 = u32::MAX;
 /// An event-timed schedule of one [`ExchangeProblem`]. Per piece: its send
 /// start and width; per receive (same indexing as the problem's
 /// destinations): select, payload start, pointer write and deselect events.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     pub policy: SchedulePolicy,
     /// The width chosen for the phase (`Word32` or `Paired64`, never `Auto`).

@@ -16,7 +16,6 @@
 //! safe for every Repeat binding. It must not order, time or encode anything;
 //! transfer order is semantic and is preserved exactly.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use crate::expand::program::{Allocation, AllocationId, Location, TransferList};
@@ -26,7 +25,9 @@ use crate::target::timing::MAX_LOGICAL_TRANSFER_WORDS;
 pub const WORD_BYTES: u32 = 4;
 
 /// A byte position inside a local allocation (placement happens later).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct SymbolicAddress {
     /// Index into [`ExchangeProblem::allocations`].
     pub allocation: u32,
@@ -108,7 +109,7 @@ pub enum ProblemError {
 /// The pieces of one exchange phase as struct-of-arrays. Piece `p` sends
 /// `words[p]` words from `source[p]` on `source_tile[p]` to every receive in
 /// `destination_start[p]..destination_start[p + 1]`. Order is semantic.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ExchangeProblem {
     pub tiles: u32,
     /// Repeat iterations the phase runs (1 outside a Repeat).
@@ -142,7 +143,50 @@ pub struct ExplicitBinding {
     pub deltas: Vec<i64>,
 }
 
+/// Hashes everything but the two address vectors: equal problems hash
+/// equal, and element-wise hashing of the addresses (the bulk of a problem)
+/// would dominate interning. Problems that differ only in addresses are
+/// told apart by `Eq` after a hash match. Content addressing outside the
+/// process uses [`ExchangeProblem::write_content`], which covers every field.
+impl Hash for ExchangeProblem {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.tiles.hash(state);
+        self.iterations.hash(state);
+        self.allocations.hash(state);
+        self.source_tile.hash(state);
+        self.words.hash(state);
+        self.destination_start.hash(state);
+        self.destination_tile.hash(state);
+        self.explicit_bindings.hash(state);
+    }
+}
+
+/// Feeds `addresses` to `state` as little-endian bytes, in blocks.
+fn write_addresses<H: Hasher>(addresses: &[SymbolicAddress], state: &mut H) {
+    const BLOCK: usize = 4096;
+    state.write_usize(addresses.len());
+    let mut bytes = Vec::with_capacity(BLOCK * 8);
+    for block in addresses.chunks(BLOCK) {
+        bytes.clear();
+        for address in block {
+            bytes.extend_from_slice(&address.allocation.to_le_bytes());
+            bytes.extend_from_slice(&address.offset.to_le_bytes());
+        }
+        state.write(&bytes);
+    }
+}
+
 impl ExchangeProblem {
+    /// Writes every field that takes part in equality (all but the
+    /// origin) to `state`: two problems write the same bytes exactly when
+    /// they are equal. This is what content addresses (the persistent
+    /// cache's keys) are computed from.
+    pub fn write_content<H: Hasher>(&self, state: &mut H) {
+        self.hash(state);
+        write_addresses(&self.source, state);
+        write_addresses(&self.destination, state);
+    }
+
     pub fn pieces(&self) -> usize {
         self.words.len()
     }
@@ -226,7 +270,7 @@ impl ExchangeProblem {
                 ..ExchangeProblem::default()
             },
             allocations,
-            local: HashMap::new(),
+            local: vec![NOT_LOCAL; allocations.len()],
         };
         for transfer in 0..transfers.len() {
             builder.add_transfer(transfers, transfer)?;
@@ -235,15 +279,21 @@ impl ExchangeProblem {
     }
 }
 
+/// A global allocation not (yet) given a local index.
+const NOT_LOCAL: u32 = u32::MAX;
+
 struct Builder<'a> {
     problem: ExchangeProblem,
     allocations: &'a [Allocation],
-    local: HashMap<u32, u32>,
+    /// Local index of every global allocation, or [`NOT_LOCAL`].
+    local: Vec<u32>,
 }
 
 impl Builder<'_> {
     fn local_allocation(&mut self, transfer: usize, id: u32) -> Result<u32, ProblemError> {
-        if let Some(&local) = self.local.get(&id) {
+        if let Some(&local) = self.local.get(id as usize)
+            && local != NOT_LOCAL
+        {
             return Ok(local);
         }
         let allocation =
@@ -267,7 +317,7 @@ impl Builder<'_> {
             alias_root: root,
         });
         self.problem.origin.allocations.push(AllocationId(id));
-        self.local.insert(id, local);
+        self.local[id as usize] = local;
         Ok(local)
     }
 

@@ -33,7 +33,9 @@ pub fn stage_of(query: &str) -> &'static str {
         "op_keys" | "planned_op" | "op_expansion" => "expansion",
         "low_program" | "program_summary" => "program",
         "phase_groups" | "phase_keys" | "phase_problem" => "phase groups",
-        "phase_policy" | "scheduled" | "phase_figures" => "schedules",
+        "phase_policy" | "scheduled" | "schedule_figures" | "problem_digest" | "phase_figures" => {
+            "schedules"
+        }
         "encoded_rows" | "row_table" => "row tables",
         "phase_patches" => "patch lists",
         "tile_reservations" | "placement" => "placement",

@@ -11,12 +11,14 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs, render_times};
+use crate::cache::PersistentCache;
 use crate::cli::common::render_query_error;
 use crate::driver::Session;
 use crate::query::{BuildQuery, QueryError, QueryProblem, parse_query};
@@ -42,6 +44,8 @@ pub struct WatchOptions {
     /// Stop after this many handled changes (valid or not); the initial
     /// build does not count, so `Some(0)` builds once and returns.
     pub exit_after: Option<usize>,
+    /// The persistent cache the session reads and writes, if any.
+    pub cache: Option<Arc<PersistentCache>>,
 }
 
 impl WatchOptions {
@@ -51,6 +55,7 @@ impl WatchOptions {
             sets: Vec::new(),
             quiet_period: Duration::from_millis(150),
             exit_after: None,
+            cache: None,
         }
     }
 }
@@ -218,7 +223,7 @@ impl Watcher {
                 (session.update(&query), setting_changes(previous, &query))
             }
             _ => {
-                self.session = Some(Session::new(&query));
+                self.session = Some(Session::with_cache(&query, self.options.cache.clone()));
                 (Vec::new(), Vec::new())
             }
         };

@@ -5,6 +5,7 @@
 //! (cold) so the current one can be built incrementally on top of it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use salsa::plumbing::AsId;
@@ -12,6 +13,7 @@ use salsa::plumbing::AsId;
 use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs};
+use crate::cache::PersistentCache;
 use crate::driver::{BuildOutcome, Session};
 use crate::queries::backend::BackendError;
 use crate::queries::stages::OpKey;
@@ -46,9 +48,10 @@ pub fn op_names(session: &Session) -> BTreeMap<salsa::Id, String> {
 pub fn rebuild_from(
     previous: &BuildQuery,
     current: &BuildQuery,
+    cache: Option<Arc<PersistentCache>>,
 ) -> Result<WhyRebuild, BackendError> {
     let started = Instant::now();
-    let mut session = Session::new(previous);
+    let mut session = Session::with_cache(previous, cache);
     let before = session.build();
     let warm_up = started.elapsed();
     let changed = session.update(current);

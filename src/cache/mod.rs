@@ -1,0 +1,24 @@
+//! The persistent, content-addressed cache of per-phase results, so that
+//! one-shot `superstep build` runs benefit from earlier runs.
+//!
+//! A phase's schedule and rows are stored under a key that is the BLAKE3
+//! digest of the phase problem's content, the effective policy and width,
+//! the cache format version and the compiler's version and source
+//! fingerprint ([`key`]). Entries are self-checking files ([`entry`]) in a
+//! size-bounded directory with least-recently-used eviction ([`store`]); an
+//! unusable file is a miss with a warning, never a wrong result.
+//!
+//! The salsa queries `scheduled` and `encoded_rows` consult the cache of
+//! the database (`crate::queries::Db::cache`); salsa's memo stays the first
+//! level, the cache is the second.
+
+pub mod entry;
+pub mod key;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+pub use entry::{EntryError, EntryKind};
+pub use key::{CACHE_FORMAT_VERSION, CacheKey, StableHasher, tool_version};
+pub use store::{CacheError, CacheStatistics, DEFAULT_LIMIT_BYTES, Eviction, PersistentCache};

@@ -1,0 +1,314 @@
+//! The on-disk store: entries as files under `DIRECTORY/KIND/XX/KEY`
+//! (content addressed), written atomically (temporary file, then rename),
+//! read with every check of [`super::entry`], and bounded by a size limit
+//! with least-recently-used eviction (a hit refreshes the file's
+//! modification time).
+//!
+//! Nothing here can fail a build: an unreadable, foreign, truncated or
+//! corrupt file is a miss with a warning, and a failed write is a warning.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::entry::{EntryError, EntryKind, decode, encode};
+use super::key::CacheKey;
+
+/// The default size limit: 2 GiB.
+pub const DEFAULT_LIMIT_BYTES: u64 = 2 << 30;
+
+/// A cache directory that cannot be used at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cache directory {directory}: {reason}")]
+pub struct CacheError {
+    pub directory: PathBuf,
+    pub reason: String,
+}
+
+/// Counters of one session's use of the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheStatistics {
+    pub hits: u64,
+    /// Lookups without a usable entry (absent, or rejected with a warning).
+    pub misses: u64,
+    /// Entries rejected (foreign, truncated, corrupt, another compiler).
+    pub rejected: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// What one eviction pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Eviction {
+    pub entries: u64,
+    pub bytes_before: u64,
+    pub removed_entries: u64,
+    pub removed_bytes: u64,
+}
+
+impl Eviction {
+    pub fn bytes_after(&self) -> u64 {
+        self.bytes_before - self.removed_bytes
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    rejected: AtomicU64,
+    writes: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    temporary: AtomicU64,
+}
+
+/// A persistent, content-addressed cache in one directory.
+pub struct PersistentCache {
+    directory: PathBuf,
+    limit_bytes: u64,
+    counters: Counters,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for PersistentCache {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PersistentCache")
+            .field("directory", &self.directory)
+            .field("limit_bytes", &self.limit_bytes)
+            .finish()
+    }
+}
+
+impl PersistentCache {
+    /// Opens (creating if needed) the cache in `directory`, bounded to
+    /// `limit_bytes`.
+    pub fn open(directory: &Path, limit_bytes: u64) -> Result<PersistentCache, CacheError> {
+        fs::create_dir_all(directory).map_err(|error| CacheError {
+            directory: directory.to_path_buf(),
+            reason: format!("cannot be created ({error}); choose another with --cache DIR or turn the cache off with --no-cache"),
+        })?;
+        if !directory.is_dir() {
+            return Err(CacheError {
+                directory: directory.to_path_buf(),
+                reason: "is not a directory".to_string(),
+            });
+        }
+        Ok(PersistentCache {
+            directory: directory.to_path_buf(),
+            limit_bytes,
+            counters: Counters::default(),
+            warnings: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn directory(&self) -> &Path {
+        &self.directory
+    }
+
+    pub fn limit_bytes(&self) -> u64 {
+        self.limit_bytes
+    }
+
+    /// The file of an entry.
+    pub fn path(&self, kind: EntryKind, key: &CacheKey) -> PathBuf {
+        let hex = key.hex();
+        self.directory
+            .join(kind.folder())
+            .join(&hex[..2])
+            .join(&hex)
+    }
+
+    fn warn(&self, message: String) {
+        tracing::warn!("{message}");
+        if let Ok(mut warnings) = self.warnings.lock() {
+            warnings.push(message);
+        }
+    }
+
+    /// The warnings since the last call (rejected entries, failed writes).
+    pub fn take_warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .map(|mut warnings| std::mem::take(&mut *warnings))
+            .unwrap_or_default()
+    }
+
+    pub fn statistics(&self) -> CacheStatistics {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        CacheStatistics {
+            hits: load(&self.counters.hits),
+            misses: load(&self.counters.misses),
+            rejected: load(&self.counters.rejected),
+            writes: load(&self.counters.writes),
+            bytes_read: load(&self.counters.bytes_read),
+            bytes_written: load(&self.counters.bytes_written),
+        }
+    }
+
+    /// The entry for `key`, or `None` (a miss). A file that exists but is
+    /// unusable is a miss with a warning.
+    pub fn load<T: DeserializeOwned>(&self, kind: EntryKind, key: &CacheKey) -> Option<T> {
+        let path = self.path(kind, key);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                if error.kind() != std::io::ErrorKind::NotFound {
+                    self.warn(format!(
+                        "cache: cannot read {} ({error}); recomputing",
+                        path.display()
+                    ));
+                }
+                return None;
+            }
+        };
+        let decoded = decode(&bytes, kind, key).and_then(|payload| {
+            bincode::deserialize::<T>(payload)
+                .map_err(|error| EntryError::Undecodable(error.to_string()))
+        });
+        match decoded {
+            Ok(value) => {
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .bytes_read
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                // Least-recently-used eviction goes by modification time.
+                if let Ok(file) = fs::File::options().write(true).open(&path) {
+                    let _ = file.set_modified(SystemTime::now());
+                }
+                Some(value)
+            }
+            Err(error) => {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                self.warn(format!(
+                    "cache: ignoring {}: {error}; recomputing",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Stores `value` under `key` (atomically; a failure is a warning).
+    pub fn store<T: Serialize>(&self, kind: EntryKind, key: &CacheKey, value: &T) {
+        let payload = match bincode::serialize(value) {
+            Ok(payload) => payload,
+            Err(error) => {
+                self.warn(format!("cache: cannot encode a {:?} entry: {error}", kind));
+                return;
+            }
+        };
+        let bytes = encode(kind, key, &payload);
+        let path = self.path(kind, key);
+        match self.write_atomically(&path, &bytes) {
+            Ok(()) => {
+                self.counters.writes.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .bytes_written
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
+            Err(error) => self.warn(format!(
+                "cache: cannot write {} ({error}); continuing without it",
+                path.display()
+            )),
+        }
+    }
+
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let parent = path.parent().unwrap_or(&self.directory);
+        fs::create_dir_all(parent)?;
+        let serial = self.counters.temporary.fetch_add(1, Ordering::Relaxed);
+        let temporary = parent.join(format!(
+            ".tmp-{}-{serial}-{}",
+            std::process::id(),
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("entry")
+        ));
+        let result = (|| {
+            let mut file = fs::File::create(&temporary)?;
+            file.write_all(bytes)?;
+            file.flush()?;
+            drop(file);
+            fs::rename(&temporary, path)
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temporary);
+        }
+        result
+    }
+
+    /// Every entry file: (path, bytes, modification time).
+    fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
+        let mut entries = Vec::new();
+        for kind in EntryKind::ALL {
+            let Ok(shards) = fs::read_dir(self.directory.join(kind.folder())) else {
+                continue;
+            };
+            for shard in shards.flatten() {
+                let Ok(files) = fs::read_dir(shard.path()) else {
+                    continue;
+                };
+                for file in files.flatten() {
+                    let Ok(metadata) = file.metadata() else {
+                        continue;
+                    };
+                    if metadata.is_file() {
+                        let modified = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                        entries.push((file.path(), metadata.len(), modified));
+                    }
+                }
+            }
+        }
+        entries
+    }
+
+    /// Total bytes of the entries on disk.
+    pub fn size_on_disk(&self) -> u64 {
+        self.entries().iter().map(|entry| entry.1).sum()
+    }
+
+    /// Removes least-recently-used entries until the cache holds at most
+    /// its limit.
+    pub fn evict(&self) -> Eviction {
+        let mut entries = self.entries();
+        let total: u64 = entries.iter().map(|entry| entry.1).sum();
+        let mut eviction = Eviction {
+            entries: entries.len() as u64,
+            bytes_before: total,
+            ..Eviction::default()
+        };
+        if total <= self.limit_bytes {
+            return eviction;
+        }
+        // Oldest first; ties broken by path for determinism.
+        entries.sort_by(|left, right| left.2.cmp(&right.2).then_with(|| left.0.cmp(&right.0)));
+        let mut remaining = total;
+        for (path, bytes, _) in entries {
+            if remaining <= self.limit_bytes {
+                break;
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => {
+                    remaining -= bytes;
+                    eviction.removed_entries += 1;
+                    eviction.removed_bytes += bytes;
+                }
+                Err(error) => {
+                    self.warn(format!("cache: cannot evict {} ({error})", path.display()))
+                }
+            }
+        }
+        eviction
+    }
+}

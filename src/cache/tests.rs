@@ -1,0 +1,76 @@
+//! The store on its own: round trips, misses, and least-recently-used
+//! eviction order.
+
+use std::time::{Duration, SystemTime};
+
+use super::{CacheKey, EntryKind, PersistentCache};
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "superstep-cache-unit-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    directory
+}
+
+#[test]
+fn stores_loads_and_misses() {
+    let cache = PersistentCache::open(&scratch("round-trip"), 1 << 20).expect("cache");
+    let key = CacheKey::of("test", "value");
+    assert_eq!(cache.load::<Vec<u32>>(EntryKind::Rows, &key), None);
+    cache.store(EntryKind::Rows, &key, &vec![1u32, 2, 3]);
+    assert_eq!(
+        cache.load::<Vec<u32>>(EntryKind::Rows, &key),
+        Some(vec![1, 2, 3])
+    );
+    // The same key in another kind is another entry.
+    assert_eq!(cache.load::<Vec<u32>>(EntryKind::Schedule, &key), None);
+    // A payload of the wrong type is rejected, not misread.
+    assert_eq!(cache.load::<(u64, u64, u64)>(EntryKind::Rows, &key), None);
+    let statistics = cache.statistics();
+    assert_eq!((statistics.hits, statistics.misses), (1, 3));
+    assert_eq!(statistics.rejected, 1);
+    assert_eq!(cache.take_warnings().len(), 1);
+}
+
+#[test]
+fn evicts_least_recently_used_first() {
+    let directory = scratch("eviction");
+    let cache = PersistentCache::open(&directory, u64::MAX).expect("cache");
+    let keys: Vec<CacheKey> = (0..4u32)
+        .map(|index| CacheKey::of("test", &index))
+        .collect();
+    let payload = vec![7u8; 10_000];
+    for key in &keys {
+        cache.store(EntryKind::Schedule, key, &payload);
+    }
+    // Ages: key 0 newest, then 3, 1, 2 (oldest).
+    let now = SystemTime::now();
+    for (index, age) in [(0, 0), (3, 10), (1, 20), (2, 30)] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(cache.path(EntryKind::Schedule, &keys[index]))
+            .expect("entry");
+        file.set_modified(now - Duration::from_secs(age))
+            .expect("set time");
+    }
+    let entry_bytes = cache.size_on_disk() / 4;
+    let bounded = PersistentCache::open(&directory, entry_bytes * 2).expect("cache");
+    let eviction = bounded.evict();
+    assert_eq!(eviction.removed_entries, 2);
+    assert!(eviction.bytes_after() <= entry_bytes * 2);
+    let present = |index: usize| bounded.path(EntryKind::Schedule, &keys[index]).exists();
+    assert!(present(0) && present(3));
+    assert!(!present(1) && !present(2));
+    // A hit refreshes an entry, so it outlives older ones.
+    assert!(
+        bounded
+            .load::<Vec<u8>>(EntryKind::Schedule, &keys[3])
+            .is_some()
+    );
+    let one = PersistentCache::open(&directory, entry_bytes).expect("cache");
+    one.evict();
+    assert!(one.path(EntryKind::Schedule, &keys[3]).exists());
+    assert!(!one.path(EntryKind::Schedule, &keys[0]).exists());
+}
