@@ -26,5 +26,6 @@ pub mod report;
 pub mod rows;
 pub mod schedule;
 pub mod sim;
+pub mod snapshot;
 pub mod target;
 pub mod watch;

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use superstep::cli::{Cli, Command, build, explain, replay, run, simulate, watch};
+use superstep::cli::{
+    Cli, Command, bench_snapshot, build, capture, explain, replay, run, simulate, watch,
+};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
@@ -33,6 +35,28 @@ fn main() -> ExitCode {
         Command::Simulate { query } => simulate::run(query),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
+        Command::Capture {
+            query,
+            output,
+            without_allocations,
+        } => capture::run(query, output, *without_allocations),
+        Command::BenchSnapshot {
+            file,
+            phases,
+            policies,
+            width,
+            iterations,
+            sample,
+            json,
+        } => bench_snapshot::run(&bench_snapshot::BenchArguments {
+            file: file.clone(),
+            phases: phases.clone(),
+            policies: policies.clone(),
+            width: *width,
+            iterations: *iterations,
+            sample: *sample,
+            json: json.clone(),
+        }),
         Command::Watch {
             query,
             exit_after,

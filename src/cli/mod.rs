@@ -2,7 +2,9 @@
 //! overrides, `--trace` and `RUST_LOG` tracing. Errors in user input are
 //! rendered with their span into the build file and exit with code 2.
 
+pub mod bench_snapshot;
 pub mod build;
+pub mod capture;
 pub mod common;
 pub mod explain;
 pub mod replay;
@@ -124,6 +126,55 @@ pub enum Command {
     Simulate {
         #[command(flatten)]
         query: QueryArguments,
+    },
+    /// Build, then write every exchange phase of the build as a schema-4
+    /// exchange snapshot (the seed system's capture format): absolute
+    /// addresses from the build's placement, one source address per Repeat
+    /// iteration, plus provenance (phase key, operator, executions, and the
+    /// symbolic allocations that make a re-import exact).
+    Capture {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// The snapshot file to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE.json")]
+        output: PathBuf,
+        /// Leave out the symbolic provenance (allocations, source_allocation,
+        /// destination_allocations): the file then holds the seed system's
+        /// fields plus phase key, operator and executions, and an import
+        /// reconstructs allocations from the address pattern.
+        #[arg(long)]
+        without_allocations: bool,
+    },
+    /// Import a schema-4 exchange snapshot and, for every (selected) phase and
+    /// policy, schedule it, encode its rows, validate the schedule, decode and
+    /// check the rows and replay them; print one line per phase and policy
+    /// (transfers, destinations, horizon, endpoint lower bound, gap, row words,
+    /// schedule+encode ms min/median/max, validation ms, invariants) and the
+    /// total time. A malformed snapshot is an error naming the phase and the
+    /// transfer (exit code 2).
+    BenchSnapshot {
+        /// The snapshot file.
+        #[arg(value_name = "FILE.json")]
+        file: PathBuf,
+        /// Only this phase id (repeatable; default: every phase).
+        #[arg(long = "phase", value_name = "N")]
+        phases: Vec<u32>,
+        /// A schedule policy: latency, S<W> or B<W> (repeatable; default: the
+        /// build default, B1024).
+        #[arg(long = "policy", value_name = "P")]
+        policies: Vec<crate::query::SchedulePolicy>,
+        /// Transfer width: auto, word32 or paired64.
+        #[arg(long, value_name = "WIDTH", default_value = "auto", value_parser = bench_snapshot::parse_width)]
+        width: crate::query::TransferWidth,
+        /// Timed repetitions of schedule + encode per phase and policy.
+        #[arg(long, value_name = "K", default_value_t = 3)]
+        iterations: usize,
+        /// Words the replay checks per phase (a deterministic sample); 0 checks every word.
+        #[arg(long, value_name = "WORDS", default_value_t = 8192)]
+        sample: u64,
+        /// Also write the records as JSON to OUT.
+        #[arg(long, value_name = "OUT")]
+        json: Option<PathBuf>,
     },
     /// Keep one compiler session alive and rebuild incrementally whenever the
     /// build file changes; print which inputs changed, which queries re-ran

@@ -18,7 +18,9 @@ pub mod validate;
 pub(crate) mod tests;
 
 pub use dependencies::{Dependencies, dependencies};
-pub use problem::{ExchangeProblem, LocalAllocation, ProblemError, ProblemOrigin, SymbolicAddress};
+pub use problem::{
+    ExchangeProblem, ExplicitBinding, LocalAllocation, ProblemError, ProblemOrigin, SymbolicAddress,
+};
 pub use scheduler::schedule;
 pub use validate::{ValidationError, validate};
 

@@ -7,6 +7,10 @@
 //! mapping back to global ids and to the original transfer indices lives in
 //! [`ProblemOrigin`], which takes no part in equality or hashing.
 //!
+//! Problems imported from exchange snapshots (`crate::snapshot`) use the
+//! same representation; only they may bind an iterated allocation at
+//! explicit per-iteration offsets ([`ExplicitBinding`]) instead of a stride.
+//!
 //! This module owns piece preparation: splitting transfers longer than the
 //! logical transfer limit and coalescing contiguous neighbours when that is
 //! safe for every Repeat binding. It must not order, time or encode anything;
@@ -118,7 +122,25 @@ pub struct ExchangeProblem {
     pub destination_start: Vec<u32>,
     pub destination_tile: Vec<u32>,
     pub destination: Vec<SymbolicAddress>,
+    /// Iterated allocations whose instances are not a stride apart, sorted
+    /// by allocation. Only imported snapshots have them (`crate::snapshot`):
+    /// a build's bindings are always `offset + iteration * bytes`.
+    pub explicit_bindings: Vec<ExplicitBinding>,
     pub origin: ProblemOrigin,
+}
+
+/// The bindings of an iterated allocation given one by one: iteration `i`
+/// of an address at `offset` in `allocation` is at `offset + deltas[i]`
+/// from the alias root's base (`deltas[0]` is 0; deltas may be negative).
+/// Such an allocation has `bytes == 0` (it occupies nothing beyond its
+/// alias root, which covers every binding). Repeat patch lists
+/// (`crate::patch`) are arithmetic and cannot express them; imported phases
+/// are scheduled, encoded, checked and replayed, never packaged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ExplicitBinding {
+    pub allocation: u32,
+    /// One per Repeat iteration.
+    pub deltas: Vec<i64>,
 }
 
 /// Hashes everything but the two address vectors: equal problems hash
@@ -135,6 +157,7 @@ impl Hash for ExchangeProblem {
         self.words.hash(state);
         self.destination_start.hash(state);
         self.destination_tile.hash(state);
+        self.explicit_bindings.hash(state);
     }
 }
 
@@ -187,9 +210,42 @@ impl ExchangeProblem {
         }
     }
 
+    /// The explicit bindings of `allocation`, if it has them.
+    pub fn explicit_deltas(&self, allocation: u32) -> Option<&[i64]> {
+        if self.explicit_bindings.is_empty() {
+            return None;
+        }
+        self.explicit_bindings
+            .binary_search_by_key(&allocation, |binding| binding.allocation)
+            .ok()
+            .map(|index| self.explicit_bindings[index].deltas.as_slice())
+    }
+
+    /// Whether every binding of an address in `allocation` keeps its
+    /// alignment modulo `alignment` (the stride, or every explicit delta, is
+    /// a multiple of it).
+    pub fn bindings_keep_alignment(&self, allocation: u32, alignment: u32) -> bool {
+        let local = self.allocations[allocation as usize];
+        if local.iterations <= 1 {
+            return true;
+        }
+        match self.explicit_deltas(allocation) {
+            Some(deltas) => deltas
+                .iter()
+                .all(|delta| delta.rem_euclid(i64::from(alignment)) == 0),
+            None => local.bytes.is_multiple_of(alignment),
+        }
+    }
+
     /// Byte offset from the alias root's base of binding `iteration` of `address`.
     pub fn bound_offset(&self, address: SymbolicAddress, iteration: u32) -> u64 {
         let allocation = self.allocations[address.allocation as usize];
+        if allocation.iterations > 1
+            && let Some(deltas) = self.explicit_deltas(address.allocation)
+        {
+            let delta = deltas.get(iteration as usize).copied().unwrap_or(0);
+            return (i64::from(address.offset) + delta).max(0) as u64;
+        }
         let stride = if allocation.iterations > 1 {
             u64::from(allocation.bytes)
         } else {
@@ -295,10 +351,14 @@ impl Builder<'_> {
         };
         let capacity = u64::from(local.bytes) * u64::from(local.iterations);
         let length = u64::from(words) * u64::from(WORD_BYTES);
-        // Bindings only move forward, so the last one is the furthest; only
-        // when it overflows is the first overflowing one looked for.
+        // A program's bindings move forward by the allocation's stride, so
+        // the last one is the furthest; only when it overflows is the first
+        // overflowing one looked for. (Explicit bindings, which imports
+        // alone make, need not be monotonic: all of them are checked.)
         let last = self.problem.bindings(allocation) - 1;
-        if self.problem.bound_offset(address, last) + length <= capacity {
+        if self.problem.explicit_bindings.is_empty()
+            && self.problem.bound_offset(address, last) + length <= capacity
+        {
             return Ok(address);
         }
         for iteration in 0..=last {

@@ -65,8 +65,7 @@ pub fn paired_eligible(problem: &ExchangeProblem, piece: usize) -> bool {
         let allocation = problem.allocations[address.allocation as usize];
         address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
             && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
-            && (allocation.iterations <= 1
-                || allocation.bytes.is_multiple_of(PAIRED_ALIGNMENT_BYTES))
+            && problem.bindings_keep_alignment(address.allocation, PAIRED_ALIGNMENT_BYTES)
     };
     let sender = problem.source_tile[piece];
     if partner(sender) == sender

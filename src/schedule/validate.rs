@@ -187,8 +187,7 @@ fn check_paired(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), Va
             let allocation = problem.allocations[address.allocation as usize];
             address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
                 && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
-                && (allocation.iterations <= 1
-                    || allocation.bytes.is_multiple_of(PAIRED_ALIGNMENT_BYTES))
+                && problem.bindings_keep_alignment(address.allocation, PAIRED_ALIGNMENT_BYTES)
         };
         if !aligned(problem.source[piece]) {
             return fail("source not 8-byte aligned");
@@ -462,13 +461,8 @@ fn check_hazards(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), V
         for iteration in 0..bindings {
             let mut segments: BTreeMap<u64, Segment> = BTreeMap::new();
             for &(piece, write, address, start, end) in accesses {
-                let allocation = problem.allocations[address.allocation as usize];
-                let stride = if allocation.iterations > 1 {
-                    u64::from(allocation.bytes)
-                } else {
-                    0
-                };
-                let low = u64::from(address.offset) + u64::from(iteration) * stride;
+                let binding = iteration.min(problem.bindings(address.allocation) - 1);
+                let low = problem.bound_offset(address, binding);
                 let high = low + 4 * u64::from(problem.words[piece]);
                 for (_, segment) in overlapping(&segments, low, high) {
                     let ready = if write {

@@ -1,0 +1,92 @@
+//! `superstep bench-snapshot`: import a schema-4 snapshot and, per selected
+//! phase and policy, schedule, encode, validate, check and replay it,
+//! printing one line per (phase, policy) and the total time. A snapshot
+//! that cannot be read or imported is bad input (exit code 2); a phase that
+//! fails an invariant makes the command fail (exit code 1) after the report.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::common::{CommandError, write_json};
+use crate::query::validate::DEFAULT_POLICY;
+use crate::query::{SchedulePolicy, TransferWidth};
+use crate::snapshot::{BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases};
+
+/// The command's arguments.
+#[derive(Debug, Clone)]
+pub struct BenchArguments {
+    pub file: PathBuf,
+    pub phases: Vec<u32>,
+    pub policies: Vec<SchedulePolicy>,
+    pub width: TransferWidth,
+    pub iterations: usize,
+    pub sample: u64,
+    pub json: Option<PathBuf>,
+}
+
+/// Parses `auto`, `word32` or `paired64`.
+pub fn parse_width(text: &str) -> Result<TransferWidth, String> {
+    match text {
+        "auto" => Ok(TransferWidth::Auto),
+        "word32" => Ok(TransferWidth::Word32),
+        "paired64" => Ok(TransferWidth::Paired64),
+        _ => Err(format!(
+            "`{text}` is not a transfer width; expected auto, word32 or paired64"
+        )),
+    }
+}
+
+pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
+    let started = Instant::now();
+    let snapshot = Snapshot::read(&arguments.file)
+        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let parsed = started.elapsed();
+    let phases = import_phases(&snapshot, &arguments.phases).map_err(|error| {
+        CommandError::Input(format!(
+            "error: {} is not a valid snapshot: {error}",
+            arguments.file.display()
+        ))
+    })?;
+    drop(snapshot);
+    println!(
+        "read {} in {:.0} ms; imported {} phases in {:.0} ms",
+        arguments.file.display(),
+        parsed.as_secs_f64() * 1e3,
+        phases.len(),
+        (started.elapsed() - parsed).as_secs_f64() * 1e3
+    );
+    let options = BenchOptions {
+        policies: if arguments.policies.is_empty() {
+            vec![DEFAULT_POLICY]
+        } else {
+            arguments.policies.clone()
+        },
+        width: arguments.width,
+        iterations: arguments.iterations.max(1),
+        sample: (arguments.sample > 0).then_some(arguments.sample),
+    };
+    let mut records: Vec<BenchRecord> = Vec::new();
+    for phase in &phases {
+        for record in bench_phase(phase, &options) {
+            println!("{}", record.line());
+            records.push(record);
+        }
+    }
+    let failures = records.iter().filter(|record| !record.passed()).count();
+    println!(
+        "total {:.0} ms: {} phases x {} policies, {} failed",
+        started.elapsed().as_secs_f64() * 1e3,
+        phases.len(),
+        options.policies.len(),
+        failures
+    );
+    if let Some(path) = &arguments.json {
+        write_json(Path::new(path), &records)?;
+    }
+    if failures > 0 {
+        return Err(CommandError::Internal(format!(
+            "{failures} (phase, policy) pairs failed their invariants"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! `superstep capture`: build, then write the build's exchange phases as a
+//! schema-4 snapshot (`crate::snapshot`), with or without the symbolic
+//! provenance that makes a re-import exact.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::QueryArguments;
+use super::common::{CommandError, finish_cache, load, open_session};
+use crate::snapshot::{capture_session, snapshot_of};
+
+pub fn run(
+    arguments: &QueryArguments,
+    output: &Path,
+    without_allocations: bool,
+) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = open_session(arguments, &query)?;
+    let started = Instant::now();
+    session.build()?;
+    let built = started.elapsed();
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
+    let started = Instant::now();
+    let phases = capture_session(&session)
+        .and_then(|mut phases| {
+            for phase in &mut phases {
+                phase.symbolic = !without_allocations;
+            }
+            snapshot_of(&phases)
+        })
+        .map_err(|error| CommandError::Internal(format!("capture: {error}")))?;
+    let bytes = phases.to_bytes();
+    std::fs::write(output, &bytes).map_err(|error| {
+        CommandError::Internal(format!("writing {}: {error}", output.display()))
+    })?;
+    let transfers: usize = phases
+        .phases
+        .iter()
+        .map(|phase| phase.transfers.len())
+        .sum();
+    let destinations: usize = phases
+        .phases
+        .iter()
+        .flat_map(|phase| &phase.transfers)
+        .map(|transfer| transfer.destinations.len())
+        .sum();
+    println!(
+        "captured {} phases of {} ({} transfers, {} destinations) to {}: {:.1} MB; build {:.2} s, \
+         capture {:.2} s",
+        phases.phases.len(),
+        query.name,
+        transfers,
+        destinations,
+        output.display(),
+        bytes.len() as f64 / 1e6,
+        built.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

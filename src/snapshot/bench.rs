@@ -1,0 +1,202 @@
+//! The schedule bench of imported phases (`superstep bench-snapshot`).
+//!
+//! Per phase and policy: schedule and encode rows `iterations` times (timed:
+//! minimum, median, maximum), then check the last result once (timed as
+//! validation): the independent schedule validator, decode-and-compare of
+//! the encoded rows, and a replay of the finalized rows on simulated tile
+//! memories (every word, or a deterministic sample). A failure of any step
+//! is reported in the record, never as a panic. This module must not change
+//! the problem it is given; it owns measuring only.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::PhaseSnapshot;
+use crate::query::{SchedulePolicy, TransferWidth};
+use crate::rows::{ConsecutivePlacement, PhaseRows, check_phase, encode_phase};
+use crate::schedule::{Schedule, schedule, validate};
+use crate::sim::replay::replay_phase;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub policies: Vec<SchedulePolicy>,
+    pub width: TransferWidth,
+    /// Timed repetitions of schedule + encode (at least 1).
+    pub iterations: usize,
+    /// Words checked by the replay (`None`: every word).
+    pub sample: Option<u64>,
+}
+
+/// Minimum, median and maximum of repeated timings, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Timing {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Timing {
+    fn of(mut samples: Vec<f64>) -> Timing {
+        samples.sort_by(f64::total_cmp);
+        let Some(&max) = samples.last() else {
+            return Timing::default();
+        };
+        Timing {
+            min: samples[0],
+            median: samples[samples.len() / 2],
+            max,
+        }
+    }
+}
+
+/// One (phase, policy) measurement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchRecord {
+    pub phase: u32,
+    pub key: Option<String>,
+    pub policy: String,
+    /// The width the schedule chose (`Word32` or `Paired64`).
+    pub width: String,
+    /// Pieces scheduled (snapshot transfers, split at the logical limit).
+    pub transfers: usize,
+    pub destinations: usize,
+    pub horizon: u32,
+    /// Max over tiles of words sent and words received.
+    pub lower_bound: u32,
+    /// `horizon - lower_bound`.
+    pub gap: i64,
+    pub row_words_total: u64,
+    pub row_words_max: u64,
+    pub schedule_encode_ms: Timing,
+    /// Validator, row decode-and-check and replay of the last result.
+    pub validation_ms: f64,
+    /// `PASS`, or the first failure.
+    pub invariants: String,
+}
+
+impl BenchRecord {
+    /// Whether every invariant held.
+    pub fn passed(&self) -> bool {
+        self.invariants == "PASS"
+    }
+
+    /// The one-line terminal form.
+    pub fn line(&self) -> String {
+        format!(
+            "phase {:>4} {:<8} transfers {:>7} destinations {:>8} horizon {:>7} bound {:>7} gap {:>6} \
+             row words {:>9} max {:>6} schedule+encode ms {:>9.2} {:>9.2} {:>9.2} validation ms {:>9.2} \
+             invariants={}",
+            self.phase,
+            self.policy,
+            self.transfers,
+            self.destinations,
+            self.horizon,
+            self.lower_bound,
+            self.gap,
+            self.row_words_total,
+            self.row_words_max,
+            self.schedule_encode_ms.min,
+            self.schedule_encode_ms.median,
+            self.schedule_encode_ms.max,
+            self.validation_ms,
+            self.invariants,
+        )
+    }
+}
+
+fn milliseconds(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+/// Measures one phase under every policy of `options`.
+pub fn bench_phase(phase: &PhaseSnapshot, options: &BenchOptions) -> Vec<BenchRecord> {
+    options
+        .policies
+        .iter()
+        .map(|&policy| bench_policy(phase, policy, options))
+        .collect()
+}
+
+fn bench_policy(
+    phase: &PhaseSnapshot,
+    policy: SchedulePolicy,
+    options: &BenchOptions,
+) -> BenchRecord {
+    let problem = &phase.problem;
+    let mut record = BenchRecord {
+        phase: phase.phase,
+        key: phase.provenance.key.clone(),
+        policy: policy.to_string(),
+        width: String::new(),
+        transfers: problem.pieces(),
+        destinations: problem.receives(),
+        horizon: 0,
+        lower_bound: 0,
+        gap: 0,
+        row_words_total: 0,
+        row_words_max: 0,
+        schedule_encode_ms: Timing::default(),
+        validation_ms: 0.0,
+        invariants: String::new(),
+    };
+    let mut samples = Vec::with_capacity(options.iterations.max(1));
+    let mut last: Option<(Schedule, PhaseRows)> = None;
+    for _ in 0..options.iterations.max(1) {
+        let start = Instant::now();
+        let result = schedule(problem, policy, options.width)
+            .map_err(|error| format!("FAIL schedule: {error}"))
+            .and_then(|scheduled| {
+                let rows = encode_phase(problem, &scheduled)
+                    .map_err(|error| format!("FAIL encode: {error}"))?;
+                Ok((scheduled, rows))
+            });
+        samples.push(milliseconds(start));
+        match result {
+            Ok(done) => last = Some(done),
+            Err(failure) => {
+                record.invariants = failure;
+                record.schedule_encode_ms = Timing::of(samples);
+                return record;
+            }
+        }
+    }
+    record.schedule_encode_ms = Timing::of(samples);
+    let Some((scheduled, rows)) = last else {
+        return record;
+    };
+    record.width = format!("{:?}", scheduled.width);
+    record.horizon = scheduled.horizon;
+    record.lower_bound = scheduled.lower_bound;
+    record.gap = i64::from(scheduled.horizon) - i64::from(scheduled.lower_bound);
+    let words = rows.rows.iter().map(|row| row.words.len() as u64);
+    record.row_words_total = words.clone().sum();
+    record.row_words_max = words.max().unwrap_or(0);
+    let start = Instant::now();
+    record.invariants = match check(phase, &scheduled, &rows, options.sample) {
+        Ok(()) => "PASS".to_string(),
+        Err(failure) => failure,
+    };
+    record.validation_ms = milliseconds(start);
+    record
+}
+
+fn check(
+    phase: &PhaseSnapshot,
+    scheduled: &Schedule,
+    rows: &PhaseRows,
+    sample: Option<u64>,
+) -> Result<(), String> {
+    let problem = &phase.problem;
+    validate(problem, scheduled).map_err(|error| format!("FAIL validate: {error}"))?;
+    check_phase(problem, scheduled, rows).map_err(|error| format!("FAIL rows: {error}"))?;
+    let placement =
+        ConsecutivePlacement::new(problem).map_err(|error| format!("FAIL placement: {error}"))?;
+    let words = rows
+        .finalize(|allocation, offset| placement.resolve(allocation, offset))
+        .map_err(|error| format!("FAIL finalize: {error}"))?;
+    replay_phase(problem, &words, &placement, sample)
+        .map_err(|error| format!("FAIL replay: {error}"))?;
+    Ok(())
+}
