@@ -13,6 +13,7 @@
 use super::ExpandError;
 use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{Destination, LocalCopy, Location, Reason, Step, TransferList};
+use crate::hashing::FastMap;
 use crate::layout::format::{ElementOrder, TensorFormat};
 use crate::model::graph::ViewKind;
 
@@ -225,7 +226,10 @@ pub fn expand_rearrange(
         let destination_tiles: Vec<u32> = (0..output.replicas)
             .map(|replica| output.tile(block, replica))
             .collect();
-        let emit = |accumulator: &mut MovementAccumulator,
+        // Per (input, source block): the source replica on each destination
+        // replica's tile, if any (looked up once, not once per run).
+        let mut local_replicas: FastMap<(usize, u32), Vec<Option<u32>>> = FastMap::default();
+        let mut emit = |accumulator: &mut MovementAccumulator,
                     builder: &mut ExpansionBuilder,
                     input: usize,
                     source_block: u32,
@@ -246,6 +250,16 @@ pub fn expand_rearrange(
             }
             let source = inputs[input];
             let source_replicas = source.replicas;
+            let local = local_replicas
+                .entry((input, source_block))
+                .or_insert_with(|| {
+                    destination_tiles
+                        .iter()
+                        .map(|&tile| {
+                            (0..source_replicas).find(|&r| source.tile(source_block, r) == tile)
+                        })
+                        .collect()
+                });
             accumulator.remote.clear();
             for (replica, &tile) in destination_tiles.iter().enumerate() {
                 let destination = builder.value(
@@ -253,9 +267,7 @@ pub fn expand_rearrange(
                     block * output.replicas + replica as u32,
                     destination_offset,
                 );
-                let local_replica =
-                    (0..source_replicas).find(|&r| source.tile(source_block, r) == tile);
-                match local_replica {
+                match local[replica] {
                     Some(r) => {
                         let from = builder.value(
                             input as u8,
