@@ -103,6 +103,11 @@ pub enum Command {
     Simulate {
         #[command(flatten)]
         query: QueryArguments,
+        /// Start tile memory as NaN and read bytes an operand never wrote
+        /// (but another allocation did) as NaN: results that depend on
+        /// undefined bytes show as non-finite or as differences.
+        #[arg(long)]
+        poisoned: bool,
     },
     /// Keep one compiler session alive and rebuild incrementally whenever the
     /// build file changes; print which inputs changed, which queries re-ran

@@ -10,10 +10,10 @@ use crate::driver::Session;
 use crate::package::assemble_package;
 use crate::pipeline::load_weights;
 use crate::sim::compare::compare;
-use crate::sim::package::simulate_with;
+use crate::sim::package::{SimulationOptions, simulate_with};
 use crate::sim::reference::evaluate_reference;
 
-pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
+pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let mut session = Session::new(&query);
     let started = Instant::now();
@@ -29,7 +29,11 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let weights_time = started.elapsed();
     let started = Instant::now();
-    let run = simulate_with(&package, &program, &layouts, &weights, false)
+    let options = SimulationOptions {
+        strict: false,
+        poisoned,
+    };
+    let run = simulate_with(&package, &program, &layouts, &weights, options)
         .map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
     let simulate_time = started.elapsed();
     let started = Instant::now();
@@ -68,6 +72,13 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     println!(
         "  kernel operand reads touching never-written bytes (block padding): {}",
         counts.unwritten_kernel_reads
+    );
+    println!(
+        "  kernel operand reads touching bytes another allocation wrote (padding): {}{}",
+        counts.foreign_kernel_reads,
+        run.first_foreign_read
+            .as_ref()
+            .map_or(String::new(), |first| format!("; first: {first}"))
     );
     if let Some(back) = &outcome.back {
         println!(
