@@ -521,3 +521,56 @@ fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
     assert!(run.output.iter().all(|value| value.is_finite()));
     assert_eq!(bits(&run.output), bits(&interpreted.output));
 }
+
+/// The sharing patch of the second phase running from a stored row, at a
+/// word where its finalized address differs from the first's (sharing
+/// patches between rows whose allocations were placed at the same address
+/// rewrite equal words).
+fn a_needed_sharing_patch(package: &Package) -> Option<usize> {
+    let phases = &package.phases;
+    package.sharing_patches.iter().position(|patch| {
+        let (tile, phase) = (patch.tile as usize, patch.phase as usize);
+        let stored = phases[phase].stored_rows[tile];
+        let mut users =
+            (0..phases.len()).filter(|&other| phases[other].stored_rows[tile] == stored);
+        let (Some(first), Some(second)) = (users.next(), users.next()) else {
+            return false;
+        };
+        let word = patch.word as usize;
+        second == phase && phases[first].rows[tile][word] != phases[phase].rows[tile][word]
+    })
+}
+
+/// Rows that differ only in address words share storage; the sharing
+/// patches rewrite those words before the phase runs. Dropping a needed one
+/// leaves the stored row at the first phase's address when the second
+/// runs: named with tile, step and phase.
+#[test]
+fn a_dropped_sharing_patch_is_detected() {
+    let candidates: [&[&str]; 3] = [
+        &["workload.layers=3"],
+        &["workload.batch=2"],
+        &["workload.layers=3", "workload.fuse_qkv=false"],
+    ];
+    for sets in candidates {
+        let built = built("queries/vit-tiny.toml", sets);
+        let Some(position) = a_needed_sharing_patch(&built.package) else {
+            println!("{sets:?}: every sharing patch rewrites an equal word");
+            continue;
+        };
+        built
+            .simulate_lenient(&built.package)
+            .expect("intact package");
+        let mut package = built.package.clone();
+        let dropped = package.sharing_patches.remove(position);
+        let fault = built
+            .simulate_lenient(&package)
+            .expect_err("dropped sharing patch");
+        assert_names_tile_step_phase(&fault, "dropped sharing patch");
+        assert_eq!(fault.tile, Some(dropped.tile));
+        assert_eq!(fault.phase, package.phases[dropped.phase as usize].key);
+        assert!(fault.message.contains("sharing patch"), "{fault}");
+        return;
+    }
+    panic!("no build with a needed sharing patch");
+}

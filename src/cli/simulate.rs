@@ -59,7 +59,8 @@ pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandErro
     let counts = run.counts;
     println!(
         "  executed {} kernel runs, {} copy rows, {} fills; {} exchange phases from decoded rows: \
-         {} receives ({} words), {} exchange events, {} patched row words",
+         {} receives ({} words), {} exchange events, {} Repeat-patched and {} sharing-patched \
+         row words",
         counts.kernel_runs,
         counts.copy_rows,
         counts.fills,
@@ -67,7 +68,8 @@ pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandErro
         counts.deliveries,
         counts.words_received,
         counts.exchange_events,
-        counts.patched_words
+        counts.patched_words,
+        counts.sharing_patched_words
     );
     println!(
         "  kernel operand reads touching never-written bytes (block padding): {}",

@@ -11,9 +11,8 @@
 //!   (the supervisor adds `step_words` before every iteration after the
 //!   first), the field being the one its instruction carries there.
 //!
-//! Sharing patches are not modelled as shared storage: each phase decodes
-//! its own finalized row, which is what its storage holds after the
-//! sharing patches ran.
+//! Rows come from the tile's stored rows after the sharing patches ran
+//! (`super::sharing`), which must equal the phase's finalized rows.
 //!
 //! Receives are matched to sends as `crate::sim::replay` does (one model),
 //! then checked against the transfer list of the phase's step: every
@@ -100,10 +99,11 @@ fn add_to_field(row: &mut [u32], word: usize, field: Field, delta: i64) -> Resul
 /// Tile `tile`'s row of `phase` as it runs in Repeat iteration `iteration`.
 pub fn patched_row(
     phase: &PackagePhase,
+    stored: &[u32],
     tile: u32,
     iteration: u32,
 ) -> Result<(Vec<u32>, u64), TileFault> {
-    let mut row = phase.rows[tile as usize].clone();
+    let mut row = stored.to_vec();
     let Some(patches) = phase
         .repeat_patches
         .iter()
@@ -306,16 +306,29 @@ fn check_delivery(
     Ok(())
 }
 
-/// Runs one execution of `phase` (its step's `transfers`) on the images.
+/// One execution of a phase: the phase, its step's transfer list, the
+/// Repeat iteration and every tile's row as its storage holds it.
+pub struct PhaseExecution<'a> {
+    pub phase: &'a PackagePhase,
+    pub transfers: &'a TransferList,
+    pub iteration: u32,
+    pub rows: &'a [Vec<u32>],
+}
+
+/// Runs one execution of a phase on the images.
 pub fn run_phase(
     package: &Package,
-    phase: &PackagePhase,
-    transfers: &TransferList,
-    iteration: u32,
+    execution: PhaseExecution<'_>,
     images: &mut [TileImage],
     placed: &PlacedIntervals,
     owners: Owners<'_>,
 ) -> Result<PhaseRun, TileFault> {
+    let PhaseExecution {
+        phase,
+        transfers,
+        iteration,
+        rows,
+    } = execution;
     let tiles = package.tiles;
     if phase.rows.len() != tiles as usize {
         return Err(TileFault {
@@ -326,7 +339,7 @@ pub fn run_phase(
     let decoded: Vec<(Vec<RowEvent>, u64)> = (0..tiles)
         .into_par_iter()
         .map(|tile| {
-            let (row, patched) = patched_row(phase, tile, iteration)?;
+            let (row, patched) = patched_row(phase, &rows[tile as usize], tile, iteration)?;
             let events = decode_row(&row)
                 .map_err(|error| fault(tile, format!("row does not decode: {error}")))?;
             Ok((events, patched))

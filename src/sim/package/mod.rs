@@ -9,7 +9,8 @@
 //! - Copies and fills move bytes at their absolute addresses.
 //! - A Repeat runs its body per iteration; an allocation with
 //!   `iterations > 1` is bound in iteration `i` at `address + i * bytes`.
-//! - Exchange phases run from the package phase's decoded, patched rows
+//! - Exchange phases run from the tiles' stored rows after the sharing
+//!   patches ([`sharing`]), decoded and Repeat-patched
 //!   ([`exchange`]), not from the transfer lists, which serve only as the
 //!   check of where receives land.
 //!
@@ -30,6 +31,7 @@ pub mod exchange;
 pub mod image;
 pub mod load;
 pub mod ownership;
+pub mod sharing;
 
 use std::collections::HashMap;
 
@@ -43,9 +45,9 @@ use crate::package::Package;
 use crate::sim::kernels::{execute, kernel_writes};
 
 use access::{Taken, TileReader, TileWriter, bind};
-use exchange::{TileFault, run_phase};
+use exchange::{PhaseExecution, TileFault, run_phase};
 use image::{PlacedIntervals, TileImage};
-use ownership::{ForeignReads, Owners, StepIndex};
+use ownership::{ForeignReads, Owners};
 
 /// A failed check or execution error, with where it happened.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -74,6 +76,8 @@ pub struct PackageCounts {
     /// Sum over phase executions of the longest row (events).
     pub exchange_events: u64,
     pub patched_words: u64,
+    /// Row words rewritten by sharing patches before phases ran.
+    pub sharing_patched_words: u64,
     pub copy_rows: u64,
     pub fills: u64,
     /// Kernel operand reads touching never-written bytes (non-strict runs).
@@ -104,6 +108,7 @@ struct Simulator<'a> {
     unwritten_reads: std::sync::atomic::AtomicU64,
     foreign_reads: ForeignReads,
     poisoned: bool,
+    shared_rows: sharing::SharedRows,
     /// Alias root of every allocation (ownership is per root).
     roots: Vec<u32>,
     /// Every step run so far, described (index 0: the host load).
@@ -111,17 +116,8 @@ struct Simulator<'a> {
 }
 
 impl Simulator<'_> {
-    /// The running step (the last logged).
-    fn step(&self) -> StepIndex {
-        (self.log.len() - 1) as StepIndex
-    }
-
     fn owners(&self) -> Owners<'_> {
-        Owners {
-            roots: &self.roots,
-            log: &self.log,
-            step: self.step(),
-        }
+        Owners::current(&self.roots, &self.log)
     }
 
     fn fail(&self, path: &[u32], iteration: u32, fault: TileFault) -> PackageFault {
@@ -170,11 +166,7 @@ impl Simulator<'_> {
         let (strict, unwritten_reads) = (self.strict, &self.unwritten_reads);
         let foreign_reads = &self.foreign_reads;
         let poisoned = self.poisoned;
-        let owners = Owners {
-            roots: &self.roots,
-            log: &self.log,
-            step: (self.log.len() - 1) as StepIndex,
-        };
+        let owners = Owners::current(&self.roots, &self.log);
         self.images
             .par_iter_mut()
             .zip(by_tile.par_iter())
@@ -297,16 +289,18 @@ impl Simulator<'_> {
                 })?;
                 let phase = &self.package.phases[index];
                 self.last_phase = phase.key.clone();
-                let owners = Owners {
-                    roots: &self.roots,
-                    log: &self.log,
-                    step: (self.log.len() - 1) as StepIndex,
-                };
-                let run = run_phase(
-                    self.package,
+                let (rows, sharing_words) = self.shared_rows.rows_for(phase, index)?;
+                self.counts.sharing_patched_words += sharing_words;
+                let owners = Owners::current(&self.roots, &self.log);
+                let execution = PhaseExecution {
                     phase,
                     transfers,
                     iteration,
+                    rows: &rows,
+                };
+                let run = run_phase(
+                    self.package,
+                    execution,
                     &mut self.images,
                     &self.placed,
                     owners,
@@ -327,11 +321,7 @@ impl Simulator<'_> {
                         destination.offset += row * copy.destination_stride;
                         let from = self.image_range(copy.tile, source, length, iteration)?;
                         let to = self.image_range(copy.tile, destination, length, iteration)?;
-                        let owners = Owners {
-                            roots: &self.roots,
-                            log: &self.log,
-                            step: (self.log.len() - 1) as StepIndex,
-                        };
+                        let owners = Owners::current(&self.roots, &self.log);
                         // Copies move padding too: written-ness moves with the bytes.
                         let image = &mut self.images[copy.tile as usize];
                         owners
@@ -356,11 +346,7 @@ impl Simulator<'_> {
                         let mut destination = fill.destination;
                         destination.offset += row * fill.stride;
                         let to = self.image_range(fill.tile, destination, length, iteration)?;
-                        let owners = Owners {
-                            roots: &self.roots,
-                            log: &self.log,
-                            step: (self.log.len() - 1) as StepIndex,
-                        };
+                        let owners = Owners::current(&self.roots, &self.log);
                         let image = &mut self.images[fill.tile as usize];
                         image.write(to, &zeros);
                         owners.claim(&mut image.ownership, to, length, destination.allocation.0);
@@ -474,6 +460,7 @@ pub fn simulate_with(
         unwritten_reads: std::sync::atomic::AtomicU64::new(0),
         foreign_reads: ForeignReads::default(),
         poisoned: options.poisoned,
+        shared_rows: sharing::SharedRows::new(package),
         roots,
         log,
     };

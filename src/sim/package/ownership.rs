@@ -158,7 +158,16 @@ pub struct Owners<'a> {
     pub step: StepIndex,
 }
 
-impl Owners<'_> {
+impl<'a> Owners<'a> {
+    /// Claims and checks of the step logged last.
+    pub fn current(roots: &'a [u32], log: &'a [String]) -> Owners<'a> {
+        Owners {
+            roots,
+            log,
+            step: log.len().saturating_sub(1) as StepIndex,
+        }
+    }
+
     pub fn root(&self, allocation: u32) -> u32 {
         self.roots
             .get(allocation as usize)
