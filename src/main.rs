@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Build { query, ops, why } => build::run(query, *ops, *why),
         Command::Run { query } => run::run(query),
-        Command::Simulate { query } => simulate::run(query),
+        Command::Simulate { query, poisoned } => simulate::run(query, *poisoned),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
         Command::Capture {

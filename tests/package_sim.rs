@@ -11,7 +11,9 @@ use superstep::package::{Package, assemble_package};
 use superstep::pipeline::load_weights;
 use superstep::sim::compare::compare;
 use superstep::sim::interpreter::interpret;
-use superstep::sim::package::{PackageFault, PackageRun, simulate, simulate_with};
+use superstep::sim::package::{
+    PackageFault, PackageRun, SimulationOptions, simulate, simulate_with,
+};
 use superstep::sim::reference::evaluate_reference;
 
 struct Built {
@@ -42,9 +44,23 @@ impl Built {
 
     /// Counting (not failing on) kernel reads of never-written padding.
     fn simulate_lenient(&self, package: &Package) -> Result<PackageRun, PackageFault> {
+        self.simulate_options(
+            package,
+            SimulationOptions {
+                strict: false,
+                poisoned: false,
+            },
+        )
+    }
+
+    fn simulate_options(
+        &self,
+        package: &Package,
+        options: SimulationOptions,
+    ) -> Result<PackageRun, PackageFault> {
         let layouts = self.session.layouts().expect("layouts");
         let program = self.session.low_program().expect("program");
-        simulate_with(package, &program, &layouts, &self.weights, false)
+        simulate_with(package, &program, &layouts, &self.weights, options)
     }
 
     fn check_against_interpreter_and_reference(&self) -> f64 {
@@ -216,10 +232,8 @@ fn repeat_send_word(package: &mut Package) -> (usize, usize, u32) {
     panic!("no Repeat-body phase with a send");
 }
 
-/// The shipped builds (tiny 2 and 3 layers, SigLIP 2 layers) have no Repeat
-/// patch words (no send or receive in an iterated allocation), so a dropped
-/// patch cannot be built from them; a wrong patch list is shown instead: a
-/// stray patch moving a send by one layer stride from iteration 1 on.
+/// A wrong patch list: a stray patch moving a send by one layer stride
+/// from iteration 1 on.
 #[test]
 fn a_wrong_repeat_patch_list_is_detected() {
     let built = built("queries/vit-tiny.toml", &["workload.layers=3"]);
@@ -253,13 +267,47 @@ fn a_patch_outside_the_row_is_detected() {
     assert!(fault.message.contains("outside the row"), "{fault}");
 }
 
-/// No shipped build has Repeat patch words; when one does, dropping one
-/// must be detected at iteration 1.
+/// A tiny build whose Repeat body broadcasts per-layer weights, compiled
+/// with `planning.repeat_base=false` so that every moving send address is a
+/// real Repeat patch word (with the moving base register, base selection
+/// leaves none in the shipped builds).
+fn patched_build() -> Built {
+    built(
+        "queries/vit-tiny.toml",
+        &[
+            "workload.patches=256",
+            "workload.heads=2",
+            "workload.width=128",
+            "workload.mlp=256",
+            "machine.tiles=64",
+            "workload.layers=3",
+            "planning.repeat_base=false",
+        ],
+    )
+}
+
 #[test]
-fn dropped_repeat_patches_are_detected_when_a_build_has_them() {
-    let built = built("queries/vit-tiny.toml", &["workload.layers=3"]);
+fn a_build_with_real_repeat_patches_matches_the_interpreter() {
+    let built = patched_build();
+    let words: usize = built
+        .package
+        .phases
+        .iter()
+        .flat_map(|phase| &phase.repeat_patches)
+        .map(|patches| patches.words.len())
+        .sum();
+    assert!(words > 0, "the build has no Repeat patch words");
+    built.check(false);
+}
+
+/// Dropping one Repeat patch word the compiler produced leaves that send
+/// on iteration 0's instance from iteration 1 on: the receive lands bytes
+/// from the wrong source address, named with tile, step, iteration and phase.
+#[test]
+fn a_dropped_repeat_patch_is_detected() {
+    let built = patched_build();
     let mut package = built.package.clone();
-    let found = package
+    let (phase, position) = package
         .phases
         .iter()
         .enumerate()
@@ -268,16 +316,111 @@ fn dropped_repeat_patches_are_detected_when_a_build_has_them() {
                 .repeat_patches
                 .iter()
                 .position(|patches| !patches.words.is_empty())
-                .map(|tile| (index, tile))
-        });
-    let Some((phase, tile)) = found else {
-        println!("no Repeat patch words in this build: nothing to drop");
-        return;
-    };
-    package.phases[phase].repeat_patches[tile].words.remove(0);
-    let fault = built.simulate(&package).expect_err("dropped patch");
+                .map(|position| (index, position))
+        })
+        .expect("a phase with Repeat patch words");
+    let dropped = package.phases[phase].repeat_patches[position]
+        .words
+        .remove(0);
+    let tile = package.phases[phase].repeat_patches[position].tile;
+    println!(
+        "dropped {dropped:?} of tile {tile} in `{}`",
+        package.phases[phase].key
+    );
+    let fault = built.simulate_lenient(&package).expect_err("dropped patch");
     assert_names_tile_step_phase(&fault, "dropped patch");
+    assert_eq!(fault.phase, package.phases[phase].key);
     assert_eq!(fault.iteration, 1);
+    assert!(
+        fault.message.contains("from tile"),
+        "the wrong source is named: {fault}"
+    );
+}
+
+fn each_step(
+    steps: &[superstep::expand::program::Step],
+    visit: &mut impl FnMut(&superstep::expand::program::Step),
+) {
+    for step in steps {
+        visit(step);
+        if let superstep::expand::program::Step::Repeat { body, .. } = step {
+            each_step(body, visit);
+        }
+    }
+}
+
+/// Placing an allocation over another one that is still live (what a
+/// liveness bug in placement does) is caught by the simulator's ownership
+/// map, independently of the placer's liveness analysis: the victim's next
+/// read names the allocation that overwrote it and where.
+#[test]
+fn an_allocation_placed_over_a_live_one_is_detected() {
+    use superstep::expand::program::Step;
+    use superstep::sim::kernels::kernel_writes;
+    let built = built("queries/vit-tiny.toml", &[]);
+    let mut exchanged = std::collections::BTreeSet::new();
+    let mut kernel_outputs = std::collections::BTreeSet::new();
+    each_step(&built.package.steps, &mut |step| match step {
+        Step::Exchange { transfers, .. } => {
+            exchanged.extend(transfers.source_location.iter().map(|l| l.allocation.0));
+            exchanged.extend(
+                transfers
+                    .destinations
+                    .iter()
+                    .map(|d| d.location.allocation.0),
+            );
+        }
+        Step::Kernels { runs, .. } => {
+            for run in runs {
+                kernel_outputs.extend(kernel_writes(&run.kernel).iter().map(|id| id.0));
+            }
+        }
+        _ => {}
+    });
+    let allocations = &built.package.allocations;
+    for &moved in kernel_outputs.difference(&exchanged) {
+        let placed = &allocations[moved as usize];
+        if placed.iterations > 1 {
+            continue;
+        }
+        for (victim, other) in allocations.iter().enumerate() {
+            let victim = victim as u32;
+            if victim == moved
+                || other.tile != placed.tile
+                || other.iterations > 1
+                || other.bytes < placed.bytes
+                || exchanged.contains(&victim)
+            {
+                continue;
+            }
+            let mut package = built.package.clone();
+            let delta = other.address.wrapping_sub(placed.address);
+            package.allocations[moved as usize].address = other.address;
+            for step in &mut package.steps {
+                step_locations_mut(step, &mut |location| {
+                    if location.allocation.0 == moved {
+                        location.offset = location.offset.wrapping_add(delta);
+                    }
+                });
+            }
+            let Err(fault) = built.simulate(&package) else {
+                continue;
+            };
+            if !fault.message.contains("overwrote") {
+                continue;
+            }
+            assert_names_tile_step_phase(&fault, "allocation placed over a live one");
+            assert_eq!(fault.tile, Some(placed.tile));
+            // The moved allocation is the reader or the writer.
+            assert!(
+                fault.message.contains(&format!("allocation {moved} ")),
+                "{fault}"
+            );
+            println!("moved allocation {moved} onto allocation {victim}");
+            return;
+        }
+    }
+    panic!("no relocation onto a live allocation was caught");
 }
 
 #[test]
@@ -331,4 +474,103 @@ fn tiny_variants_match_the_interpreter_bit_for_bit() {
         // counted, not fatal, here; the output must still be bit-exact.
         built("queries/vit-tiny.toml", sets).check(false);
     }
+}
+
+/// PE-Core-L14's failure, small: a matrix-product weight that reaches its
+/// tiles by the per-iteration broadcast (stored split over its replicas)
+/// has reduction padding the broadcast never writes, and the kernel reads
+/// whole blocks. Without zero fills for it, stale bytes there (here and in
+/// PE-Core, FP8 NaN codes left by earlier allocations) times the zero
+/// padding of `a` made NaN partial sums: this build's output was all NaN
+/// (PE-Core's became finite but wrong, cosine 0.165, where the softmax
+/// turns NaN rows into zeros). With the fills the output matches the
+/// interpreter bit for bit, also with memory starting as NaN and with
+/// every byte an operand never wrote read as NaN.
+#[test]
+fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
+    let built = built(
+        "queries/vit-tiny.toml",
+        &[
+            "workload.patches=256",
+            "workload.heads=2",
+            "workload.width=160",
+            "workload.mlp=320",
+            "machine.tiles=128",
+        ],
+    );
+    built.check(false);
+    let layouts = built.session.layouts().expect("layouts");
+    let program = built.session.low_program().expect("program");
+    let run = built
+        .simulate_options(
+            &built.package,
+            SimulationOptions {
+                strict: false,
+                poisoned: true,
+            },
+        )
+        .expect("package simulation");
+    let interpreted = interpret(&program, &layouts, &built.weights).expect("interpret");
+    let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    println!("{:?}", run.counts);
+    assert_eq!(
+        run.counts.foreign_kernel_reads, 0,
+        "{:?}",
+        run.first_foreign_read
+    );
+    assert!(run.output.iter().all(|value| value.is_finite()));
+    assert_eq!(bits(&run.output), bits(&interpreted.output));
+}
+
+/// The sharing patch of the second phase running from a stored row, at a
+/// word where its finalized address differs from the first's (sharing
+/// patches between rows whose allocations were placed at the same address
+/// rewrite equal words).
+fn a_needed_sharing_patch(package: &Package) -> Option<usize> {
+    let phases = &package.phases;
+    package.sharing_patches.iter().position(|patch| {
+        let (tile, phase) = (patch.tile as usize, patch.phase as usize);
+        let stored = phases[phase].stored_rows[tile];
+        let mut users =
+            (0..phases.len()).filter(|&other| phases[other].stored_rows[tile] == stored);
+        let (Some(first), Some(second)) = (users.next(), users.next()) else {
+            return false;
+        };
+        let word = patch.word as usize;
+        second == phase && phases[first].rows[tile][word] != phases[phase].rows[tile][word]
+    })
+}
+
+/// Rows that differ only in address words share storage; the sharing
+/// patches rewrite those words before the phase runs. Dropping a needed one
+/// leaves the stored row at the first phase's address when the second
+/// runs: named with tile, step and phase.
+#[test]
+fn a_dropped_sharing_patch_is_detected() {
+    let candidates: [&[&str]; 3] = [
+        &["workload.layers=3"],
+        &["workload.batch=2"],
+        &["workload.layers=3", "workload.fuse_qkv=false"],
+    ];
+    for sets in candidates {
+        let built = built("queries/vit-tiny.toml", sets);
+        let Some(position) = a_needed_sharing_patch(&built.package) else {
+            println!("{sets:?}: every sharing patch rewrites an equal word");
+            continue;
+        };
+        built
+            .simulate_lenient(&built.package)
+            .expect("intact package");
+        let mut package = built.package.clone();
+        let dropped = package.sharing_patches.remove(position);
+        let fault = built
+            .simulate_lenient(&package)
+            .expect_err("dropped sharing patch");
+        assert_names_tile_step_phase(&fault, "dropped sharing patch");
+        assert_eq!(fault.tile, Some(dropped.tile));
+        assert_eq!(fault.phase, package.phases[dropped.phase as usize].key);
+        assert!(fault.message.contains("sharing patch"), "{fault}");
+        return;
+    }
+    panic!("no build with a needed sharing patch");
 }

@@ -126,6 +126,11 @@ pub enum Command {
     Simulate {
         #[command(flatten)]
         query: QueryArguments,
+        /// Start tile memory as NaN and read bytes an operand never wrote
+        /// (but another allocation did) as NaN: results that depend on
+        /// undefined bytes show as non-finite or as differences.
+        #[arg(long)]
+        poisoned: bool,
     },
     /// Build, then write every exchange phase of the build as a schema-4
     /// exchange snapshot (the seed system's capture format): absolute

@@ -9,10 +9,10 @@ use super::common::{CommandError, finish_cache, load, open_session};
 use crate::package::assemble_package;
 use crate::pipeline::load_weights;
 use crate::sim::compare::compare;
-use crate::sim::package::simulate_with;
+use crate::sim::package::{SimulationOptions, simulate_with};
 use crate::sim::reference::evaluate_reference;
 
-pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
+pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let mut session = open_session(arguments, &query)?;
     let started = Instant::now();
@@ -31,7 +31,11 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let weights_time = started.elapsed();
     let started = Instant::now();
-    let run = simulate_with(&package, &program, &layouts, &weights, false)
+    let options = SimulationOptions {
+        strict: false,
+        poisoned,
+    };
+    let run = simulate_with(&package, &program, &layouts, &weights, options)
         .map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
     let simulate_time = started.elapsed();
     let started = Instant::now();
@@ -57,7 +61,8 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let counts = run.counts;
     println!(
         "  executed {} kernel runs, {} copy rows, {} fills; {} exchange phases from decoded rows: \
-         {} receives ({} words), {} exchange events, {} patched row words",
+         {} receives ({} words), {} exchange events, {} Repeat-patched and {} sharing-patched \
+         row words",
         counts.kernel_runs,
         counts.copy_rows,
         counts.fills,
@@ -65,11 +70,19 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         counts.deliveries,
         counts.words_received,
         counts.exchange_events,
-        counts.patched_words
+        counts.patched_words,
+        counts.sharing_patched_words
     );
     println!(
         "  kernel operand reads touching never-written bytes (block padding): {}",
         counts.unwritten_kernel_reads
+    );
+    println!(
+        "  kernel operand reads touching bytes another allocation wrote (padding): {}{}",
+        counts.foreign_kernel_reads,
+        run.first_foreign_read
+            .as_ref()
+            .map_or(String::new(), |first| format!("; first: {first}"))
     );
     if let Some(back) = &outcome.back {
         println!(

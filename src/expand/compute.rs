@@ -12,7 +12,7 @@ use super::program::{
     Operand, Real, Reason, Step, TransferList, ZeroFill,
 };
 use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
-use crate::layout::format::{MemoryClass, TensorFormat};
+use crate::layout::format::{ElementOrder, MemoryClass, TensorFormat};
 use crate::model::graph::{GeluKind, OpKind, Precision};
 use crate::numerics::dot::Accumulation;
 
@@ -35,6 +35,50 @@ pub fn element_type(precision: Precision) -> ElementType {
         Precision::F32 => ElementType::F32,
         Precision::F16 => ElementType::F16,
         Precision::F8 => ElementType::F8,
+    }
+}
+
+/// Zero fills for the padding of a column-major weight block: the kernel
+/// reads whole `reduction x cols` blocks, and a weight that arrives by
+/// exchange (a broadcast moves only its valid elements) would otherwise
+/// hold whatever the placement last stored there; one FP8 NaN code times
+/// the zero padding of `a` makes a NaN partial sum.
+fn weight_padding_fills(
+    fills: &mut Vec<ZeroFill>,
+    tile: u32,
+    weight: &TensorFormat,
+    block: u32,
+    operand: Operand,
+) {
+    let valid = weight.valid_extent(block);
+    let line = weight.line_bytes();
+    let valid_bytes = valid[1] * weight.element_bytes();
+    if weight.order != ElementOrder::ColumnMajor {
+        return;
+    }
+    if valid_bytes < line {
+        fills.push(ZeroFill {
+            tile,
+            destination: Location {
+                offset: operand.location.offset + valid_bytes,
+                ..operand.location
+            },
+            row_bytes: line - valid_bytes,
+            rows: valid[2],
+            stride: line,
+        });
+    }
+    if valid[2] < weight.block[2] {
+        fills.push(ZeroFill {
+            tile,
+            destination: Location {
+                offset: operand.location.offset + valid[2] * line,
+                ..operand.location
+            },
+            row_bytes: line * (weight.block[2] - valid[2]),
+            rows: 1,
+            stride: line * (weight.block[2] - valid[2]),
+        });
     }
 }
 
@@ -86,7 +130,9 @@ pub fn expand_matmul(
                         stride: line * (a.block[1] - valid[1]),
                     });
                 }
-                let weight_operand = operand(builder, 1, weight, weight.block_index(0, k, j), i);
+                let weight_block = weight.block_index(0, k, j);
+                let weight_operand = operand(builder, 1, weight, weight_block, i);
+                weight_padding_fills(&mut fills, tile, weight, weight_block, weight_operand);
                 let kernel_output = if pk == 1 {
                     let output_block = output.block_index(0, i, j);
                     let extent = output.valid_extent(output_block);

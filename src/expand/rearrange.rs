@@ -230,12 +230,12 @@ pub fn expand_rearrange(
         // replica's tile, if any (looked up once, not once per run).
         let mut local_replicas: FastMap<(usize, u32), Vec<Option<u32>>> = FastMap::default();
         let mut emit = |accumulator: &mut MovementAccumulator,
-                    builder: &mut ExpansionBuilder,
-                    input: usize,
-                    source_block: u32,
-                    source_offset: u32,
-                    destination_offset: u32,
-                    bytes: u32|
+                        builder: &mut ExpansionBuilder,
+                        input: usize,
+                        source_block: u32,
+                        source_offset: u32,
+                        destination_offset: u32,
+                        bytes: u32|
          -> Result<(), ExpandError> {
             if !bytes.is_multiple_of(4)
                 || !source_offset.is_multiple_of(4)

@@ -27,8 +27,8 @@ use crate::queries::phases::{encoded_rows, phase_groups, phase_keys, phase_probl
 use crate::queries::stages::low_program;
 use crate::rows::SharingPatch;
 
-/// The first bytes of every package file (format version 1).
-pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG01";
+/// The first bytes of every package file (format version 2).
+pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG02";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacedAllocation {
@@ -48,6 +48,10 @@ pub struct PackagePhase {
     /// Finalized row words of every tile (empty for idle tiles).
     pub rows: Vec<Vec<u32>>,
     pub repeat_patches: Vec<TilePatches>,
+    /// Per tile: which stored row of the tile's exchange table this phase
+    /// runs from (`u32::MAX`: none). Phases sharing one stored row differ
+    /// only in the words their sharing patches rewrite.
+    pub stored_rows: Vec<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,7 +104,7 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
         });
     }
     let mut phases = Vec::with_capacity(groups.phases.len());
-    for (&key, record) in phase_keys(db, build).iter().zip(&groups.phases) {
+    for (index, (&key, record)) in phase_keys(db, build).iter().zip(&groups.phases).enumerate() {
         let phase_name = key.key(db).clone();
         let failure = |message: String| PackageError::Rows {
             phase: phase_name.clone(),
@@ -127,6 +131,7 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
             step_path: record.step_path.clone(),
             rows: finalized,
             repeat_patches: patches.tiles.clone(),
+            stored_rows: table.stored.get(index).cloned().unwrap_or_default(),
         });
     }
     Ok(Package {

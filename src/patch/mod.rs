@@ -10,7 +10,7 @@
 //!   addresses with `-stride`, other strides with their difference). The base
 //!   is taken only when it gives strictly fewer patched words, compared on
 //!   the row's actual encoded sender-address words (every `send` restart is
-//!   its own word). Receive-pointer words in iterated allocations are always
+//!   its own word), and only when the build allows it (`planning.repeat_base`). Receive-pointer words in iterated allocations are always
 //!   patched.
 //! - Sharing patches: rows that share storage with a row whose address words
 //!   differ (from the row table) have those words rewritten before use.
@@ -100,8 +100,13 @@ fn stride_words(problem: &ExchangeProblem, allocation: u32) -> u32 {
     }
 }
 
-/// Repeat patch lists for a phase that runs `problem.iterations` times.
-pub fn repeat_patches(problem: &ExchangeProblem, rows: &PhaseRows) -> PhasePatches {
+/// Repeat patch lists for a phase that runs `problem.iterations` times;
+/// with `base_selection` false every row keeps a zero base.
+pub fn repeat_patches(
+    problem: &ExchangeProblem,
+    rows: &PhaseRows,
+    base_selection: bool,
+) -> PhasePatches {
     let mut phase = PhasePatches::default();
     if problem.iterations <= 1 {
         return phase;
@@ -142,7 +147,7 @@ pub fn repeat_patches(problem: &ExchangeProblem, rows: &PhaseRows) -> PhasePatch
                 .count() as u32
         });
         let (base, mut words) = match (common, with_base) {
-            (Some(base), Some(patched)) if patched < zero_base_words => (
+            (Some(base), Some(patched)) if base_selection && patched < zero_base_words => (
                 BaseChoice::Moving { stride_words: base },
                 senders
                     .iter()

@@ -71,7 +71,19 @@ pub fn phase_patches<'db>(
 ) -> Result<Arc<PhasePatches>, PhaseError> {
     let (problem, policy) = phase_work(db, phase)?;
     let rows = encoded_rows(db, problem, policy).clone()?;
-    Ok(Arc::new(repeat_patches(problem.problem(db), &rows)))
+    let base_selection = repeat_base(db, phase.build(db));
+    Ok(Arc::new(repeat_patches(
+        problem.problem(db),
+        &rows,
+        base_selection,
+    )))
+}
+
+/// Firewall: whether Repeat patches may use a moving base register
+/// (`planning.repeat_base`), out of the planning flags.
+#[salsa::tracked(returns(copy))]
+pub fn repeat_base(db: &dyn Db, build: BuildInputs) -> bool {
+    build.planning(db).repeat_base
 }
 
 /// Firewall between rows and placement: what each tile reserves.

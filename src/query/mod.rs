@@ -160,6 +160,11 @@ pub struct MachineSettings {
 pub struct PlanningFlags {
     pub accumulation: AccumulationChoice,
     pub copy_motion: bool,
+    /// Repeat patches may encode a tile's sender addresses against an
+    /// outgoing base register that moves by the most common stride
+    /// (fewer patch words); `false` keeps absolute addresses and patches
+    /// every moving word.
+    pub repeat_base: bool,
     pub reserved_bytes_per_tile: u32,
     pub max_partition_candidates: u32,
 }

@@ -2,10 +2,14 @@
 //! phases it takes part in. Identical rows of a tile (same words, same
 //! relocation slots resolving to the same global allocations and offsets)
 //! are stored once; rows that differ only in address words share storage
-//! through sharing patches (the differing slot words are patched before
-//! use). Owns the accounting of that storage; it must not place the table or
+//! through sharing patches. Phases run from a shared row in any order (and
+//! again in every Repeat iteration), so every phase running from a stored
+//! row whose sharers differ rewrites every word that varies among them
+//! before it runs, the first phase included: the storage then holds the
+//! running phase's row whatever ran from it before. Owns the accounting of that storage; it must not place the table or
 //! emit the patch code.
 
+use std::collections::BTreeSet;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
@@ -16,7 +20,7 @@ use crate::expand::program::AllocationId;
 use crate::hashing::FastMap;
 
 /// A row word that must be patched before `phase` runs on `tile` because it
-/// shares storage with an earlier row whose address there differs.
+/// shares storage with another phase's row whose address there differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SharingPatch {
     pub tile: u32,
@@ -89,6 +93,10 @@ impl RowTable {
                 };
                 // hash -> (stored index, phase of its first row)
                 let mut seen: FastMap<u64, Vec<(u32, usize)>> = FastMap::default();
+                // Per stored row: the phases running from it, and the words
+                // whose addresses differ among them.
+                let mut users: Vec<Vec<usize>> = Vec::new();
+                let mut varying: Vec<BTreeSet<u32>> = Vec::new();
                 let mut next = 0u32;
                 for (phase_index, &(phase, _)) in phases.iter().enumerate() {
                     let Some(row) = phase.rows.get(tile) else {
@@ -105,16 +113,13 @@ impl RowTable {
                     match found {
                         Some((index, first)) => {
                             table.stored[phase_index] = index;
+                            users[index as usize].push(phase_index);
                             let original = &phases[first].0.rows[tile];
                             let mut patched = false;
                             for (slot, first_slot) in row.slots.iter().zip(&original.slots) {
                                 if address(phase_index, slot) != address(first, first_slot) {
                                     patched = true;
-                                    table.sharing_patches.push(SharingPatch {
-                                        tile: tile as u32,
-                                        phase: phase_index as u32,
-                                        word: slot.word,
-                                    });
+                                    varying[index as usize].insert(slot.word);
                                 }
                             }
                             if !patched {
@@ -125,8 +130,21 @@ impl RowTable {
                             table.bytes += row.bytes();
                             table.stored[phase_index] = next;
                             candidates.push((next, phase_index));
+                            users.push(vec![phase_index]);
+                            varying.push(BTreeSet::new());
                             next += 1;
                         }
+                    }
+                }
+                for (phases, words) in users.iter().zip(&varying) {
+                    for &phase in phases {
+                        table
+                            .sharing_patches
+                            .extend(words.iter().map(|&word| SharingPatch {
+                                tile: tile as u32,
+                                phase: phase as u32,
+                                word,
+                            }));
                     }
                 }
                 table

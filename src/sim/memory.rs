@@ -3,6 +3,8 @@
 //! Repeat bindings resolved on access, and split read/write views so kernels
 //! on different tiles can run in parallel.
 
+use std::borrow::Cow;
+
 use crate::expand::program::{Allocation, AllocationId, Location};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -27,6 +29,10 @@ pub enum SimError {
     MissingValue(String),
     #[error("reading weights: {0}")]
     Weights(String),
+    /// A read of bytes another allocation overwrote while the reader's
+    /// value was live (found by the package simulator's ownership check).
+    #[error("{0}")]
+    Clobbered(String),
 }
 
 /// Byte offset of `location` in its allocation's buffer during `iteration`.
@@ -58,9 +64,9 @@ impl Memory {
 }
 
 /// Byte reads of kernel operands (allocation-relative here; absolute tile
-/// addresses in the package simulator).
+/// addresses in the package simulator, which may hand out a poisoned copy).
 pub trait KernelRead {
-    fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError>;
+    fn bytes(&self, location: Location, length: usize) -> Result<Cow<'_, [u8]>, SimError>;
 }
 
 /// Byte writes of kernel results.
@@ -69,8 +75,8 @@ pub trait KernelWrite {
 }
 
 impl KernelRead for Reader<'_> {
-    fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError> {
-        Reader::bytes(self, location, length)
+    fn bytes(&self, location: Location, length: usize) -> Result<Cow<'_, [u8]>, SimError> {
+        Reader::bytes(self, location, length).map(Cow::Borrowed)
     }
 }
 

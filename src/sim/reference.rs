@@ -53,18 +53,7 @@ impl Evaluator<'_> {
                     output_shape.cols as usize,
                 );
                 let mut out = vec![0.0f32; m * n];
-                matmul_block(
-                    &inputs[0],
-                    k,
-                    &inputs[1],
-                    n,
-                    m,
-                    k,
-                    n,
-                    Accumulation::F32,
-                    &mut out,
-                    n,
-                )?;
+                parallel_matmul(&inputs[0], &inputs[1], k, n, &mut out)?;
                 if *bias {
                     for row in out.chunks_exact_mut(n) {
                         row.iter_mut()
@@ -214,6 +203,42 @@ impl Evaluator<'_> {
         self.values[op.output.0 as usize] = Some(result);
         Ok(())
     }
+}
+
+/// Rows of the reference's FP32 products computed per bands of rows in
+/// parallel; every element accumulates over `k` in the same order as one
+/// call would, so the result is identical on any thread count.
+fn parallel_matmul(
+    a: &[f32],
+    b: &[f32],
+    k: usize,
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), crate::numerics::NumericsError> {
+    use rayon::prelude::*;
+    const BAND_ROWS: usize = 16;
+    if n == 0 || k == 0 {
+        let m = out.len() / n.max(1);
+        return matmul_block(a, k, b, n, m, k, n, Accumulation::F32, out, n);
+    }
+    out.par_chunks_mut(BAND_ROWS * n)
+        .enumerate()
+        .try_for_each(|(band, rows)| {
+            let count = rows.len() / n;
+            let first = band * BAND_ROWS;
+            matmul_block(
+                &a[first * k..(first + count) * k],
+                k,
+                b,
+                n,
+                count,
+                k,
+                n,
+                Accumulation::F32,
+                rows,
+                n,
+            )
+        })
 }
 
 /// Evaluates the graph's output in FP32.

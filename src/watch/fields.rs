@@ -108,6 +108,11 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
     );
     add(
         "planning",
+        "planning.repeat_base",
+        planning.repeat_base.to_string(),
+    );
+    add(
+        "planning",
         "planning.reserved_bytes_per_tile",
         planning.reserved_bytes_per_tile.to_string(),
     );

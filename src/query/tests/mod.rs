@@ -206,6 +206,7 @@ fn defaults_apply() {
         PlanningFlags {
             accumulation: AccumulationChoice::Auto,
             copy_motion: true,
+            repeat_base: true,
             reserved_bytes_per_tile: 65536,
             max_partition_candidates: 64,
         }
@@ -300,6 +301,8 @@ fn wrong_type_points_at_the_value() {
     );
     let text = edit(SIGLIP, "copy_motion = true", "copy_motion = 1");
     expect_file_error(&text, "planning.copy_motion", "1");
+    let text = edit(SIGLIP, "repeat_base = true", "repeat_base = \"no\"");
+    expect_file_error(&text, "planning.repeat_base", "\"no\"");
 }
 
 #[test]

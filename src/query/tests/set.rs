@@ -16,6 +16,7 @@ fn set_overrides_fields() {
             "workload.weights.seeded=7",
             "workload.attention=\"flash\"",
             "planning.copy_motion=false",
+            "planning.repeat_base=false",
             "schedule.override.layer.attention.scores#3=B512",
         ],
     )
@@ -27,6 +28,7 @@ fn set_overrides_fields() {
     assert_eq!(query.workload.weights, WeightSource::Seeded { seed: 7 });
     assert_eq!(query.workload.attention, AttentionChoice::Flash);
     assert!(!query.planning.copy_motion);
+    assert!(!query.planning.repeat_base);
     assert_eq!(query.overrides.len(), 2);
     assert_eq!(query.overrides[1].phase, "layer.attention.scores#3");
     assert_eq!(

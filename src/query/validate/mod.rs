@@ -42,6 +42,7 @@ pub const DEFAULT_FUSE_QKV: bool = true;
 pub const DEFAULT_FP8_SCALE: i32 = -4;
 pub const DEFAULT_SEED: u64 = 1;
 pub const DEFAULT_COPY_MOTION: bool = true;
+pub const DEFAULT_REPEAT_BASE: bool = true;
 pub const DEFAULT_RESERVED_BYTES_PER_TILE: u32 = 65536;
 pub const DEFAULT_MAX_PARTITION_CANDIDATES: u32 = 64;
 pub const DEFAULT_POLICY: SchedulePolicy = SchedulePolicy::Balanced { words: 1024 };
@@ -305,6 +306,10 @@ impl Resolver<'_> {
             .copy_motion
             .as_ref()
             .map_or(DEFAULT_COPY_MOTION, |field| *field.get_ref());
+        let repeat_base = section
+            .repeat_base
+            .as_ref()
+            .map_or(DEFAULT_REPEAT_BASE, |field| *field.get_ref());
         let reserved_bytes_per_tile = match &section.reserved_bytes_per_tile {
             Some(field) => self.unsigned(
                 "planning.reserved_bytes_per_tile",
@@ -334,6 +339,7 @@ impl Resolver<'_> {
         Ok(PlanningFlags {
             accumulation,
             copy_motion,
+            repeat_base,
             reserved_bytes_per_tile,
             max_partition_candidates,
         })

@@ -5,15 +5,21 @@
 //! `iterations > 1` is bound in Repeat iteration `i` at `address + i * bytes`.
 //! Every access must stay inside the instance of the allocation it names
 //! (as placed in the package) and on that allocation's tile; reads must hit
-//! written bytes. Written allocations are taken out of the image while a
-//! kernel runs (as the interpreter does), so reads never see a run's own
-//! writes.
+//! written bytes that no other allocation overwrote since the reader wrote
+//! them (`super::ownership`). Strict runs also fail on reads of bytes the
+//! reader never wrote: never-written memory, or bytes another allocation
+//! wrote (whose value depends on placement); other runs count both.
+//! Written allocations are taken out of the image while a kernel runs (as
+//! the interpreter does), so reads never see a run's own writes.
+
+use std::borrow::Cow;
 
 use crate::expand::program::{AllocationId, Location};
 use crate::package::{Package, PlacedAllocation};
 use crate::sim::memory::{KernelRead, KernelWrite, SimError};
 
 use super::image::TileImage;
+use super::ownership::{ForeignReads, Owners};
 
 /// Absolute address of `location` in `iteration`, checked against the
 /// placed instance of its allocation on `tile`.
@@ -61,10 +67,16 @@ pub struct TileReader<'a> {
     /// Fail on reads of never-written bytes; otherwise count them here.
     pub strict: bool,
     pub unwritten_reads: &'a std::sync::atomic::AtomicU64,
+    pub owners: Owners<'a>,
+    /// Reads of bytes another allocation wrote (non-strict runs).
+    pub foreign_reads: &'a ForeignReads,
+    /// Poisoned runs read those bytes as the poison pattern (what stale
+    /// memory may hold), so results that depend on them show.
+    pub poisoned: bool,
 }
 
 impl KernelRead for TileReader<'_> {
-    fn bytes(&self, location: Location, length: usize) -> Result<&[u8], SimError> {
+    fn bytes(&self, location: Location, length: usize) -> Result<Cow<'_, [u8]>, SimError> {
         let check = |message: String| SimError::Weights(format!("read {message}"));
         if self.taken.contains(&location.allocation) {
             return Err(SimError::Conflict {
@@ -76,11 +88,33 @@ impl KernelRead for TileReader<'_> {
             bind(self.package, self.tile, location, length, self.iteration).map_err(check)?;
         let start = TileImage::index(address, length)
             .ok_or_else(|| check(format!("at {address:#x} outside the tile's memory")))?;
+        self.owners
+            .check(&self.image.ownership, start, length, location.allocation.0)
+            .map_err(SimError::Clobbered)?;
+        if let Some(message) =
+            self.owners
+                .foreign(&self.image.ownership, start, length, location.allocation.0)
+        {
+            if self.strict {
+                return Err(SimError::Clobbered(message));
+            }
+            self.foreign_reads
+                .record(self.tile, self.owners.step, message);
+            if self.poisoned {
+                let mut bytes = self.image.bytes[start..start + length].to_vec();
+                self.image.ownership.poison_foreign(
+                    start,
+                    &mut bytes,
+                    self.owners.root(location.allocation.0),
+                );
+                return Ok(Cow::Owned(bytes));
+            }
+        }
         if let Some(unwritten) = self.image.first_unwritten(start, length) {
             if !self.strict {
                 self.unwritten_reads
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return Ok(&self.image.bytes[start..start + length]);
+                return Ok(Cow::Borrowed(&self.image.bytes[start..start + length]));
             }
             return Err(check(format!(
                 "of never-written memory at {:#x} (allocation {})",
@@ -88,7 +122,7 @@ impl KernelRead for TileReader<'_> {
                 location.allocation.0
             )));
         }
-        Ok(&self.image.bytes[start..start + length])
+        Ok(Cow::Borrowed(&self.image.bytes[start..start + length]))
     }
 }
 

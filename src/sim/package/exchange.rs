@@ -11,16 +11,17 @@
 //!   (the supervisor adds `step_words` before every iteration after the
 //!   first), the field being the one its instruction carries there.
 //!
-//! Sharing patches are not modelled as shared storage: each phase decodes
-//! its own finalized row, which is what its storage holds after the
-//! sharing patches ran.
+//! Rows come from the tile's stored rows after the sharing patches ran
+//! (`super::sharing`), which must equal the phase's finalized rows.
 //!
 //! Receives are matched to sends as `crate::sim::replay` does (one model),
 //! then checked against the transfer list of the phase's step: every
 //! received byte must land on a destination of that iteration and come from
 //! the source the list names, and every tile must receive exactly the bytes
 //! the list sends it. Data moves in event order: sources read at send start,
-//! destinations written at payload start.
+//! destinations written at payload start. Sources are checked against the
+//! ownership map (`super::ownership`) before the phase and the received
+//! bytes are claimed for their destination allocations after it.
 
 use rayon::prelude::*;
 
@@ -35,6 +36,7 @@ use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
 
 use super::access::bind;
 use super::image::{PlacedIntervals, TileImage};
+use super::ownership::Owners;
 
 /// A check that failed, before the step context is attached.
 #[derive(Debug)]
@@ -97,10 +99,11 @@ fn add_to_field(row: &mut [u32], word: usize, field: Field, delta: i64) -> Resul
 /// Tile `tile`'s row of `phase` as it runs in Repeat iteration `iteration`.
 pub fn patched_row(
     phase: &PackagePhase,
+    stored: &[u32],
     tile: u32,
     iteration: u32,
 ) -> Result<(Vec<u32>, u64), TileFault> {
-    let mut row = phase.rows[tile as usize].clone();
+    let mut row = stored.to_vec();
     let Some(patches) = phase
         .repeat_patches
         .iter()
@@ -162,8 +165,57 @@ pub struct PhaseRun {
     pub patched_words: u64,
 }
 
-/// Expected receives of one tile: `(start, end, source tile, source start)`.
-type Expected = Vec<(u64, u64, u32, u64)>;
+/// Expected receives of one tile: `(start, end, source tile, source
+/// start, destination allocation)`.
+type Expected = Vec<(u64, u64, u32, u64, u32)>;
+
+/// Every transfer source must still hold what its allocation wrote there.
+fn check_sources(
+    package: &Package,
+    transfers: &TransferList,
+    iteration: u32,
+    images: &[TileImage],
+    owners: Owners<'_>,
+) -> Result<(), TileFault> {
+    (0..transfers.words.len())
+        .into_par_iter()
+        .try_for_each(|index| {
+            let bytes = transfers.words[index] as usize * 4;
+            let tile = transfers.source_tile[index];
+            let location = transfers.source_location[index];
+            let address = bind(package, tile, location, bytes, iteration)
+                .map_err(|message| fault(tile, format!("transfer source {message}")))?;
+            let start = TileImage::index(address, bytes)
+                .ok_or_else(|| fault(tile, format!("send from {address:#x} outside memory")))?;
+            owners
+                .check(
+                    &images[tile as usize].ownership,
+                    start,
+                    bytes,
+                    location.allocation.0,
+                )
+                .map_err(|message| fault(tile, format!("send: {message}")))
+        })
+}
+
+/// The received bytes now belong to their destination allocations.
+fn claim_destinations(images: &mut [TileImage], expected: &[Expected], owners: Owners<'_>) {
+    images
+        .par_iter_mut()
+        .zip(expected.par_iter())
+        .for_each(|(image, list)| {
+            for &(start, end, _, _, allocation) in list {
+                if let Some(index) = TileImage::index(start, (end - start) as usize) {
+                    owners.claim(
+                        &mut image.ownership,
+                        index,
+                        (end - start) as usize,
+                        allocation,
+                    );
+                }
+            }
+        });
+}
 
 fn expected_receives(
     package: &Package,
@@ -193,7 +245,13 @@ fn expected_receives(
             .map_err(|message| {
                 fault(destination.tile, format!("transfer destination {message}"))
             })?;
-            expected[destination.tile as usize].push((start, start + bytes, source_tile, source));
+            expected[destination.tile as usize].push((
+                start,
+                start + bytes,
+                source_tile,
+                source,
+                destination.location.allocation.0,
+            ));
         }
     }
     for list in &mut expected {
@@ -248,15 +306,29 @@ fn check_delivery(
     Ok(())
 }
 
-/// Runs one execution of `phase` (its step's `transfers`) on the images.
+/// One execution of a phase: the phase, its step's transfer list, the
+/// Repeat iteration and every tile's row as its storage holds it.
+pub struct PhaseExecution<'a> {
+    pub phase: &'a PackagePhase,
+    pub transfers: &'a TransferList,
+    pub iteration: u32,
+    pub rows: &'a [Vec<u32>],
+}
+
+/// Runs one execution of a phase on the images.
 pub fn run_phase(
     package: &Package,
-    phase: &PackagePhase,
-    transfers: &TransferList,
-    iteration: u32,
+    execution: PhaseExecution<'_>,
     images: &mut [TileImage],
     placed: &PlacedIntervals,
+    owners: Owners<'_>,
 ) -> Result<PhaseRun, TileFault> {
+    let PhaseExecution {
+        phase,
+        transfers,
+        iteration,
+        rows,
+    } = execution;
     let tiles = package.tiles;
     if phase.rows.len() != tiles as usize {
         return Err(TileFault {
@@ -267,7 +339,7 @@ pub fn run_phase(
     let decoded: Vec<(Vec<RowEvent>, u64)> = (0..tiles)
         .into_par_iter()
         .map(|tile| {
-            let (row, patched) = patched_row(phase, tile, iteration)?;
+            let (row, patched) = patched_row(phase, &rows[tile as usize], tile, iteration)?;
             let events = decode_row(&row)
                 .map_err(|error| fault(tile, format!("row does not decode: {error}")))?;
             Ok((events, patched))
@@ -284,6 +356,7 @@ pub fn run_phase(
         message: format!("rows do not match: {error}"),
     })?;
     let expected = expected_receives(package, transfers, iteration)?;
+    check_sources(package, transfers, iteration, images, owners)?;
     deliveries
         .par_iter()
         .try_for_each(|delivery| check_delivery(delivery, &expected, placed))?;
@@ -309,7 +382,7 @@ pub fn run_phase(
         actions.push((delivery.write_event, 0, index));
     }
     actions.sort_unstable();
-    let mut buffers: Vec<(Vec<u8>, Vec<bool>)> = vec![Default::default(); deliveries.len()];
+    let mut buffers: Vec<(Vec<u8>, Option<Vec<bool>>)> = vec![Default::default(); deliveries.len()];
     for (_, kind, index) in actions {
         let delivery = &deliveries[index];
         let length = delivery.bytes as usize;
@@ -327,15 +400,16 @@ pub fn run_phase(
             // Sends move padding too: written-ness moves with the bytes.
             buffers[index] = (
                 image.bytes[start..start + length].to_vec(),
-                image.written_mask(start, length),
+                image.written_mask_if_partial(start, length),
             );
         } else {
             let start = TileImage::index(delivery.address, length)
                 .ok_or_else(|| fault(delivery.tile, "receive outside memory".into()))?;
             let (data, mask) = std::mem::take(&mut buffers[index]);
-            images[delivery.tile as usize].write_masked(start, &data, &mask);
+            images[delivery.tile as usize].write_with(start, &data, mask.as_deref());
         }
     }
+    claim_destinations(images, &expected, owners);
     run.deliveries = deliveries.len() as u64;
     run.words_received = received.iter().sum::<u64>() / 4;
     Ok(run)

@@ -1,23 +1,41 @@
 //! Tile memory images at the IPU21 addresses: one 624 KiB image per tile,
-//! a written-byte bitmap per tile (for reads of never-written memory), and
+//! a written-byte bitmap per tile (for reads of never-written memory), the
+//! owning allocation of every word (`super::ownership`), and
 //! the placed allocations of every tile as an interval set (for writes
 //! outside them).
 
 use crate::package::Package;
 use crate::target::memory::{SRAM_BYTES_PER_TILE, TILE_BASE_ADDRESS};
 
-/// One tile's memory: bytes at `TILE_BASE_ADDRESS..`, and which were written.
+use super::ownership::TileOwnership;
+
+/// Byte `index` of the poison pattern `80 ff` repeated: FP16 `0xff80` and
+/// FP32 `0xff80ff80` are NaN, and so is FP8 `0x80`.
+pub fn poison_byte(index: usize) -> u8 {
+    if index.is_multiple_of(2) { 0x80 } else { 0xff }
+}
+
+/// One tile's memory: bytes at `TILE_BASE_ADDRESS..`, which were written,
+/// and which allocation owns them.
 #[derive(Clone, Default)]
 pub struct TileImage {
     pub bytes: Vec<u8>,
     written: Vec<u64>,
+    pub ownership: TileOwnership,
 }
 
 impl TileImage {
-    pub fn new() -> TileImage {
+    /// Zeroed memory, or with `poisoned` the [`poison_byte`] pattern.
+    pub fn new(poisoned: bool) -> TileImage {
+        let bytes = if poisoned {
+            (0..SRAM_BYTES_PER_TILE as usize).map(poison_byte).collect()
+        } else {
+            vec![0; SRAM_BYTES_PER_TILE as usize]
+        };
         TileImage {
-            bytes: vec![0; SRAM_BYTES_PER_TILE as usize],
+            bytes,
             written: vec![0; (SRAM_BYTES_PER_TILE as usize).div_ceil(64)],
+            ownership: TileOwnership::new(SRAM_BYTES_PER_TILE as usize),
         }
     }
 
@@ -57,6 +75,21 @@ impl TileImage {
             bit += 1;
         }
         None
+    }
+
+    /// Which bytes of `start..start + length` were written: `None` when
+    /// all were (the common case, without a per-byte mask).
+    pub fn written_mask_if_partial(&self, start: usize, length: usize) -> Option<Vec<bool>> {
+        self.first_unwritten(start, length)
+            .map(|_| self.written_mask(start, length))
+    }
+
+    /// Writes `data` with the written-ness `mask` (`None`: all written).
+    pub fn write_with(&mut self, start: usize, data: &[u8], mask: Option<&[bool]>) {
+        match mask {
+            Some(mask) => self.write_masked(start, data, mask),
+            None => self.write(start, data),
+        }
     }
 
     /// Which bytes of `start..start + length` were written.

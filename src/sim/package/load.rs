@@ -17,6 +17,7 @@ use crate::sim::host::host_writes;
 use crate::sim::memory::SimError;
 
 use super::image::TileImage;
+use super::ownership::Owners;
 
 /// Calls `visit(allocation, byte offset in the block, logical index)` for
 /// every valid element of the blocks whose replica `slot` passes `take`.
@@ -67,6 +68,7 @@ fn store(
     values: &[f32],
     codes: &[u8],
     instance: u32,
+    owners: Owners<'_>,
 ) -> Result<(), SimError> {
     let size = element_bytes(format.precision);
     // The host writes whole block images: padding is defined (zero).
@@ -78,7 +80,15 @@ fn store(
                 "host write at {address:#x} outside the tile's memory"
             ))
         })?;
-        images[placed.tile as usize].mark_written(start, placed.bytes as usize);
+        let image = &mut images[placed.tile as usize];
+        image.bytes[start..start + placed.bytes as usize].fill(0);
+        image.mark_written(start, placed.bytes as usize);
+        owners.claim(
+            &mut image.ownership,
+            start,
+            placed.bytes as usize,
+            allocation.0,
+        );
     }
     let mut failure = None;
     for_each_element(
@@ -117,6 +127,7 @@ pub fn load_inputs(
     program: &LowProgram,
     layouts: &Layouts,
     weights: &Weights,
+    owners: Owners<'_>,
 ) -> Result<(), SimError> {
     for write in host_writes(program, layouts, weights)? {
         store(
@@ -127,6 +138,7 @@ pub fn load_inputs(
             write.values,
             write.codes,
             write.instance,
+            owners,
         )?;
     }
     Ok(())
@@ -138,6 +150,7 @@ pub fn read_output(
     package: &Package,
     program: &LowProgram,
     layouts: &Layouts,
+    owners: Owners<'_>,
 ) -> Result<Vec<f32>, SimError> {
     let output = layouts.value(layouts.output);
     let format = &output.format;
@@ -157,6 +170,9 @@ pub fn read_output(
                 failure.get_or_insert(format!("output at {address:#x} outside the tile's memory"));
                 return;
             };
+            if let Err(message) = owners.check(&image.ownership, start, size, allocation.0) {
+                failure.get_or_insert(format!("tile {}: output {message}", placed.tile));
+            }
             if image.first_unwritten(start, size).is_some() {
                 failure.get_or_insert(format!(
                     "tile {}: output read of never-written memory at {address:#x}",

@@ -9,13 +9,18 @@
 //! - Copies and fills move bytes at their absolute addresses.
 //! - A Repeat runs its body per iteration; an allocation with
 //!   `iterations > 1` is bound in iteration `i` at `address + i * bytes`.
-//! - Exchange phases run from the package phase's decoded, patched rows
+//! - Exchange phases run from the tiles' stored rows after the sharing
+//!   patches ([`sharing`]), decoded and Repeat-patched
 //!   ([`exchange`]), not from the transfer lists, which serve only as the
 //!   check of where receives land.
 //!
 //! Checks, each reported with tile, step path, Repeat iteration and phase
-//! key ([`PackageFault`]): reads of never-written memory (a written-byte
-//! bitmap per tile), accesses outside the named allocation's placed
+//! key ([`PackageFault`]): reads of bytes another allocation overwrote
+//! after the reader wrote them (the ownership map of [`ownership`], a
+//! check of placement independent of the placer's liveness analysis);
+//! reads of never-written memory (a written-byte bitmap per tile) and of
+//! bytes only another allocation wrote (strict runs; counted otherwise);
+//! accesses outside the named allocation's placed
 //! instance and receives outside the tile's placed allocations, receives
 //! landing where the transfer list does not send (or from the wrong
 //! source), and patches producing addresses outside the row or the tile's
@@ -25,6 +30,8 @@ pub mod access;
 pub mod exchange;
 pub mod image;
 pub mod load;
+pub mod ownership;
+pub mod sharing;
 
 use std::collections::HashMap;
 
@@ -38,8 +45,9 @@ use crate::package::Package;
 use crate::sim::kernels::{execute, kernel_writes};
 
 use access::{Taken, TileReader, TileWriter, bind};
-use exchange::{TileFault, run_phase};
+use exchange::{PhaseExecution, TileFault, run_phase};
 use image::{PlacedIntervals, TileImage};
+use ownership::{ForeignReads, Owners};
 
 /// A failed check or execution error, with where it happened.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -68,16 +76,24 @@ pub struct PackageCounts {
     /// Sum over phase executions of the longest row (events).
     pub exchange_events: u64,
     pub patched_words: u64,
+    /// Row words rewritten by sharing patches before phases ran.
+    pub sharing_patched_words: u64,
     pub copy_rows: u64,
     pub fills: u64,
     /// Kernel operand reads touching never-written bytes (non-strict runs).
     pub unwritten_kernel_reads: u64,
+    /// Kernel operand reads touching bytes the read allocation never wrote
+    /// but another did (non-strict runs): padding whose value depends on
+    /// placement.
+    pub foreign_kernel_reads: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackageRun {
     pub output: Vec<f32>,
     pub counts: PackageCounts,
+    /// Where the first foreign kernel read happened (non-strict runs).
+    pub first_foreign_read: Option<String>,
 }
 
 struct Simulator<'a> {
@@ -90,9 +106,20 @@ struct Simulator<'a> {
     last_phase: String,
     strict: bool,
     unwritten_reads: std::sync::atomic::AtomicU64,
+    foreign_reads: ForeignReads,
+    poisoned: bool,
+    shared_rows: sharing::SharedRows,
+    /// Alias root of every allocation (ownership is per root).
+    roots: Vec<u32>,
+    /// Every step run so far, described (index 0: the host load).
+    log: Vec<String>,
 }
 
 impl Simulator<'_> {
+    fn owners(&self) -> Owners<'_> {
+        Owners::current(&self.roots, &self.log)
+    }
+
     fn fail(&self, path: &[u32], iteration: u32, fault: TileFault) -> PackageFault {
         PackageFault {
             tile: fault.tile,
@@ -137,6 +164,9 @@ impl Simulator<'_> {
         let package = self.package;
         let table = &self.fp8_table;
         let (strict, unwritten_reads) = (self.strict, &self.unwritten_reads);
+        let foreign_reads = &self.foreign_reads;
+        let poisoned = self.poisoned;
+        let owners = Owners::current(&self.roots, &self.log);
         self.images
             .par_iter_mut()
             .zip(by_tile.par_iter())
@@ -180,6 +210,9 @@ impl Simulator<'_> {
                         taken: &ids,
                         strict,
                         unwritten_reads,
+                        owners,
+                        foreign_reads,
+                        poisoned,
                     };
                     let mut writer = TileWriter {
                         package,
@@ -194,6 +227,12 @@ impl Simulator<'_> {
                             .copy_from_slice(&taken.bytes);
                         for (offset, length) in taken.written {
                             image.mark_written(taken.start + offset, length);
+                            owners.claim(
+                                &mut image.ownership,
+                                taken.start + offset,
+                                length,
+                                taken.allocation.0,
+                            );
                         }
                     }
                 }
@@ -226,6 +265,21 @@ impl Simulator<'_> {
     }
 
     fn run_step(&mut self, step: &Step, path: &[u32], iteration: u32) -> Result<(), TileFault> {
+        let phase = match step {
+            Step::Exchange { .. } => self
+                .phase_of_path
+                .get(path)
+                .map_or("-", |&index| self.package.phases[index].key.as_str()),
+            _ => self.last_phase.as_str(),
+        };
+        let description = format!(
+            "step {} (iteration {iteration}), phase `{phase}`",
+            path.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+        self.log.push(description);
         match step {
             Step::Kernels { runs, .. } => self.kernels(runs, iteration)?,
             Step::Exchange { transfers, .. } => {
@@ -235,13 +289,21 @@ impl Simulator<'_> {
                 })?;
                 let phase = &self.package.phases[index];
                 self.last_phase = phase.key.clone();
-                let run = run_phase(
-                    self.package,
+                let (rows, sharing_words) = self.shared_rows.rows_for(phase, index)?;
+                self.counts.sharing_patched_words += sharing_words;
+                let owners = Owners::current(&self.roots, &self.log);
+                let execution = PhaseExecution {
                     phase,
                     transfers,
                     iteration,
+                    rows: &rows,
+                };
+                let run = run_phase(
+                    self.package,
+                    execution,
                     &mut self.images,
                     &self.placed,
+                    owners,
                 )?;
                 self.counts.phases_run += 1;
                 self.counts.deliveries += run.deliveries;
@@ -259,11 +321,19 @@ impl Simulator<'_> {
                         destination.offset += row * copy.destination_stride;
                         let from = self.image_range(copy.tile, source, length, iteration)?;
                         let to = self.image_range(copy.tile, destination, length, iteration)?;
+                        let owners = Owners::current(&self.roots, &self.log);
                         // Copies move padding too: written-ness moves with the bytes.
                         let image = &mut self.images[copy.tile as usize];
+                        owners
+                            .check(&image.ownership, from, length, source.allocation.0)
+                            .map_err(|message| TileFault {
+                                tile: Some(copy.tile),
+                                message: format!("copy: {message}"),
+                            })?;
                         let bytes = image.bytes[from..from + length].to_vec();
-                        let mask = image.written_mask(from, length);
-                        image.write_masked(to, &bytes, &mask);
+                        let mask = image.written_mask_if_partial(from, length);
+                        image.write_with(to, &bytes, mask.as_deref());
+                        owners.claim(&mut image.ownership, to, length, destination.allocation.0);
                     }
                     self.counts.copy_rows += u64::from(copy.rows);
                 }
@@ -276,7 +346,10 @@ impl Simulator<'_> {
                         let mut destination = fill.destination;
                         destination.offset += row * fill.stride;
                         let to = self.image_range(fill.tile, destination, length, iteration)?;
-                        self.images[fill.tile as usize].write(to, &zeros);
+                        let owners = Owners::current(&self.roots, &self.log);
+                        let image = &mut self.images[fill.tile as usize];
+                        image.write(to, &zeros);
+                        owners.claim(&mut image.ownership, to, length, destination.allocation.0);
                     }
                     self.counts.fills += 1;
                 }
@@ -287,28 +360,58 @@ impl Simulator<'_> {
     }
 }
 
+/// How strictly to simulate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimulationOptions {
+    /// Fail on kernel reads of bytes the read allocation never wrote
+    /// (never-written memory, or another allocation's bytes); otherwise
+    /// count them in [`PackageCounts`].
+    pub strict: bool,
+    /// Start every tile's memory filled with a NaN pattern instead of
+    /// zeros (NaN in every FP32 and FP16 word and in every other FP8 code),
+    /// and have kernels read bytes that only another allocation wrote as
+    /// that pattern too (stale memory may hold anything). Any result that
+    /// depends on bytes its operands never defined then differs from the
+    /// interpreter's (whose buffers start at zero).
+    pub poisoned: bool,
+}
+
+impl Default for SimulationOptions {
+    fn default() -> SimulationOptions {
+        SimulationOptions {
+            strict: true,
+            poisoned: false,
+        }
+    }
+}
+
 /// Simulates `package` (assembled from `program`, expanded from `layouts`)
 /// on `weights`; returns the output value (logical row-major). Strict:
-/// a kernel reading never-written bytes fails.
+/// a kernel reading bytes it never wrote fails.
 pub fn simulate(
     package: &Package,
     program: &LowProgram,
     layouts: &Layouts,
     weights: &Weights,
 ) -> Result<PackageRun, PackageFault> {
-    simulate_with(package, program, layouts, weights, true)
+    simulate_with(
+        package,
+        program,
+        layouts,
+        weights,
+        SimulationOptions::default(),
+    )
 }
 
-/// As [`simulate`]; with `strict` false, kernel reads of never-written
-/// bytes (block padding some kernels read whole) are counted in
-/// `PackageCounts::unwritten_kernel_reads` instead of failing.
+/// As [`simulate`], with `options`.
 pub fn simulate_with(
     package: &Package,
     program: &LowProgram,
     layouts: &Layouts,
     weights: &Weights,
-    strict: bool,
+    options: SimulationOptions,
 ) -> Result<PackageRun, PackageFault> {
+    let strict = options.strict;
     let setup = |message: String| PackageFault {
         tile: None,
         step: "-".into(),
@@ -316,8 +419,29 @@ pub fn simulate_with(
         phase: "-".into(),
         message,
     };
-    let mut images: Vec<TileImage> = (0..package.tiles).map(|_| TileImage::new()).collect();
-    load::load_inputs(&mut images, package, program, layouts, weights)
+    let roots: Vec<u32> = program
+        .allocations
+        .iter()
+        .enumerate()
+        .map(|(id, allocation)| {
+            if (allocation.alias_group as usize) < program.allocations.len() {
+                allocation.alias_group
+            } else {
+                id as u32
+            }
+        })
+        .collect();
+    let log = vec!["the host load".to_string()];
+    let mut images: Vec<TileImage> = (0..package.tiles)
+        .into_par_iter()
+        .map(|_| TileImage::new(options.poisoned))
+        .collect();
+    let owners = Owners {
+        roots: &roots,
+        log: &log,
+        step: 0,
+    };
+    load::load_inputs(&mut images, package, program, layouts, weights, owners)
         .map_err(|error| setup(format!("loading: {error}")))?;
     let mut simulator = Simulator {
         package,
@@ -334,11 +458,28 @@ pub fn simulate_with(
         last_phase: "-".into(),
         strict,
         unwritten_reads: std::sync::atomic::AtomicU64::new(0),
+        foreign_reads: ForeignReads::default(),
+        poisoned: options.poisoned,
+        shared_rows: sharing::SharedRows::new(package),
+        roots,
+        log,
     };
     simulator.run_steps(&package.steps, &mut Vec::new(), 0)?;
-    let output = load::read_output(&simulator.images, package, program, layouts)
-        .map_err(|error| setup(format!("output: {error}")))?;
+    let output = load::read_output(
+        &simulator.images,
+        package,
+        program,
+        layouts,
+        simulator.owners(),
+    )
+    .map_err(|error| setup(format!("output: {error}")))?;
     let mut counts = simulator.counts;
     counts.unwritten_kernel_reads = simulator.unwritten_reads.into_inner();
-    Ok(PackageRun { output, counts })
+    let (foreign, first_foreign_read) = simulator.foreign_reads.into_summary();
+    counts.foreign_kernel_reads = foreign;
+    Ok(PackageRun {
+        output,
+        counts,
+        first_foreign_read,
+    })
 }
