@@ -12,9 +12,10 @@
 //!
 //! The file is `PACKAGE_MAGIC`, then the bincode encoding of [`Package`].
 
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::driver::Session;
@@ -103,12 +104,14 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
             location.offset += placed.base[location.allocation.0 as usize];
         });
     }
-    let mut phases = Vec::with_capacity(groups.phases.len());
-    for (index, (&key, record)) in phase_keys(db, build).iter().zip(&groups.phases).enumerate() {
+    // The memoized inputs of every phase, gathered in order; finalizing
+    // (resolving every relocation slot) then runs in parallel.
+    let mut inputs = Vec::with_capacity(groups.phases.len());
+    for (&key, record) in phase_keys(db, build).iter().zip(&groups.phases) {
         let phase_name = key.key(db).clone();
-        let failure = |message: String| PackageError::Rows {
+        let failure = |error: String| PackageError::Rows {
             phase: phase_name.clone(),
-            message,
+            message: error,
         };
         let problem = phase_problem(db, key)
             .clone()
@@ -117,23 +120,35 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
         let rows = encoded_rows(db, content, policy)
             .clone()
             .map_err(|error| failure(error.to_string()))?;
-        let finalized = rows
-            .finalize(|allocation, offset| {
-                placed.base[problem.allocations[allocation as usize].0 as usize] + offset
-            })
-            .map_err(|error| failure(error.to_string()))?;
         let patches = phase_patches(db, key)
             .clone()
             .map_err(|error| failure(error.to_string()))?;
-        phases.push(PackagePhase {
-            key: phase_name.clone(),
-            executions: record.executions,
-            step_path: record.step_path.clone(),
-            rows: finalized,
-            repeat_patches: patches.tiles.clone(),
-            stored_rows: table.stored.get(index).cloned().unwrap_or_default(),
-        });
+        inputs.push((phase_name, record, problem.allocations, rows, patches));
     }
+    let phases = inputs
+        .into_par_iter()
+        .enumerate()
+        .map(
+            |(index, (phase_name, record, allocations, rows, patches))| {
+                let finalized = rows
+                    .finalize(|allocation, offset| {
+                        placed.base[allocations[allocation as usize].0 as usize] + offset
+                    })
+                    .map_err(|error| PackageError::Rows {
+                        phase: phase_name.clone(),
+                        message: error.to_string(),
+                    })?;
+                Ok(PackagePhase {
+                    key: phase_name,
+                    executions: record.executions,
+                    step_path: record.step_path.clone(),
+                    rows: finalized,
+                    repeat_patches: patches.tiles.clone(),
+                    stored_rows: table.stored.get(index).cloned().unwrap_or_default(),
+                })
+            },
+        )
+        .collect::<Result<Vec<_>, PackageError>>()?;
     Ok(Package {
         name: build.name(db).clone(),
         tiles: program.tiles,
@@ -168,14 +183,17 @@ impl Package {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
-        let mut writer = BufWriter::new(std::fs::File::create(path).map_err(io)?);
-        writer.write_all(PACKAGE_MAGIC).map_err(io)?;
-        bincode::serialize_into(&mut writer, self).map_err(|source| PackageError::Encoding {
+        // Encoded in memory first: one large write is much faster than
+        // bincode's many small ones through a buffered file.
+        let mut bytes =
+            Vec::with_capacity(bincode::serialized_size(self).unwrap_or(0) as usize + 8);
+        bytes.extend_from_slice(PACKAGE_MAGIC);
+        bincode::serialize_into(&mut bytes, self).map_err(|source| PackageError::Encoding {
             path: path.display().to_string(),
             source,
         })?;
-        writer.flush().map_err(io)?;
-        Ok(std::fs::metadata(path).map_err(io)?.len())
+        std::fs::write(path, &bytes).map_err(io)?;
+        Ok(bytes.len() as u64)
     }
 
     pub fn read(path: &Path) -> Result<Package, PackageError> {
