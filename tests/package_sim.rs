@@ -110,6 +110,10 @@ fn tiny_package_round_tripped_through_package_bin_simulates() {
     let built = built("queries/vit-tiny.toml", &[]);
     let path = std::env::temp_dir().join(format!("superstep-sim-{}.bin", std::process::id()));
     built.package.write(&path).expect("write");
+    // The parallel encoding is exactly bincode's encoding of the package.
+    let mut expected = superstep::package::PACKAGE_MAGIC.to_vec();
+    expected.extend(bincode::serialize(&built.package).expect("encode"));
+    assert_eq!(std::fs::read(&path).expect("package file"), expected);
     let read = Package::read(&path).expect("read");
     std::fs::remove_file(&path).ok();
     let a = built.simulate(&built.package).expect("simulate");

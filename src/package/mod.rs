@@ -183,17 +183,37 @@ impl Package {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
-        // Encoded in memory first: one large write is much faster than
-        // bincode's many small ones through a buffered file.
-        let mut bytes =
-            Vec::with_capacity(bincode::serialized_size(self).unwrap_or(0) as usize + 8);
-        bytes.extend_from_slice(PACKAGE_MAGIC);
-        bincode::serialize_into(&mut bytes, self).map_err(|source| PackageError::Encoding {
+        let bytes = self.encode().map_err(|source| PackageError::Encoding {
             path: path.display().to_string(),
             source,
         })?;
         std::fs::write(path, &bytes).map_err(io)?;
         Ok(bytes.len() as u64)
+    }
+
+    /// The file's bytes: the magic, then the package in bincode. The two
+    /// bulky fields (the steps and the phases' rows) are encoded in
+    /// parallel; bincode writes a struct as its fields in order, so the
+    /// concatenation is exactly `bincode::serialize(self)` (a test checks).
+    pub fn encode(&self) -> bincode::Result<Vec<u8>> {
+        let (steps, phases) = rayon::join(
+            || bincode::serialize(&self.steps),
+            || bincode::serialize(&self.phases),
+        );
+        let (steps, phases) = (steps?, phases?);
+        let mut bytes = Vec::with_capacity(steps.len() + phases.len() + (1 << 20));
+        bytes.extend_from_slice(PACKAGE_MAGIC);
+        bincode::serialize_into(&mut bytes, &self.name)?;
+        bincode::serialize_into(&mut bytes, &self.tiles)?;
+        bincode::serialize_into(&mut bytes, &self.fp8_scale)?;
+        bincode::serialize_into(&mut bytes, &self.names)?;
+        bincode::serialize_into(&mut bytes, &self.allocations)?;
+        bytes.extend_from_slice(&steps);
+        bytes.extend_from_slice(&phases);
+        bincode::serialize_into(&mut bytes, &self.sharing_patches)?;
+        bincode::serialize_into(&mut bytes, &self.exchange_table_base)?;
+        bincode::serialize_into(&mut bytes, &self.patch_lists_base)?;
+        Ok(bytes)
     }
 
     pub fn read(path: &Path) -> Result<Package, PackageError> {
