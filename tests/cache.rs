@@ -7,24 +7,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 
-use common::{counts, query};
+use common::{counts, query, scratch, superstep};
 use superstep::cache::{EntryKind, PersistentCache};
 use superstep::driver::{BuildOutcome, Session};
 use superstep::package::{Package, assemble_package};
 use superstep::query::BuildQuery;
 
 const TINY: &str = "queries/vit-tiny.toml";
-
-fn scratch(name: &str) -> PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("superstep-cache-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).expect("scratch directory");
-    directory
-}
 
 fn open(directory: &Path) -> Arc<PersistentCache> {
     Arc::new(PersistentCache::open(directory, 1 << 30).expect("cache"))
@@ -66,7 +57,7 @@ fn entries(directory: &Path, kind: EntryKind) -> Vec<PathBuf> {
 
 #[test]
 fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
-    let directory = scratch("warm");
+    let directory = scratch("cache", "warm");
     let query = query(TINY, &[]);
     let (uncached, uncached_package) = build(&query, None);
 
@@ -101,7 +92,7 @@ fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
 /// warns naming `expected`, recomputes the same results and heals the
 /// cache (the next build has no rejection).
 fn damaged_entries_are_misses(name: &str, damage: fn(&Path), expected: &str) {
-    let directory = scratch(name);
+    let directory = scratch("cache", name);
     let query = query(TINY, &[]);
     let (reference, reference_package) = build(&query, None);
     build(&query, Some(open(&directory)));
@@ -172,7 +163,7 @@ fn a_foreign_file_is_a_miss_with_a_warning() {
 /// phase comes from the cache.
 #[test]
 fn an_override_with_a_warm_cache_schedules_only_that_phase() {
-    let directory = scratch("override");
+    let directory = scratch("cache", "override");
     build(&query(TINY, &[]), Some(open(&directory)));
     let cache = open(&directory);
     let edited = query(
@@ -192,7 +183,7 @@ fn an_override_with_a_warm_cache_schedules_only_that_phase() {
 
 #[test]
 fn eviction_keeps_the_cache_within_its_limit() {
-    let directory = scratch("eviction");
+    let directory = scratch("cache", "eviction");
     let query = query(TINY, &[]);
     build(&query, Some(open(&directory)));
     let total = open(&directory).size_on_disk();
@@ -210,17 +201,9 @@ fn eviction_keeps_the_cache_within_its_limit() {
     assert_eq!(figures(&reference), figures(&outcome));
 }
 
-fn superstep(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_superstep"))
-        .args(arguments)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("superstep runs")
-}
-
 #[test]
 fn the_command_line_uses_reports_and_can_skip_the_cache() {
-    let directory = scratch("cli");
+    let directory = scratch("cache", "cli");
     let outputs = format!("outputs.directory={}", directory.display());
     let cache = directory.join("chosen");
     let cache_argument = cache.display().to_string();

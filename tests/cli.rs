@@ -1,23 +1,11 @@
 //! The command line as a user meets it: exit codes, error messages that name
 //! the field, reports, traces, determinism.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn superstep(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_superstep"))
-        .args(arguments)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("superstep runs")
-}
+use std::process::Output;
 
-fn scratch(name: &str) -> PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("superstep-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&directory).expect("scratch directory");
-    directory
-}
+use common::{scratch, superstep};
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).to_string()
@@ -25,7 +13,7 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn build_prints_counts_and_writes_a_deterministic_report() {
-    let directory = scratch("report");
+    let directory = scratch("cli", "report");
     let set = format!("outputs.directory={}", directory.display());
     let first = superstep(&["build", "queries/vit-tiny.toml", "--set", &set]);
     assert!(first.status.success(), "{}", stderr(&first));
@@ -90,7 +78,7 @@ fn unknown_set_key_is_exit_2_naming_the_key() {
 
 #[test]
 fn bad_file_is_exit_2_with_a_span() {
-    let directory = scratch("bad-file");
+    let directory = scratch("cli", "bad-file");
     let path = directory.join("bad.toml");
     std::fs::write(
         &path,
@@ -129,7 +117,7 @@ fn a_model_that_cannot_fit_is_exit_2() {
 
 #[test]
 fn trace_writes_a_chrome_trace() {
-    let directory = scratch("trace");
+    let directory = scratch("cli", "trace");
     let trace = directory.join("trace.json");
     let output = superstep(&[
         "--trace",

@@ -1,8 +1,11 @@
 //! The tiny ViT on 16 tiles: the low-program interpreter reproduces the
 //! FP32 reference.
 
+mod common;
+
 use std::path::Path;
 
+use common::{TINY_VARIANTS, query};
 use superstep::pipeline::{compile, load_weights};
 use superstep::query::load_query;
 use superstep::sim::compare::compare;
@@ -10,8 +13,7 @@ use superstep::sim::interpreter::interpret;
 use superstep::sim::reference::evaluate_reference;
 
 fn agreement(sets: &[&str]) -> superstep::sim::compare::Agreement {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let query = load_query(Path::new("queries/vit-tiny.toml"), &sets).expect("query");
+    let query = query("queries/vit-tiny.toml", sets);
     let (graph, layouts, program) = compile(&query).expect("compile");
     let weights = load_weights(&query, &graph).expect("weights");
     let result = interpret(&program, &layouts, &weights).expect("interpret");
@@ -30,41 +32,7 @@ fn tiny_vit_matches_the_fp32_reference() {
 
 #[test]
 fn tiny_variants_match_the_fp32_reference() {
-    for sets in [
-        &["workload.attention=flash"][..],
-        &["planning.accumulation=f16"],
-        &["workload.batch=2"],
-        &["workload.fuse_qkv=false"],
-        &["machine.tiles=7"],
-        &[
-            "workload.gelu=erf",
-            "workload.pooling=map",
-            "workload.class_token=false",
-        ],
-        &[
-            "workload.rotary=true",
-            "workload.pooling=attention",
-            "workload.pooling_heads=2",
-            "workload.projection=32",
-            "workload.pre_norm=true",
-        ],
-        // Attention split over key blocks (partial statistics combined).
-        &[
-            "workload.patches=256",
-            "workload.heads=2",
-            "workload.width=128",
-            "workload.mlp=256",
-            "machine.tiles=64",
-        ],
-        &[
-            "workload.patches=256",
-            "workload.heads=2",
-            "workload.width=128",
-            "workload.mlp=256",
-            "machine.tiles=64",
-            "workload.attention=flash",
-        ],
-    ] {
+    for &sets in TINY_VARIANTS {
         let agreement = agreement(sets);
         assert_eq!(agreement.non_finite, 0, "{sets:?}");
         assert!(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::query;
+use common::{TINY_VARIANTS, query};
 use superstep::driver::Session;
 use superstep::expand::visit::step_locations_mut;
 use superstep::package::{Package, assemble_package};
@@ -447,32 +447,7 @@ fn pe_core_two_layers_package_matches_the_reference() {
 
 #[test]
 fn tiny_variants_match_the_interpreter_bit_for_bit() {
-    for sets in [
-        &["workload.attention=flash"][..],
-        &["planning.accumulation=f16"],
-        &["workload.batch=2"],
-        &["workload.fuse_qkv=false"],
-        &["machine.tiles=7"],
-        &[
-            "workload.gelu=erf",
-            "workload.pooling=map",
-            "workload.class_token=false",
-        ],
-        &[
-            "workload.rotary=true",
-            "workload.pooling=attention",
-            "workload.pooling_heads=2",
-            "workload.projection=32",
-            "workload.pre_norm=true",
-        ],
-        &[
-            "workload.patches=256",
-            "workload.heads=2",
-            "workload.width=128",
-            "workload.mlp=256",
-            "machine.tiles=64",
-        ],
-    ] {
+    for &sets in TINY_VARIANTS {
         println!("{sets:?}");
         // Some variants' kernels read block padding that was never written:
         // counted, not fatal, here; the output must still be bit-exact.

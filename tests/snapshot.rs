@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use common::query;
+use common::{query, scratch};
 use superstep::driver::Session;
 use superstep::queries::phases::{phase_keys, phase_work, scheduled};
 use superstep::schedule::{dependencies, schedule, validate};
@@ -143,16 +142,9 @@ fn without_symbolic_provenance_the_dependencies_are_the_builds() {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("superstep-snapshot-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&directory).expect("scratch directory");
-    directory
-}
-
 #[test]
 fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
-    let directory = scratch("cli");
+    let directory = scratch("snapshot", "cli");
     let file = directory.join("tiny.json");
     let run = |arguments: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_superstep"))

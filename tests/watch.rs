@@ -11,6 +11,9 @@ use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::scratch;
 use superstep::watch::{Refresh, WatchEvent, WatchOptions, Watcher};
 
 /// Deadline for one expected piece of output on a loaded machine.
@@ -23,14 +26,6 @@ const DOES_NOT_FIT: &str = "reserved_bytes_per_tile = 630000";
 
 /// The last line of a build report's metrics.
 const LAST_METRIC: &str = "peak SRAM/tile";
-
-fn scratch(name: &str) -> PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("superstep-watch-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).expect("scratch directory");
-    directory
-}
 
 fn tiny_copy(directory: &Path) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries/vit-tiny.toml");
@@ -149,7 +144,7 @@ fn reran(block: &str) -> String {
 
 #[test]
 fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
-    let directory = scratch("edits");
+    let directory = scratch("watch", "edits");
     let file = tiny_copy(&directory);
     let mut watch = Watch::start(&file, 4);
     let first = watch.wait_for_build("== build 1: vit-tiny (cold");
@@ -206,7 +201,7 @@ fn watch_rebuilds_on_writes_and_renames_and_survives_an_invalid_edit() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_stops_cleanly() {
-    let directory = scratch("interrupt");
+    let directory = scratch("watch", "interrupt");
     let file = tiny_copy(&directory);
     let mut watch = Watch::start(&file, 100);
     watch.wait_for_block("watching", "Ctrl-C");
@@ -254,7 +249,7 @@ impl SharedOutput {
 /// stage is reported and the next valid content rebuilds.
 #[test]
 fn core_ignores_unchanged_content_and_reports_stage_errors() {
-    let directory = scratch("core");
+    let directory = scratch("watch", "core");
     let file = tiny_copy(&directory);
     let original = std::fs::read_to_string(&file).expect("read");
     let (sender, events) = channel();
@@ -291,7 +286,7 @@ fn core_ignores_unchanged_content_and_reports_stage_errors() {
 /// with no changed input and no query re-run.
 #[test]
 fn refresh_compares_content_before_applying_it() {
-    let directory = scratch("unchanged");
+    let directory = scratch("watch", "unchanged");
     let file = tiny_copy(&directory);
     let mut watcher = Watcher::new(WatchOptions::new(&file));
     let mut out = Vec::new();

@@ -10,9 +10,13 @@ use super::{DEFAULT_QUERY, QueryArguments};
 use crate::cache::PersistentCache;
 use crate::driver::Session;
 use crate::layout::planner::LayoutError;
+use crate::model::graph::Graph;
+use crate::model::weights::Weights;
+use crate::pipeline::load_weights;
 use crate::queries::backend::BackendError;
 use crate::queries::stages::StageError;
 use crate::query::{BuildQuery, QueryError, load_query};
+use crate::sim::reference::evaluate_reference;
 
 /// A command's failure, with its exit code.
 #[derive(Debug)]
@@ -143,4 +147,16 @@ pub fn finish_cache(cache: Option<&PersistentCache>) -> Option<String> {
         eprintln!("warning: {warning}");
     }
     Some(report.to_string())
+}
+
+/// The build's weights (seeded, or read from its SafeTensors file); a file
+/// that cannot be used is an input error.
+pub fn load_build_weights(query: &BuildQuery, graph: &Graph) -> Result<Weights, CommandError> {
+    load_weights(query, graph).map_err(|error| CommandError::Input(format!("error: {error}")))
+}
+
+/// The FP32 reference output of the model on `weights`.
+pub fn reference_output(graph: &Graph, weights: &Weights) -> Result<Vec<f32>, CommandError> {
+    evaluate_reference(graph, weights)
+        .map_err(|error| CommandError::Internal(format!("reference: {error}")))
 }

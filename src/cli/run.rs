@@ -4,12 +4,10 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, load};
+use super::common::{CommandError, load, load_build_weights, reference_output};
 use crate::driver::Session;
-use crate::pipeline::load_weights;
 use crate::sim::compare::compare;
 use crate::sim::interpreter::interpret;
-use crate::sim::reference::evaluate_reference;
 
 pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let query = load(arguments)?;
@@ -22,16 +20,14 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
-    let weights = load_weights(&query, graph)
-        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let weights = load_build_weights(&query, graph)?;
     let weights_time = started.elapsed();
     let started = Instant::now();
     let interpretation = interpret(&program, &layouts, &weights)
         .map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
     let interpret_time = started.elapsed();
     let started = Instant::now();
-    let reference = evaluate_reference(graph, &weights)
-        .map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
+    let reference = reference_output(graph, &weights)?;
     let reference_time = started.elapsed();
     let agreement = compare(&interpretation.output, &reference);
     println!(
@@ -53,16 +49,6 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         "  executed {} kernel runs, {} transfers ({} words received), {} copy rows, {} fills",
         counts.kernel_runs, counts.transfers, counts.words_received, counts.copy_rows, counts.fills
     );
-    println!(
-        "  output {} elements: cosine {:.9}, max abs error {:.6}{}",
-        agreement.elements,
-        agreement.cosine,
-        agreement.max_abs_error,
-        if agreement.non_finite > 0 {
-            format!(", {} non-finite", agreement.non_finite)
-        } else {
-            String::new()
-        }
-    );
+    println!("  {agreement}");
     Ok(())
 }

@@ -5,12 +5,12 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, finish_cache, load, open_session};
+use super::common::{
+    CommandError, finish_cache, load, load_build_weights, open_session, reference_output,
+};
 use crate::package::assemble_package;
-use crate::pipeline::load_weights;
 use crate::sim::compare::compare;
 use crate::sim::package::{SimulationOptions, simulate_with};
-use crate::sim::reference::evaluate_reference;
 
 pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandError> {
     let query = load(arguments)?;
@@ -27,8 +27,7 @@ pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandErro
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
-    let weights = load_weights(&query, graph)
-        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let weights = load_build_weights(&query, graph)?;
     let weights_time = started.elapsed();
     let started = Instant::now();
     let options = SimulationOptions {
@@ -39,8 +38,7 @@ pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandErro
         .map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
     let simulate_time = started.elapsed();
     let started = Instant::now();
-    let reference = evaluate_reference(graph, &weights)
-        .map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
+    let reference = reference_output(graph, &weights)?;
     let reference_time = started.elapsed();
     let agreement = compare(&run.output, &reference);
     println!(
@@ -90,16 +88,6 @@ pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandErro
             back.cycles, back.milliseconds, back.barriers
         );
     }
-    println!(
-        "  output {} elements: cosine {:.9}, max abs error {:.6}{}",
-        agreement.elements,
-        agreement.cosine,
-        agreement.max_abs_error,
-        if agreement.non_finite > 0 {
-            format!(", {} non-finite", agreement.non_finite)
-        } else {
-            String::new()
-        }
-    );
+    println!("  {agreement}");
     Ok(())
 }

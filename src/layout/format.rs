@@ -165,6 +165,27 @@ impl TensorFormat {
         valid
     }
 
+    /// Calls `visit(byte offset in the block, row-major index in the
+    /// logical value)` for every valid (unpadded) element of block
+    /// `block_index`.
+    pub fn for_each_element(&self, block_index: u32, mut visit: impl FnMut(usize, usize)) {
+        let position = self.block_position(block_index);
+        let valid = self.valid_extent(block_index);
+        for group in 0..valid[0] {
+            for row in 0..valid[1] {
+                for col in 0..valid[2] {
+                    let (g, r, c) = (
+                        position[0] * self.block[0] + group,
+                        position[1] * self.block[1] + row,
+                        position[2] * self.block[2] + col,
+                    );
+                    let index = ((g * self.shape.rows + r) * self.shape.cols + c) as usize;
+                    visit(self.locate(g, r, c).offset as usize, index);
+                }
+            }
+        }
+    }
+
     /// Block and byte offset of element `(group, row, col)`.
     pub fn locate(&self, group: u32, row: u32, col: u32) -> BlockCoordinate {
         let block_index = self.block_index(

@@ -12,6 +12,22 @@ pub struct Agreement {
     pub non_finite: usize,
 }
 
+/// `output N elements: cosine C, max abs error E` (and the non-finite
+/// count, when there are any), as `run` and `simulate` print it.
+impl std::fmt::Display for Agreement {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "output {} elements: cosine {:.9}, max abs error {:.6}",
+            self.elements, self.cosine, self.max_abs_error
+        )?;
+        if self.non_finite > 0 {
+            write!(formatter, ", {} non-finite", self.non_finite)?;
+        }
+        Ok(())
+    }
+}
+
 pub fn compare(computed: &[f32], reference: &[f32]) -> Agreement {
     let (mut dot, mut norm_computed, mut norm_reference, mut max_abs_error) =
         (0.0f64, 0.0f64, 0.0f64, 0.0f64);

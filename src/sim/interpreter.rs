@@ -47,72 +47,43 @@ fn store_value(
     codes: &[u8],
     instance: u32,
 ) {
-    let shape = format.shape;
     for (slot, &allocation) in allocations.iter().enumerate() {
-        let block = slot as u32 / format.replicas;
-        let position = format.block_position(block);
-        let valid = format.valid_extent(block);
         let base = instance as usize * program.allocation(allocation).bytes as usize;
         let buffer = &mut memory.buffers[allocation.0 as usize];
-        for group in 0..valid[0] {
-            for row in 0..valid[1] {
-                for col in 0..valid[2] {
-                    let (g, r, c) = (
-                        position[0] * format.block[0] + group,
-                        position[1] * format.block[1] + row,
-                        position[2] * format.block[2] + col,
-                    );
-                    let index = ((g * shape.rows + r) * shape.cols + c) as usize;
-                    let offset = base + format.locate(g, r, c).offset as usize;
-                    match format.precision {
-                        Precision::F8 => buffer[offset] = codes[index],
-                        Precision::F16 => buffer[offset..offset + 2]
-                            .copy_from_slice(&to_f16_bits(values[index]).to_le_bytes()),
-                        Precision::F32 => {
-                            buffer[offset..offset + 4].copy_from_slice(&values[index].to_le_bytes())
-                        }
-                    }
+        format.for_each_element(slot as u32 / format.replicas, |offset, index| {
+            let offset = base + offset;
+            match format.precision {
+                Precision::F8 => buffer[offset] = codes[index],
+                Precision::F16 => buffer[offset..offset + 2]
+                    .copy_from_slice(&to_f16_bits(values[index]).to_le_bytes()),
+                Precision::F32 => {
+                    buffer[offset..offset + 4].copy_from_slice(&values[index].to_le_bytes())
                 }
             }
-        }
+        });
     }
 }
 
 /// Reads a whole logical value from its first replica of every block.
 fn load_value(memory: &Memory, allocations: &[AllocationId], format: &TensorFormat) -> Vec<f32> {
-    let shape = format.shape;
-    let mut values = vec![0.0f32; shape.elements() as usize];
+    let mut values = vec![0.0f32; format.shape.elements() as usize];
     for block in 0..format.block_count() {
         let allocation = allocations[(block * format.replicas) as usize];
         let buffer = &memory.buffers[allocation.0 as usize];
-        let position = format.block_position(block);
-        let valid = format.valid_extent(block);
-        for group in 0..valid[0] {
-            for row in 0..valid[1] {
-                for col in 0..valid[2] {
-                    let (g, r, c) = (
-                        position[0] * format.block[0] + group,
-                        position[1] * format.block[1] + row,
-                        position[2] * format.block[2] + col,
-                    );
-                    let offset = format.locate(g, r, c).offset as usize;
-                    values[((g * shape.rows + r) * shape.cols + c) as usize] = match format
-                        .precision
-                    {
-                        Precision::F32 => f32::from_le_bytes([
-                            buffer[offset],
-                            buffer[offset + 1],
-                            buffer[offset + 2],
-                            buffer[offset + 3],
-                        ]),
-                        Precision::F16 => {
-                            from_f16_bits(u16::from_le_bytes([buffer[offset], buffer[offset + 1]]))
-                        }
-                        Precision::F8 => buffer[offset] as f32,
-                    };
+        format.for_each_element(block, |offset, index| {
+            values[index] = match format.precision {
+                Precision::F32 => f32::from_le_bytes([
+                    buffer[offset],
+                    buffer[offset + 1],
+                    buffer[offset + 2],
+                    buffer[offset + 3],
+                ]),
+                Precision::F16 => {
+                    from_f16_bits(u16::from_le_bytes([buffer[offset], buffer[offset + 1]]))
                 }
-            }
-        }
+                Precision::F8 => buffer[offset] as f32,
+            };
+        });
     }
     values
 }

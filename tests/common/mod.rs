@@ -4,13 +4,52 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use salsa::plumbing::AsId;
 use superstep::driver::Session;
 use superstep::queries::Execution;
 use superstep::queries::stages::OpKey;
 use superstep::query::{BuildQuery, load_query};
+
+/// Variants of `queries/vit-tiny.toml` that cover every model feature and
+/// planning path the shipped models use (`--set` lists).
+pub const TINY_VARIANTS: &[&[&str]] = &[
+    &["workload.attention=flash"],
+    &["planning.accumulation=f16"],
+    &["workload.batch=2"],
+    &["workload.fuse_qkv=false"],
+    &["machine.tiles=7"],
+    &[
+        "workload.gelu=erf",
+        "workload.pooling=map",
+        "workload.class_token=false",
+    ],
+    &[
+        "workload.rotary=true",
+        "workload.pooling=attention",
+        "workload.pooling_heads=2",
+        "workload.projection=32",
+        "workload.pre_norm=true",
+    ],
+    // Attention split over key blocks (partial statistics combined).
+    &[
+        "workload.patches=256",
+        "workload.heads=2",
+        "workload.width=128",
+        "workload.mlp=256",
+        "machine.tiles=64",
+    ],
+    &[
+        "workload.patches=256",
+        "workload.heads=2",
+        "workload.width=128",
+        "workload.mlp=256",
+        "machine.tiles=64",
+        "workload.attention=flash",
+    ],
+];
 
 pub fn query(file: &str, sets: &[&str]) -> BuildQuery {
     let sets: Vec<String> = sets.iter().map(|set| set.to_string()).collect();
@@ -49,4 +88,22 @@ pub fn expanded_ops(session: &Session, executions: &[Execution]) -> BTreeSet<Str
                 .unwrap_or_else(|| format!("unknown {:?}", execution.key))
         })
         .collect()
+}
+
+/// An empty scratch folder for one test of one suite.
+pub fn scratch(suite: &str, name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("superstep-{suite}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).expect("scratch directory");
+    directory
+}
+
+/// Runs the `superstep` binary from the repository root.
+pub fn superstep(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_superstep"))
+        .args(arguments)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("superstep runs")
 }

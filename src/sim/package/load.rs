@@ -27,35 +27,13 @@ fn for_each_element(
     take: impl Fn(u32) -> bool,
     mut visit: impl FnMut(AllocationId, usize, usize),
 ) {
-    let shape = format.shape;
     for (slot, &allocation) in allocations.iter().enumerate() {
         if !take(slot as u32) {
             continue;
         }
-        let block = slot as u32 / format.replicas;
-        let position = format.block_position(block);
-        let valid = format.valid_extent(block);
-        for group in 0..valid[0] {
-            for row in 0..valid[1] {
-                for col in 0..valid[2] {
-                    let (g, r, c) = (
-                        position[0] * format.block[0] + group,
-                        position[1] * format.block[1] + row,
-                        position[2] * format.block[2] + col,
-                    );
-                    let index = ((g * shape.rows + r) * shape.cols + c) as usize;
-                    visit(allocation, format.locate(g, r, c).offset as usize, index);
-                }
-            }
-        }
-    }
-}
-
-fn element_bytes(precision: Precision) -> usize {
-    match precision {
-        Precision::F8 => 1,
-        Precision::F16 => 2,
-        Precision::F32 => 4,
+        format.for_each_element(slot as u32 / format.replicas, |offset, index| {
+            visit(allocation, offset, index)
+        });
     }
 }
 
@@ -70,7 +48,7 @@ fn store(
     instance: u32,
     owners: Owners<'_>,
 ) -> Result<(), SimError> {
-    let size = element_bytes(format.precision);
+    let size = format.element_bytes() as usize;
     // The host writes whole block images: padding is defined (zero).
     for &allocation in allocations {
         let placed = &package.allocations[allocation.0 as usize];
@@ -155,7 +133,7 @@ pub fn read_output(
     let output = layouts.value(layouts.output);
     let format = &output.format;
     let allocations = &program.values[layouts.output.0 as usize].allocations;
-    let size = element_bytes(format.precision);
+    let size = format.element_bytes() as usize;
     let mut values = vec![0.0f32; format.shape.elements() as usize];
     let mut failure = None;
     for_each_element(
