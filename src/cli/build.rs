@@ -159,6 +159,17 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
                 worst.executions
             );
         }
+        let quality = &back.exchange_quality;
+        println!(
+            "exchange: {} cycles = {:.3}x the endpoint bound ({}), {:.3}x the latency-aware bound ({}); furthest from its bound: {} at {:.2}x",
+            thousands(quality.horizon_cycles),
+            quality.endpoint_ratio,
+            thousands(quality.endpoint_bound_cycles),
+            quality.latency_ratio,
+            thousands(quality.latency_bound_cycles),
+            quality.worst_phase,
+            quality.worst_latency_ratio
+        );
         if query.outputs.phases_csv {
             let directory = artifacts_directory(&query);
             std::fs::create_dir_all(&directory).map_err(|error| {

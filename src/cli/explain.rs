@@ -11,6 +11,8 @@ use crate::queries::backend::phase_patches;
 use crate::queries::phases::{
     PolicySource, encoded_rows, phase_keys, phase_policy, phase_problem, phase_work, scheduled,
 };
+use crate::schedule::CandidateOutcome;
+use crate::schedule::candidates::BASELINE_POLICY;
 
 fn bucket(bytes: u64) -> String {
     if bytes == 0 {
@@ -112,15 +114,18 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
         ),
     };
     println!(
-        "  policy: {} ({why}); width {:?} (asked {:?})",
-        policy.policy, schedule.width, policy.width
+        "  policy: {} ({why}); order {}; width {:?} (asked {:?})",
+        policy.policy, schedule.chosen, schedule.width, policy.width
     );
     println!(
-        "  schedule: horizon {} events, lower bound {} ({:.2}x)",
+        "  schedule: horizon {} events; endpoint bound {} ({:.2}x); latency-aware bound {} ({:.2}x)",
         schedule.horizon,
         schedule.lower_bound,
-        schedule.horizon as f64 / schedule.lower_bound.max(1) as f64
+        schedule.horizon as f64 / schedule.lower_bound.max(1) as f64,
+        schedule.latency_bound,
+        schedule.horizon as f64 / schedule.latency_bound.max(1) as f64
     );
+    print_candidates(&schedule.candidates, policy.row_allowance);
     let mut histogram: BTreeMap<u64, (String, usize)> = BTreeMap::new();
     for row in &rows.rows {
         let bytes = row.bytes();
@@ -159,4 +164,44 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
             .saturating_sub(patches.words())
     );
     Ok(())
+}
+
+/// The `auto` policy's candidates: figures, the storage guard and the winner.
+fn print_candidates(candidates: &[CandidateOutcome], row_allowance: u32) {
+    if candidates.is_empty() {
+        return;
+    }
+    let reference = candidates
+        .iter()
+        .filter(|candidate| candidate.policy == BASELINE_POLICY)
+        .map(|candidate| candidate.max_row_words)
+        .min()
+        .unwrap_or(0);
+    println!(
+        "  auto: {} candidates tried, best horizon, then max row, then total row; a candidate's \
+         max row may exceed the baseline {BASELINE_POLICY}'s ({reference} words) by at most \
+         {row_allowance} B:",
+        candidates.len(),
+    );
+    println!(
+        "    {:<10} {:<9} {:>9} {:>13} {:>15}  verdict",
+        "order", "pairing", "horizon", "max row words", "total row words"
+    );
+    for candidate in candidates {
+        let verdict = if candidate.chosen {
+            "chosen"
+        } else if !candidate.admitted {
+            "over the row allowance"
+        } else {
+            ""
+        };
+        println!(
+            "    {:<10} {:<9} {:>9} {:>13} {:>15}  {verdict}",
+            candidate.policy.to_string(),
+            format!("{:?}", candidate.pairing).to_lowercase(),
+            candidate.horizon,
+            candidate.max_row_words,
+            candidate.total_row_words
+        );
+    }
 }

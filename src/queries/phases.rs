@@ -19,7 +19,8 @@ use crate::query::{SchedulePolicy, TransferWidth};
 use crate::rows::serial::{decode_rows, encode_rows};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
 use crate::schedule::{
-    ExchangeProblem, ProblemError, Schedule, ScheduleError, ValidationError, schedule, validate,
+    AutoSettings, CandidateOutcome, ExchangeProblem, ProblemError, Schedule, ScheduleError,
+    ValidationError, schedule_with, validate,
 };
 
 /// A phase-level failure (a bug in a stage, caught by its checker).
@@ -158,6 +159,8 @@ pub enum PolicySource {
 pub struct EffectivePolicy {
     pub policy: SchedulePolicy,
     pub width: TransferWidth,
+    /// `auto`'s storage guard (`schedule.row_allowance`), in bytes.
+    pub row_allowance: u32,
     pub source: PolicySource,
 }
 
@@ -175,11 +178,13 @@ pub fn phase_policy<'db>(db: &'db dyn Db, phase: PhaseKey<'db>) -> EffectivePoli
         Some(index) => EffectivePolicy {
             policy: build.overrides(db)[index].policy,
             width: schedule.width,
+            row_allowance: schedule.row_allowance,
             source: PolicySource::Override { index },
         },
         None => EffectivePolicy {
             policy: schedule.policy,
             width: schedule.width,
+            row_allowance: schedule.row_allowance,
             source: PolicySource::Default,
         },
     }
@@ -191,6 +196,29 @@ pub struct PolicyKey<'db> {
     pub policy: SchedulePolicy,
     #[returns(copy)]
     pub width: TransferWidth,
+    /// `auto`'s storage guard in bytes (0 for every other policy, so that
+    /// changing it re-runs only `auto` phases).
+    #[returns(copy)]
+    pub row_allowance: u32,
+}
+
+impl<'db> PolicyKey<'db> {
+    /// The key of a phase's effective policy.
+    pub fn of(db: &'db dyn Db, effective: &EffectivePolicy) -> Self {
+        let row_allowance = if effective.policy == SchedulePolicy::Auto {
+            effective.row_allowance
+        } else {
+            0
+        };
+        PolicyKey::new(db, effective.policy, effective.width, row_allowance)
+    }
+
+    /// The settings of the `auto` policy this key carries.
+    pub fn auto_settings(self, db: &'db dyn Db) -> AutoSettings {
+        AutoSettings {
+            row_allowance_bytes: self.row_allowance(db),
+        }
+    }
 }
 
 /// The validated schedule of a problem under a policy (shared by every
@@ -210,7 +238,12 @@ pub fn scheduled<'db>(
     {
         return Ok(Arc::new(cached));
     }
-    let result = schedule(problem, policy.policy(db), policy.width(db))?;
+    let result = schedule_with(
+        problem,
+        policy.policy(db),
+        policy.width(db),
+        &policy.auto_settings(db),
+    )?;
     validate(problem, &result)?;
     if let (Some(cache), Some(key)) = (db.cache(), &key) {
         cache.store(EntryKind::Schedule, key, &result);
@@ -240,6 +273,7 @@ fn cache_key<'db>(
             problem_digest(db, problem),
             policy.policy(db),
             policy.width(db),
+            policy.row_allowance(db),
         ),
     ))
 }
@@ -258,11 +292,18 @@ fn schedule_fits(problem: &ExchangeProblem, schedule: &Schedule) -> bool {
 
 /// The headline figures of a schedule: what reports and the estimate need,
 /// without the per-receive events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScheduleFigures {
     pub width: TransferWidth,
+    /// The concrete policy that produced the schedule (`auto`'s winner).
+    pub chosen: SchedulePolicy,
     pub horizon: u32,
+    /// The endpoint bound: max words one tile sends or receives.
     pub lower_bound: u32,
+    /// The latency-aware bound (`crate::schedule::bound`).
+    pub latency_bound: u32,
+    /// Under `auto`: every candidate tried and which won.
+    pub candidates: Vec<CandidateOutcome>,
 }
 
 /// The figures of a (problem, policy) pair's schedule. With a persistent
@@ -283,8 +324,11 @@ pub fn schedule_figures<'db>(
     let result = scheduled(db, problem, policy).clone()?;
     let figures = ScheduleFigures {
         width: result.width,
+        chosen: result.chosen,
         horizon: result.horizon,
         lower_bound: result.lower_bound,
+        latency_bound: result.latency_bound,
+        candidates: result.candidates.clone(),
     };
     if let (Some(cache), Some(key)) = (db.cache(), &key) {
         cache.store(EntryKind::Figures, key, &figures);
@@ -329,7 +373,7 @@ pub fn phase_work<'db>(
         .map_err(Clone::clone)?
         .problem;
     let policy = phase_policy(db, phase);
-    Ok((problem, PolicyKey::new(db, policy.policy, policy.width)))
+    Ok((problem, PolicyKey::of(db, policy)))
 }
 
 /// One phase's figures for reports (a firewall over schedule and rows).
@@ -341,15 +385,22 @@ pub struct PhaseFigures {
     pub in_repeat: bool,
     pub policy: String,
     pub policy_source: PolicySource,
+    /// The concrete policy that made the schedule (`auto`'s winner).
+    pub chosen: String,
     pub width: String,
     pub transfers: u64,
     pub destinations: u64,
     pub horizon: u32,
+    /// The endpoint bound: max words one tile sends or receives.
     pub lower_bound: u32,
+    /// The latency-aware bound (`crate::schedule::bound`).
+    pub latency_bound: u32,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
     /// Repeat patch words over all tiles.
     pub patch_words: u64,
+    /// Under `auto`: every candidate tried and which won.
+    pub candidates: Vec<CandidateOutcome>,
 }
 
 #[salsa::tracked(returns(ref))]
@@ -370,13 +421,16 @@ pub fn phase_figures<'db>(
         in_repeat: record.in_repeat,
         policy: effective.policy.to_string(),
         policy_source: effective.source.clone(),
+        chosen: schedule.chosen.to_string(),
         width: format!("{:?}", schedule.width),
         transfers: content.pieces() as u64,
         destinations: content.receives() as u64,
         horizon: schedule.horizon,
         lower_bound: schedule.lower_bound,
+        latency_bound: schedule.latency_bound,
         max_row_bytes: rows.max_bytes(),
         total_row_bytes: rows.total_bytes(),
         patch_words: super::backend::phase_patches(db, phase).clone()?.words(),
+        candidates: schedule.candidates,
     })
 }

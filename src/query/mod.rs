@@ -46,13 +46,23 @@ pub enum AccumulationChoice {
     F16,
 }
 
-/// An exchange schedule policy: `latency`, `S<W>` (stream) or `B<W>`
-/// (balanced) with `W` wave words in `1..=65536`.
+/// An exchange schedule policy: how the pieces of a phase are ordered for
+/// placement (`crate::schedule` documents each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum SchedulePolicy {
+    /// Dependency depth, then endpoint pressure, heaviest first.
     Latency,
+    /// `S<W>`: compact streams cut into waves of `W` words.
     Stream { words: u32 },
+    /// `B<W>`: the same waves, heaviest endpoints first within a wave.
     Balanced { words: u32 },
+    /// Time-ordered list scheduling: the ready piece with the earliest start.
+    List,
+    /// Matching waves: point-to-point pieces in rounds in which no tile sends
+    /// or receives twice (a bipartite edge colouring).
+    Matching,
+    /// Every candidate order, per phase; the best measured schedule wins.
+    Auto,
 }
 
 /// The largest wave, in words, a policy may name.
@@ -64,6 +74,9 @@ impl fmt::Display for SchedulePolicy {
             SchedulePolicy::Latency => formatter.write_str("latency"),
             SchedulePolicy::Stream { words } => write!(formatter, "S{words}"),
             SchedulePolicy::Balanced { words } => write!(formatter, "B{words}"),
+            SchedulePolicy::List => formatter.write_str("list"),
+            SchedulePolicy::Matching => formatter.write_str("matching"),
+            SchedulePolicy::Auto => formatter.write_str("auto"),
         }
     }
 }
@@ -71,8 +84,8 @@ impl fmt::Display for SchedulePolicy {
 /// A string that is not a schedule policy.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{text}` is not a schedule policy ({reason}); expected `latency`, `S<W>` or `B<W>` \
-     with W wave words in 1..=65536, e.g. S256 or B1024"
+    "`{text}` is not a schedule policy ({reason}); expected `auto`, `list`, `matching`, \
+     `latency`, `S<W>` or `B<W>` with W wave words in 1..=65536, e.g. S256 or B1024"
 )]
 pub struct PolicyParseError {
     pub text: String,
@@ -87,8 +100,12 @@ impl FromStr for SchedulePolicy {
             text: text.to_string(),
             reason,
         };
-        if text == "latency" {
-            return Ok(SchedulePolicy::Latency);
+        match text {
+            "latency" => return Ok(SchedulePolicy::Latency),
+            "list" => return Ok(SchedulePolicy::List),
+            "matching" => return Ok(SchedulePolicy::Matching),
+            "auto" => return Ok(SchedulePolicy::Auto),
+            _ => {}
         }
         let mut characters = text.chars();
         let kind = characters.next().ok_or_else(|| failure("it is empty"))?;
@@ -174,6 +191,9 @@ pub struct PlanningFlags {
 pub struct ScheduleSettings {
     pub policy: SchedulePolicy,
     pub width: TransferWidth,
+    /// `auto`'s storage guard: bytes a candidate's largest row may exceed
+    /// the smallest candidate's largest row by.
+    pub row_allowance: u32,
 }
 
 /// One `[[schedule.override]]`: a phase key (`provenance#ordinal`) and its policy.

@@ -316,6 +316,7 @@ fn assign(
         }
         ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
         ("schedule.width", Text(text)) => file.schedule.width = unset(text),
+        ("schedule.row_allowance", Integer(number)) => file.schedule.row_allowance = unset(number),
         ("outputs.directory", Text(text)) => file.outputs.directory = unset(text),
         ("outputs.report", Boolean(flag)) => file.outputs.report = unset(flag),
         ("outputs.phases_csv", Boolean(flag)) => file.outputs.phases_csv = unset(flag),

@@ -85,6 +85,7 @@ pub struct PlanningSection {
 pub struct ScheduleSection {
     pub policy: Option<Spanned<String>>,
     pub width: Option<Spanned<String>>,
+    pub row_allowance: Option<Spanned<i64>>,
     #[serde(default, rename = "override")]
     pub overrides: Vec<OverrideEntry>,
 }
@@ -203,6 +204,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
         &[
             ("policy", KeyKind::String),
             ("width", KeyKind::String),
+            ("row_allowance", KeyKind::Integer),
             ("override", KeyKind::TableArray),
         ],
     ),

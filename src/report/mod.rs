@@ -1,9 +1,14 @@
-//! Reports of the first half: per-op and per-exchange summaries and the
-//! build report written to `artifacts/NAME/report.json`. Everything here is
+//! Reports: per-op and per-exchange summaries, the back half's figures
+//! (`exchange` sums up schedule quality) and the build report written to
+//! `artifacts/NAME/report.json` and `phases.csv`. Everything here is
 //! deterministic (ordered, no timings), so the same build gives
 //! byte-identical reports.
 
+pub mod exchange;
+
 use serde::Serialize;
+
+use exchange::{ExchangeQuality, chosen_label};
 
 use crate::expand::builder::OpExpansion;
 use crate::expand::program::{LowProgram, Reason, Step};
@@ -179,6 +184,8 @@ pub struct BackReport {
     pub peak_sram_tile: u32,
     pub repeat_patch_words: u64,
     pub sharing_patch_words: u64,
+    /// Weighted horizons against the endpoint and latency-aware bounds.
+    pub exchange_quality: ExchangeQuality,
     pub phases: Vec<crate::queries::phases::PhaseFigures>,
 }
 
@@ -197,6 +204,7 @@ impl BackReport {
             peak_sram_tile: back.peak_sram_tile,
             repeat_patch_words: back.repeat_patch_words,
             sharing_patch_words: back.sharing_patch_words,
+            exchange_quality: ExchangeQuality::of(&back.phases),
             phases: back.phases.clone(),
         }
     }
@@ -204,20 +212,22 @@ impl BackReport {
     /// `phases.csv`: one line per phase.
     pub fn phases_csv(&self) -> String {
         let mut csv = String::from(
-            "key,provenance,executions,policy,width,transfers,destinations,horizon,lower_bound,max_row_bytes,total_row_bytes,patch_words\n",
+            "key,provenance,executions,policy,chosen,width,transfers,destinations,horizon,lower_bound,latency_bound,max_row_bytes,total_row_bytes,patch_words\n",
         );
         for phase in &self.phases {
             csv.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 phase.key,
                 phase.merged_from.join("+"),
                 phase.executions,
                 phase.policy,
+                chosen_label(phase),
                 phase.width,
                 phase.transfers,
                 phase.destinations,
                 phase.horizon,
                 phase.lower_bound,
+                phase.latency_bound,
                 phase.max_row_bytes,
                 phase.total_row_bytes,
                 phase.patch_words

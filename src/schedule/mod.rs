@@ -1,13 +1,22 @@
 //! Exchange scheduling: from one phase's transfers to an event-timed schedule.
 //!
 //! `problem` turns a transfer list into symbolic pieces, `dependencies` finds
-//! the memory hazards between them, `policy` orders pieces (latency, S(W),
-//! B(W)), `scheduler` places them under the IPU21 fabric model of `timing`,
-//! and `validate` re-checks every invariant independently. Pure cores: plain
-//! data in, plain data out; no salsa, no placement, no instruction words
-//! (those are `crate::rows`).
+//! the memory hazards between them, `policy` and `matching` order pieces
+//! (latency, S(W), B(W), matching waves), `list` picks them in time order,
+//! `placer` places each under the IPU21 fabric model of `timing`,
+//! `candidates` compares orders for the `auto` policy, `pairing` chooses
+//! paired width per piece, `bound` gives the lower bounds, `scheduler` is the
+//! entry point, and `validate` re-checks every invariant independently. Pure
+//! cores: plain data in, plain data out; no salsa, no placement, no
+//! instruction words (those are `crate::rows`).
 
+pub mod bound;
+pub mod candidates;
 pub mod dependencies;
+pub mod list;
+pub mod matching;
+pub mod pairing;
+pub mod placer;
 pub mod policy;
 pub mod problem;
 pub mod scheduler;
@@ -17,11 +26,13 @@ pub mod validate;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use bound::latency_bound;
+pub use candidates::{AutoSettings, CandidateOutcome};
 pub use dependencies::{Dependencies, dependencies};
 pub use problem::{
     ExchangeProblem, ExplicitBinding, LocalAllocation, ProblemError, ProblemOrigin, SymbolicAddress,
 };
-pub use scheduler::schedule;
+pub use scheduler::{schedule, schedule_with};
 pub use validate::{ValidationError, validate};
 
 use crate::query::{SchedulePolicy, TransferWidth};
@@ -34,8 +45,14 @@ pub const NO_EVENT: u32 = u32::MAX;
 /// destinations): select, payload start, pointer write and deselect events.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
+    /// The policy asked for (possibly `auto`).
     pub policy: SchedulePolicy,
-    /// The width chosen for the phase (`Word32` or `Paired64`, never `Auto`).
+    /// The concrete policy whose order produced this schedule (the winning
+    /// candidate under `auto`, else `policy`).
+    pub chosen: SchedulePolicy,
+    /// Under `auto`: every candidate tried, in the order tried; else empty.
+    pub candidates: Vec<CandidateOutcome>,
+    /// `Paired64` when some piece moves paired, else `Word32` (never `Auto`).
     pub width: TransferWidth,
     pub send_start: Vec<u32>,
     /// Whether the piece moves as paired 64-bit items.
@@ -56,6 +73,8 @@ pub struct Schedule {
     pub horizon: u32,
     /// Max over tiles of words sent and words received.
     pub lower_bound: u32,
+    /// The latency-aware lower bound ([`bound::latency_bound`]).
+    pub latency_bound: u32,
     pub send_words: Vec<u32>,
     pub receive_words: Vec<u32>,
 }

@@ -11,12 +11,18 @@
 //! - `B(W)`: the same waves, and within a (depth, rank) the groups with the
 //!   heaviest endpoints go first, which balances endpoint load over the waves.
 //!
-//! Every order lists predecessors before dependents (depth is strictly
-//! larger along every edge). This module must not time anything.
+//! - `matching`: waves in which no tile sends or receives twice
+//!   (`matching`).
+//!
+//! `list` and `auto` are not fixed orders (`list` picks pieces in time
+//! order as they are placed; `auto` compares candidates). Every order lists
+//! predecessors before dependents (depth is strictly larger along every
+//! edge). This module must not time anything.
 
 use std::collections::HashMap;
 
 use super::dependencies::Dependencies;
+use super::matching::matching_order;
 use super::problem::ExchangeProblem;
 use crate::query::SchedulePolicy;
 
@@ -56,12 +62,13 @@ fn pressure(problem: &ExchangeProblem, piece: usize, sent: &[u32], received: &[u
         .fold(sender, u32::max)
 }
 
-/// The order in which `policy` places the pieces of `problem`.
+/// The order in which `policy` places the pieces of `problem`, or `None`
+/// when the policy is not a fixed order (`list`, `auto`).
 pub fn order(
     problem: &ExchangeProblem,
     dependencies: &Dependencies,
     policy: SchedulePolicy,
-) -> Vec<u32> {
+) -> Option<Vec<u32>> {
     let pieces = problem.pieces();
     let (sent, received) = endpoint_words(problem);
     let mut keys: Vec<(u32, u32, u32, u32, u32)> = Vec::with_capacity(pieces);
@@ -78,6 +85,8 @@ pub fn order(
                 ));
             }
         }
+        SchedulePolicy::Matching => return Some(matching_order(problem, dependencies)),
+        SchedulePolicy::List | SchedulePolicy::Auto => return None,
         SchedulePolicy::Stream { words } | SchedulePolicy::Balanced { words } => {
             let wave = words.max(1);
             let balanced = matches!(policy, SchedulePolicy::Balanced { .. });
@@ -100,5 +109,5 @@ pub fn order(
         }
     }
     keys.sort_unstable();
-    keys.into_iter().map(|key| key.4).collect()
+    Some(keys.into_iter().map(|key| key.4).collect())
 }

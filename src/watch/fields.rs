@@ -131,6 +131,11 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         "schedule.width",
         format!("{:?}", query.schedule.width),
     );
+    add(
+        "schedule",
+        "schedule.row_allowance",
+        query.schedule.row_allowance.to_string(),
+    );
     for phase_override in &query.overrides {
         add(
             "overrides",

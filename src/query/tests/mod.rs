@@ -128,15 +128,19 @@ fn shipped_queries_load() {
     }
 }
 
+/// The default SigLIP query with one `[[schedule.override]]` entry.
+fn siglip_with_override() -> String {
+    format!("{SIGLIP}\n[[schedule.override]]\nphase = \"layer.mlp.up#0\"\npolicy = \"latency\"\n")
+}
+
 #[test]
 fn siglip_query_resolves_the_preset() {
     let query = parse(SIGLIP, &[]).expect("siglip parses");
     assert_eq!(query.workload.model, ModelConfig::siglip_so400m());
     assert_eq!(query.machine.tiles, 1472);
-    assert_eq!(
-        query.schedule.policy,
-        SchedulePolicy::Balanced { words: 1024 }
-    );
+    assert_eq!(query.schedule.policy, SchedulePolicy::Auto);
+    assert!(query.overrides.is_empty());
+    let query = parse(&siglip_with_override(), &[]).expect("siglip with an override parses");
     assert_eq!(
         query.overrides,
         vec![PhaseOverride {
@@ -214,8 +218,9 @@ fn defaults_apply() {
     assert_eq!(
         query.schedule,
         ScheduleSettings {
-            policy: SchedulePolicy::Balanced { words: 1024 },
-            width: TransferWidth::Auto
+            policy: SchedulePolicy::Auto,
+            width: TransferWidth::Auto,
+            row_allowance: 256,
         }
     );
     assert!(query.overrides.is_empty());
@@ -238,7 +243,9 @@ fn defaults_apply() {
 
 #[test]
 fn policies_display_and_parse() {
-    for text in ["latency", "S256", "B1024", "S1", "B65536"] {
+    for text in [
+        "latency", "S256", "B1024", "S1", "B65536", "list", "matching", "auto",
+    ] {
         let policy: SchedulePolicy = text.parse().expect(text);
         assert_eq!(policy.to_string(), text);
     }
@@ -257,7 +264,7 @@ fn policies_display_and_parse() {
         assert!(
             error
                 .to_string()
-                .contains("expected `latency`, `S<W>` or `B<W>`")
+                .contains("expected `auto`, `list`, `matching`, `latency`, `S<W>` or `B<W>`")
         );
     }
 }
@@ -451,18 +458,22 @@ fn bad_choices_list_the_accepted_values() {
 #[test]
 fn unparseable_policies() {
     for bad in ["B0", "X12", "B70000"] {
-        let text = edit(SIGLIP, "policy = \"B1024\"", &format!("policy = \"{bad}\""));
+        let text = edit(SIGLIP, "policy = \"auto\"", &format!("policy = \"{bad}\""));
         let rendered = expect_file_error(&text, "schedule.policy", &format!("\"{bad}\""));
         assert!(rendered.contains("S<W>"), "{rendered}");
     }
-    let text = edit(SIGLIP, "policy = \"latency\"", "policy = \"fast\"");
+    let text = edit(
+        &siglip_with_override(),
+        "policy = \"latency\"",
+        "policy = \"fast\"",
+    );
     expect_file_error(&text, "schedule.override[0].policy", "\"fast\"");
 }
 
 #[test]
 fn malformed_phase_key() {
     let text = edit(
-        SIGLIP,
+        &siglip_with_override(),
         "phase = \"layer.mlp.up#0\"",
         "phase = \"layer.mlp.up\"",
     );
@@ -471,8 +482,10 @@ fn malformed_phase_key() {
 
 #[test]
 fn duplicate_phase_overrides_name_both() {
-    let text =
-        format!("{SIGLIP}\n[[schedule.override]]\nphase = \"layer.mlp.up#0\"\npolicy = \"S256\"\n");
+    let text = format!(
+        "{}\n[[schedule.override]]\nphase = \"layer.mlp.up#0\"\npolicy = \"S256\"\n",
+        siglip_with_override()
+    );
     expect_file_error(&text, "schedule.override[1].phase", "\"layer.mlp.up#0\"");
     let error = expect_error(&text, &[]);
     let spans: Vec<&str> = labels(&error)

@@ -45,7 +45,15 @@ pub const DEFAULT_COPY_MOTION: bool = true;
 pub const DEFAULT_REPEAT_BASE: bool = true;
 pub const DEFAULT_RESERVED_BYTES_PER_TILE: u32 = 65536;
 pub const DEFAULT_MAX_PARTITION_CANDIDATES: u32 = 64;
-pub const DEFAULT_POLICY: SchedulePolicy = SchedulePolicy::Balanced { words: 1024 };
+pub const DEFAULT_POLICY: SchedulePolicy = SchedulePolicy::Auto;
+
+/// The default of `schedule.row_allowance`, in bytes.
+pub const DEFAULT_ROW_ALLOWANCE_BYTES: u32 =
+    crate::schedule::candidates::DEFAULT_ROW_ALLOWANCE_BYTES;
+
+/// The largest `schedule.row_allowance`, in bytes (a row of the largest
+/// phase is a few KiB; more than this is no guard at all).
+pub const MAX_ROW_ALLOWANCE_BYTES: u32 = 1 << 20;
 pub const DEFAULT_OUTPUT_DIRECTORY: &str = "artifacts";
 /// The range of `workload.fp8_scale`.
 pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
@@ -353,8 +361,9 @@ impl Resolver<'_> {
                 Issue::new(path, self.origin(path, field), format!("{path}: {error}"))
                     .label("not a schedule policy")
                     .help(
-                        "write \"latency\", \"S<W>\" (stream) or \"B<W>\" (balanced) with W wave \
-                     words in 1..=65536, e.g. \"S256\" or \"B1024\"",
+                        "write \"auto\" (every candidate, the best per phase), \"list\", \
+                         \"matching\", \"latency\", \"S<W>\" (stream) or \"B<W>\" (balanced) \
+                         with W wave words in 1..=65536, e.g. \"S256\" or \"B1024\"",
                     )
             })
     }
@@ -377,7 +386,25 @@ impl Resolver<'_> {
             )?,
             None => TransferWidth::Auto,
         };
-        Ok(ScheduleSettings { policy, width })
+        let row_allowance = match &section.row_allowance {
+            Some(field) => self.unsigned(
+                "schedule.row_allowance",
+                field,
+                0,
+                MAX_ROW_ALLOWANCE_BYTES,
+                &format!(
+                    "bytes an `auto` candidate's largest row may exceed the smallest \
+                     candidate's by, 0..={MAX_ROW_ALLOWANCE_BYTES} (the default is \
+                     {DEFAULT_ROW_ALLOWANCE_BYTES})"
+                ),
+            )?,
+            None => DEFAULT_ROW_ALLOWANCE_BYTES,
+        };
+        Ok(ScheduleSettings {
+            policy,
+            width,
+            row_allowance,
+        })
     }
 
     fn phase_overrides(&self, file: &QueryFile) -> Result<Vec<PhaseOverride>, Issue> {

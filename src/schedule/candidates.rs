@@ -1,0 +1,256 @@
+//! The `auto` policy: every candidate order, with every pairing the width
+//! allows, goes through the same placer; the phase keeps the best schedule
+//! by measured horizon, then maximum row words, then total row words (rows
+//! estimated by `row_words_estimate`), then candidate rank.
+//!
+//! Candidate orders run in three stages. The first: matching waves and the
+//! baseline (balanced waves of 1,024 words). When no admitted candidate so
+//! far is within 2% of the latency-aware bound, the second: time-ordered
+//! list scheduling. When none is within 10%, the third: the latency order
+//! and balanced waves of 16 and 64 words. (No schedule beats the bound, so
+//! a candidate within p% leaves at most p% for the others.) Pairings: none (`word32`); every
+//! eligible piece (`paired64`); and, under width `auto`, both of those plus
+//! the per-piece selection of `pairing`.
+//!
+//! A storage guard keeps the exchange table from growing: a candidate whose
+//! maximum row exceeds the baseline's maximum row by more than the allowance
+//! (default 256 bytes) is not admitted. (Measured against the smallest
+//! candidate's row instead, the guard picked the latency order at 3.5x the
+//! horizon on SigLIP's `split_k`, whose rows happen to be 30% shorter than
+//! any order that interleaves senders.) Candidates of a stage run in
+//! parallel (rayon) and the choice depends on their figures only, so it is
+//! deterministic. Every candidate tried is recorded with its figures, and
+//! which won.
+
+use rayon::prelude::*;
+
+use super::bound::latency_bound;
+use super::pairing::select_paired;
+use super::scheduler::{Prepared, row_words_estimate};
+use super::{Schedule, ScheduleError};
+use crate::query::{SchedulePolicy, TransferWidth};
+
+/// Bytes per row word.
+const ROW_WORD_BYTES: u64 = 4;
+
+/// The default storage allowance of `auto` over the smallest candidate's
+/// maximum row, in bytes.
+pub const DEFAULT_ROW_ALLOWANCE_BYTES: u32 = 256;
+
+/// Settings of the `auto` policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct AutoSettings {
+    /// How many bytes a candidate's maximum row may exceed the smallest
+    /// candidate's maximum row by.
+    pub row_allowance_bytes: u32,
+}
+
+impl Default for AutoSettings {
+    fn default() -> Self {
+        AutoSettings {
+            row_allowance_bytes: DEFAULT_ROW_ALLOWANCE_BYTES,
+        }
+    }
+}
+
+/// How a candidate pairs its pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pairing {
+    /// Every piece as 32-bit words.
+    None,
+    /// Every eligible piece paired.
+    All,
+    /// The eligible pieces `pairing` selects.
+    Selected,
+}
+
+/// One candidate tried by `auto`, with its figures.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct CandidateOutcome {
+    /// The candidate's order; reports write it as the policy text (`B64`).
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
+    pub pairing: Pairing,
+    pub horizon: u32,
+    /// Estimated row words of the fullest tile.
+    pub max_row_words: u64,
+    /// Estimated row words over all tiles.
+    pub total_row_words: u64,
+    /// Within the storage guard.
+    pub admitted: bool,
+    /// The candidate the phase keeps.
+    pub chosen: bool,
+}
+
+/// The baseline order: the compact balanced stream the exchange table was
+/// sized for before `auto`. Its largest row is the storage guard's
+/// reference, so a candidate never grows the table by more than the
+/// allowance per phase.
+pub const BASELINE_POLICY: SchedulePolicy = SchedulePolicy::Balanced { words: 1024 };
+
+/// The first stage: matching waves (best on most phases) and the baseline.
+pub const FIRST_STAGE: [SchedulePolicy; 2] = [SchedulePolicy::Matching, BASELINE_POLICY];
+
+/// The second stage, run only when no admitted candidate so far is within
+/// [`NEAR_BOUND_PERCENT`] of the latency-aware bound.
+pub const SECOND_STAGE: [SchedulePolicy; 1] = [SchedulePolicy::List];
+
+/// The third stage, run only when no admitted candidate so far is within
+/// [`FAR_FROM_BOUND_PERCENT`] of the latency-aware bound.
+pub const THIRD_STAGE: [SchedulePolicy; 3] = [
+    SchedulePolicy::Latency,
+    SchedulePolicy::Balanced { words: 16 },
+    SchedulePolicy::Balanced { words: 64 },
+];
+
+/// A schedule this close to the latency-aware bound (in percent above it)
+/// cannot be improved by more than that: the second stage is skipped.
+pub const NEAR_BOUND_PERCENT: u64 = 2;
+
+/// The third stage's orders rarely beat matching waves and list scheduling
+/// (on SigLIP so400m once in 51 phases, by 4%); they run only for phases
+/// still this far (in percent) above the latency-aware bound.
+pub const FAR_FROM_BOUND_PERCENT: u64 = 10;
+
+/// Runs the candidates and returns the best schedule, with the record of
+/// every candidate tried in `Schedule::candidates`.
+pub fn choose(
+    prepared: &Prepared<'_>,
+    width: TransferWidth,
+    settings: &AutoSettings,
+) -> Result<Schedule, ScheduleError> {
+    let problem = prepared.problem;
+    let none = vec![false; problem.pieces()];
+    let selected = if width == TransferWidth::Auto && prepared.any_eligible() {
+        select_paired(problem, &prepared.eligible)
+    } else {
+        Vec::new()
+    };
+    let pairings: Vec<(Pairing, &[bool])> = match width {
+        TransferWidth::Word32 => vec![(Pairing::None, &none)],
+        TransferWidth::Paired64 => vec![(Pairing::All, &prepared.eligible)],
+        TransferWidth::Auto if prepared.any_eligible() => {
+            let mut list = vec![
+                (Pairing::None, none.as_slice()),
+                (Pairing::All, prepared.eligible.as_slice()),
+            ];
+            if selected != prepared.eligible && selected.contains(&true) {
+                list.push((Pairing::Selected, &selected));
+            }
+            list
+        }
+        TransferWidth::Auto => vec![(Pairing::None, &none)],
+    };
+    let bound = u64::from(latency_bound(problem));
+    let mut tried = run_stage(prepared, &FIRST_STAGE, &pairings)?;
+    let reference = tried
+        .iter()
+        .filter(|(_, outcome)| outcome.policy == BASELINE_POLICY)
+        .map(|(_, outcome)| outcome.max_row_words)
+        .min()
+        .unwrap_or(0);
+    let allowance = u64::from(settings.row_allowance_bytes) / ROW_WORD_BYTES;
+    let admit = |tried: &mut Vec<(Schedule, CandidateOutcome)>| {
+        for (_, outcome) in tried.iter_mut() {
+            outcome.admitted = outcome.max_row_words <= reference + allowance;
+        }
+    };
+    admit(&mut tried);
+    let within = |tried: &[(Schedule, CandidateOutcome)], percent: u64| {
+        tried.iter().any(|(_, outcome)| {
+            outcome.admitted && u64::from(outcome.horizon) * 100 <= bound * (100 + percent)
+        })
+    };
+    for (stage, percent) in [
+        (&SECOND_STAGE[..], NEAR_BOUND_PERCENT),
+        (&THIRD_STAGE[..], FAR_FROM_BOUND_PERCENT),
+    ] {
+        if !within(&tried, percent) {
+            tried.extend(run_stage(prepared, stage, &pairings)?);
+            admit(&mut tried);
+        }
+    }
+    let best = tried
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, outcome))| outcome.admitted)
+        .min_by_key(|(index, (_, outcome))| {
+            (
+                outcome.horizon,
+                outcome.max_row_words,
+                outcome.total_row_words,
+                *index,
+            )
+        })
+        .map(|(index, _)| index)
+        .unwrap_or(0);
+    tried[best].1.chosen = true;
+    let outcomes: Vec<CandidateOutcome> =
+        tried.iter().map(|(_, outcome)| outcome.clone()).collect();
+    let (mut winner, _) = tried.swap_remove(best);
+    winner.policy = SchedulePolicy::Auto;
+    winner.candidates = outcomes;
+    Ok(winner)
+}
+
+/// Places every (policy, pairing) combination of one stage, in parallel,
+/// and returns them in (policy, pairing) order.
+fn run_stage(
+    prepared: &Prepared<'_>,
+    policies: &[SchedulePolicy],
+    pairings: &[(Pairing, &[bool])],
+) -> Result<Vec<(Schedule, CandidateOutcome)>, ScheduleError> {
+    let combinations: Vec<(SchedulePolicy, Pairing, &[bool])> = policies
+        .iter()
+        .flat_map(|&policy| {
+            pairings
+                .iter()
+                .map(move |&(pairing, paired)| (policy, pairing, paired))
+        })
+        .collect();
+    combinations
+        .par_iter()
+        .map(|&(policy, pairing, paired)| {
+            let width = if paired.contains(&true) {
+                TransferWidth::Paired64
+            } else {
+                TransferWidth::Word32
+            };
+            let schedule = prepared.place(policy, paired, width)?;
+            let (max_row_words, total_row_words) = row_words_estimate(prepared.problem, &schedule);
+            let outcome = CandidateOutcome {
+                policy,
+                pairing,
+                horizon: schedule.horizon,
+                max_row_words,
+                total_row_words,
+                admitted: false,
+                chosen: false,
+            };
+            Ok((schedule, outcome))
+        })
+        .collect()
+}
+
+/// Serializes a policy as its build-file text (`matching`, `B64`), so that
+/// reports read as the build file does.
+mod policy_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::query::SchedulePolicy;
+
+    pub fn serialize<S: Serializer>(
+        policy: &SchedulePolicy,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(policy)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<SchedulePolicy, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
