@@ -14,7 +14,8 @@ fn package_round_trips_and_rows_point_into_placed_memory() {
     session.build().expect("build");
     let package = assemble_package(&session).expect("package");
     let path = std::env::temp_dir().join(format!("superstep-package-{}.bin", std::process::id()));
-    let bytes = package.write(&path).expect("write");
+    let key = superstep::package::build_key(&query("queries/vit-tiny.toml", &[]));
+    let bytes = package.write(&path, &key).expect("write");
     assert!(bytes > 0);
     let read = Package::read(&path).expect("read");
     assert_eq!(read, package);
