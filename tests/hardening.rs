@@ -159,6 +159,22 @@ fn case_02_an_override_of_a_missing_phase_is_exit_2_with_the_nearest_keys() {
         "layer.mlp.dwn#0",
     ]);
     assert_input_error(&explain, &["did you mean `layer.mlp.down#0`"]);
+
+    // Watch keeps watching, but says the override does nothing.
+    let watch = superstep(&[
+        "watch",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--exit-after",
+        "0",
+        "--set",
+        "schedule.override.layer.mlp.dwn#0=latency",
+    ]);
+    let text = stdout(&watch);
+    assert!(
+        text.contains("\"layer.mlp.dwn#0\" does nothing") && text.contains("layer.mlp.down#0"),
+        "{text}"
+    );
 }
 
 // Case 3: `bench-snapshot --iterations` is bounded.

@@ -39,6 +39,35 @@ pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'
         .collect()
 }
 
+/// The overrides of `query` that name no phase of the session's build, each
+/// with the nearest existing keys (none when the build has no phase groups).
+pub fn unknown_override_phases(
+    session: &Session,
+    query: &BuildQuery,
+) -> Vec<(String, Vec<String>)> {
+    if query.overrides.is_empty() {
+        return Vec::new();
+    }
+    let db = &session.db;
+    let keys = phase_keys(db, session.inputs);
+    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    if known.is_empty() {
+        return Vec::new();
+    }
+    query
+        .overrides
+        .iter()
+        .filter(|entry| !known.contains(&entry.phase.as_str()))
+        .map(|entry| {
+            let nearest = nearest_keys(&entry.phase, &known, SUGGESTIONS);
+            (
+                entry.phase.clone(),
+                nearest.into_iter().map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
 /// Every override of `query` must name a phase of the session's build.
 pub fn check_override_phases(
     session: &Session,
