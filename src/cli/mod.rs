@@ -141,7 +141,6 @@ pub enum Command {
     /// artifacts/NAME/package.bin when it is up to date (its header's build
     /// key matches the query and this compiler); otherwise the package is
     /// assembled in memory and the command says why.
-    #[command(verbatim_doc_comment)]
     Simulate {
         #[command(flatten)]
         query: QueryArguments,
