@@ -117,7 +117,14 @@ impl Session {
     /// rows (warmed in parallel), the row table, patches, placement and the
     /// estimate.
     pub fn build(&mut self) -> Result<BuildOutcome, BackendError> {
-        let mut outcome = self.build_front()?;
+        let outcome = self.build_front()?;
+        self.build_back(outcome)
+    }
+
+    /// The second half of [`Session::build`], after `build_front` returned
+    /// `outcome` (a caller may inspect the first half in between; what that
+    /// runs is logged into the outcome's executions).
+    pub fn build_back(&mut self, mut outcome: BuildOutcome) -> Result<BuildOutcome, BackendError> {
         let mut timed = |stage: &'static str, start: Instant| {
             outcome.times.push(StageTime {
                 stage,

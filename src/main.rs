@@ -1,25 +1,36 @@
 //! The `superstep` binary: parses the command line, sets up tracing and runs
 //! the command; exit code 2 for bad input, 1 for other failures.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, explain, replay, run, simulate, watch,
+    Cli, Command, bench_snapshot, build, capture, explain, preflight, replay, run, simulate,
+    verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Every output the command will write is checked before any work.
+    if let Err(error) = preflight::check_outputs(&cli) {
+        return error.exit();
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let fmt_layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter);
     let (chrome_layer, _guard) = match &cli.trace {
         Some(path) => {
+            let file = match preflight::create_trace(path) {
+                Ok(file) => file,
+                Err(error) => return error.exit(),
+            };
             let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
-                .file(path.clone())
+                .writer(file)
                 .build();
             (Some(layer), Some(guard))
         }
@@ -32,7 +43,12 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Build { query, ops, why } => build::run(query, *ops, *why),
         Command::Run { query } => run::run(query),
-        Command::Simulate { query, poisoned } => simulate::run(query, *poisoned),
+        Command::Simulate {
+            query,
+            poisoned,
+            package,
+        } => simulate::run(query, *poisoned, package.as_deref()),
+        Command::Verify { file } => verify::run(file),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
         Command::Capture {
@@ -53,7 +69,7 @@ fn main() -> ExitCode {
             phases: phases.clone(),
             policies: policies.clone(),
             width: *width,
-            iterations: *iterations,
+            iterations: *iterations as usize,
             sample: *sample,
             json: json.clone(),
         }),

@@ -109,11 +109,17 @@ fn tiny_package_matches_the_interpreter_bit_for_bit_and_the_reference() {
 fn tiny_package_round_tripped_through_package_bin_simulates() {
     let built = built("queries/vit-tiny.toml", &[]);
     let path = std::env::temp_dir().join(format!("superstep-sim-{}.bin", std::process::id()));
-    built.package.write(&path).expect("write");
-    // The parallel encoding is exactly bincode's encoding of the package.
-    let mut expected = superstep::package::PACKAGE_MAGIC.to_vec();
-    expected.extend(bincode::serialize(&built.package).expect("encode"));
-    assert_eq!(std::fs::read(&path).expect("package file"), expected);
+    let key = superstep::cache::CacheKey([7; 32]);
+    built.package.write(&path, &key).expect("write");
+    // The header, then exactly bincode's encoding of the package (the
+    // parallel encoding equals it).
+    let file = std::fs::read(&path).expect("package file");
+    let header = superstep::package::file::HEADER_BYTES;
+    assert_eq!(&file[..8], superstep::package::PACKAGE_MAGIC);
+    let expected = bincode::serialize(&built.package).expect("encode");
+    assert_eq!(&file[header..], expected.as_slice());
+    assert_eq!(file[8..16], (expected.len() as u64).to_le_bytes());
+    assert_eq!(&file[48..80], &key.0);
     let read = Package::read(&path).expect("read");
     std::fs::remove_file(&path).ok();
     let a = built.simulate(&built.package).expect("simulate");

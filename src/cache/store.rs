@@ -166,7 +166,8 @@ impl PersistentCache {
     }
 
     fn warn(&self, message: String) {
-        tracing::warn!("{message}");
+        // Printed once, by the command (`finish_cache`); traced at debug level only.
+        tracing::debug!("{message}");
         if let Ok(mut warnings) = self.warnings.lock() {
             warnings.push(message);
         }
@@ -309,6 +310,11 @@ impl PersistentCache {
                     continue;
                 };
                 for file in files.flatten() {
+                    // Another process's entry being written is not an entry
+                    // yet: neither counted nor evicted.
+                    if file.file_name().to_string_lossy().starts_with(".tmp-") {
+                        continue;
+                    }
                     let Ok(metadata) = file.metadata() else {
                         continue;
                     };
@@ -366,6 +372,10 @@ impl PersistentCache {
                     remaining -= bytes;
                     eviction.removed_entries += 1;
                     eviction.removed_bytes += bytes;
+                }
+                // Another process sharing the folder evicted it first.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    remaining -= bytes;
                 }
                 Err(error) => {
                     self.warn(format!("cache: cannot evict {} ({error})", path.display()))

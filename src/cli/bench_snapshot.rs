@@ -41,6 +41,24 @@ pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
     let snapshot = Snapshot::read(&arguments.file)
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let parsed = started.elapsed();
+    // A phase the snapshot lacks is the flag's fault, not the file's.
+    if let Some(missing) = arguments
+        .phases
+        .iter()
+        .find(|&&id| !snapshot.phases.iter().any(|phase| phase.phase == id))
+    {
+        let ids: Vec<u32> = snapshot.phases.iter().map(|phase| phase.phase).collect();
+        let range = match (ids.iter().min(), ids.iter().max()) {
+            (Some(first), Some(last)) => {
+                format!("its {} phases have ids {first}..={last}", ids.len())
+            }
+            _ => String::from("it has no phases"),
+        };
+        return Err(CommandError::Input(format!(
+            "error: --phase {missing}: {} has no phase {missing}; {range}",
+            arguments.file.display()
+        )));
+    }
     let phases = import_phases(&snapshot, &arguments.phases).map_err(|error| {
         CommandError::Input(format!(
             "error: {} is not a valid snapshot: {error}",

@@ -6,9 +6,9 @@ use super::QueryArguments;
 use super::common::{
     CommandError, artifacts_directory, finish_cache, load, open_cache, write_json,
 };
-use super::why;
+use super::{preflight, why};
 use crate::expand::builder::OpExpansion;
-use crate::package::assemble_package;
+use crate::package::{assemble_package, build_key};
 use crate::queries::stages::{op_expansion, op_keys};
 use crate::report::{BackReport, build_report};
 
@@ -28,8 +28,11 @@ fn thousands(value: u64) -> String {
 pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), CommandError> {
     let started = Instant::now();
     let query = load(arguments)?;
+    // Every build writes into the outputs folder (at least last-build.json):
+    // check it before the compile.
+    preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
     let cache = open_cache(arguments, &query.outputs.directory)?;
-    let (session, outcome, explanation) = why::build_session(&query, why, cache)?;
+    let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
     let expansions: Vec<std::sync::Arc<OpExpansion>> = op_keys(&session.db, session.inputs)
@@ -187,7 +190,7 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         let path = artifacts_directory(&query).join("package.bin");
         let bytes = package
-            .write(&path)
+            .write(&path, &build_key(&query))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, finish_cache, load, open_session};
+use super::common::{CommandError, build_checked, finish_cache, load, open_session};
 use crate::snapshot::{capture_session, snapshot_of};
 
 pub fn run(
@@ -17,7 +17,7 @@ pub fn run(
     let query = load(arguments)?;
     let mut session = open_session(arguments, &query)?;
     let started = Instant::now();
-    session.build()?;
+    build_checked(&mut session, &query, arguments)?;
     let built = started.elapsed();
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");

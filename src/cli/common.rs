@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::{DEFAULT_QUERY, QueryArguments};
+use super::{DEFAULT_QUERY, QueryArguments, memory, overrides};
 use crate::cache::PersistentCache;
-use crate::driver::Session;
+use crate::driver::{BuildOutcome, Session, StageTime};
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
 use crate::pipeline::load_weights;
 use crate::queries::backend::BackendError;
 use crate::queries::stages::StageError;
-use crate::query::{BuildQuery, QueryError, load_query};
+use crate::query::{BuildQuery, QueryError, WeightSource, load_query};
 use crate::sim::reference::evaluate_reference;
 
 /// A command's failure, with its exit code.
@@ -51,29 +51,69 @@ pub fn render_query_error(error: &QueryError) -> String {
     rendered
 }
 
+/// A first-half failure; `tiles` (the build's tile count, when known)
+/// keeps "use more tiles" out of the advice when all are in use.
+pub fn stage_error(error: StageError, tiles: Option<u32>) -> CommandError {
+    match &error {
+        // The model does not fit the machine: a property of the input.
+        StageError::Layout(layout @ LayoutError::WeightsDoNotFit { .. }) => {
+            CommandError::Input(memory::layout_message(layout, tiles))
+        }
+        StageError::Layout(LayoutError::Cost { .. }) => {
+            CommandError::Input(format!("error: {error}"))
+        }
+        StageError::Expand(_) => CommandError::Internal(error.to_string()),
+    }
+}
+
+/// A whole-build failure (see [`stage_error`]).
+pub fn backend_error(error: BackendError, tiles: Option<u32>) -> CommandError {
+    match error {
+        BackendError::Stage(stage) => stage_error(stage, tiles),
+        // The model does not fit the machine: a property of the input.
+        BackendError::Placement(placement) => {
+            CommandError::Input(memory::placement_message(&placement, tiles))
+        }
+        BackendError::Phase(phase) => CommandError::Internal(phase.to_string()),
+    }
+}
+
 impl From<StageError> for CommandError {
     fn from(error: StageError) -> CommandError {
-        match error {
-            // The model does not fit the machine: a property of the input.
-            StageError::Layout(LayoutError::WeightsDoNotFit { .. } | LayoutError::Cost { .. }) => {
-                CommandError::Input(format!("error: {error}"))
-            }
-            StageError::Expand(_) => CommandError::Internal(error.to_string()),
-        }
+        stage_error(error, None)
     }
 }
 
 impl From<BackendError> for CommandError {
     fn from(error: BackendError) -> CommandError {
-        match error {
-            BackendError::Stage(stage) => CommandError::from(stage),
-            // The model does not fit the machine: a property of the input.
-            BackendError::Placement(placement) => {
-                CommandError::Input(format!("error: {placement}"))
-            }
-            BackendError::Phase(phase) => CommandError::Internal(phase.to_string()),
-        }
+        backend_error(error, None)
     }
+}
+
+/// Builds the whole pipeline of `session` for `query`: a schedule override
+/// naming a phase the build does not have is an input error first.
+pub fn build_checked(
+    session: &mut Session,
+    query: &BuildQuery,
+    arguments: &QueryArguments,
+) -> Result<BuildOutcome, CommandError> {
+    let tiles = Some(query.machine.tiles);
+    let mut front = session
+        .build_front()
+        .map_err(|error| stage_error(error, tiles))?;
+    // The check forms the phase groups (when there are overrides): its time
+    // is shown as its own stage, so that "phase groups" is not misread.
+    let started = std::time::Instant::now();
+    overrides::check_override_phases(session, query, arguments)?;
+    if !query.overrides.is_empty() {
+        front.times.push(StageTime {
+            stage: "overrides",
+            elapsed: started.elapsed(),
+        });
+    }
+    session
+        .build_back(front)
+        .map_err(|error| backend_error(error, tiles))
 }
 
 pub fn query_path(arguments: &QueryArguments) -> PathBuf {
@@ -121,13 +161,21 @@ pub fn open_cache(
     if arguments.no_cache {
         return Ok(None);
     }
-    let directory = arguments
-        .cache
-        .clone()
-        .unwrap_or_else(|| default_cache_directory(outputs));
-    PersistentCache::open(&directory, arguments.cache_limit << 20)
-        .map(|cache| Some(Arc::new(cache)))
-        .map_err(|error| CommandError::Input(format!("error: --cache: {error}")))
+    match &arguments.cache {
+        Some(directory) => PersistentCache::open(directory, arguments.cache_limit << 20)
+            .map_err(|error| CommandError::Input(format!("error: --cache: {error}"))),
+        // The user named no cache folder: the one in the outputs folder is
+        // at fault, so the message names `outputs.directory`.
+        None => PersistentCache::open(&default_cache_directory(outputs), arguments.cache_limit << 20)
+            .map_err(|error| {
+                CommandError::Input(format!(
+                    "error: outputs.directory: the default cache folder cannot be used: {error}\n  \
+                     help: set outputs.directory to a writable folder, name another with --cache DIR, \
+                     or pass --no-cache"
+                ))
+            }),
+    }
+    .map(|cache| Some(Arc::new(cache)))
 }
 
 /// A session for `query` with the cache the arguments ask for.
@@ -152,7 +200,16 @@ pub fn finish_cache(cache: Option<&PersistentCache>) -> Option<String> {
 /// The build's weights (seeded, or read from its SafeTensors file); a file
 /// that cannot be used is an input error.
 pub fn load_build_weights(query: &BuildQuery, graph: &Graph) -> Result<Weights, CommandError> {
-    load_weights(query, graph).map_err(|error| CommandError::Input(format!("error: {error}")))
+    load_weights(query, graph).map_err(|error| {
+        CommandError::Input(match &query.workload.weights {
+            WeightSource::SafeTensors { path } => format!(
+                "error: workload.weights.safetensors = \"{}\": {error}\n  \
+                 help: name a SafeTensors file of this model's weights, or use weights = {{ seeded = 1 }}",
+                path.display()
+            ),
+            WeightSource::Seeded { .. } => format!("error: {error}"),
+        })
+    })
 }
 
 /// The FP32 reference output of the model on `weights`.

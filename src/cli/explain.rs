@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::QueryArguments;
-use super::common::{CommandError, finish_cache, load, open_session};
+use super::common::{CommandError, build_checked, finish_cache, load, open_session};
 use crate::patch::BaseChoice;
 use crate::queries::backend::phase_patches;
 use crate::queries::phases::{
@@ -25,32 +25,24 @@ fn bucket(bytes: u64) -> String {
 pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let mut session = open_session(arguments, &query)?;
-    session.build()?;
+    build_checked(&mut session, &query, arguments)?;
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");
     }
     let db = &session.db;
     let keys = phase_keys(db, session.inputs);
     let Some(&key) = keys.iter().find(|key| key.key(db) == phase) else {
-        let mut known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
-        let stem = phase.split('#').next().unwrap_or(phase);
-        let close: Vec<&str> = known
-            .iter()
-            .copied()
-            .filter(|key| key.contains(stem))
-            .collect();
-        if !close.is_empty() {
-            known = close;
-        }
+        let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+        let nearest = super::overrides::nearest_keys(phase, &known, 5);
         return Err(CommandError::Input(format!(
-            "error: --phase {phase}: no such phase in {}; phases are `op#ordinal`, for example: {}",
+            "error: --phase {phase}: no such phase in {}; did you mean `{}`? nearest keys: {} \
+             (all {} are in {}/{}/phases.csv)",
             query.name,
-            known
-                .iter()
-                .take(12)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ")
+            nearest.first().copied().unwrap_or("-"),
+            nearest.join(", "),
+            known.len(),
+            query.outputs.directory.display(),
+            query.name
         )));
     };
     let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());

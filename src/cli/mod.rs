@@ -7,15 +7,22 @@ pub mod build;
 pub mod capture;
 pub mod common;
 pub mod explain;
+pub mod memory;
+pub mod overrides;
+pub mod preflight;
 pub mod replay;
 pub mod run;
 pub mod simulate;
+pub mod verify;
 pub mod watch;
 pub mod why;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+/// The most timed repetitions `bench-snapshot --iterations` accepts.
+pub const MAX_BENCH_ITERATIONS: i64 = 1000;
 
 /// The default build: SigLIP so400m on the C600.
 pub const DEFAULT_QUERY: &str = "queries/siglip-so400m.toml";
@@ -72,8 +79,12 @@ pub struct QueryArguments {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compile the build query: graph, layouts, expansion; print per-stage
-    /// times and counts, and write artifacts/NAME/report.json.
+    /// Compile the build query through the whole pipeline (graph, layouts,
+    /// expansion, phase groups, schedules, rows, patches, placement, package,
+    /// estimate); print per-stage times, counts and the estimate, and write
+    /// artifacts/NAME/report.json, phases.csv, package.bin (each as
+    /// [outputs] asks) and last-build.json (the record --why reads).
+    #[command(after_long_help = memory::MEMORY_MODEL)]
     Build {
         #[command(flatten)]
         query: QueryArguments,
@@ -119,13 +130,24 @@ pub enum Command {
         #[command(flatten)]
         query: QueryArguments,
     },
-    /// Build and assemble the package, then execute it on simulated tile
-    /// memories (placed addresses, decoded and patched exchange rows) and
-    /// compare its output with the FP32 reference; prints the exchange
-    /// events simulated, the estimated cycles and the simulation's wall time.
+    /// Build, then execute the package on simulated tile memories (placed
+    /// addresses, decoded and patched exchange rows) and compare its output
+    /// with the FP32 reference; prints where the package came from, the
+    /// exchange events simulated, the estimated cycles and the simulation's
+    /// wall time.
+    ///
+    /// The package executed is the file on disk: FILE with --package (it
+    /// must have been written by `superstep build` of the same query), else
+    /// artifacts/NAME/package.bin when it is up to date (its header's build
+    /// key matches the query and this compiler); otherwise the package is
+    /// assembled in memory and the command says why.
     Simulate {
         #[command(flatten)]
         query: QueryArguments,
+        /// Execute this package file (a foreign, truncated, corrupt or stale
+        /// file is an error, exit code 2).
+        #[arg(long, value_name = "FILE")]
+        package: Option<PathBuf>,
         /// Start tile memory as NaN and read bytes an operand never wrote
         /// (but another allocation did) as NaN: results that depend on
         /// undefined bytes show as non-finite or as differences.
@@ -171,15 +193,24 @@ pub enum Command {
         /// Transfer width: auto, word32 or paired64.
         #[arg(long, value_name = "WIDTH", default_value = "auto", value_parser = bench_snapshot::parse_width)]
         width: crate::query::TransferWidth,
-        /// Timed repetitions of schedule + encode per phase and policy.
-        #[arg(long, value_name = "K", default_value_t = 3)]
-        iterations: usize,
+        /// Timed repetitions of schedule + encode per phase and policy (1..=1000).
+        #[arg(long, value_name = "K", default_value_t = 3,
+              value_parser = clap::value_parser!(u32).range(1..=MAX_BENCH_ITERATIONS))]
+        iterations: u32,
         /// Words the replay checks per phase (a deterministic sample); 0 checks every word.
         #[arg(long, value_name = "WORDS", default_value_t = 8192)]
         sample: u64,
         /// Also write the records as JSON to OUT.
         #[arg(long, value_name = "OUT")]
         json: Option<PathBuf>,
+    },
+    /// Check a package file on its own: its header (format, length, BLAKE3
+    /// digest), then every row decoded, every patch and every placed address
+    /// within bounds. Exit code 2 when the file is unusable or a check fails.
+    Verify {
+        /// The package file (artifacts/NAME/package.bin).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
     },
     /// Keep one compiler session alive and rebuild incrementally whenever the
     /// build file changes; print which inputs changed, which queries re-ran

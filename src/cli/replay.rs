@@ -4,13 +4,13 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, finish_cache, load, open_session};
+use super::common::{CommandError, build_checked, finish_cache, load, open_session};
 use crate::replay_phases::replay_all;
 
 pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let mut session = open_session(arguments, &query)?;
-    session.build()?;
+    build_checked(&mut session, &query, arguments)?;
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");
     }

@@ -2,26 +2,88 @@
 //! simulated tile memories (`crate::sim::package`) and compare the output
 //! with the FP32 reference.
 
+use std::path::Path;
 use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{
-    CommandError, finish_cache, load, load_build_weights, open_session, reference_output,
+    CommandError, artifacts_directory, build_checked, finish_cache, load, load_build_weights,
+    open_session, reference_output,
 };
-use crate::package::assemble_package;
+use crate::driver::Session;
+use crate::package::file::PackageHeader;
+use crate::package::{Package, assemble_package, build_key};
+use crate::query::BuildQuery;
 use crate::sim::compare::compare;
 use crate::sim::package::{SimulationOptions, simulate_with};
 
-pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandError> {
+/// The package a simulation executes and where it came from.
+fn choose_package(
+    session: &Session,
+    query: &BuildQuery,
+    from_flag: Option<(Package, &Path)>,
+) -> Result<(Package, String), CommandError> {
+    let key = build_key(query);
+    if let Some((package, path)) = from_flag {
+        return Ok((package, format!("read from {}", path.display())));
+    }
+    let path = artifacts_directory(query).join("package.bin");
+    let assembled = |why: String| -> Result<(Package, String), CommandError> {
+        let package = assemble_package(session)
+            .map_err(|error| CommandError::Internal(format!("package: {error}")))?;
+        Ok((package, format!("assembled in memory ({why})")))
+    };
+    match PackageHeader::read(&path) {
+        Ok(header) if header.build == key => match Package::read(&path) {
+            Ok(package) => Ok((
+                package,
+                format!("read from {} (up to date)", path.display()),
+            )),
+            Err(error) => {
+                eprintln!("warning: {error}; simulating a package assembled in memory");
+                assembled(format!("{} is unusable", path.display()))
+            }
+        },
+        Ok(_) => assembled(format!(
+            "{} is from another query or compiler; `superstep build` rewrites it",
+            path.display()
+        )),
+        Err(_) if !path.exists() => assembled(format!("{} does not exist", path.display())),
+        Err(error) => assembled(format!("{error}")),
+    }
+}
+
+pub fn run(
+    arguments: &QueryArguments,
+    poisoned: bool,
+    package_file: Option<&Path>,
+) -> Result<(), CommandError> {
     let query = load(arguments)?;
+    // A package named on the command line is read and checked before the compile.
+    let from_flag = match package_file {
+        Some(path) => {
+            let (package, header) = Package::read_with_header(path)
+                .map_err(|error| CommandError::Input(format!("error: --package: {error}")))?;
+            if header.build != build_key(&query) {
+                return Err(CommandError::Input(format!(
+                    "error: --package {}: the file was written by a build of another query or \
+                     another compiler version than {} with these --set arguments; build it with \
+                     the same query (superstep build QUERY --set ...) or simulate without --package",
+                    path.display(),
+                    query.name
+                )));
+            }
+            Some((package, path))
+        }
+        None => None,
+    };
     let mut session = open_session(arguments, &query)?;
     let started = Instant::now();
-    let outcome = session.build()?;
+    let outcome = build_checked(&mut session, &query, arguments)?;
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");
     }
-    let package = assemble_package(&session)
-        .map_err(|error| CommandError::Internal(format!("package: {error}")))?;
+    let (package, origin) = choose_package(&session, &query, from_flag)?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
     let compile_time = started.elapsed();
@@ -49,6 +111,7 @@ pub fn run(arguments: &QueryArguments, poisoned: bool) -> Result<(), CommandErro
         query.machine.tiles,
         package.phases.len()
     );
+    println!("  package {origin}");
     println!(
         "  compile {:.3} s, weights {:.3} s, package simulation {:.3} s, FP32 reference {:.3} s",
         compile_time.as_secs_f64(),

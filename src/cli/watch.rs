@@ -19,6 +19,18 @@ pub fn run(
     debounce_ms: u64,
 ) -> Result<(), CommandError> {
     let path = query_path(arguments);
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !folder.is_dir() {
+        return Err(CommandError::Input(format!(
+            "error: cannot watch {}: the folder {} does not exist; \
+             name a build file in an existing folder (queries/*.toml are the shipped ones)",
+            path.display(),
+            folder.display()
+        )));
+    }
     // The cache folder follows the build file as it is when watching
     // starts (its output folder), or the default when it does not load.
     let outputs = match load(arguments) {

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::QueryArguments;
-use super::common::{CommandError, artifacts_directory, query_path};
+use super::common::{CommandError, artifacts_directory, backend_error, build_checked, query_path};
+use super::overrides::check_override_phases;
 use crate::cache::PersistentCache;
 use crate::driver::{BuildOutcome, Session};
 use crate::query::BuildQuery;
@@ -21,13 +22,14 @@ pub fn state_path(query: &BuildQuery) -> PathBuf {
 /// Builds `query`; with `why`, on top of the recorded previous build, and
 /// returns the explanation to print (or why there is none).
 pub fn build_session(
+    arguments: &QueryArguments,
     query: &BuildQuery,
     why: bool,
     cache: Option<Arc<PersistentCache>>,
 ) -> Result<(Session, BuildOutcome, Option<String>), CommandError> {
     let cold = |note: Option<String>| -> Result<_, CommandError> {
         let mut session = Session::with_cache(query, cache.clone());
-        let outcome = session.build()?;
+        let outcome = build_checked(&mut session, query, arguments)?;
         Ok((session, outcome, note))
     };
     if !why {
@@ -53,7 +55,9 @@ pub fn build_session(
             )));
         }
     };
-    let rebuild = rebuild_from(&previous, query, cache.clone())?;
+    let rebuild = rebuild_from(&previous, query, cache.clone())
+        .map_err(|error| backend_error(error, Some(query.machine.tiles)))?;
+    check_override_phases(&rebuild.session, query, arguments)?;
     let explanation = format!(
         "why: compared with the last successful build recorded in {} (built first, in {:.3} s)\n{}",
         path.display(),

@@ -10,9 +10,14 @@
 //! only to give a Repeat binding its stride (`bytes` of an iterated
 //! allocation).
 //!
-//! The file is `PACKAGE_MAGIC`, then the bincode encoding of [`Package`].
+//! The file is a fixed header (magic with the format version, payload
+//! length, payload digest, build key; see [`file`]), then the bincode
+//! encoding of [`Package`].
 
-use std::io::{BufReader, Read};
+pub mod file;
+pub mod verify;
+
+use std::io::Write;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -28,8 +33,8 @@ use crate::queries::phases::{encoded_rows, phase_groups, phase_keys, phase_probl
 use crate::queries::stages::low_program;
 use crate::rows::SharingPatch;
 
-/// The first bytes of every package file (format version 2).
-pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG02";
+use crate::cache::CacheKey;
+pub use file::{PACKAGE_MAGIC, build_key};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacedAllocation {
@@ -80,9 +85,34 @@ pub enum PackageError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: not a superstep package (bad magic)")]
-    Magic { path: String },
-    #[error("{path}: {source}")]
+    #[error("{path} is not a superstep package (it does not start with `SSTPKG`)")]
+    Foreign { path: String },
+    #[error(
+        "{path} is a package of format {found}, but this superstep reads format {expected}; \
+         write it again with `superstep build`"
+    )]
+    Version {
+        path: String,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "{path} is truncated: its header promises {expected} bytes, the file has {found}; \
+         write it again with `superstep build`"
+    )]
+    Truncated {
+        path: String,
+        expected: u64,
+        found: u64,
+    },
+    #[error("{path} has {extra} bytes after the package its header describes")]
+    TrailingBytes { path: String, extra: u64 },
+    #[error(
+        "{path} is corrupt: its payload's BLAKE3 digest is not the one in its header; \
+         write it again with `superstep build`"
+    )]
+    Corrupt { path: String },
+    #[error("{path}: the payload cannot be decoded as a package: {source}")]
     Encoding {
         path: String,
         source: bincode::Error,
@@ -138,13 +168,27 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
                         phase: phase_name.clone(),
                         message: error.to_string(),
                     })?;
+                // Every phase has a row-table entry; a missing one is a
+                // broken invariant, not an empty list.
+                let stored_rows =
+                    table
+                        .stored
+                        .get(index)
+                        .cloned()
+                        .ok_or_else(|| PackageError::Rows {
+                            phase: phase_name.clone(),
+                            message: format!(
+                                "the row table has no entry for phase {index} (it has {})",
+                                table.stored.len()
+                            ),
+                        })?;
                 Ok(PackagePhase {
                     key: phase_name,
                     executions: record.executions,
                     step_path: record.step_path.clone(),
                     rows: finalized,
                     repeat_patches: patches.tiles.clone(),
-                    stored_rows: table.stored.get(index).cloned().unwrap_or_default(),
+                    stored_rows,
                 })
             },
         )
@@ -175,26 +219,44 @@ pub fn assemble_package(session: &Session) -> Result<Package, PackageError> {
 }
 
 impl Package {
-    pub fn write(&self, path: &Path) -> Result<u64, PackageError> {
+    /// Writes the package file (header and payload, see [`file`]) for the
+    /// build whose [`build_key`] is `build`, atomically (a temporary file in
+    /// the same folder, then a rename), and returns its length in bytes.
+    pub fn write(&self, path: &Path, build: &CacheKey) -> Result<u64, PackageError> {
         let io = |source| PackageError::Io {
             path: path.display().to_string(),
             source,
         };
-        if let Some(parent) = path.parent() {
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
-        let bytes = self.encode().map_err(|source| PackageError::Encoding {
+        let payload = self.encode().map_err(|source| PackageError::Encoding {
             path: path.display().to_string(),
             source,
         })?;
-        std::fs::write(path, &bytes).map_err(io)?;
-        Ok(bytes.len() as u64)
+        let header = file::PackageHeader::of(&payload, build);
+        let temporary = path.with_extension(format!("bin.tmp{}", std::process::id()));
+        let written = (|| {
+            let mut output = std::fs::File::create(&temporary)?;
+            output.write_all(&header.to_bytes())?;
+            output.write_all(&payload)?;
+            output.sync_all()?;
+            std::fs::rename(&temporary, path)
+        })();
+        if let Err(source) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(io(source));
+        }
+        Ok((file::HEADER_BYTES + payload.len()) as u64)
     }
 
-    /// The file's bytes: the magic, then the package in bincode. The two
-    /// bulky fields (the steps and the phases' rows) are encoded in
-    /// parallel; bincode writes a struct as its fields in order, so the
-    /// concatenation is exactly `bincode::serialize(self)` (a test checks).
+    /// The payload: the package in bincode. The two bulky fields (the steps
+    /// and the phases' rows) are encoded in parallel; bincode writes a struct
+    /// as its fields in order, so the concatenation is exactly
+    /// `bincode::serialize(self)` (a test checks).
     pub fn encode(&self) -> bincode::Result<Vec<u8>> {
         let (steps, phases) = rayon::join(
             || bincode::serialize(&self.steps),
@@ -202,7 +264,6 @@ impl Package {
         );
         let (steps, phases) = (steps?, phases?);
         let mut bytes = Vec::with_capacity(steps.len() + phases.len() + (1 << 20));
-        bytes.extend_from_slice(PACKAGE_MAGIC);
         bincode::serialize_into(&mut bytes, &self.name)?;
         bincode::serialize_into(&mut bytes, &self.tiles)?;
         bincode::serialize_into(&mut bytes, &self.fp8_scale)?;
@@ -216,22 +277,21 @@ impl Package {
         Ok(bytes)
     }
 
+    /// Reads a package file: checks its header (magic and format version),
+    /// its length and its payload digest before decoding anything, so a
+    /// foreign, truncated or corrupt file is an error that says which.
     pub fn read(path: &Path) -> Result<Package, PackageError> {
-        let io = |source| PackageError::Io {
+        Ok(Package::read_with_header(path)?.0)
+    }
+
+    /// [`Package::read`], also returning the header.
+    pub fn read_with_header(path: &Path) -> Result<(Package, file::PackageHeader), PackageError> {
+        let bytes = std::fs::read(path).map_err(|source| PackageError::Io {
             path: path.display().to_string(),
             source,
-        };
-        let mut reader = BufReader::new(std::fs::File::open(path).map_err(io)?);
-        let mut magic = [0u8; 8];
-        reader.read_exact(&mut magic).map_err(io)?;
-        if &magic != PACKAGE_MAGIC {
-            return Err(PackageError::Magic {
-                path: path.display().to_string(),
-            });
-        }
-        bincode::deserialize_from(reader).map_err(|source| PackageError::Encoding {
-            path: path.display().to_string(),
-            source,
-        })
+        })?;
+        let (header, payload) = file::split(&bytes, &path.display().to_string())?;
+        let package = file::decode(payload, &path.display().to_string())?;
+        Ok((package, header))
     }
 }

@@ -190,7 +190,13 @@ pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, 
     }
     let compute = compute_costs(db, build).clone()?;
     let lookup = |path: &[u32]| costs_by_path.get(path).copied();
-    let compute_lookup = |path: &[u32], _: &Step| compute.get(path).copied().unwrap_or(0);
+    let compute_lookup = |path: &[u32], _: &Step| {
+        // Every compute step has a cost (`compute_costs` walks the same
+        // steps): a missing one is a broken invariant, not 0 cycles.
+        let cost = compute.get(path).copied();
+        debug_assert!(cost.is_some(), "no compute cost for step {path:?}");
+        cost.unwrap_or(0)
+    };
     Ok(Arc::new(estimate(&groups.steps, &compute_lookup, &lookup)))
 }
 

@@ -162,6 +162,9 @@ pub fn op_expansion<'db>(
     key: OpKey<'db>,
 ) -> Result<Arc<OpExpansion>, ExpandError> {
     let Some(view) = planned_op(db, key) else {
+        // Only ops of the current plan are expanded (`op_keys`): a key
+        // without a plan is a broken invariant, not an empty expansion.
+        debug_assert!(false, "op `{}` has no plan to expand", key.name(db));
         return Ok(Arc::new(OpExpansion::default()));
     };
     let inputs: Vec<&TensorFormat> = view.inputs.iter().collect();

@@ -278,3 +278,57 @@ pub fn parse_query(
     query.source_path = None;
     Ok(query)
 }
+
+/// An error about the `[[schedule.override]]` entry (or the
+/// `--set schedule.override.PHASE=...` argument) of `phase` in the build file
+/// at `path` with `sets`, pointing at its `phase` value. Checks that need the
+/// compiled build (a phase the build does not have) report through this.
+pub fn override_error(
+    path: &Path,
+    sets: &[String],
+    phase: &str,
+    message: String,
+    label: &str,
+    help: String,
+) -> QueryError {
+    let plain = |message: String| {
+        QueryError::set(
+            &format!("schedule.override.{phase}"),
+            Some("schedule.override"),
+            message,
+            Some(help.clone()),
+        )
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return plain(message);
+    };
+    let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
+        return plain(message);
+    };
+    if overrides::apply_sets(&mut file, sets).is_err() {
+        return plain(message);
+    }
+    let entry = file
+        .schedule
+        .overrides
+        .iter()
+        .enumerate()
+        .find(|(_, entry)| {
+            entry
+                .phase
+                .as_ref()
+                .is_some_and(|field| field.get_ref() == phase)
+        });
+    let Some((index, entry)) = entry else {
+        return plain(message);
+    };
+    let origin = match (&entry.set_argument, &entry.phase) {
+        (Some(argument), _) => error::Origin::Set(argument.clone()),
+        (None, Some(field)) => error::Origin::File(field.span()),
+        (None, None) => return plain(message),
+    };
+    error::Issue::new(format!("schedule.override[{index}].phase"), origin, message)
+        .label(label)
+        .help(help)
+        .into_error(&path.display().to_string(), &text)
+}

@@ -266,20 +266,32 @@ pub fn closest_key(table_path: &str, unknown: &str) -> Option<&'static str> {
         .map(|(name, _)| name)
 }
 
-/// Levenshtein distance over characters.
+/// Edit distance over characters (optimal string alignment: insertions,
+/// deletions, substitutions and transpositions of neighbours each cost 1, so
+/// `widht` is one edit from `width`).
 pub fn edit_distance(first: &str, second: &str) -> usize {
+    let first: Vec<char> = first.chars().collect();
     let second: Vec<char> = second.chars().collect();
+    let mut before_previous: Vec<usize> = Vec::new();
     let mut previous: Vec<usize> = (0..=second.len()).collect();
-    for (row, first_char) in first.chars().enumerate() {
+    for (row, &first_char) in first.iter().enumerate() {
         let mut current = Vec::with_capacity(second.len() + 1);
         current.push(row + 1);
-        for (column, second_char) in second.iter().enumerate() {
-            let substitution = previous[column] + usize::from(first_char != *second_char);
+        for (column, &second_char) in second.iter().enumerate() {
+            let substitution = previous[column] + usize::from(first_char != second_char);
             let deletion = previous[column + 1] + 1;
             let insertion = current[column] + 1;
-            current.push(substitution.min(deletion).min(insertion));
+            let mut best = substitution.min(deletion).min(insertion);
+            if row > 0
+                && column > 0
+                && first_char == second[column - 1]
+                && first[row - 1] == second_char
+            {
+                best = best.min(before_previous[column - 1] + 1);
+            }
+            current.push(best);
         }
-        previous = current;
+        before_previous = std::mem::replace(&mut previous, current);
     }
     previous.last().copied().unwrap_or(0)
 }

@@ -59,11 +59,16 @@ impl ConsecutivePlacement {
     }
 
     /// Byte address of `offset` in local allocation `allocation`.
+    ///
+    /// Every local allocation of the problem has a base; an unknown one is a
+    /// broken invariant (a debug assertion), never silently address 0.
     pub fn resolve(&self, allocation: u32, offset: u32) -> u32 {
-        self.base
-            .get(allocation as usize)
-            .copied()
-            .unwrap_or(0)
-            .wrapping_add(offset)
+        let base = self.base.get(allocation as usize).copied();
+        debug_assert!(
+            base.is_some(),
+            "allocation {allocation} is not among the {} placed",
+            self.base.len()
+        );
+        base.unwrap_or(0).wrapping_add(offset)
     }
 }

@@ -180,21 +180,36 @@ pub fn phase_record(phase: &PhaseSnapshot) -> Result<SnapshotPhase, CaptureError
             }),
         });
     }
-    let allocations = phase.symbolic.then(|| {
-        problem
-            .allocations
-            .iter()
-            .enumerate()
-            .map(|(local, allocation)| AllocationRecord {
-                tile: allocation.tile,
-                address: phase.base.get(local).copied().unwrap_or(0),
-                bytes: allocation.bytes,
-                iterations: allocation.iterations,
-                alignment: allocation.alignment,
-                alias_root: allocation.alias_root,
-            })
-            .collect()
-    });
+    // A local allocation without a placed base is a broken invariant: an
+    // error, never address 0 written into the snapshot.
+    let allocations =
+        if phase.symbolic {
+            let records =
+                problem
+                    .allocations
+                    .iter()
+                    .enumerate()
+                    .map(|(local, allocation)| {
+                        let address = phase.base.get(local).copied().ok_or_else(|| {
+                            CaptureError::Unplaced {
+                                phase: phase.provenance.key.clone().unwrap_or_default(),
+                                allocation: local as u32,
+                            }
+                        })?;
+                        Ok(AllocationRecord {
+                            tile: allocation.tile,
+                            address,
+                            bytes: allocation.bytes,
+                            iterations: allocation.iterations,
+                            alignment: allocation.alignment,
+                            alias_root: allocation.alias_root,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, CaptureError>>()?;
+            Some(records)
+        } else {
+            None
+        };
     Ok(SnapshotPhase {
         phase: phase.phase,
         key: phase.provenance.key.clone(),

@@ -121,20 +121,46 @@ pub enum FormatError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} is not a schema-4 exchange snapshot: {source}")]
+    #[error("{path} is not a schema-4 exchange snapshot: {location}: {message}")]
     Json {
         path: String,
-        source: serde_json::Error,
+        /// Where the bad value is: phase, transfer and field (`locate`).
+        location: String,
+        /// serde's message without its line and column.
+        message: String,
     },
+}
+
+/// The `FormatError::Json` of a parse failure, located by phase, transfer and field.
+fn json_error(bytes: &[u8], path: &str, source: &serde_json::Error) -> FormatError {
+    let text = source.to_string();
+    let mut message = match text.rfind(" at line ") {
+        Some(cut) => text[..cut].to_string(),
+        None => text,
+    };
+    let offset = super::locate::offset_of(bytes, source.line(), source.column());
+    let mut steps = super::locate::path_at(bytes, offset);
+    if message.starts_with("missing field")
+        && matches!(steps.last(), Some(super::locate::PathStep::Key(_)))
+    {
+        // The scan stopped at the end of the object: its last key read is
+        // not the one missing.
+        steps.pop();
+    }
+    if message.contains("expected u32") {
+        message.push_str(" (a whole number in 0..=4294967295)");
+    }
+    FormatError::Json {
+        path: path.to_string(),
+        location: super::locate::describe(&steps),
+        message,
+    }
 }
 
 impl Snapshot {
     /// Parses a snapshot from bytes (one pass, no quadratic work).
     pub fn from_slice(bytes: &[u8], path: &str) -> Result<Snapshot, FormatError> {
-        serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            path: path.to_string(),
-            source,
-        })
+        serde_json::from_slice(bytes).map_err(|source| json_error(bytes, path, &source))
     }
 
     /// Reads and parses a snapshot file.

@@ -31,6 +31,17 @@ const RECONSTRUCTED_ALIGNMENT: u32 = 8;
 /// machine's 1,472; a guard against per-tile tables sized by a corrupt count).
 pub const MAXIMUM_TILES: u32 = 1 << 16;
 
+/// The most words one phase may deliver (words times destinations, summed
+/// over its transfers): 2^26 words, 256 MiB. Replaying a phase holds its
+/// delivered data and the touched bytes of two tile memories, so this bounds
+/// the memory an import and its bench use to about a gigabyte. The largest
+/// phase of the shipped builds delivers far less (see the README).
+pub const MAXIMUM_PHASE_DELIVERED_WORDS: u64 = 1 << 26;
+
+/// The most destinations the selected phases of one snapshot may have in
+/// all (2^26; SigLIP so400m's 51 phases have 2,976,088).
+pub const MAXIMUM_DESTINATIONS: u64 = 1 << 26;
+
 /// A snapshot that does not describe valid exchange phases.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ImportError {
@@ -42,6 +53,23 @@ pub enum ImportError {
     TooManyTiles { found: u32 },
     #[error("phase {phase} is not in the snapshot")]
     UnknownPhase { phase: u32 },
+    #[error(
+        "phase {phase}, transfer {transfer}: the phase delivers more than \
+         {MAXIMUM_PHASE_DELIVERED_WORDS} words (words x destinations summed over its transfers; \
+         {delivered} by this transfer), more than this importer holds in memory; \
+         split the phase or select fewer phases"
+    )]
+    PhaseTooLarge {
+        phase: u32,
+        transfer: usize,
+        delivered: u64,
+    },
+    #[error(
+        "phase {phase}, transfer {transfer}: the selected phases have more than \
+         {MAXIMUM_DESTINATIONS} destinations in all, more than this importer holds in memory; \
+         select fewer phases with --phase"
+    )]
+    TooManyDestinations { phase: u32, transfer: usize },
     #[error("phase {phase}, transfer {transfer}: tile {tile} is outside the {tiles} tiles")]
     TileOutOfRange {
         phase: u32,
@@ -137,12 +165,43 @@ pub fn import_phases(
     {
         return Err(ImportError::UnknownPhase { phase });
     }
+    let chosen = |phase: &&SnapshotPhase| selected.is_empty() || selected.contains(&phase.phase);
+    check_budget(snapshot.phases.iter().filter(chosen))?;
     snapshot
         .phases
         .par_iter()
-        .filter(|phase| selected.is_empty() || selected.contains(&phase.phase))
+        .filter(chosen)
         .map(|phase| import_phase(phase, snapshot.tile_count))
         .collect()
+}
+
+/// Bounds the work of an import before anything is allocated for it: the
+/// words each phase delivers and the destinations of all phases (see
+/// [`MAXIMUM_PHASE_DELIVERED_WORDS`] and [`MAXIMUM_DESTINATIONS`]).
+fn check_budget<'a>(phases: impl Iterator<Item = &'a SnapshotPhase>) -> Result<(), ImportError> {
+    let mut destinations = 0u64;
+    for phase in phases {
+        let mut delivered = 0u64;
+        for (index, transfer) in phase.transfers.iter().enumerate() {
+            let count = transfer.destinations.len() as u64;
+            delivered = delivered.saturating_add(u64::from(transfer.words) * count);
+            if delivered > MAXIMUM_PHASE_DELIVERED_WORDS {
+                return Err(ImportError::PhaseTooLarge {
+                    phase: phase.phase,
+                    transfer: index,
+                    delivered,
+                });
+            }
+            destinations += count;
+            if destinations > MAXIMUM_DESTINATIONS {
+                return Err(ImportError::TooManyDestinations {
+                    phase: phase.phase,
+                    transfer: index,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Imports one phase of a snapshot with `tiles` tiles.

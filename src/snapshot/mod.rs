@@ -56,6 +56,7 @@ pub mod bench;
 pub mod capture;
 pub mod format;
 pub mod import;
+pub mod locate;
 
 pub use bench::{BenchOptions, BenchRecord, bench_phase};
 pub use capture::{CaptureError, capture_session, phase_record, snapshot_of};

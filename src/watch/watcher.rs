@@ -9,6 +9,7 @@
 //! `Session::build` drops its worker clones before returning, so the setters
 //! in `Session::update` never wait on a live clone.
 
+use crate::cli::overrides::unknown_override_phases;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -252,6 +253,16 @@ impl Watcher {
                 writeln!(out, "headline metrics:")?;
                 write!(out, "{}", render_metrics(&metrics, self.metrics.as_ref()))?;
                 self.metrics = Some(metrics);
+                if let Some(applied) = &self.applied {
+                    for (phase, nearest) in unknown_override_phases(session, applied) {
+                        writeln!(
+                            out,
+                            "warning: the schedule override of phase \"{phase}\" does nothing: \
+                             the build has no such phase; nearest keys: {}",
+                            nearest.join(", ")
+                        )?;
+                    }
+                }
                 if let Some(cache) = session.cache() {
                     let report = cache.finish();
                     for warning in &report.warnings {

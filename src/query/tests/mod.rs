@@ -350,7 +350,7 @@ fn tile_count_out_of_range() {
     expect_file_error(&text, "machine.tiles", "0");
     let text = edit(SIGLIP, "tiles = 1472", "tiles = 2000");
     let rendered = expect_file_error(&text, "machine.tiles", "2000");
-    assert!(rendered.contains("exceeds the 1472 tiles"), "{rendered}");
+    assert!(rendered.contains("between 1 and 1,472"), "{rendered}");
     let text = edit(SIGLIP, "tiles = 1472", "tiles = -5");
     expect_file_error(&text, "machine.tiles", "-5");
 }
@@ -525,7 +525,10 @@ fn model_that_does_not_fit() {
     let rendered = expect_file_error(text, "workload.model", "\"vit-b16\"");
     assert!(rendered.contains("does not fit on 16 tiles"), "{rendered}");
     assert!(
-        rendered.contains("16 tiles x 573,440 bytes = 9,175,040 bytes"),
+        rendered.contains(
+            "16 tiles x 573,440 bytes (638,976 bytes of SRAM less \
+             planning.reserved_bytes_per_tile = 65,536) = 9,175,040 bytes"
+        ),
         "{rendered}"
     );
     assert!(rendered.contains("use at least"), "{rendered}");

@@ -102,7 +102,27 @@ pub fn resolve(
     let overrides = resolver.phase_overrides(file)?;
     let outputs = resolver.outputs(file)?;
     let name = resolver.name(file, source_name, &workload.model)?;
-    check_fit(&workload, &machine, &planning, model_origin, layers_origin)?;
+    let field_origin = |path: &str, span: Option<Range<usize>>| {
+        origins
+            .get(path)
+            .map(|argument| Origin::Set(argument.clone()))
+            .or(span.map(Origin::File))
+    };
+    let sources = FitSources {
+        model: model_origin,
+        layers: layers_origin,
+        batch: field_origin(
+            "workload.batch",
+            file.workload
+                .as_ref()
+                .and_then(|section| section.get_ref().batch.as_ref().map(Spanned::span)),
+        ),
+        tiles: field_origin(
+            "machine.tiles",
+            file.machine.tiles.as_ref().map(Spanned::span),
+        ),
+    };
+    check_fit(&workload, &machine, &planning, sources)?;
     Ok(BuildQuery {
         name,
         source_path: None,
@@ -113,6 +133,26 @@ pub fn resolve(
         overrides,
         outputs,
     })
+}
+
+/// A valid policy spelled like `text` (`s256` -> `S256`, `Latency` ->
+/// `latency`, `B 1024` -> `B1024`), if there is one.
+pub fn policy_suggestion(text: &str) -> Option<String> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut candidates = vec![compact.to_uppercase(), compact.to_lowercase()];
+    if let Some(first) = compact.chars().next() {
+        candidates.push(format!(
+            "{}{}",
+            first.to_ascii_uppercase(),
+            compact[first.len_utf8()..].to_lowercase()
+        ));
+    }
+    if schema::edit_distance(&compact.to_lowercase(), "latency") <= 2 {
+        candidates.push(String::from("latency"));
+    }
+    candidates
+        .into_iter()
+        .find(|candidate| candidate != text && candidate.parse::<SchedulePolicy>().is_ok())
 }
 
 struct Resolver<'a> {
@@ -128,11 +168,24 @@ struct Sourced {
     explicit: bool,
 }
 
-fn describe_bounds(minimum: i64, maximum: i64) -> String {
-    if maximum >= i64::from(u32::MAX) - 1 {
-        format!("at least {minimum}")
+/// The range a value outside it must be in: "between A and B" when both
+/// ends are practical, else stated from the side it missed ("at least 1",
+/// "at most 4,294,967,294").
+fn describe_bounds(value: i64, minimum: i64, maximum: i64) -> String {
+    let signed = |number: i64| {
+        let magnitude = with_separators(u128::from(number.unsigned_abs()));
+        if number < 0 {
+            format!("-{magnitude}")
+        } else {
+            magnitude
+        }
+    };
+    if maximum < i64::from(u32::MAX) - 1 {
+        format!("between {} and {}", signed(minimum), signed(maximum))
+    } else if value > maximum {
+        format!("at most {}", signed(maximum))
     } else {
-        format!("between {minimum} and {maximum}")
+        format!("at least {}", signed(minimum))
     }
 }
 
@@ -196,10 +249,13 @@ impl Resolver<'_> {
             self.origin(path, field),
             format!(
                 "{path} = {value} is {side}; it must be {}",
-                describe_bounds(minimum, maximum)
+                describe_bounds(value, minimum, maximum)
             ),
         )
-        .label(format!("must be {}", describe_bounds(minimum, maximum)))
+        .label(format!(
+            "must be {}",
+            describe_bounds(value, minimum, maximum)
+        ))
         .help(help))
     }
 
@@ -266,7 +322,9 @@ impl Resolver<'_> {
              (tests use 16), or omit machine.tiles to use all of them"
         );
         let tiles = match &section.tiles {
-            Some(field) => Some(self.unsigned("machine.tiles", field, 0, u32::MAX, &tiles_help)?),
+            Some(field) => {
+                Some(self.unsigned("machine.tiles", field, 1, C600_TILES, &tiles_help)?)
+            }
             None => None,
         };
         validate_machine(preset, tiles)
@@ -358,13 +416,16 @@ impl Resolver<'_> {
             .get_ref()
             .parse()
             .map_err(|error: crate::query::PolicyParseError| {
+                let advice = "write \"auto\" (every candidate order, the best per phase), \
+                              \"list\", \"matching\", \"latency\", \"S<W>\" (stream) or \"B<W>\" \
+                              (balanced) with W wave words in 1..=65536, e.g. \"S256\" or \"B1024\"";
+                let help = match policy_suggestion(field.get_ref()) {
+                    Some(suggestion) => format!("did you mean \"{suggestion}\"? {advice}"),
+                    None => advice.to_string(),
+                };
                 Issue::new(path, self.origin(path, field), format!("{path}: {error}"))
                     .label("not a schedule policy")
-                    .help(
-                        "write \"auto\" (every candidate, the best per phase), \"list\", \
-                         \"matching\", \"latency\", \"S<W>\" (stream) or \"B<W>\" (balanced) \
-                         with W wave words in 1..=65536, e.g. \"S256\" or \"B1024\"",
-                    )
+                    .help(help)
             })
     }
 
@@ -444,7 +505,7 @@ impl Resolver<'_> {
                 .label("expected OPERATOR#ORDINAL")
                 .help(
                     "a phase key is the operator's provenance, '#', and the phase's ordinal \
-                     within it, e.g. \"layer.mlp.up#0\" (`superstep phases` lists them)",
+                     within it, e.g. \"layer.mlp.up#0\" (artifacts/NAME/phases.csv lists them)",
                 ));
             }
             let Some(policy_field) = &entry.policy else {
@@ -567,20 +628,25 @@ fn name_problem(name: &str) -> Option<&'static str> {
 
 /// The capacity check: FP8 weights plus an activation estimate against the
 /// SRAM the chosen tiles leave after the per-tile reserve.
+/// Where the values the fit check weighs came from (`None`: a default).
+struct FitSources {
+    model: Origin,
+    layers: Option<Origin>,
+    batch: Option<Origin>,
+    tiles: Option<Origin>,
+}
+
 fn check_fit(
     workload: &Workload,
     machine: &MachineSettings,
     planning: &PlanningFlags,
-    model_origin: Origin,
-    layers_origin: Option<Origin>,
+    sources: FitSources,
 ) -> Result<(), Issue> {
     let model = &workload.model;
     let weights = u128::from(model.weight_bytes(true));
-    let activations = u128::from(model.tokens())
-        * u128::from(model.width)
-        * 2
-        * u128::from(workload.batch)
-        * ACTIVATION_COPIES;
+    let activations_per_image =
+        u128::from(model.tokens()) * u128::from(model.width) * 2 * ACTIVATION_COPIES;
+    let activations = activations_per_image * u128::from(workload.batch);
     let needed = weights + activations;
     let per_tile = u128::from(SRAM_BYTES_PER_TILE.saturating_sub(planning.reserved_bytes_per_tile));
     let available = u128::from(machine.tiles) * per_tile;
@@ -588,31 +654,63 @@ fn check_fit(
         return Ok(());
     }
     let tiles_needed = needed.div_ceil(per_tile.max(1));
-    let (field, origin) = match layers_origin {
-        Some(origin) => ("workload.layers", origin),
-        None => ("workload.model", model_origin),
+    // Blame the value that makes it not fit: the batch when one image would
+    // fit; else what the command line changed (tiles, then layers); else
+    // the layers the file wrote; else the model.
+    let one_image_fits = weights + activations_per_image <= available;
+    let set = |origin: &Option<Origin>| matches!(origin, Some(Origin::Set(_)));
+    let (field, origin) = match (&sources.batch, &sources.tiles, &sources.layers) {
+        (Some(batch), _, _) if workload.batch > 1 && one_image_fits => {
+            ("workload.batch", batch.clone())
+        }
+        (_, Some(tiles), _) if set(&sources.tiles) => ("machine.tiles", tiles.clone()),
+        (_, _, Some(layers)) if set(&sources.layers) => ("workload.layers", layers.clone()),
+        (_, _, Some(layers)) => ("workload.layers", layers.clone()),
+        _ => ("workload.model", sources.model.clone()),
     };
-    let subject = if field == "workload.layers" {
-        format!(
+    let subject = match field {
+        "workload.layers" => format!(
             "workload.model = \"{}\" with workload.layers = {}",
             model.name, model.layers
-        )
-    } else {
-        format!("workload.model = \"{}\"", model.name)
+        ),
+        "workload.batch" => format!(
+            "workload.model = \"{}\" at workload.batch = {}",
+            model.name, workload.batch
+        ),
+        _ => format!("workload.model = \"{}\"", model.name),
     };
-    let more_tiles = if tiles_needed <= u128::from(C600_TILES) {
-        format!("use at least {tiles_needed} tiles (machine.tiles)")
+    let mut advice: Vec<String> = Vec::new();
+    if field == "workload.batch" {
+        let largest_batch = available.saturating_sub(weights) / activations_per_image.max(1);
+        advice.push(format!(
+            "use a batch of at most {} (workload.batch)",
+            with_separators(largest_batch)
+        ));
+    }
+    if tiles_needed <= u128::from(C600_TILES) && machine.tiles < C600_TILES {
+        advice.push(format!("use at least {tiles_needed} tiles (machine.tiles)"));
+    } else if machine.tiles >= C600_TILES {
+        advice.push(format!(
+            "it needs {} tiles at this reserve and the c600 has {C600_TILES}, all in use",
+            with_separators(tiles_needed)
+        ));
     } else {
-        format!(
-            "it needs {tiles_needed} tiles at this reserve, more than the {C600_TILES} of the c600"
-        )
-    };
+        advice.push(format!(
+            "it needs {} tiles at this reserve, more than the {C600_TILES} of the c600",
+            with_separators(tiles_needed)
+        ));
+    }
+    if field != "workload.batch" {
+        advice.push(String::from("use fewer layers (workload.layers)"));
+    }
+    let more_tiles = advice.join(", ");
     Err(Issue::new(
         field,
         origin,
         format!(
             "{subject} does not fit on {} tiles: it needs about {} bytes ({} of FP8 weights and \
-             {} of activations at batch {}) but {} tiles x {} bytes = {} bytes are available",
+             {} of activations at batch {}) but {} tiles x {} bytes (638,976 bytes of SRAM less \
+             planning.reserved_bytes_per_tile = {}) = {} bytes are available",
             machine.tiles,
             with_separators(needed),
             with_separators(weights),
@@ -620,13 +718,13 @@ fn check_fit(
             workload.batch,
             machine.tiles,
             with_separators(per_tile),
+            with_separators(u128::from(planning.reserved_bytes_per_tile)),
             with_separators(available),
         ),
     )
     .label("does not fit")
     .help(format!(
-        "{more_tiles}, use fewer layers (workload.layers), or reduce \
-         planning.reserved_bytes_per_tile (now {}) to free SRAM per tile",
+        "{more_tiles}, or reduce planning.reserved_bytes_per_tile (now {}) to free SRAM per tile",
         planning.reserved_bytes_per_tile
     )))
 }

@@ -162,9 +162,18 @@ fn locate(table: &DeTable<'_>, offset: usize, prefix: &str) -> Option<String> {
 pub fn serde_issue(error: &toml::de::Error, document: &DeTable<'_>) -> Issue {
     let span = error.span().unwrap_or(0..0);
     let field = locate(document, span.start, "");
+    let mut detail = error.message().trim_end().to_string();
+    if detail.contains("i128") || detail.contains("u128") {
+        // TOML reads integers beyond 64 bits as 128-bit ones, which no field takes.
+        detail = String::from(
+            "the number is too large: whole numbers in a build file are at most \
+             9,223,372,036,854,775,807, and every field's own range is far smaller \
+             (the commented files in queries/ give each range)",
+        );
+    }
     let message = match &field {
-        Some(path) => format!("`{path}`: {}", error.message().trim_end()),
-        None => format!("invalid build query: {}", error.message().trim_end()),
+        Some(path) => format!("`{path}`: {detail}"),
+        None => format!("invalid build query: {detail}"),
     };
     Issue::from(IssueBody {
         field,

@@ -1,0 +1,118 @@
+//! Schedule overrides checked against the compiled build: an override that
+//! names a phase the build does not have would silently do nothing, so it is
+//! an input error (exit code 2) pointing at the override, with the nearest
+//! existing phase keys.
+//!
+//! The check needs the phase keys, which exist only after the first half of
+//! the build; it runs between the two halves (`common::build_checked`).
+
+use super::QueryArguments;
+use super::common::{CommandError, query_path, render_query_error};
+use crate::driver::Session;
+use crate::queries::phases::phase_keys;
+use crate::query::schema::edit_distance;
+use crate::query::{BuildQuery, override_error};
+
+/// How many nearest keys a message names.
+const SUGGESTIONS: usize = 5;
+
+/// The phase keys of `known` nearest to `wanted`, at most `count`: keys
+/// that contain its operator part (before `#`) first, then by edit
+/// distance, ties in key order.
+pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'a str> {
+    let stem = wanted.split('#').next().unwrap_or(wanted);
+    let mut scored: Vec<(bool, usize, &str)> = known
+        .iter()
+        .map(|key| {
+            (
+                stem.is_empty() || !key.contains(stem),
+                edit_distance(wanted, key),
+                *key,
+            )
+        })
+        .collect();
+    scored.sort_unstable();
+    scored
+        .into_iter()
+        .take(count)
+        .map(|(_, _, key)| key)
+        .collect()
+}
+
+/// The overrides of `query` that name no phase of the session's build, each
+/// with the nearest existing keys (none when the build has no phase groups).
+pub fn unknown_override_phases(
+    session: &Session,
+    query: &BuildQuery,
+) -> Vec<(String, Vec<String>)> {
+    if query.overrides.is_empty() {
+        return Vec::new();
+    }
+    let db = &session.db;
+    let keys = phase_keys(db, session.inputs);
+    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    if known.is_empty() {
+        return Vec::new();
+    }
+    query
+        .overrides
+        .iter()
+        .filter(|entry| !known.contains(&entry.phase.as_str()))
+        .map(|entry| {
+            let nearest = nearest_keys(&entry.phase, &known, SUGGESTIONS);
+            (
+                entry.phase.clone(),
+                nearest.into_iter().map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Every override of `query` must name a phase of the session's build.
+pub fn check_override_phases(
+    session: &Session,
+    query: &BuildQuery,
+    arguments: &QueryArguments,
+) -> Result<(), CommandError> {
+    if query.overrides.is_empty() {
+        return Ok(());
+    }
+    let db = &session.db;
+    let keys = phase_keys(db, session.inputs);
+    if keys.is_empty() {
+        // No phase groups (a first-half failure is reported by the build).
+        return Ok(());
+    }
+    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    for entry in &query.overrides {
+        if known.contains(&entry.phase.as_str()) {
+            continue;
+        }
+        let nearest = nearest_keys(&entry.phase, &known, SUGGESTIONS);
+        let quoted: Vec<String> = nearest.iter().map(|key| format!("`{key}`")).collect();
+        let help = match nearest.first() {
+            Some(best) => format!(
+                "did you mean `{best}`? nearest phase keys: {}; every key is in {}/{}/phases.csv after a build",
+                quoted.join(", "),
+                query.outputs.directory.display(),
+                query.name
+            ),
+            None => String::from("this build has no exchange phases to override"),
+        };
+        let error = override_error(
+            &query_path(arguments),
+            &arguments.sets,
+            &entry.phase,
+            format!(
+                "schedule override of phase \"{}\": {} has no such phase ({} phases)",
+                entry.phase,
+                query.name,
+                known.len()
+            ),
+            "no phase has this key",
+            help,
+        );
+        return Err(CommandError::Input(render_query_error(&error)));
+    }
+    Ok(())
+}

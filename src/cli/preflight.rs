@@ -1,0 +1,129 @@
+//! Output checks made before any work: every file or folder a command will
+//! write (`--trace`, `capture -o`, `bench-snapshot --json`, the build's
+//! outputs folder) is checked here first, so a path that cannot be written is
+//! an input error (exit code 2) naming the flag or field and the reason, never
+//! a panic and never a failure after a whole compile.
+//!
+//! Files named by a flag are written into a folder that must already exist
+//! (no folder the user did not ask for is created); the outputs folder
+//! (`outputs.directory/NAME`) is created, as the build would create it.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use super::common::CommandError;
+use super::{Cli, Command};
+
+/// Checks the outputs named by flags, known before the build query is read:
+/// `capture -o FILE` and `bench-snapshot --json OUT` (`--trace` is created by
+/// [`create_trace`]).
+pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
+    match &cli.command {
+        Command::Capture { output, .. } => check_output_file("capture -o", output),
+        Command::BenchSnapshot {
+            json: Some(json), ..
+        } => check_output_file("bench-snapshot --json", json),
+        _ => Ok(()),
+    }
+}
+
+/// Creates the trace file (truncating an existing one), or says why it
+/// cannot be: "cannot write trace FILE: reason".
+pub fn create_trace(path: &Path) -> Result<File, CommandError> {
+    let failure = |reason: String| {
+        CommandError::Input(format!(
+            "error: --trace: cannot write trace {}: {reason}",
+            path.display()
+        ))
+    };
+    check_parent("--trace", path).map_err(|reason| failure(reason.to_string()))?;
+    if path.is_dir() {
+        return Err(failure(String::from("it is a directory")));
+    }
+    File::create(path).map_err(|error| failure(error.to_string()))
+}
+
+/// Why a file named by `flag` cannot be written, checked without changing
+/// it: its folder must exist, it must not be a folder, and it must be
+/// openable for writing (an existing file is not truncated; a probe file is
+/// removed again).
+pub fn check_output_file(flag: &str, path: &Path) -> Result<(), CommandError> {
+    let failure = |reason: String| {
+        CommandError::Input(format!(
+            "error: {flag}: cannot write {}: {reason}",
+            path.display()
+        ))
+    };
+    check_parent(flag, path).map_err(|reason| failure(reason.to_string()))?;
+    if path.is_dir() {
+        return Err(failure(String::from("it is a directory")));
+    }
+    let existed = path.exists();
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|error| failure(error.to_string()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// The folder of a file named by a flag must exist and be a folder.
+fn check_parent(flag: &str, path: &Path) -> Result<(), String> {
+    if path.as_os_str().is_empty() {
+        return Err(format!("{flag} needs a file name"));
+    }
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => return Ok(()),
+    };
+    if parent.is_dir() {
+        return Ok(());
+    }
+    if parent.exists() {
+        return Err(format!(
+            "{} is not a folder (a file is in the way)",
+            parent.display()
+        ));
+    }
+    Err(format!(
+        "the folder {} does not exist; create it first or name a file in an existing folder",
+        parent.display()
+    ))
+}
+
+/// Creates the build's outputs folder `directory` (as the build would) and
+/// checks that files can be created in it; `field` names where the folder
+/// came from (`outputs.directory`).
+pub fn check_output_directory(field: &str, directory: &Path) -> Result<(), CommandError> {
+    let failure = |reason: String| {
+        CommandError::Input(format!(
+            "error: {field}: cannot write outputs to {}: {reason}\n  \
+             help: set {field} (in the build file or with --set {field}=DIR) to a writable folder",
+            directory.display()
+        ))
+    };
+    if let Some(blocker) = file_in_the_way(directory) {
+        return Err(failure(format!(
+            "{} is a file, not a folder",
+            blocker.display()
+        )));
+    }
+    std::fs::create_dir_all(directory).map_err(|error| failure(error.to_string()))?;
+    let probe = directory.join(format!(".superstep-probe-{}", std::process::id()));
+    File::create(&probe).map_err(|error| failure(error.to_string()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The first ancestor of `directory` (or itself) that exists but is not a folder.
+fn file_in_the_way(directory: &Path) -> Option<PathBuf> {
+    directory
+        .ancestors()
+        .filter(|ancestor| !ancestor.as_os_str().is_empty())
+        .find(|ancestor| ancestor.exists())
+        .filter(|existing| !existing.is_dir())
+        .map(Path::to_path_buf)
+}

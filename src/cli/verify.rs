@@ -1,0 +1,35 @@
+//! `superstep verify FILE`: read a package file from disk (header, length,
+//! digest) and check it on its own (`crate::package::verify`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::common::CommandError;
+use crate::package::Package;
+use crate::package::verify::verify_package;
+
+pub fn run(path: &Path) -> Result<(), CommandError> {
+    let started = Instant::now();
+    let (package, header) = Package::read_with_header(path)
+        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let read = started.elapsed();
+    let verification = verify_package(&package);
+    println!(
+        "{}: package `{}` (format {}), {} payload bytes, digest checked; read in {:.3} s",
+        path.display(),
+        package.name,
+        String::from_utf8_lossy(&crate::package::PACKAGE_MAGIC[6..]),
+        header.payload_bytes,
+        read.as_secs_f64()
+    );
+    println!("checked {verification}");
+    if verification.passed() {
+        Ok(())
+    } else {
+        Err(CommandError::Input(format!(
+            "error: {} fails {} checks",
+            path.display(),
+            verification.failure_count
+        )))
+    }
+}

@@ -1,0 +1,308 @@
+//! `superstep verify`: checks a package as read from disk, independently of
+//! the build that wrote it.
+//!
+//! Every per-tile table has one entry per tile; every placed allocation lies
+//! inside its tile's memory; every location of every step lies inside the
+//! allocation it names; every exchange row decodes, its sends start inside
+//! an allocation of its tile and its sends and receive pointers stay inside
+//! the tile's memory; every Repeat patch and row-sharing patch names a tile,
+//! phase and word that exist. The first failures are reported (by phase,
+//! tile and word), with the counts of what was checked. Linear in the
+//! package, plus a sort of each tile's allocations.
+
+use std::fmt;
+
+use super::Package;
+use crate::expand::visit::step_locations_mut;
+use crate::rows::{RowEvent, decode_row};
+use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
+
+/// How many failures a verification lists.
+const FAILURES_LISTED: usize = 20;
+
+/// What a verification checked, and what failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verification {
+    pub tiles: u32,
+    pub allocations: u64,
+    pub step_locations: u64,
+    pub phases: u64,
+    pub row_words: u64,
+    pub sends: u64,
+    pub repeat_patch_words: u64,
+    pub sharing_patches: u64,
+    /// The first failures (at most `FAILURES_LISTED`).
+    pub failures: Vec<String>,
+    /// All failures, listed or not.
+    pub failure_count: u64,
+}
+
+impl Verification {
+    pub fn passed(&self) -> bool {
+        self.failure_count == 0
+    }
+
+    fn fail(&mut self, message: String) {
+        self.failure_count += 1;
+        if self.failures.len() < FAILURES_LISTED {
+            self.failures.push(message);
+        }
+    }
+}
+
+impl fmt::Display for Verification {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "{} tiles, {} allocations, {} step locations, {} phases, {} row words decoded \
+             ({} sends), {} Repeat patch words, {} sharing patches: ",
+            self.tiles,
+            self.allocations,
+            self.step_locations,
+            self.phases,
+            self.row_words,
+            self.sends,
+            self.repeat_patch_words,
+            self.sharing_patches
+        )?;
+        if self.passed() {
+            return formatter.write_str("all checks pass");
+        }
+        write!(formatter, "{} failures", self.failure_count)?;
+        for failure in &self.failures {
+            write!(formatter, "\n  {failure}")?;
+        }
+        if self.failure_count > self.failures.len() as u64 {
+            write!(
+                formatter,
+                "\n  ... and {} more",
+                self.failure_count - self.failures.len() as u64
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Per tile: allocation starts, sorted, with the largest end among the
+/// allocations up to each (allocations may overlap: aliases).
+struct TileRanges {
+    starts: Vec<Vec<u64>>,
+    reach: Vec<Vec<u64>>,
+}
+
+impl TileRanges {
+    fn new(mut ranges: Vec<Vec<(u64, u64)>>) -> TileRanges {
+        let mut starts = Vec::with_capacity(ranges.len());
+        let mut reach = Vec::with_capacity(ranges.len());
+        for tile in &mut ranges {
+            tile.sort_unstable();
+            starts.push(tile.iter().map(|&(start, _)| start).collect());
+            let mut furthest = 0;
+            reach.push(
+                tile.iter()
+                    .map(|&(_, end)| {
+                        furthest = furthest.max(end);
+                        furthest
+                    })
+                    .collect(),
+            );
+        }
+        TileRanges { starts, reach }
+    }
+
+    /// Whether `address` lies inside an allocation of `tile`.
+    fn contains(&self, tile: usize, address: u64) -> bool {
+        let (Some(starts), Some(reach)) = (self.starts.get(tile), self.reach.get(tile)) else {
+            return false;
+        };
+        let split = starts.partition_point(|&start| start <= address);
+        split > 0 && reach[split - 1] > address
+    }
+}
+
+/// Checks `package` (see the module documentation).
+pub fn verify_package(package: &Package) -> Verification {
+    let mut result = Verification {
+        tiles: package.tiles,
+        ..Verification::default()
+    };
+    let tiles = package.tiles as usize;
+    let memory = u64::from(TILE_BASE_ADDRESS)..=u64::from(TILE_END_ADDRESS);
+    for (name, table) in [
+        ("exchange_table_base", &package.exchange_table_base),
+        ("patch_lists_base", &package.patch_lists_base),
+    ] {
+        if table.len() != tiles {
+            result.fail(format!(
+                "{name} has {} entries for {tiles} tiles",
+                table.len()
+            ));
+        }
+        for (tile, &base) in table.iter().enumerate() {
+            if !memory.contains(&u64::from(base)) {
+                result.fail(format!(
+                    "{name} of tile {tile} is {base:#x}, outside the tile's memory"
+                ));
+            }
+        }
+    }
+    let mut ranges = vec![Vec::new(); tiles];
+    for (index, allocation) in package.allocations.iter().enumerate() {
+        result.allocations += 1;
+        let start = u64::from(allocation.address);
+        let end = start + u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
+        if allocation.tile as usize >= tiles {
+            result.fail(format!(
+                "allocation {index} is on tile {}, outside the {tiles} tiles",
+                allocation.tile
+            ));
+            continue;
+        }
+        if start < *memory.start() || end > *memory.end() {
+            result.fail(format!(
+                "allocation {index} on tile {}: bytes {start:#x}..{end:#x} are outside the tile's memory",
+                allocation.tile
+            ));
+        }
+        ranges[allocation.tile as usize].push((start, end));
+    }
+    let ranges = TileRanges::new(ranges);
+
+    let mut steps = package.steps.clone();
+    for (step_index, step) in steps.iter_mut().enumerate() {
+        let mut failures = Vec::new();
+        let mut count = 0u64;
+        step_locations_mut(step, &mut |location| {
+            count += 1;
+            match package.allocations.get(location.allocation.0 as usize) {
+                None => failures.push(format!(
+                    "step {step_index}: a location names allocation {}, which does not exist",
+                    location.allocation.0
+                )),
+                Some(allocation) => {
+                    let start = u64::from(allocation.address);
+                    let end = start
+                        + u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
+                    let offset = u64::from(location.offset);
+                    if offset < start || offset > end {
+                        failures.push(format!(
+                            "step {step_index}: location {offset:#x} is outside allocation {} \
+                             ({start:#x}..{end:#x} on tile {})",
+                            location.allocation.0, allocation.tile
+                        ));
+                    }
+                }
+            }
+        });
+        result.step_locations += count;
+        for failure in failures {
+            result.fail(failure);
+        }
+    }
+    drop(steps);
+
+    for phase in &package.phases {
+        result.phases += 1;
+        if phase.rows.len() != tiles {
+            result.fail(format!(
+                "phase {}: {} rows for {tiles} tiles",
+                phase.key,
+                phase.rows.len()
+            ));
+        }
+        if !phase.stored_rows.is_empty() && phase.stored_rows.len() != tiles {
+            result.fail(format!(
+                "phase {}: {} stored-row indices for {tiles} tiles",
+                phase.key,
+                phase.stored_rows.len()
+            ));
+        }
+        for (tile, row) in phase.rows.iter().enumerate() {
+            result.row_words += row.len() as u64;
+            let events = match decode_row(row) {
+                Ok(events) => events,
+                Err(error) => {
+                    result.fail(format!(
+                        "phase {}, tile {tile}: the row does not decode: {error}",
+                        phase.key
+                    ));
+                    continue;
+                }
+            };
+            for event in events {
+                match event {
+                    RowEvent::Send {
+                        address,
+                        events,
+                        control,
+                        ..
+                    } => {
+                        result.sends += 1;
+                        let start = u64::from(address) * 4;
+                        let unit = if control & 4 != 0 { 8 } else { 4 };
+                        let end = start + events * unit;
+                        if !ranges.contains(tile, start) {
+                            result.fail(format!(
+                                "phase {}, tile {tile}: a send starts at {start:#x}, outside \
+                                 every allocation of the tile",
+                                phase.key
+                            ));
+                        } else if end > *memory.end() {
+                            result.fail(format!(
+                                "phase {}, tile {tile}: a send of bytes {start:#x}..{end:#x} runs \
+                                 past the tile's memory",
+                                phase.key
+                            ));
+                        }
+                    }
+                    RowEvent::Pointer { address, .. } => {
+                        let byte = u64::from(address) * 4;
+                        if !memory.contains(&byte) {
+                            result.fail(format!(
+                                "phase {}, tile {tile}: a receive pointer {byte:#x} is outside \
+                                 the tile's memory",
+                                phase.key
+                            ));
+                        }
+                    }
+                    RowEvent::Select { .. } | RowEvent::End { .. } => {}
+                }
+            }
+        }
+        for patches in &phase.repeat_patches {
+            let row_words = phase
+                .rows
+                .get(patches.tile as usize)
+                .map_or(0, |row| row.len() as u64);
+            for word in &patches.words {
+                result.repeat_patch_words += 1;
+                if u64::from(word.word) >= row_words {
+                    result.fail(format!(
+                        "phase {}, tile {}: a Repeat patch rewrites word {} of a {row_words}-word row",
+                        phase.key, patches.tile, word.word
+                    ));
+                }
+            }
+        }
+    }
+    for patch in &package.sharing_patches {
+        result.sharing_patches += 1;
+        let row_words = package
+            .phases
+            .get(patch.phase as usize)
+            .and_then(|phase| phase.rows.get(patch.tile as usize))
+            .map(|row| row.len() as u64);
+        match row_words {
+            None => result.fail(format!(
+                "a sharing patch names phase {} tile {}, which do not exist",
+                patch.phase, patch.tile
+            )),
+            Some(words) if u64::from(patch.word) >= words => result.fail(format!(
+                "a sharing patch rewrites word {} of phase {} tile {}'s {words}-word row",
+                patch.word, patch.phase, patch.tile
+            )),
+            Some(_) => {}
+        }
+    }
+    result
+}
