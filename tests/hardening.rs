@@ -500,7 +500,14 @@ fn case_11_no_stale_text() {
         "watch QUERY is optional"
     );
     let default = std::fs::read_to_string("queries/siglip-so400m.toml").expect("default");
-    assert!(default.contains("is an example, not a"), "{default}");
+    assert!(
+        default.contains("the commented [[schedule.override]] below is an example"),
+        "{default}"
+    );
+    assert!(
+        !default.contains("\n[[schedule.override]]"),
+        "the default query carries no live override: {default}"
+    );
 }
 
 // Two processes, one cache: concurrent builds (one evicting down to a tiny
