@@ -2,9 +2,9 @@
 //! (27 layers, 1,472 tiles): setup builds the default query, captures it as
 //! a schema-4 snapshot, parses and imports the snapshot (the problems the
 //! bench schedules are the imported ones, identical to the build's), then
-//! measures `schedule` under the build's default policy (B1024, automatic
-//! width) on the phase with the most transfers and on the phase with the
-//! most destinations.
+//! measures `schedule` (automatic width) under every candidate order of the
+//! `auto` policy, and under `auto` itself, on the phase with the most
+//! transfers and on the phase with the most destinations.
 //!
 //! `cargo bench --bench scheduler`
 
@@ -17,6 +17,7 @@ use superstep::driver::Session;
 use superstep::query::TransferWidth;
 use superstep::query::load_query;
 use superstep::query::validate::DEFAULT_POLICY;
+use superstep::schedule::candidates::{FIRST_STAGE, SECOND_STAGE, THIRD_STAGE};
 use superstep::schedule::schedule;
 use superstep::snapshot::{PhaseSnapshot, Snapshot, capture_session, import_snapshot, snapshot_of};
 
@@ -50,26 +51,33 @@ fn scheduler(criterion: &mut Criterion) {
         .expect("phases");
     let mut group = criterion.benchmark_group("scheduler");
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(12));
+    group.measurement_time(Duration::from_secs(6));
     for (label, phase) in [
         ("most-transfers", by_transfers),
         ("most-destinations", by_destinations),
     ] {
         let name = format!(
-            "siglip-so400m-27/{label}/phase-{}/{}-transfers-{}-destinations/{DEFAULT_POLICY}",
+            "siglip-so400m-27/{label}/phase-{}/{}-transfers-{}-destinations",
             phase.phase,
             phase.problem.pieces(),
             phase.problem.receives()
         );
-        group.bench_function(name, |bencher| {
-            bencher.iter(|| {
-                black_box(
-                    schedule(&phase.problem, DEFAULT_POLICY, TransferWidth::Auto)
-                        .expect("schedules")
-                        .horizon,
-                )
-            })
-        });
+        let policies = FIRST_STAGE
+            .iter()
+            .chain(&SECOND_STAGE)
+            .chain(&THIRD_STAGE)
+            .chain(&[DEFAULT_POLICY]);
+        for &policy in policies {
+            group.bench_function(format!("{name}/{policy}"), |bencher| {
+                bencher.iter(|| {
+                    black_box(
+                        schedule(&phase.problem, policy, TransferWidth::Auto)
+                            .expect("schedules")
+                            .horizon,
+                    )
+                })
+            });
+        }
     }
     group.finish();
 }

@@ -135,8 +135,8 @@ pub fn place_in_time_order<'a>(
         heap: BinaryHeap::with_capacity(pieces),
         parked: vec![BinaryHeap::new(); 2 * tiles],
     };
-    for piece in 0..pieces {
-        if waiting[piece] == 0 {
+    for (piece, &predecessors) in waiting.iter().enumerate() {
+        if predecessors == 0 {
             order.push_free(piece);
         }
     }

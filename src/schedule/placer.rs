@@ -115,7 +115,7 @@ pub struct Placer<'a> {
 pub fn check_pieces(problem: &ExchangeProblem, paired: &[bool]) -> Result<(), ScheduleError> {
     let tiles = problem.tiles;
     let mut seen: Vec<u32> = Vec::new();
-    for piece in 0..problem.pieces() {
+    for (piece, &is_paired) in paired.iter().enumerate() {
         let sender = problem.source_tile[piece];
         if sender >= tiles {
             return Err(ScheduleError::TileOutOfRange {
@@ -138,7 +138,7 @@ pub fn check_pieces(problem: &ExchangeProblem, paired: &[bool]) -> Result<(), Sc
             return Err(ScheduleError::TileOutOfRange { piece, tile, tiles });
         }
         if seen.binary_search(&sender).is_ok() {
-            let events = i64::from(piece_events(problem.words[piece], paired[piece]));
+            let events = i64::from(piece_events(problem.words[piece], is_paired));
             let delay = i64::from(time_to_mux(physical_tile(sender), physical_tile(sender)))
                 + select_offset(receives.len());
             let own_send = 0..RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS;
@@ -279,7 +279,7 @@ impl<'a> Placer<'a> {
     /// resource are keyed relative to it.
     pub fn frontier(&self, resource: usize) -> i64 {
         let state = &self.tiles[resource / 2];
-        if resource % 2 == 0 {
+        if resource.is_multiple_of(2) {
             state.send_frontier
         } else {
             state.receive_source_end

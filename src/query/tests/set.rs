@@ -29,10 +29,10 @@ fn set_overrides_fields() {
     assert_eq!(query.workload.attention, AttentionChoice::Flash);
     assert!(!query.planning.copy_motion);
     assert!(!query.planning.repeat_base);
-    assert_eq!(query.overrides.len(), 2);
-    assert_eq!(query.overrides[1].phase, "layer.attention.scores#3");
+    assert_eq!(query.overrides.len(), 1);
+    assert_eq!(query.overrides[0].phase, "layer.attention.scores#3");
     assert_eq!(
-        query.overrides[1].policy,
+        query.overrides[0].policy,
         SchedulePolicy::Balanced { words: 512 }
     );
 }
