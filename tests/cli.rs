@@ -148,6 +148,30 @@ fn help_explains_the_commands() {
 }
 
 #[test]
+fn explain_shows_the_auto_candidates_and_the_winner() {
+    let output = superstep(&[
+        "explain",
+        "queries/vit-tiny.toml",
+        "--phase",
+        "layer.attn.merge#0",
+        "--set",
+        "schedule.policy=auto",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("policy: auto"), "{text}");
+    assert!(text.contains("auto: "), "{text}");
+    assert!(text.contains("candidates tried"), "{text}");
+    assert_eq!(text.matches("  chosen").count(), 1, "one winner: {text}");
+    for order in ["matching", "B1024"] {
+        assert!(
+            text.contains(&format!("    {order}")),
+            "{order} tried: {text}"
+        );
+    }
+}
+
+#[test]
 fn explain_shows_a_phase_and_where_its_policy_comes_from() {
     let output = superstep(&[
         "explain",
@@ -162,7 +186,8 @@ fn explain_shows_a_phase_and_where_its_policy_comes_from() {
     for expected in [
         "provenance",
         "horizon",
-        "lower bound",
+        "endpoint bound",
+        "latency-aware bound",
         "rows:",
         "Repeat patches",
         "override 1",
