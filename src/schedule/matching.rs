@@ -182,17 +182,16 @@ mod tests {
     /// Every wave is a matching: no tile sends twice or receives twice in it.
     fn assert_conflict_free(problem: &ExchangeProblem, waves: &[u32]) {
         let mut seen = std::collections::HashSet::new();
-        for piece in 0..problem.pieces() {
+        assert_eq!(waves.len(), problem.pieces());
+        for (piece, &wave) in waves.iter().enumerate() {
             assert!(
-                seen.insert((waves[piece], 's', problem.source_tile[piece])),
-                "piece {piece}: its sender already sends in wave {}",
-                waves[piece]
+                seen.insert((wave, 's', problem.source_tile[piece])),
+                "piece {piece}: its sender already sends in wave {wave}"
             );
             for receive in problem.receives_of(piece) {
                 assert!(
-                    seen.insert((waves[piece], 'r', problem.destination_tile[receive])),
-                    "piece {piece}: a receiver already receives in wave {}",
-                    waves[piece]
+                    seen.insert((wave, 'r', problem.destination_tile[receive])),
+                    "piece {piece}: a receiver already receives in wave {wave}"
                 );
             }
         }
