@@ -107,6 +107,9 @@ pub struct Placer<'a> {
     schedule: Schedule,
     plans: Vec<ReceivePlan>,
     pointers: Vec<i64>,
+    /// Per receive: (`time_to_mux + c`, payload start minus select), fixed
+    /// for the whole placement (computed once, read on every evaluation).
+    delays: Vec<(i32, i32)>,
 }
 
 /// Checks what the placer assumes of every piece once, before anything is
@@ -151,6 +154,25 @@ pub fn check_pieces(problem: &ExchangeProblem, paired: &[bool]) -> Result<(), Sc
         }
     }
     Ok(())
+}
+
+/// Per receive: the select delay (`time_to_mux + c`) and the payload delay
+/// (payload start minus select) under the piece's width.
+fn receive_delays(problem: &ExchangeProblem, paired: &[bool]) -> Vec<(i32, i32)> {
+    let mut delays = Vec::with_capacity(problem.receives());
+    for (piece, &is_paired) in paired.iter().enumerate() {
+        let receives = problem.receives_of(piece);
+        let offset = select_offset(receives.len());
+        let sender = physical_tile(problem.source_tile[piece]);
+        for receive in receives {
+            let tile = problem.destination_tile[receive];
+            let select = i64::from(time_to_mux(sender, physical_tile(tile))) + offset;
+            let payload = receive_payload_start(0, tile, is_paired);
+            // Both are a few hundred events at most (IPU21.md).
+            delays.push((select as i32, payload as i32));
+        }
+    }
+    delays
 }
 
 fn event(piece: usize, value: i64) -> Result<u32, ScheduleError> {
@@ -201,6 +223,7 @@ impl<'a> Placer<'a> {
             },
             plans: Vec::new(),
             pointers: Vec::new(),
+            delays: receive_delays(problem, paired),
         }
     }
 
@@ -221,8 +244,6 @@ impl<'a> Placer<'a> {
         let sender = problem.source_tile[piece];
         let paired = self.schedule.paired[piece];
         let receives = problem.receives_of(piece);
-        let offset = select_offset(receives.len());
-        let sender_physical = physical_tile(sender);
         let mut start = self.tiles[sender as usize].send_frontier;
         let mut bottleneck = Some(2 * sender as usize);
         if paired {
@@ -242,9 +263,8 @@ impl<'a> Placer<'a> {
         self.plans.clear();
         for receive in receives {
             let tile = problem.destination_tile[receive];
-            let select_delay =
-                i64::from(time_to_mux(sender_physical, physical_tile(tile))) + offset;
-            let payload_delay = receive_payload_start(0, tile, paired);
+            let (select_delay, payload_delay) = self.delays[receive];
+            let (select_delay, payload_delay) = (i64::from(select_delay), i64::from(payload_delay));
             let state = &self.tiles[tile as usize];
             let destination = problem.destination[receive];
             let needs_pointer = state.receive_end_address
