@@ -42,6 +42,9 @@ pub const PATCH_ENTRY_BYTES: u32 = 8;
 #[salsa::tracked(returns(ref))]
 pub fn row_table(db: &dyn Db, build: BuildInputs) -> Result<Arc<RowTable>, BackendError> {
     let _span = tracing::debug_span!("row_table").entered();
+    // `phase_keys` is empty when the phases cannot be formed: fail with
+    // that error here rather than build an empty table.
+    phase_groups(db, build).clone()?;
     let mut rows = Vec::new();
     let mut allocations = Vec::new();
     for &phase in phase_keys(db, build) {

@@ -58,6 +58,10 @@ pub struct PhaseKey<'db> {
     pub key: String,
 }
 
+/// The keys of every phase, in program order. Empty when the phase groups
+/// cannot be formed: every aggregate over the keys (`row_table`, and through
+/// it reservations, placement and the estimate) reads `phase_groups` first
+/// and fails with its error instead of working on no phases.
 #[salsa::tracked(returns(ref))]
 pub fn phase_keys<'db>(db: &'db dyn Db, build: BuildInputs) -> Vec<PhaseKey<'db>> {
     match phase_groups(db, build) {
