@@ -483,7 +483,7 @@ pub fn execute(
                         d,
                         scale.get(),
                         kind,
-                    );
+                    )?;
                     let mut location = partial;
                     location.offset += (row as u32 * stride_groups + group) * row_bytes;
                     let bytes = writer.bytes_mut(location, row_bytes as usize)?;
@@ -563,7 +563,8 @@ pub fn execute(
 /// Partial statistics `[max, sum, weighted values...]` of one query row
 /// against a block of keys. Materialized: weights `exp(score - max)` are
 /// rounded to FP16 (the matrix unit's input) before use; flash: streamed
-/// over sub-blocks in FP32.
+/// over sub-blocks, each block's FP16 weights times the values accumulated
+/// in FP32 on the matrix unit (`OnlineSoftmax::absorb_matrix_unit`).
 fn partial_statistics(
     q: &[f32],
     k: &[f32],
@@ -572,7 +573,7 @@ fn partial_statistics(
     d: usize,
     scale: f32,
     kind: AttentionKind,
-) -> Vec<f32> {
+) -> Result<Vec<f32>, SimError> {
     let scores: Vec<f32> = (0..keys)
         .map(|key| {
             q.iter()
@@ -599,41 +600,20 @@ fn partial_statistics(
         }
         AttentionKind::Flash { key_block } => {
             let block = key_block.max(1) as usize;
-            let (mut maximum, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+            let mut state = OnlineSoftmax::new(d);
             let mut start = 0;
             while start < keys {
                 let end = keys.min(start + block);
-                let block_maximum = scores[start..end]
-                    .iter()
-                    .copied()
-                    .fold(f32::NEG_INFINITY, f32::max);
-                let new_maximum = maximum.max(block_maximum);
-                let rescale = if maximum == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    (maximum - new_maximum).exp()
-                };
-                sum *= rescale;
-                statistics[2..]
-                    .iter_mut()
-                    .for_each(|total| *total *= rescale);
-                for key in start..end {
-                    let weight = (scores[key] - new_maximum).exp();
-                    sum += weight;
-                    for (total, &value) in
-                        statistics[2..].iter_mut().zip(&v[key * d..(key + 1) * d])
-                    {
-                        *total += weight * value;
-                    }
-                }
-                maximum = new_maximum;
+                state.absorb_matrix_unit(&scores[start..end], &v[start * d..end * d])?;
                 start = end;
             }
+            let (maximum, sum, weighted) = state.statistics();
             statistics[0] = maximum;
             statistics[1] = sum;
+            statistics[2..].copy_from_slice(weighted);
         }
     }
-    statistics
+    Ok(statistics)
 }
 
 /// Normalised output from partial statistics of disjoint key blocks.
@@ -657,9 +637,10 @@ fn combine_statistics(parts: &[Vec<f32>], out: &mut [f32]) {
         .for_each(|value| *value = round_f16(*value * inverse));
 }
 
-/// Attention for one group on FP16 values: scores and softmax in FP32; the
-/// materialized probabilities are rounded to FP16 before multiplying the
-/// values (the matrix unit's input precision).
+/// Attention for one group on FP16 values as the matrix unit computes it:
+/// QK^T from FP16 inputs accumulated in FP32, softmax in FP32, and the
+/// probabilities (materialized) or block weights (flash) rounded to FP16
+/// before the AV product, accumulated in FP32.
 #[allow(clippy::too_many_arguments)]
 fn attention_group(
     q: &[f32],
@@ -718,7 +699,7 @@ fn attention_group(
                         scores[slot] =
                             q_row.iter().zip(k_row).map(|(a, b)| a * b).sum::<f32>() * scale;
                     }
-                    state.absorb(&scores[..end - start], &v[start * d..end * d])?;
+                    state.absorb_matrix_unit(&scores[..end - start], &v[start * d..end * d])?;
                     start = end;
                 }
                 state.finish(&mut out[query * d..(query + 1) * d])?;
