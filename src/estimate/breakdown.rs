@@ -22,6 +22,10 @@ pub struct OpCompute {
     pub steps: u64,
     /// Cycles the estimate charges this op's compute steps.
     pub cycles: u64,
+    /// Of `cycles`: kernel steps, local-copy steps and zero-fill steps.
+    pub kernel_cycles: u64,
+    pub copy_cycles: u64,
+    pub fill_cycles: u64,
     /// Multiply-accumulates with FP8 weights (matrix products), all tiles.
     pub fp8_macs: u64,
     /// Multiply-accumulates with FP16 inputs (attention's products), all tiles.
@@ -83,6 +87,9 @@ pub fn compute_by_op(
     struct Totals {
         steps: u64,
         cycles: u64,
+        kernel_cycles: u64,
+        copy_cycles: u64,
+        fill_cycles: u64,
         fp8_macs: u64,
         fp16_macs: u64,
     }
@@ -114,7 +121,13 @@ pub fn compute_by_op(
             if let Some(provenance) = provenance {
                 let entry = totals.entry(provenance.op).or_default();
                 entry.steps += executions;
-                entry.cycles += step_cycles.get(path.as_slice()).copied().unwrap_or(0) * executions;
+                let cycles = step_cycles.get(path.as_slice()).copied().unwrap_or(0) * executions;
+                entry.cycles += cycles;
+                match step {
+                    Step::Kernels { .. } => entry.kernel_cycles += cycles,
+                    Step::Copies { .. } => entry.copy_cycles += cycles,
+                    _ => entry.fill_cycles += cycles,
+                }
                 if let Step::Kernels { runs, .. } = step {
                     for run in runs {
                         match kernel_matrix_macs(&run.kernel) {
@@ -143,6 +156,9 @@ pub fn compute_by_op(
                 .unwrap_or_else(|| format!("op {op}")),
             steps: totals.steps,
             cycles: totals.cycles,
+            kernel_cycles: totals.kernel_cycles,
+            copy_cycles: totals.copy_cycles,
+            fill_cycles: totals.fill_cycles,
             fp8_macs: totals.fp8_macs,
             fp16_macs: totals.fp16_macs,
             roofline_cycles: roofline_cycles(totals.fp8_macs, totals.fp16_macs, tiles),
@@ -180,6 +196,9 @@ mod tests {
             rows: 4,
             reduction: 16,
             cols: 8,
+            valid_rows: 4,
+            valid_reduction: 16,
+            valid_cols: 8,
             accumulation: Accumulation::F32,
         };
         let provenance = |op| Provenance {
@@ -220,6 +239,8 @@ mod tests {
         assert_eq!(ops.len(), 2);
         assert_eq!(ops[0].op, "second");
         assert_eq!((ops[0].steps, ops[0].cycles), (3, 210));
+        assert_eq!(ops[0].kernel_cycles, 210);
+        assert_eq!(ops[0].copy_cycles + ops[0].fill_cycles, 0);
         assert_eq!(ops[0].fp8_macs, 3 * 2 * 4 * 16 * 8);
         assert_eq!(ops[0].roofline_cycles, (3 * 2 * 512u64).div_ceil(256));
         assert_eq!((ops[1].op.as_str(), ops[1].cycles), ("first", 100));

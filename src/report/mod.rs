@@ -209,7 +209,9 @@ impl BackReport {
 
     /// `compute.csv`: one line per op with compute steps.
     pub fn compute_csv(&self) -> String {
-        let mut csv = String::from("op,steps,cycles,fp8_macs,fp16_macs,roofline_cycles,ratio\n");
+        let mut csv = String::from(
+            "op,steps,cycles,kernel_cycles,copy_cycles,fill_cycles,fp8_macs,fp16_macs,roofline_cycles,ratio\n",
+        );
         for op in &self.compute_by_op {
             let ratio = if op.roofline_cycles == 0 {
                 String::new()
@@ -217,8 +219,17 @@ impl BackReport {
                 format!("{:.2}", op.cycles as f64 / op.roofline_cycles as f64)
             };
             csv.push_str(&format!(
-                "{},{},{},{},{},{},{}\n",
-                op.op, op.steps, op.cycles, op.fp8_macs, op.fp16_macs, op.roofline_cycles, ratio
+                "{},{},{},{},{},{},{},{},{},{}\n",
+                op.op,
+                op.steps,
+                op.cycles,
+                op.kernel_cycles,
+                op.copy_cycles,
+                op.fill_cycles,
+                op.fp8_macs,
+                op.fp16_macs,
+                op.roofline_cycles,
+                ratio
             ));
         }
         csv
