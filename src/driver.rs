@@ -15,7 +15,9 @@ use crate::expand::program::LowProgram;
 use crate::expand::summary::ProgramSummary;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Graph;
-use crate::queries::backend::{BackendError, build_estimate, phase_patches, placement, row_table};
+use crate::queries::backend::{
+    BackendError, build_estimate, compute_breakdown, phase_patches, placement, row_table,
+};
 use crate::queries::phases::{PhaseFigures, phase_figures, phase_groups, phase_keys};
 use crate::queries::stages::{
     StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary,
@@ -53,6 +55,8 @@ pub struct BackOutcome {
     pub peak_sram_bytes: u64,
     pub peak_sram_tile: u32,
     pub estimate: Estimate,
+    /// Compute cycles, MACs and roofline per op (most cycles first).
+    pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
 }
 
 impl BuildOutcome {
@@ -171,6 +175,7 @@ impl Session {
         timed("placement", start);
         let start = Instant::now();
         let estimate = build_estimate(&self.db, build).clone()?;
+        let compute_by_op = compute_breakdown(&self.db, build).clone()?;
         timed("estimate", start);
         outcome.back = Some(BackOutcome {
             phases,
@@ -183,6 +188,7 @@ impl Session {
             peak_sram_bytes: placed.max_peak.1 as u64,
             peak_sram_tile: placed.max_peak.0,
             estimate: (*estimate).clone(),
+            compute_by_op: compute_by_op.as_ref().clone(),
         });
         outcome.executions.extend(self.db.take_executions());
         Ok(outcome)

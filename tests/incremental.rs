@@ -156,6 +156,61 @@ fn attention_method_reexpands_only_attention() {
     assert_eq!(counts.get("attention_costing"), Some(&1), "{counts:?}");
 }
 
+/// The accumulation precision is an input of the matrix products' costing
+/// only: attention is not re-costed, and exactly the ops whose plan or
+/// operand formats changed (the matrix products and the rearranges of
+/// their partial sums) are re-expanded.
+#[test]
+fn accumulation_replans_only_the_matrix_products() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("build");
+    let before = session.layouts().expect("layouts");
+    let changed = session.update(&query(
+        "queries/vit-tiny.toml",
+        &["planning.accumulation=f16"],
+    ));
+    assert!(!changed.is_empty());
+    let outcome = session.build().expect("rebuild");
+    let after = session.layouts().expect("layouts");
+    let counts = counts(&outcome.executions);
+    assert_eq!(counts.get("attention_costing"), None, "{counts:?}");
+    assert!(
+        counts.get("matmul_costing").is_some_and(|&runs| runs > 0),
+        "{counts:?}"
+    );
+    let changed_ops: BTreeSet<String> = after
+        .ops
+        .iter()
+        .filter(|op| {
+            let old = before.ops.iter().find(|old| old.name == op.name);
+            old.is_none_or(|old| {
+                old.plan != op.plan
+                    || before.value(old.output).format != after.value(op.output).format
+                    || old
+                        .inputs
+                        .iter()
+                        .zip(&op.inputs)
+                        .any(|(&was, &is)| before.value(was).format != after.value(is).format)
+            })
+        })
+        .map(|op| op.name.clone())
+        .collect();
+    let expanded = expanded_ops(&session, &outcome.executions);
+    assert_eq!(expanded, changed_ops);
+    assert!(expanded.contains("layer.mlp.up"), "{expanded:?}");
+    for untouched in [
+        "layer.attn.core",
+        "layer.ln1",
+        "layer.ln2",
+        "layer.mlp.gelu",
+    ] {
+        assert!(
+            !expanded.contains(untouched),
+            "{untouched} re-expanded: {expanded:?}"
+        );
+    }
+}
+
 /// Fewer partition candidates change the plans (and so the formats) of the
 /// wide matrix products only; exactly the ops whose plan or operand formats
 /// changed are re-expanded.

@@ -147,6 +147,12 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
             thousands(back.repeat_patch_words),
             thousands(back.sharing_patch_words)
         );
+        println!(
+            "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
+            thousands(back.compute_cycles),
+            back.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
+            thousands(back.compute_roofline_cycles)
+        );
         let worst = back
             .phases
             .iter()
@@ -180,6 +186,11 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
             })?;
             let path = directory.join("phases.csv");
             std::fs::write(&path, back.phases_csv()).map_err(|error| {
+                CommandError::Internal(format!("writing {}: {error}", path.display()))
+            })?;
+            println!("wrote {}", path.display());
+            let path = directory.join("compute.csv");
+            std::fs::write(&path, back.compute_csv()).map_err(|error| {
                 CommandError::Internal(format!("writing {}: {error}", path.display()))
             })?;
             println!("wrote {}", path.display());

@@ -1,5 +1,6 @@
 //! Cycle estimates of compute steps from the target's rates: each kernel run
-//! costs its matrix-unit or vector-unit work plus a launch; a step lasts as
+//! costs its matrix-unit or vector-unit work plus a launch (matrix products
+//! at FP8, attention's `QK^T` and `AV` at FP16 on the matrix unit); a step lasts as
 //! long as its busiest tile (the barrier waits for the slowest). Local copies
 //! and fills cost a call plus 8 bytes per cycle.
 
@@ -85,9 +86,10 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
             ..
         } => {
             let scores = groups as u64 * queries as u64 * keys as u64;
-            let products = scores * dimension as u64 * 2;
+            let products = groups as u64
+                * costs::attention_matrix_macs(queries as u64, keys as u64, dimension as u64);
             KERNEL_LAUNCH_CYCLES
-                + products.div_ceil(costs::VECTOR_F16_OPS_PER_CYCLE)
+                + costs::matrix_cycles(products, MatrixPrecision::Float16)
                 + scores.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
         }
         Kernel::AttentionPartial {
@@ -98,8 +100,10 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
             ..
         } => {
             let scores = groups as u64 * queries as u64 * keys as u64;
+            let products = groups as u64
+                * costs::attention_matrix_macs(queries as u64, keys as u64, dimension as u64);
             KERNEL_LAUNCH_CYCLES
-                + (scores * dimension as u64 * 2).div_ceil(costs::VECTOR_F16_OPS_PER_CYCLE)
+                + costs::matrix_cycles(products, MatrixPrecision::Float16)
                 + scores.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
         }
         Kernel::AttentionCombine {

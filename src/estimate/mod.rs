@@ -7,6 +7,7 @@
 //! that precedes it on its slowest tile. Pure: it takes the steps and a
 //! lookup of phase costs.
 
+pub mod breakdown;
 pub mod compute;
 
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! Expansion of compute ops into per-tile kernel runs: distributed matrix
-//! products (with zero fills for padded operand blocks and the reduce-scatter
-//! of partial sums), attention, and block-wise ops (norms, activations,
+//! products (kernels that honour their blocks' valid extents, and the
+//! reduce-scatter of partial sums), attention, and block-wise ops (norms, activations,
 //! residual adds, rotary, casts).
 //!
 //! Reads only the op's plan and its operand formats; memory is named through
@@ -9,10 +9,10 @@
 use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{
     AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, Location, MatMulOutput,
-    Operand, Real, Reason, Step, TransferList, ZeroFill,
+    Operand, Real, Reason, Step, TransferList,
 };
 use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
-use crate::layout::format::{ElementOrder, MemoryClass, TensorFormat};
+use crate::layout::format::{MemoryClass, TensorFormat};
 use crate::model::graph::{GeluKind, OpKind, Precision};
 use crate::numerics::dot::Accumulation;
 
@@ -38,50 +38,6 @@ pub fn element_type(precision: Precision) -> ElementType {
     }
 }
 
-/// Zero fills for the padding of a column-major weight block: the kernel
-/// reads whole `reduction x cols` blocks, and a weight that arrives by
-/// exchange (a broadcast moves only its valid elements) would otherwise
-/// hold whatever the placement last stored there; one FP8 NaN code times
-/// the zero padding of `a` makes a NaN partial sum.
-fn weight_padding_fills(
-    fills: &mut Vec<ZeroFill>,
-    tile: u32,
-    weight: &TensorFormat,
-    block: u32,
-    operand: Operand,
-) {
-    let valid = weight.valid_extent(block);
-    let line = weight.line_bytes();
-    let valid_bytes = valid[1] * weight.element_bytes();
-    if weight.order != ElementOrder::ColumnMajor {
-        return;
-    }
-    if valid_bytes < line {
-        fills.push(ZeroFill {
-            tile,
-            destination: Location {
-                offset: operand.location.offset + valid_bytes,
-                ..operand.location
-            },
-            row_bytes: line - valid_bytes,
-            rows: valid[2],
-            stride: line,
-        });
-    }
-    if valid[2] < weight.block[2] {
-        fills.push(ZeroFill {
-            tile,
-            destination: Location {
-                offset: operand.location.offset + valid[2] * line,
-                ..operand.location
-            },
-            row_bytes: line * (weight.block[2] - valid[2]),
-            rows: 1,
-            stride: line * (weight.block[2] - valid[2]),
-        });
-    }
-}
-
 pub fn expand_matmul(
     builder: &mut ExpansionBuilder,
     plan: &MatMulPlan,
@@ -95,7 +51,6 @@ pub fn expand_matmul(
     let partial_line = plan.block_cols * partial_bytes;
     let slice_bytes = slice_rows * partial_line;
     let output_row_parts = output.parts()[1];
-    let mut fills = Vec::new();
     let mut runs = Vec::new();
     let mut partials = Vec::new();
     for i in 0..pm {
@@ -104,35 +59,16 @@ pub fn expand_matmul(
                 let tile = plan.tile(i, j, k);
                 let a_block = a.block_index(0, i, k);
                 let a_operand = operand(builder, 0, a, a_block, j);
-                let valid = a.valid_extent(a_block);
-                let line = a.line_bytes();
-                if valid[2] < a.block[2] {
-                    fills.push(ZeroFill {
-                        tile,
-                        destination: super::program::Location {
-                            offset: valid[2] * 2,
-                            ..a_operand.location
-                        },
-                        row_bytes: line - valid[2] * 2,
-                        rows: valid[1],
-                        stride: line,
-                    });
-                }
-                if valid[1] < a.block[1] {
-                    fills.push(ZeroFill {
-                        tile,
-                        destination: super::program::Location {
-                            offset: valid[1] * line,
-                            ..a_operand.location
-                        },
-                        row_bytes: line * (a.block[1] - valid[1]),
-                        rows: 1,
-                        stride: line * (a.block[1] - valid[1]),
-                    });
-                }
+                // Block padding is never read (the kernel honours valid
+                // extents), so no zero fills: padding that no one writes
+                // (a broadcast moves only valid elements) needs none.
+                let a_valid = a.valid_extent(a_block);
                 let weight_block = weight.block_index(0, k, j);
                 let weight_operand = operand(builder, 1, weight, weight_block, i);
-                weight_padding_fills(&mut fills, tile, weight, weight_block, weight_operand);
+                let weight_valid = weight.valid_extent(weight_block);
+                let valid_rows = a_valid[1].min(plan.block_rows);
+                let valid_reduction = a_valid[2].min(weight_valid[1]).min(plan.block_reduction);
+                let valid_cols = weight_valid[2].min(plan.block_cols);
                 let kernel_output = if pk == 1 {
                     let output_block = output.block_index(0, i, j);
                     let extent = output.valid_extent(output_block);
@@ -165,16 +101,15 @@ pub fn expand_matmul(
                         rows: plan.block_rows,
                         reduction: plan.block_reduction,
                         cols: plan.block_cols,
+                        valid_rows,
+                        valid_reduction,
+                        valid_cols,
                         accumulation: plan.accumulation,
                     },
                 });
             }
         }
     }
-    builder.push(Step::Fills {
-        provenance: local_provenance(Reason::Padding),
-        fills,
-    });
     builder.push(Step::Kernels {
         provenance: local_provenance(Reason::Compute),
         runs,

@@ -133,7 +133,12 @@ pub enum MatMulOutput {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Kernel {
     /// `a [rows, reduction]` FP16 row-major times an FP8 column-major
-    /// weight block `[reduction, cols]`.
+    /// weight block `[reduction, cols]`. The kernel honours the blocks'
+    /// valid extents: it reads `a`'s first `valid_rows` rows and
+    /// `valid_reduction` columns and the weight's first `valid_cols` columns
+    /// of `valid_reduction` codes, and treats the rest of both blocks as
+    /// zero (so block padding is never read and needs no zero fill; the
+    /// matrix unit still runs the whole block).
     MatMul {
         a: Operand,
         weight: Operand,
@@ -141,6 +146,9 @@ pub enum Kernel {
         rows: u32,
         reduction: u32,
         cols: u32,
+        valid_rows: u32,
+        valid_reduction: u32,
+        valid_cols: u32,
         accumulation: Accumulation,
     },
     /// Sum of `count` partial slices (the first local, the others received

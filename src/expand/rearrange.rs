@@ -113,10 +113,16 @@ impl<'view> ViewMapper<'view> {
     }
 }
 
-/// Accumulates transfers and copies, merging continuations.
+/// Accumulates transfers and copies, merging continuations. A copy extends
+/// the latest copy between the same two allocations on its tile (copies of
+/// one step touch disjoint bytes, so their order within the step does not
+/// matter), so a tile's pieces interleaved with other tiles' and other
+/// allocations' still coalesce into one affine call per run.
 struct MovementAccumulator {
     transfers: TransferList,
     copies: Vec<LocalCopy>,
+    /// The latest copy per (tile, source allocation, destination allocation).
+    latest_copy: FastMap<(u32, u32, u32), usize>,
     remote: Vec<Destination>,
 }
 
@@ -151,11 +157,9 @@ impl MovementAccumulator {
     }
 
     fn add_copy(&mut self, tile: u32, source: Location, destination: Location, bytes: u32) {
-        if let Some(last) = self.copies.last_mut()
-            && last.tile == tile
-            && last.source.allocation == source.allocation
-            && last.destination.allocation == destination.allocation
-        {
+        let key = (tile, source.allocation.0, destination.allocation.0);
+        if let Some(&index) = self.latest_copy.get(&key) {
+            let last = &mut self.copies[index];
             if last.rows == 1
                 && last.source.offset + last.row_bytes == source.offset
                 && last.destination.offset + last.row_bytes == destination.offset
@@ -183,6 +187,7 @@ impl MovementAccumulator {
                 }
             }
         }
+        self.latest_copy.insert(key, self.copies.len());
         self.copies.push(LocalCopy {
             tile,
             source,
@@ -207,6 +212,7 @@ pub fn expand_rearrange(
     let mut accumulator = MovementAccumulator {
         transfers: TransferList::default(),
         copies: Vec::new(),
+        latest_copy: FastMap::default(),
         remote: Vec::new(),
     };
     let identity = matches!(view, ViewKind::Identity);
@@ -381,4 +387,72 @@ pub fn expand_rearrange(
         copies: accumulator.copies,
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expand::program::AllocationId;
+
+    fn at(allocation: u32, offset: u32) -> Location {
+        Location {
+            allocation: AllocationId(allocation),
+            offset,
+        }
+    }
+
+    /// Rows of two tiles and two source allocations, interleaved as a
+    /// head split emits them, coalesce into one affine call per tile and
+    /// allocation pair, moving exactly the same bytes.
+    #[test]
+    fn interleaved_runs_coalesce_per_tile_and_allocation_pair() {
+        let mut accumulator = MovementAccumulator {
+            transfers: TransferList::default(),
+            copies: Vec::new(),
+            latest_copy: FastMap::default(),
+            remote: Vec::new(),
+        };
+        let mut expected = Vec::new();
+        for row in 0..17u32 {
+            for tile in 0..2u32 {
+                // Piece A from allocation 10 + tile, piece B from 20 + tile.
+                let a = (at(10 + tile, row * 212), at(30 + tile, row * 144), 100);
+                let b = (at(20 + tile, row * 212), at(30 + tile, row * 144 + 100), 44);
+                for (source, destination, bytes) in [a, b] {
+                    accumulator.add_copy(tile, source, destination, bytes);
+                    expected.push((tile, source, destination, bytes));
+                }
+            }
+        }
+        assert_eq!(accumulator.copies.len(), 4);
+        let mut moved = Vec::new();
+        for copy in &accumulator.copies {
+            assert_eq!(copy.rows, 17);
+            for row in 0..copy.rows {
+                moved.push((
+                    copy.tile,
+                    at(
+                        copy.source.allocation.0,
+                        copy.source.offset + row * copy.source_stride,
+                    ),
+                    at(
+                        copy.destination.allocation.0,
+                        copy.destination.offset + row * copy.destination_stride,
+                    ),
+                    copy.row_bytes,
+                ));
+            }
+        }
+        let key = |entry: &(u32, Location, Location, u32)| {
+            (
+                entry.0,
+                entry.1.allocation.0,
+                entry.1.offset,
+                entry.2.offset,
+            )
+        };
+        moved.sort_by_key(key);
+        expected.sort_by_key(key);
+        assert_eq!(moved, expected);
+    }
 }

@@ -53,6 +53,16 @@ pub enum ProgramCheckError {
         start: u64,
         end: u64,
     },
+    #[error(
+        "step {step} ({op}): tile {tile}'s matrix product reads a valid extent {valid:?} (rows, reduction, cols) larger than its block {block:?}"
+    )]
+    ValidExtent {
+        step: usize,
+        op: String,
+        tile: u32,
+        valid: [u32; 3],
+        block: [u32; 3],
+    },
 }
 
 /// What the checker looked at.
@@ -151,8 +161,20 @@ impl Checker<'_> {
                 rows,
                 reduction,
                 cols,
+                valid_rows: a_rows,
+                valid_reduction,
+                valid_cols: weight_cols,
                 ..
             } => {
+                if a_rows > rows || valid_reduction > reduction || weight_cols > cols {
+                    return Err(ProgramCheckError::ValidExtent {
+                        step: self.step,
+                        op: self.op.clone(),
+                        tile,
+                        valid: [a_rows, valid_reduction, weight_cols],
+                        block: [rows, reduction, cols],
+                    });
+                }
                 self.operand(tile, a, 1, rows, reduction * 2, iterations)?;
                 self.operand(tile, weight, 1, cols, reduction, iterations)?;
                 match output {

@@ -302,9 +302,12 @@ fn attention_candidate(
     } else {
         0
     };
-    let vector_f16 = costs::VECTOR_F16_OPS_PER_CYCLE;
     let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE;
-    let products = bg * bq * bk * d * 2 / vector_f16;
+    // QK^T and AV on the matrix unit at FP16 (as the estimate charges them).
+    let products = costs::matrix_cycles(
+        bg * costs::attention_matrix_macs(bq, bk, d),
+        costs::MatrixPrecision::Float16,
+    );
     let softmax = bg * bq * bk * 4 / vector_f32;
     let combine = if pk > 1 {
         bg * bq * (d + 2) * 3 / vector_f32

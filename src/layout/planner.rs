@@ -336,6 +336,10 @@ fn storage_format(required: &TensorFormat, rotation: u32) -> TensorFormat {
     TensorFormat {
         block: [required.block[0], required.block[1], sub_cols],
         replicas: 1,
+        // Read only by the broadcast (exchange sends and local copies),
+        // never by a kernel: ordinary memory, leaving the interleaved
+        // region to matrix-unit operands.
+        class: MemoryClass::Standard,
         tiles: Arc::from(tiles),
         ..required.clone()
     }

@@ -5,6 +5,7 @@
 //! heads, tiles or how rows are laid out in memory.
 
 use crate::numerics::NumericsError;
+use crate::numerics::half_float::round_f16;
 
 /// `output = (input - mean) / sqrt(variance + epsilon) * gamma + beta`, with
 /// the mean and then the (biased) variance computed in two f32 passes.
@@ -139,6 +140,52 @@ impl OnlineSoftmax {
             }
         }
         Ok(())
+    }
+
+    /// Absorbs one key block as the matrix unit computes it: each weight
+    /// `exp(score - maximum)` is rounded to f16 (the AMP's input precision),
+    /// the block's weighted value sum is accumulated in f32 from zero in
+    /// increasing key order (the AMP's accumulators, as
+    /// [`Accumulation::F32`](crate::numerics::dot::Accumulation::F32)) and then added to
+    /// the rescaled running sum on the vector unit. The weight sum adds the
+    /// rounded weights, so the normalisation matches what was multiplied.
+    pub fn absorb_matrix_unit(
+        &mut self,
+        scores: &[f32],
+        values: &[f32],
+    ) -> Result<(), NumericsError> {
+        let expected = scores.len().saturating_mul(self.value_width);
+        check_length("online softmax values", expected, values.len())?;
+        let block_maximum = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if block_maximum == f32::NEG_INFINITY {
+            return Ok(());
+        }
+        let new_maximum = self.maximum.max(block_maximum);
+        let correction = (self.maximum - new_maximum).exp();
+        self.maximum = new_maximum;
+        self.weight_sum *= correction;
+        let mut block_sum = vec![0.0f32; self.value_width];
+        let mut block_weight_sum = 0.0f32;
+        for (key, &score) in scores.iter().enumerate() {
+            let weight = round_f16((score - new_maximum).exp());
+            block_weight_sum += weight;
+            if self.value_width > 0 {
+                let row = &values[key * self.value_width..(key + 1) * self.value_width];
+                for (accumulated, &value) in block_sum.iter_mut().zip(row) {
+                    *accumulated += weight * value;
+                }
+            }
+        }
+        self.weight_sum += block_weight_sum;
+        for (accumulated, block) in self.accumulator.iter_mut().zip(&block_sum) {
+            *accumulated = *accumulated * correction + block;
+        }
+        Ok(())
+    }
+
+    /// The unnormalised state: running maximum, weight sum and weighted sums.
+    pub fn statistics(&self) -> (f32, f32, &[f32]) {
+        (self.maximum, self.weight_sum, &self.accumulator)
     }
 
     /// Writes the normalised weighted sum; an error if no finite score was
@@ -339,6 +386,76 @@ mod tests {
                     streamed[column]
                 );
             }
+        }
+    }
+
+    #[test]
+    fn matrix_unit_online_softmax_rounds_weights_and_accumulates_per_block() {
+        let mut random = TestRandom::new(7);
+        for trial in 0..40 {
+            let keys = random.between(1, 200);
+            let value_width = random.between(1, 72);
+            let scores = random.vector(keys, -6.0, 6.0);
+            let values: Vec<f32> = random
+                .vector(keys * value_width, -2.0, 2.0)
+                .into_iter()
+                .map(round_f16)
+                .collect();
+            let block = random.between(1, 64);
+            let mut online = OnlineSoftmax::new(value_width);
+            let mut start = 0;
+            while start < keys {
+                let end = keys.min(start + block);
+                online
+                    .absorb_matrix_unit(
+                        &scores[start..end],
+                        &values[start * value_width..end * value_width],
+                    )
+                    .unwrap();
+                start = end;
+            }
+            // Independent f64 model: the same f16 weights against the block maxima.
+            let (maximum, weight_sum, accumulator) = online.statistics();
+            let global = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(maximum, global, "trial {trial}");
+            let mut expected_sum = 0.0f64;
+            let mut expected = vec![0.0f64; value_width];
+            let mut start = 0;
+            while start < keys {
+                let end = keys.min(start + block);
+                let running = scores[..end]
+                    .iter()
+                    .copied()
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let rescale = f64::from(running - global).exp();
+                for key in start..end {
+                    let weight = f64::from(round_f16((scores[key] - running).exp())) * rescale;
+                    expected_sum += weight;
+                    for column in 0..value_width {
+                        expected[column] += weight * f64::from(values[key * value_width + column]);
+                    }
+                }
+                start = end;
+            }
+            assert!(
+                (f64::from(weight_sum) - expected_sum).abs() <= 1e-5 * expected_sum,
+                "trial {trial}: {weight_sum} vs {expected_sum}"
+            );
+            for column in 0..value_width {
+                let error = (f64::from(accumulator[column]) - expected[column]).abs();
+                assert!(
+                    error <= 1e-4 * expected_sum.max(1.0),
+                    "trial {trial} column {column}"
+                );
+            }
+            // The weights really are rounded: a single block equals the f16 sum exactly.
+            let mut single = OnlineSoftmax::new(0);
+            single.absorb_matrix_unit(&scores, &[]).unwrap();
+            let rounded: f32 = scores
+                .iter()
+                .map(|&score| round_f16((score - global).exp()))
+                .sum();
+            assert_eq!(single.statistics().1, rounded, "trial {trial}");
         }
     }
 

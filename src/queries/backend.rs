@@ -13,6 +13,7 @@ use super::phases::{
 };
 use super::stages::{StageError, low_program};
 use crate::cache::{CacheKey, EntryKind};
+use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::{Estimate, PhaseCost, compute_step_costs, estimate};
 use crate::expand::program::Step;
 use crate::patch::{PhasePatches, repeat_patches};
@@ -213,6 +214,24 @@ pub fn compute_costs(
     let groups = phase_groups(db, build).clone()?;
     Ok(Arc::new(compute_step_costs(
         &groups.steps,
+        build.machine(db).tiles,
+    )))
+}
+
+/// Compute cycles, matrix-unit MACs and roofline per op, from the same step
+/// costs the estimate adds up.
+#[salsa::tracked(returns(ref))]
+pub fn compute_breakdown(
+    db: &dyn Db,
+    build: BuildInputs,
+) -> Result<Arc<Vec<OpCompute>>, BackendError> {
+    let groups = phase_groups(db, build).clone()?;
+    let program = low_program(db, build).clone()?;
+    let step_cycles = compute_costs(db, build).clone()?;
+    Ok(Arc::new(compute_by_op(
+        &groups.steps,
+        &program.names,
+        &step_cycles,
         build.machine(db).tiles,
     )))
 }

@@ -187,6 +187,10 @@ pub struct BackReport {
     /// Weighted horizons against the endpoint and latency-aware bounds.
     pub exchange_quality: ExchangeQuality,
     pub phases: Vec<crate::queries::phases::PhaseFigures>,
+    /// Matrix-unit roofline of the whole program's MACs (FP8 products, FP16 attention).
+    pub compute_roofline_cycles: u64,
+    /// Compute cycles, MACs and roofline per op, most cycles first.
+    pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
 }
 
 impl BackReport {
@@ -206,7 +210,37 @@ impl BackReport {
             sharing_patch_words: back.sharing_patch_words,
             exchange_quality: ExchangeQuality::of(&back.phases),
             phases: back.phases.clone(),
+            compute_roofline_cycles: back.compute_by_op.iter().map(|op| op.roofline_cycles).sum(),
+            compute_by_op: back.compute_by_op.clone(),
         }
+    }
+
+    /// `compute.csv`: one line per op with compute steps.
+    pub fn compute_csv(&self) -> String {
+        let mut csv = String::from(
+            "op,steps,cycles,kernel_cycles,copy_cycles,fill_cycles,fp8_macs,fp16_macs,roofline_cycles,ratio\n",
+        );
+        for op in &self.compute_by_op {
+            let ratio = if op.roofline_cycles == 0 {
+                String::new()
+            } else {
+                format!("{:.2}", op.cycles as f64 / op.roofline_cycles as f64)
+            };
+            csv.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{}\n",
+                op.op,
+                op.steps,
+                op.cycles,
+                op.kernel_cycles,
+                op.copy_cycles,
+                op.fill_cycles,
+                op.fp8_macs,
+                op.fp16_macs,
+                op.roofline_cycles,
+                ratio
+            ));
+        }
+        csv
     }
 
     /// `phases.csv`: one line per phase.

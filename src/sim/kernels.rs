@@ -190,11 +190,45 @@ pub fn execute(
             rows,
             reduction,
             cols,
+            valid_rows: a_rows,
+            valid_reduction,
+            valid_cols: weight_cols,
             accumulation,
         } => {
-            let a_values = read(reader, a, ElementType::F16, 1, rows, reduction)?;
-            let weight_values = read_weight(reader, weight, reduction, cols, fp8_table)?;
             let (m, k, n) = (rows as usize, reduction as usize, cols as usize);
+            let (a_rows, valid_k, weight_cols) = (
+                a_rows.min(rows) as usize,
+                valid_reduction.min(reduction) as usize,
+                weight_cols.min(cols) as usize,
+            );
+            // Only the valid extents are read; the rest of both blocks is zero.
+            let mut a_values = vec![0.0f32; m * k];
+            if valid_k > 0 {
+                let valid_a = read(
+                    reader,
+                    a,
+                    ElementType::F16,
+                    1,
+                    a_rows as u32,
+                    valid_k as u32,
+                )?;
+                for (row, values) in valid_a.chunks_exact(valid_k).enumerate() {
+                    a_values[row * k..row * k + valid_k].copy_from_slice(values);
+                }
+            }
+            let mut weight_values = vec![0.0f32; n * k];
+            let valid_weight = read_weight(
+                reader,
+                weight,
+                valid_k as u32,
+                weight_cols as u32,
+                fp8_table,
+            )?;
+            if valid_k > 0 {
+                for (col, values) in valid_weight.chunks_exact(valid_k).enumerate() {
+                    weight_values[col * k..col * k + valid_k].copy_from_slice(values);
+                }
+            }
             let mut product = vec![0.0f32; m * n];
             matmul_block_transposed_b(
                 &a_values,
@@ -483,7 +517,7 @@ pub fn execute(
                         d,
                         scale.get(),
                         kind,
-                    );
+                    )?;
                     let mut location = partial;
                     location.offset += (row as u32 * stride_groups + group) * row_bytes;
                     let bytes = writer.bytes_mut(location, row_bytes as usize)?;
@@ -563,7 +597,8 @@ pub fn execute(
 /// Partial statistics `[max, sum, weighted values...]` of one query row
 /// against a block of keys. Materialized: weights `exp(score - max)` are
 /// rounded to FP16 (the matrix unit's input) before use; flash: streamed
-/// over sub-blocks in FP32.
+/// over sub-blocks, each block's FP16 weights times the values accumulated
+/// in FP32 on the matrix unit (`OnlineSoftmax::absorb_matrix_unit`).
 fn partial_statistics(
     q: &[f32],
     k: &[f32],
@@ -572,7 +607,7 @@ fn partial_statistics(
     d: usize,
     scale: f32,
     kind: AttentionKind,
-) -> Vec<f32> {
+) -> Result<Vec<f32>, SimError> {
     let scores: Vec<f32> = (0..keys)
         .map(|key| {
             q.iter()
@@ -599,41 +634,20 @@ fn partial_statistics(
         }
         AttentionKind::Flash { key_block } => {
             let block = key_block.max(1) as usize;
-            let (mut maximum, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+            let mut state = OnlineSoftmax::new(d);
             let mut start = 0;
             while start < keys {
                 let end = keys.min(start + block);
-                let block_maximum = scores[start..end]
-                    .iter()
-                    .copied()
-                    .fold(f32::NEG_INFINITY, f32::max);
-                let new_maximum = maximum.max(block_maximum);
-                let rescale = if maximum == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    (maximum - new_maximum).exp()
-                };
-                sum *= rescale;
-                statistics[2..]
-                    .iter_mut()
-                    .for_each(|total| *total *= rescale);
-                for key in start..end {
-                    let weight = (scores[key] - new_maximum).exp();
-                    sum += weight;
-                    for (total, &value) in
-                        statistics[2..].iter_mut().zip(&v[key * d..(key + 1) * d])
-                    {
-                        *total += weight * value;
-                    }
-                }
-                maximum = new_maximum;
+                state.absorb_matrix_unit(&scores[start..end], &v[start * d..end * d])?;
                 start = end;
             }
+            let (maximum, sum, weighted) = state.statistics();
             statistics[0] = maximum;
             statistics[1] = sum;
+            statistics[2..].copy_from_slice(weighted);
         }
     }
-    statistics
+    Ok(statistics)
 }
 
 /// Normalised output from partial statistics of disjoint key blocks.
@@ -657,9 +671,10 @@ fn combine_statistics(parts: &[Vec<f32>], out: &mut [f32]) {
         .for_each(|value| *value = round_f16(*value * inverse));
 }
 
-/// Attention for one group on FP16 values: scores and softmax in FP32; the
-/// materialized probabilities are rounded to FP16 before multiplying the
-/// values (the matrix unit's input precision).
+/// Attention for one group on FP16 values as the matrix unit computes it:
+/// QK^T from FP16 inputs accumulated in FP32, softmax in FP32, and the
+/// probabilities (materialized) or block weights (flash) rounded to FP16
+/// before the AV product, accumulated in FP32.
 #[allow(clippy::too_many_arguments)]
 fn attention_group(
     q: &[f32],
@@ -718,7 +733,7 @@ fn attention_group(
                         scores[slot] =
                             q_row.iter().zip(k_row).map(|(a, b)| a * b).sum::<f32>() * scale;
                     }
-                    state.absorb(&scores[..end - start], &v[start * d..end * d])?;
+                    state.absorb_matrix_unit(&scores[..end - start], &v[start * d..end * d])?;
                     start = end;
                 }
                 state.finish(&mut out[query * d..(query + 1) * d])?;
@@ -726,4 +741,127 @@ fn attention_group(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+    use crate::expand::program::Location;
+    use crate::numerics::fp8::decode_table;
+
+    /// Allocations as bytes with a written mask: reading a byte never
+    /// written is an error, as in the package simulator's strict mode.
+    struct Memory {
+        bytes: Vec<Vec<u8>>,
+        written: Vec<Vec<bool>>,
+    }
+
+    impl KernelRead for Memory {
+        fn bytes(&self, location: Location, length: usize) -> Result<Cow<'_, [u8]>, SimError> {
+            let (allocation, start) = (location.allocation.0 as usize, location.offset as usize);
+            if self.written[allocation][start..start + length]
+                .iter()
+                .any(|&written| !written)
+            {
+                return Err(SimError::Weights(format!(
+                    "read of unwritten bytes {start}..{} of allocation {allocation}",
+                    start + length
+                )));
+            }
+            Ok(Cow::Borrowed(
+                &self.bytes[allocation][start..start + length],
+            ))
+        }
+    }
+
+    impl KernelWrite for Memory {
+        fn bytes_mut(&mut self, location: Location, length: usize) -> Result<&mut [u8], SimError> {
+            let (allocation, start) = (location.allocation.0 as usize, location.offset as usize);
+            self.written[allocation][start..start + length].fill(true);
+            Ok(&mut self.bytes[allocation][start..start + length])
+        }
+    }
+
+    fn operand(allocation: u32, line: u32) -> Operand {
+        Operand {
+            location: Location {
+                allocation: AllocationId(allocation),
+                offset: 0,
+            },
+            line,
+            matrix: 0,
+        }
+    }
+
+    /// A matrix product reads only its valid extents (padding stays
+    /// unwritten, even poisoned) and gives bit for bit what zero-filled
+    /// padding gives.
+    #[test]
+    fn matmul_reads_only_valid_extents() {
+        let (rows, reduction, cols) = (4u32, 8u32, 4u32);
+        let (valid_rows, valid_reduction, valid_cols) = (3u32, 5u32, 2u32);
+        let table = decode_table(-4);
+        let run = |valid: [u32; 3], padding_written: bool| {
+            let mut memory = Memory {
+                bytes: vec![
+                    vec![0; (rows * reduction * 2) as usize],
+                    vec![0; (cols * reduction) as usize],
+                    vec![0; (rows * cols * 4) as usize],
+                ],
+                written: vec![
+                    vec![padding_written; (rows * reduction * 2) as usize],
+                    vec![padding_written; (cols * reduction) as usize],
+                    vec![false; (rows * cols * 4) as usize],
+                ],
+            };
+            if !padding_written {
+                // Poison: NaN halves and FP8 codes the kernel must not read.
+                memory.bytes[0].fill(0xff);
+                memory.bytes[1].fill(0xff);
+            }
+            for row in 0..valid_rows {
+                for column in 0..valid_reduction {
+                    let value = round_f16((row * 7 + column) as f32 * 0.125 - 1.0);
+                    let at = ((row * reduction + column) * 2) as usize;
+                    memory.bytes[0][at..at + 2].copy_from_slice(&to_f16_bits(value).to_le_bytes());
+                    memory.written[0][at..at + 2].fill(true);
+                }
+            }
+            for col in 0..valid_cols {
+                for index in 0..valid_reduction {
+                    let at = (col * reduction + index) as usize;
+                    memory.bytes[1][at] = (0x30 + col * 9 + index) as u8;
+                    memory.written[1][at] = true;
+                }
+            }
+            let kernel = Kernel::MatMul {
+                a: operand(0, reduction * 2),
+                weight: operand(1, reduction),
+                output: MatMulOutput::Partial(operand(2, cols * 4)),
+                rows,
+                reduction,
+                cols,
+                valid_rows: valid[0],
+                valid_reduction: valid[1],
+                valid_cols: valid[2],
+                accumulation: Accumulation::F32,
+            };
+            let reader = Memory {
+                bytes: memory.bytes.clone(),
+                written: memory.written.clone(),
+            };
+            let result = execute(&kernel, &reader, &mut memory, &table);
+            result.map(|()| memory.bytes[2].clone())
+        };
+        // Whole blocks read from zero-filled padding, as before.
+        let filled = run([rows, reduction, cols], true).expect("zero-filled blocks");
+        // Valid extents read from memory whose padding is never written.
+        let valid = run([valid_rows, valid_reduction, valid_cols], false).expect("valid extents");
+        assert_eq!(valid, filled);
+        assert!(filled.iter().any(|&byte| byte != 0));
+        // Reading whole blocks of that memory touches the unwritten padding.
+        assert!(run([rows, reduction, cols], false).is_err());
+    }
 }

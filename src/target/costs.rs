@@ -115,6 +115,22 @@ pub fn matrix_cycles(multiply_accumulates: u64, precision: MatrixPrecision) -> u
     multiply_accumulates.div_ceil(precision.macs_per_cycle())
 }
 
+/// Reduction depth the matrix unit consumes per pass with FP16 inputs
+/// (model: a product's reduction is padded to a multiple of this; it is the
+/// chunk of `numerics::dot`'s F16 accumulation model).
+pub const MATRIX_FP16_REDUCTION_DEPTH: u64 = 16;
+
+/// Multiply-accumulates the matrix unit performs for attention's `QK^T` and
+/// `AV` products of `queries` queries against `keys` keys of width
+/// `dimension` (per group), each product's reduction padded to
+/// [`MATRIX_FP16_REDUCTION_DEPTH`] (model).
+pub fn attention_matrix_macs(queries: u64, keys: u64, dimension: u64) -> u64 {
+    let depth = MATRIX_FP16_REDUCTION_DEPTH;
+    let scores = queries * keys * dimension.next_multiple_of(depth);
+    let weighted = queries * keys.next_multiple_of(depth) * dimension;
+    scores + weighted
+}
+
 /// Cycles of elementwise work on one tile: the slower of arithmetic and streaming (model).
 pub fn elementwise_cycles(operations: u64, bytes_streamed: u64, precision: VectorPrecision) -> u64 {
     let arithmetic = operations.div_ceil(precision.operations_per_cycle());
@@ -160,6 +176,20 @@ mod tests {
         assert_eq!(
             elementwise_cycles(8, 800, VectorPrecision::Float16),
             11 + 100
+        );
+    }
+
+    #[test]
+    fn attention_products_pad_their_reductions() {
+        // QK^T reduces over 72 (padded to 80), AV over 183 keys (padded to 192).
+        assert_eq!(
+            attention_matrix_macs(32, 183, 72),
+            32 * 183 * 80 + 32 * 192 * 72
+        );
+        assert_eq!(attention_matrix_macs(4, 16, 16), 2 * 4 * 16 * 16);
+        assert_eq!(
+            matrix_cycles(attention_matrix_macs(32, 183, 72), MatrixPrecision::Float16),
+            (32 * 183 * 80 + 32 * 192 * 72) / 64
         );
     }
 

@@ -1,0 +1,65 @@
+//! Compute per op: the breakdown adds up to the estimate's compute cycles,
+//! counts the matrix products' and attention's multiply-accumulates (checked
+//! against the model's shapes, independently of the expansion), and never
+//! claims to beat the roofline.
+
+mod common;
+
+use common::{TINY_VARIANTS, query};
+use superstep::driver::Session;
+
+#[test]
+fn per_op_compute_adds_up_and_counts_the_model_macs() {
+    for sets in TINY_VARIANTS.iter().take(4) {
+        let mut session = Session::new(&query("queries/vit-tiny.toml", sets));
+        let outcome = session.build().expect("build");
+        let back = outcome.back.expect("back half");
+        let total: u64 = back.compute_by_op.iter().map(|op| op.cycles).sum();
+        assert_eq!(total, back.estimate.compute_cycles, "{sets:?}");
+        for op in &back.compute_by_op {
+            assert_eq!(
+                op.kernel_cycles + op.copy_cycles + op.fill_cycles,
+                op.cycles,
+                "{sets:?}: {}",
+                op.op
+            );
+            assert!(
+                op.cycles >= op.roofline_cycles,
+                "{sets:?}: {} runs below its roofline",
+                op.op
+            );
+        }
+        // Attention's products: 2 x batch x heads x tokens^2 x head dimension
+        // per layer, at least (blocks may pad).
+        let batch = if sets.contains(&"workload.batch=2") {
+            2
+        } else {
+            1
+        };
+        let (layers, heads, tokens, head_dimension) = (2u64, 4u64, 17u64, 16u64);
+        let attention = back
+            .compute_by_op
+            .iter()
+            .find(|op| op.op == "layer.attn.core")
+            .expect("attention op");
+        let model_macs = layers * 2 * batch * heads * tokens * tokens * head_dimension;
+        assert!(
+            attention.fp16_macs >= model_macs && attention.fp16_macs < 2 * model_macs,
+            "{sets:?}: {} attention MACs vs {model_macs}",
+            attention.fp16_macs
+        );
+        assert_eq!(attention.fp8_macs, 0);
+        // The MLP's up projection: tokens x width x mlp per layer and image.
+        let up = back
+            .compute_by_op
+            .iter()
+            .find(|op| op.op == "layer.mlp.up")
+            .expect("mlp up");
+        let up_macs = layers * batch * tokens * 64 * 256;
+        assert!(
+            up.fp8_macs >= up_macs && up.fp8_macs < 2 * up_macs,
+            "{sets:?}: {} up MACs vs {up_macs}",
+            up.fp8_macs
+        );
+    }
+}
