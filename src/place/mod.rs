@@ -92,17 +92,29 @@ pub struct LiveAllocation {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlacementError {
     #[error(
-        "the model does not fit: tile {tile} needs {bytes_over} more bytes than its {usable} usable bytes \
-         ({reserved} reserved for the exchange table and patch lists); largest live allocations there: {}. \
-         Use more tiles (machine.tiles), fewer layers, a smaller batch (workload.batch), or fewer reserved bytes per tile",
+        "the model does not fit: {region} of tile {tile} holds {capacity} bytes and needs {bytes_over} more \
+         ({tiles_over} tiles over: {}{}); the whole tile has {usable} usable bytes ({reserved} reserved for the \
+         exchange table and patch lists); largest live allocations there: {}. {hint}",
+        first_tiles_over.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+        if *tiles_over as usize > first_tiles_over.len() { ", ..." } else { "" },
         largest_live.iter().map(|live| format!("{} {} B", live.name, live.bytes)).collect::<Vec<_>>().join(", ")
     )]
     DoesNotFit {
         tile: u32,
+        /// The memory that overflows: `region 1 (interleaved ...)` for
+        /// matrix-unit operands, the whole tile for ordinary data, region 0 for code.
+        region: String,
+        /// Bytes that memory offers on this tile (after the reservations where they lie in it).
+        capacity: u32,
         bytes_over: u32,
         usable: u32,
         reserved: u32,
+        /// How many tiles fail, and the first of them.
+        tiles_over: u32,
+        first_tiles_over: Vec<u32>,
         largest_live: Vec<LiveAllocation>,
+        /// What would help, for this region.
+        hint: String,
     },
     #[error(
         "tile {tile}: the exchange table and patch lists ({bytes} bytes) do not fit in region 0"
@@ -166,19 +178,30 @@ fn does_not_fit(
     failed: Block,
     reserved: u32,
 ) -> PlacementError {
+    // The failed block's memory: its class's address range, minus the
+    // reservations where they lie in it; only blocks confined to that range
+    // (the same class, or code in region 0) count against it.
+    let range = failed.class.address_range();
+    let reserved_end = TILE_BASE_ADDRESS + reserved;
+    let capacity = range.end - range.start.max(reserved_end.min(range.end));
+    let competing = |block: &Block| match failed.class {
+        MemoryClass::Standard => true,
+        class => block.class == class,
+    };
     // What is live at the failed block's busiest step.
     let overlapping: Vec<Block> = blocks
         .iter()
         .copied()
         .filter(|block| block.first <= failed.last && failed.first <= block.last)
+        .filter(competing)
         .collect();
     let (demand, step) = peak(&overlapping);
     let step = step.clamp(failed.first, failed.last);
-    let usable = USABLE_BYTES - reserved.min(USABLE_BYTES);
-    let bytes_over = if demand > usable as u64 {
-        (demand - usable as u64).min(u32::MAX as u64) as u32
+    let bytes_over = if demand > capacity as u64 {
+        (demand - capacity as u64).min(u32::MAX as u64) as u32
     } else {
-        // Enough bytes in total, but not in the block's class range or not contiguous.
+        // Enough bytes in total, but not contiguous (or shared with
+        // ordinary data placed there).
         failed.bytes
     };
     let mut live: Vec<&Block> = overlapping
@@ -191,11 +214,38 @@ fn does_not_fit(
             .cmp(&left.bytes)
             .then(left.allocation.cmp(&right.allocation))
     });
+    let (region, hint) = match failed.class {
+        MemoryClass::Interleaved => (
+            format!(
+                "region 1 (interleaved memory for matrix-unit operands, {:#x}-{:#x})",
+                range.start, range.end
+            ),
+            "Matrix-unit operands can live only there: raise planning.reserved_bytes_per_tile \
+             (the planner then picks smaller operand blocks), use more tiles (machine.tiles) or a \
+             smaller batch (workload.batch)"
+                .to_string(),
+        ),
+        MemoryClass::Code => (
+            format!("region 0 (code, {:#x}-{:#x})", range.start, range.end),
+            "Use fewer or smaller exchange phases (fewer layers in the program, more tiles)"
+                .to_string(),
+        ),
+        MemoryClass::Standard => (
+            format!("the whole tile ({:#x}-{:#x})", range.start, range.end),
+            "Use more tiles (machine.tiles), fewer layers (each layer's resident weights stay), \
+             or a smaller batch (workload.batch)"
+                .to_string(),
+        ),
+    };
     PlacementError::DoesNotFit {
         tile: tile as u32,
+        region,
+        capacity,
         bytes_over,
         usable: USABLE_BYTES,
         reserved,
+        tiles_over: 1,
+        first_tiles_over: vec![tile as u32],
         largest_live: live
             .iter()
             .take(LARGEST_LIVE_NAMED)
@@ -204,8 +254,12 @@ fn does_not_fit(
                 bytes: block.bytes,
             })
             .collect(),
+        hint,
     }
 }
+
+/// How many failing tiles an error lists.
+const TILES_OVER_NAMED: usize = 8;
 
 /// A tile's placed blocks `(allocation, base)`, peak bytes and high water.
 type TileResult = (Vec<(u32, u32)>, u32, u32);
@@ -256,10 +310,41 @@ pub fn place(
         .iter()
         .map(|allocation| allocation.class.address_range().start)
         .collect();
+    // Every tile that does not fit counts; the first one's error speaks.
+    let failed: Vec<u32> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, result)| matches!(result, Err(PlacementError::DoesNotFit { .. })))
+        .map(|(tile, _)| tile as u32)
+        .collect();
     let mut peak_bytes_per_tile = Vec::with_capacity(tiles.len());
     let mut high_water_per_tile = Vec::with_capacity(tiles.len());
     for result in results {
-        let (assigned, peak, high) = result?;
+        let (assigned, peak, high) = result.map_err(|error| match error {
+            PlacementError::DoesNotFit {
+                tile,
+                region,
+                capacity,
+                bytes_over,
+                usable,
+                reserved,
+                largest_live,
+                hint,
+                ..
+            } => PlacementError::DoesNotFit {
+                tile,
+                region,
+                capacity,
+                bytes_over,
+                usable,
+                reserved,
+                tiles_over: failed.len() as u32,
+                first_tiles_over: failed.iter().copied().take(TILES_OVER_NAMED).collect(),
+                largest_live,
+                hint,
+            },
+            other => other,
+        })?;
         for (id, address) in assigned {
             base[id as usize] = address;
         }

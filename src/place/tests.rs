@@ -120,6 +120,69 @@ fn a_tile_that_is_too_small_names_what_is_live() {
     );
 }
 
+/// Interleaved operands overflow region 1 while the tile as a whole has
+/// room: the error names region 1, its capacity, the overflow, every tile
+/// over, the interleaved allocations live there and a hint that helps.
+#[test]
+fn an_interleaved_overflow_names_region_one_and_every_tile_over() {
+    // Two tiles, each with two live 250 KB interleaved blocks (500 KB of
+    // region 1's 424,880 B), and one tile that fits.
+    let mut program = LowProgram {
+        tiles: 3,
+        names: (0..6).map(|index| format!("op{index}")).collect(),
+        allocations: Vec::new(),
+        steps: Vec::new(),
+        values: Vec::new(),
+    };
+    for tile in 0..3u32 {
+        let bytes = if tile == 1 { 100_000 } else { 250_000 };
+        for slot in 0..2u32 {
+            let id = tile * 2 + slot;
+            program
+                .allocations
+                .push(allocation(tile, bytes, MemoryClass::Interleaved, 1, id));
+        }
+        let mut step = copy(tile * 2, tile * 2 + 1, 64);
+        if let Step::Copies { copies, .. } = &mut step {
+            copies[0].tile = tile;
+        }
+        program.steps.push(step);
+    }
+    let error = place(
+        &program,
+        &program.steps,
+        &TileReservations::uniform(3, 8_192, 0),
+    )
+    .expect_err("region 1 overflows");
+    let PlacementError::DoesNotFit {
+        tile,
+        region,
+        capacity,
+        bytes_over,
+        tiles_over,
+        first_tiles_over,
+        largest_live,
+        hint,
+        ..
+    } = &error
+    else {
+        panic!("{error}")
+    };
+    let region_one = LOADABLE_LIMIT - REGION_ONE_START;
+    assert_eq!(*tile, 0);
+    assert!(region.starts_with("region 1"), "{region}");
+    assert_eq!(*capacity, region_one);
+    assert_eq!(*bytes_over, 500_000 - region_one);
+    assert_eq!((*tiles_over, first_tiles_over.as_slice()), (2, &[0, 2][..]));
+    assert_eq!(largest_live.len(), 2);
+    assert!(hint.contains("planning.reserved_bytes_per_tile"), "{hint}");
+    let message = error.to_string();
+    assert!(
+        message.contains("region 1") && message.contains("2 tiles over: 0, 2"),
+        "{message}"
+    );
+}
+
 #[test]
 fn classes_iterations_and_repeats() {
     // 0: interleaved weights iterated 3 times; 1: standard input; 2: output.
