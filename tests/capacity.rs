@@ -1,16 +1,21 @@
 //! Memory classes and capacity: weight storage that only a broadcast reads
 //! is ordinary (Standard) memory, matrix-unit operands stay interleaved, and
-//! SigLIP so400m at batch 2 places and passes the placement checker.
+//! SigLIP so400m at batch 2 places and passes the placement checker; a
+//! model that does not fit names the memory, the overflow and a change that
+//! makes room (and the change does).
 
 mod common;
 
 use common::query;
 use superstep::driver::Session;
+use superstep::layout::capacity::{CapacityShortfall, PlannedMemory};
 use superstep::layout::format::MemoryClass;
+use superstep::layout::planner::LayoutError;
 use superstep::model::graph::ValueKind;
 use superstep::place::check_placement;
 use superstep::queries::backend::placement;
 use superstep::queries::phases::phase_groups;
+use superstep::queries::stages::StageError;
 use superstep::target::memory::{LOADABLE_LIMIT, TILE_BASE_ADDRESS};
 
 /// Broadcast weights' storage is Standard; the operands their broadcasts
@@ -80,4 +85,96 @@ fn siglip_batch_two_places_and_passes_the_placement_checker() {
         back.cycles, placed.max_peak.1, placed.max_peak.0
     );
     assert!(fullest <= loadable);
+}
+
+/// The planner's shortfall for SigLIP with `sets`.
+fn shortfall(sets: &[&str]) -> CapacityShortfall {
+    let session = Session::new(&query("queries/siglip-so400m.toml", sets));
+    match session.layouts() {
+        Err(StageError::Layout(LayoutError::DoesNotFit(shortfall))) => *shortfall,
+        other => panic!("expected a capacity shortfall, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// The value a hint proposes for `field` (`field = 1,234 (now ...)`).
+fn proposed(hints: &[String], field: &str) -> Option<String> {
+    let prefix = format!("{field} = ");
+    hints.iter().find_map(|hint| {
+        let rest = hint.strip_prefix(&prefix)?;
+        Some(rest.split(' ').next()?.replace(',', ""))
+    })
+}
+
+/// Batch 4 does not fit the whole tile: the error names the memory, its
+/// capacity, the overflow, the tiles over and what fills it, largest first;
+/// the layer count it proposes makes the planner succeed.
+#[test]
+fn siglip_batch_four_names_the_memory_and_a_layer_count_that_fits() {
+    let shortfall = shortfall(&["workload.batch=4"]);
+    assert_eq!(shortfall.memory, PlannedMemory::WholeTile);
+    assert_eq!(shortfall.capacity, 638_976 - 65_536);
+    assert_eq!(shortfall.overflow, shortfall.demand - shortfall.capacity);
+    assert!(shortfall.overflow > 0);
+    assert!(shortfall.tiles_over > 1000, "{}", shortfall.tiles_over);
+    let bytes: Vec<u64> = shortfall.contents.iter().map(|(_, bytes)| *bytes).collect();
+    assert!(bytes.windows(2).all(|pair| pair[0] >= pair[1]), "{bytes:?}");
+    assert_eq!(bytes.iter().sum::<u64>(), shortfall.demand);
+    assert!(shortfall.contents[0].0.starts_with("resident weights"));
+    // The worst operator speaks; the others over are named.
+    assert!(
+        shortfall
+            .other_ops_over
+            .iter()
+            .all(|(_, over)| *over <= shortfall.overflow)
+    );
+    let layers = proposed(&shortfall.hints, "workload.layers").expect("a layer count");
+    let layers_set = format!("workload.layers={layers}");
+    let session = Session::new(&query(
+        "queries/siglip-so400m.toml",
+        &["workload.batch=4", &layers_set],
+    ));
+    assert!(session.layouts().is_ok(), "{layers_set} should fit");
+    let one_more = format!(
+        "workload.layers={}",
+        layers.parse::<u32>().expect("count") + 1
+    );
+    let session = Session::new(&query(
+        "queries/siglip-so400m.toml",
+        &["workload.batch=4", &one_more],
+    ));
+    assert!(session.layouts().is_err(), "{one_more} is still over");
+}
+
+/// Batch 3 is over by less than the reservation: the error proposes a
+/// smaller reservation, and with it the planner succeeds.
+#[test]
+fn siglip_batch_three_proposes_a_reservation_that_fits() {
+    let shortfall = shortfall(&["workload.batch=3"]);
+    let reserved = proposed(&shortfall.hints, "planning.reserved_bytes_per_tile")
+        .expect("a smaller reservation");
+    let set = format!("planning.reserved_bytes_per_tile={reserved}");
+    let session = Session::new(&query(
+        "queries/siglip-so400m.toml",
+        &["workload.batch=3", &set],
+    ));
+    assert!(session.layouts().is_ok(), "{set} should fit");
+}
+
+/// The command line prints the planner's shortfall as an input error.
+#[test]
+fn batch_four_is_an_input_error_that_names_region_capacity_and_hint() {
+    let output = common::superstep(&["build", "--set", "workload.batch=4"]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&output.stderr);
+    for part in [
+        "the model does not fit",
+        "the whole tile",
+        "573,440",
+        "bytes over on each of the",
+        "resident weights",
+        "help: any one of: workload.layers = ",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(!text.contains("panicked"), "{text}");
 }

@@ -422,17 +422,38 @@ fn case_09_one_model_of_reserved_memory() {
     let placement = superstep::cli::memory::placement_message(
         &superstep::place::PlacementError::DoesNotFit {
             tile: 7,
+            region: String::from("the whole tile (0x4c000-0xe7bb0)"),
+            capacity: 613_296,
             bytes_over: 100,
             usable: 637_872,
             reserved: 24_576,
+            tiles_over: 3,
+            first_tiles_over: vec![7, 9, 11],
             largest_live: Vec::new(),
+            hint: String::from("use fewer layers (workload.layers)"),
         },
         Some(1472),
     );
-    for figure in ["637,872", "638,976", "24,576", "613,296", "573,440"] {
+    for figure in [
+        "637,872",
+        "638,976",
+        "24,576",
+        "613,296",
+        "573,440",
+        "the whole tile",
+        "3 tile(s) over: 7, 9, 11",
+        "fewer layers",
+    ] {
         assert!(placement.contains(figure), "{figure}: {placement}");
     }
     assert!(!placement.contains("use more tiles"), "{placement}");
+    // The placement's advice never suggests a smaller reservation: placement
+    // uses the actual exchange table, not the planner's reservation.
+    let help = placement
+        .lines()
+        .find(|line| line.contains("help:"))
+        .unwrap_or("");
+    assert!(!help.contains("reserved_bytes_per_tile"), "{placement}");
 }
 
 // Case 10: a cache warning is printed once, without colour codes.

@@ -56,9 +56,9 @@ pub fn render_query_error(error: &QueryError) -> String {
 pub fn stage_error(error: StageError, tiles: Option<u32>) -> CommandError {
     match &error {
         // The model does not fit the machine: a property of the input.
-        StageError::Layout(layout @ LayoutError::WeightsDoNotFit { .. }) => {
-            CommandError::Input(memory::layout_message(layout, tiles))
-        }
+        StageError::Layout(
+            layout @ (LayoutError::WeightsDoNotFit { .. } | LayoutError::DoesNotFit(_)),
+        ) => CommandError::Input(memory::layout_message(layout, tiles)),
         StageError::Layout(LayoutError::Cost { .. }) => {
             CommandError::Input(format!("error: {error}"))
         }

@@ -26,17 +26,7 @@ the exchange table, the patch lists and that unloadable top, so the planner fits
 638,976 - reserved bytes (573,440 by default); placement puts each tile's actual exchange table and \
 patch lists first and places data in the rest of the 637,872 usable bytes.";
 
-fn thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(character);
-    }
-    out
-}
+use crate::layout::capacity::thousands;
 
 /// What to change, without suggesting more tiles when all are in use
 /// (`tiles` is the build's tile count, when known).
@@ -59,36 +49,60 @@ fn advice(tiles: Option<u32>) -> String {
     text
 }
 
+/// "More tiles", unless every tile of the c600 is in use already.
+fn more_tiles(tiles: Option<u32>) -> Option<String> {
+    match tiles {
+        Some(count) if count >= C600_TILES => None,
+        Some(count) => Some(format!(
+            "use more tiles (machine.tiles, now {count}; the c600 has {C600_TILES})"
+        )),
+        None => Some(String::from("use more tiles (machine.tiles)")),
+    }
+}
+
 /// The placement's "does not fit", in the terms of the memory model.
 pub fn placement_message(error: &PlacementError, tiles: Option<u32>) -> String {
     match error {
         PlacementError::DoesNotFit {
             tile,
+            region,
+            capacity,
             bytes_over,
             reserved,
+            tiles_over,
+            first_tiles_over,
             largest_live,
+            hint,
             ..
         } => {
-            let for_data = USABLE_BYTES.saturating_sub(*reserved);
             let live: Vec<String> = largest_live
                 .iter()
                 .map(|live| format!("{} {} B", live.name, thousands(u64::from(live.bytes))))
                 .collect();
+            let mut listed: Vec<String> = first_tiles_over.iter().map(u32::to_string).collect();
+            if *tiles_over as usize > first_tiles_over.len() {
+                listed.push(String::from("..."));
+            }
+            let mut help = vec![hint.clone()];
+            help.extend(more_tiles(tiles));
             format!(
-                "error: the model does not fit: tile {tile} needs {} more bytes than the {} it has \
-                 for data ({} usable of its {} bytes of SRAM, less {} for its exchange table and \
-                 patch lists); largest live allocations there: {}\n  help: {}\n  note: {MEMORY_MODEL}",
+                "error: the model does not fit: {region} of tile {tile} holds {} bytes for this \
+                 data and needs {} more; {} tile(s) over: {}. The tile has {} usable of its {} \
+                 bytes of SRAM; {} of them hold its exchange table and patch lists. Largest live \
+                 allocations there: {}\n  help: {}\n  note: {MEMORY_MODEL}",
+                thousands(u64::from(*capacity)),
                 thousands(u64::from(*bytes_over)),
-                thousands(u64::from(for_data)),
+                thousands(u64::from(*tiles_over)),
+                listed.join(", "),
                 thousands(u64::from(USABLE_BYTES)),
                 thousands(u64::from(SRAM_BYTES_PER_TILE)),
                 thousands(u64::from(*reserved)),
                 live.join(", "),
-                advice(tiles)
+                help.join("; ")
             )
         }
         PlacementError::ReservationTooLarge { .. } => format!(
-            "error: {error}\n  help: raise planning.reserved_bytes_per_tile or use fewer phases\n  \
+            "error: {error}\n  help: use fewer layers (workload.layers) so fewer exchange phases need rows\n  \
              note: {MEMORY_MODEL}"
         ),
     }
@@ -108,6 +122,10 @@ pub fn layout_message(error: &LayoutError, tiles: Option<u32>) -> String {
             thousands(*needed),
             thousands(*available),
             advice(tiles)
+        ),
+        LayoutError::DoesNotFit(shortfall) => format!(
+            "error: {shortfall}\n  help: {}\n  note: {MEMORY_MODEL}",
+            shortfall.advice()
         ),
         other => format!("error: {other}"),
     }

@@ -59,6 +59,37 @@ impl MatMulPlan {
             Accumulation::F16 => 2,
         }
     }
+
+    /// What one tile holds while the product runs, by part (bytes); their
+    /// sum is `working_bytes`.
+    pub fn working_parts(&self) -> Vec<(&'static str, u64)> {
+        let (rows, reduction, cols, parts) = (
+            u64::from(self.block_rows),
+            u64::from(self.block_reduction),
+            u64::from(self.block_cols),
+            u64::from(self.reduction_parts),
+        );
+        let partial = u64::from(self.partial_bytes());
+        let slice_rows = rows / parts;
+        vec![
+            ("input block (FP16)", rows * reduction * 2),
+            (
+                "received weight block (FP8)",
+                if self.row_parts > 1 {
+                    reduction * cols
+                } else {
+                    0
+                },
+            ),
+            ("partial sums", rows * cols * partial),
+            (
+                "received partial sums",
+                (parts - 1) * slice_rows * cols * partial,
+            ),
+            ("output slice (FP16)", slice_rows * cols * 2),
+            ("bias (FP16)", cols * 2),
+        ]
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +105,8 @@ pub enum CostError {
         tiles: u32,
         budget: u32,
         smallest: u32,
+        /// The partition with the smallest working set, to say what fills it.
+        smallest_plan: Option<MatMulPlan>,
     },
     #[error(
         "attention with {groups} groups of {queries} queries over {keys} keys (dimension {dimension}) needs {needed} bytes per tile, \
@@ -86,6 +119,8 @@ pub enum CostError {
         dimension: u32,
         needed: u32,
         budget: u32,
+        /// The plan with the smallest working set, to say what fills it.
+        smallest_plan: Option<AttentionPlan>,
     },
 }
 
@@ -136,13 +171,7 @@ fn matmul_candidate(
         + exchange_cycles(operand_words + weight_words + partial_words)
         + reduce
         + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE;
-    let working = bm * bk * 2
-        + if row_parts > 1 { bk * bn } else { 0 }
-        + bm * bn * partial_bytes
-        + (pk - 1) * slice_rows * bn * partial_bytes
-        + slice_rows * bn * 2
-        + bn * 2;
-    Some(MatMulPlan {
+    let mut plan = MatMulPlan {
         row_parts,
         col_parts,
         reduction_parts,
@@ -151,8 +180,11 @@ fn matmul_candidate(
         block_cols,
         accumulation: problem.accumulation,
         cycles,
-        working_bytes: u32::try_from(working).unwrap_or(u32::MAX),
-    })
+        working_bytes: 0,
+    };
+    let working: u64 = plan.working_parts().iter().map(|(_, bytes)| bytes).sum();
+    plan.working_bytes = u32::try_from(working).unwrap_or(u32::MAX);
+    Some(plan)
 }
 
 /// The cheapest feasible partition (ties broken by fewer tiles, then by the
@@ -160,6 +192,7 @@ fn matmul_candidate(
 pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
     let mut best: Option<MatMulPlan> = None;
     let mut smallest = u32::MAX;
+    let mut smallest_plan = None;
     let mut compared = 0;
     let max_rows = problem
         .m
@@ -175,7 +208,10 @@ pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
                 continue;
             };
             compared += 1;
-            smallest = smallest.min(candidate.working_bytes);
+            if candidate.working_bytes < smallest {
+                smallest = candidate.working_bytes;
+                smallest_plan = Some(candidate);
+            }
             if candidate.working_bytes > problem.working_budget {
                 continue;
             }
@@ -204,6 +240,7 @@ pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
             tiles: problem.tiles,
             budget: problem.working_budget,
             smallest,
+            smallest_plan,
         }),
     }
 }
@@ -256,6 +293,41 @@ impl AttentionPlan {
     pub fn partial_row_bytes(dimension: u32) -> u32 {
         (dimension + 2) * 4
     }
+
+    /// What one tile holds while attention runs, by part (bytes), for heads
+    /// of `dimension`; their sum is `working_bytes`.
+    pub fn working_parts(&self, dimension: u32) -> Vec<(&'static str, u64)> {
+        let (groups, queries, keys, parts) = (
+            u64::from(self.block_groups),
+            u64::from(self.block_queries),
+            u64::from(self.block_keys),
+            u64::from(self.key_parts),
+        );
+        let line = u64::from(round_up(dimension * 2, 4));
+        let partial_row = u64::from(Self::partial_row_bytes(dimension));
+        let (own_partials, received_partials) = if parts > 1 {
+            (
+                groups * queries * partial_row,
+                (parts - 1) * groups * (queries / parts) * partial_row,
+            )
+        } else {
+            (0, 0)
+        };
+        let scratch = match self.method {
+            AttentionMethod::Materialized => groups * queries * keys * 4,
+            AttentionMethod::Flash { key_block } => {
+                queries * (u64::from(key_block) + u64::from(dimension) + 2) * 4
+            }
+        };
+        vec![
+            ("query block (FP16)", groups * queries * line),
+            ("key and value blocks (FP16)", groups * 2 * keys * line),
+            ("output slice (FP16)", groups * (queries / parts) * line),
+            ("partial statistics", own_partials),
+            ("received partial statistics", received_partials),
+            ("scores (FP32)", scratch),
+        ]
+    }
 }
 
 /// Keys per block of the flash method (model choice: a multiple of the
@@ -297,11 +369,6 @@ fn attention_candidate(
     let line = round_up(dimension * 2, 4) as u64;
     let operands = bg * (bq * line + 2 * bk * line) + bg * (bq / pk) * line;
     let partial_row = AttentionPlan::partial_row_bytes(dimension) as u64;
-    let partials = if pk > 1 {
-        bg * bq * partial_row + (pk - 1) * bg * (bq / pk) * partial_row
-    } else {
-        0
-    };
     let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE;
     // QK^T and AV on the matrix unit at FP16 (as the estimate charges them).
     let products = costs::matrix_cycles(
@@ -322,14 +389,13 @@ fn attention_candidate(
         })
         / 4;
     let phases = 1 + u64::from(pk > 1);
-    let (extra_cycles, scratch) = match method {
-        AttentionMethod::Materialized => (0, bg * bq * bk * 4),
-        AttentionMethod::Flash { key_block } => (
-            bg * bq * d * ceil_div(block_keys, key_block) as u64 * 2 / vector_f32,
-            bq * (key_block as u64 + d + 2) * 4,
-        ),
+    let extra_cycles = match method {
+        AttentionMethod::Materialized => 0,
+        AttentionMethod::Flash { key_block } => {
+            bg * bq * d * ceil_div(block_keys, key_block) as u64 * 2 / vector_f32
+        }
     };
-    Some(AttentionPlan {
+    let mut plan = AttentionPlan {
         block_groups,
         query_parts,
         block_queries,
@@ -342,8 +408,15 @@ fn attention_candidate(
             + extra_cycles
             + exchange_cycles(received_words)
             + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE,
-        working_bytes: u32::try_from(operands + partials + scratch).unwrap_or(u32::MAX),
-    })
+        working_bytes: 0,
+    };
+    let working: u64 = plan
+        .working_parts(dimension)
+        .iter()
+        .map(|(_, bytes)| bytes)
+        .sum();
+    plan.working_bytes = u32::try_from(working).unwrap_or(u32::MAX);
+    Some(plan)
 }
 
 pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostError> {
@@ -361,13 +434,17 @@ pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostE
     };
     let mut best: Option<AttentionPlan> = None;
     let mut smallest = u32::MAX;
+    let mut smallest_plan = None;
     let max_key_parts = (problem.keys / 8).clamp(1, 32);
     for key_parts in 1..=max_key_parts {
         for &method in &methods {
             let Some(candidate) = attention_candidate(problem, key_parts, method) else {
                 continue;
             };
-            smallest = smallest.min(candidate.working_bytes);
+            if candidate.working_bytes < smallest {
+                smallest = candidate.working_bytes;
+                smallest_plan = Some(candidate);
+            }
             if candidate.working_bytes > problem.working_budget {
                 continue;
             }
@@ -387,6 +464,7 @@ pub fn plan_attention(problem: &AttentionProblem) -> Result<AttentionPlan, CostE
         dimension: problem.dimension,
         needed: smallest,
         budget: problem.working_budget,
+        smallest_plan,
     })
 }
 

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::capacity::{CapacityShortfall, MemoryBudget, PlannedMemory};
 use super::cost::{
     AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention,
     plan_matmul,
@@ -25,7 +26,6 @@ use crate::model::graph::{
     Graph, OpId, OpKind, Precision, Region, Shape, ValueId, ValueKind, ViewKind,
 };
 use crate::numerics::dot::Accumulation;
-use crate::target::memory::SRAM_BYTES_PER_TILE;
 
 /// Planning inputs that come from the build query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,6 +64,8 @@ pub enum LayoutError {
         #[source]
         source: CostError,
     },
+    #[error("{0}")]
+    DoesNotFit(Box<CapacityShortfall>),
     #[error(
         "the resident weights need {needed} bytes on tile {tile}, but only {available} bytes per tile remain after \
          planning.reserved_bytes_per_tile; use more tiles (machine.tiles), fewer layers (workload.layers) or a smaller reservation"
@@ -366,22 +368,33 @@ struct Planner<'graph> {
     formats: Vec<Option<TensorFormat>>,
 }
 
-/// Average resident weight bytes per tile (the working budget's deduction).
-fn resident_weight_share(graph: &Graph, tiles: u32) -> u64 {
-    let iterations = graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations) as u64;
-    let total: u64 = graph
-        .values
-        .iter()
-        .filter_map(|value| match value.kind {
-            ValueKind::Weight { iterated } => Some(
-                value.shape.elements()
-                    * value.precision.bytes() as u64
-                    * if iterated { iterations } else { 1 },
-            ),
-            _ => None,
-        })
-        .sum();
-    total.div_ceil(tiles as u64)
+/// An operator's costing failure as a capacity shortfall (a costing that
+/// found no candidate at all stays a costing error).
+fn shortfall(
+    budget: &MemoryBudget,
+    op: &str,
+    error: CostError,
+) -> Result<CapacityShortfall, LayoutError> {
+    match &error {
+        CostError::MatMulDoesNotFit {
+            smallest_plan: Some(plan),
+            ..
+        } => Ok(budget.shortfall(op, &plan.working_parts(), plan.tiles_used())),
+        CostError::AttentionDoesNotFit {
+            groups,
+            dimension,
+            smallest_plan: Some(plan),
+            ..
+        } => {
+            let tiles_used =
+                ceil_div(*groups, plan.block_groups.max(1)) * plan.query_parts * plan.key_parts;
+            Ok(budget.shortfall(op, &plan.working_parts(*dimension), tiles_used))
+        }
+        _ => Err(LayoutError::Cost {
+            op: op.to_string(),
+            source: error,
+        }),
+    }
 }
 
 pub fn plan_layouts(
@@ -390,26 +403,18 @@ pub fn plan_layouts(
     oracle: &mut dyn CostOracle,
 ) -> Result<Layouts, LayoutError> {
     let tiles = settings.tiles;
-    let available =
-        (SRAM_BYTES_PER_TILE as u64).saturating_sub(settings.reserved_bytes_per_tile as u64);
-    let share = resident_weight_share(graph, tiles);
-    // One operator's working set should take at most half of what the
-    // resident weights leave (model): the rest holds values live across it
-    // (the residual stream, carried values, norm parameters) and absorbs
-    // fragmentation between the two memory regions. When no plan fits that
-    // soft budget, the whole free space is the hard budget.
-    let hard_budget = u32::try_from(available.saturating_sub(share)).unwrap_or(u32::MAX);
-    let soft_budget = hard_budget / 2;
+    let budget = MemoryBudget::of(graph, tiles, settings.reserved_bytes_per_tile);
+    let available = budget.for_data;
+    let (soft_budget, hard_budget) = (budget.soft_budget(), budget.hard_budget());
 
-    // Pass 1: plans for matrix products and attention.
+    // Pass 1: plans for matrix products and attention. An operator whose
+    // smallest working set fits neither budget is a shortfall; all are
+    // collected so the error speaks of the worst.
     let mut matmul_plans: HashMap<OpId, MatMulPlan> = HashMap::new();
     let mut attention_plans: HashMap<OpId, AttentionPlan> = HashMap::new();
+    let mut shortfalls: Vec<CapacityShortfall> = Vec::new();
     for op_id in graph.op_ids() {
         let op = graph.op(op_id);
-        let cost_error = |source| LayoutError::Cost {
-            op: op.name.clone(),
-            source,
-        };
         match op.kind {
             OpKind::MatMul { .. } => {
                 let a = graph.value(op.inputs[0]).shape;
@@ -423,11 +428,15 @@ pub fn plan_layouts(
                     accumulation: settings.accumulation,
                     candidate_limit: settings.candidate_limit,
                 };
-                let plan = oracle
+                match oracle
                     .matmul(problem(soft_budget))
                     .or_else(|_| oracle.matmul(problem(hard_budget)))
-                    .map_err(cost_error)?;
-                matmul_plans.insert(op_id, plan);
+                {
+                    Ok(plan) => {
+                        matmul_plans.insert(op_id, plan);
+                    }
+                    Err(error) => shortfalls.push(shortfall(&budget, &op.name, error)?),
+                }
             }
             OpKind::Attention { .. } => {
                 let q = graph.value(op.inputs[0]).shape;
@@ -441,14 +450,39 @@ pub fn plan_layouts(
                     working_budget,
                     forced_flash: settings.forced_flash,
                 };
-                let plan = oracle
+                match oracle
                     .attention(problem(soft_budget))
                     .or_else(|_| oracle.attention(problem(hard_budget)))
-                    .map_err(cost_error)?;
-                attention_plans.insert(op_id, plan);
+                {
+                    Ok(plan) => {
+                        attention_plans.insert(op_id, plan);
+                    }
+                    Err(error) => shortfalls.push(shortfall(&budget, &op.name, error)?),
+                }
             }
             _ => {}
         }
+    }
+    if !shortfalls.is_empty() {
+        // The worst first: region 1 (which fewer layers cannot relieve), then the largest overflow.
+        shortfalls.sort_by(|left, right| {
+            (
+                right.memory == PlannedMemory::RegionOne,
+                right.overflow,
+                &left.op,
+            )
+                .cmp(&(
+                    left.memory == PlannedMemory::RegionOne,
+                    left.overflow,
+                    &right.op,
+                ))
+        });
+        let mut worst = shortfalls.remove(0);
+        worst.other_ops_over = shortfalls
+            .into_iter()
+            .map(|other| (other.op, other.overflow))
+            .collect();
+        return Err(LayoutError::DoesNotFit(Box::new(worst)));
     }
 
     // Formats the heavy ops need for each operand slot.

@@ -1,5 +1,6 @@
-//! Per-tile address assignment from live ranges: greedy by size (largest
-//! first), each block at the lowest aligned address of its class's range
+//! Per-tile address assignment from live ranges: greedy, blocks confined to
+//! one region (interleaved operands, code) before ordinary data and each
+//! group largest first, each block at the lowest aligned address of its class's range
 //! that no already-placed, simultaneously live block occupies. Iterated
 //! allocations are one block of `iterations * bytes`, so their instances are
 //! equal, consecutive and strided by `bytes`. Reservations (the exchange
@@ -41,10 +42,13 @@ fn align_up(address: u64, alignment: u32) -> u64 {
 /// Addresses for `blocks` on one tile, above `reserved_end` (the end of the
 /// tile's reservations, which start at the tile base).
 pub fn place_tile(mut blocks: Vec<Block>, reserved_end: u32) -> Result<Assigned, Failure> {
+    // Blocks confined to one region first (they have nowhere else to go),
+    // then ordinary data, which fills what they leave in either region.
+    let confined = |block: &Block| block.class != MemoryClass::Standard;
     blocks.sort_by(|left, right| {
-        right
-            .bytes
-            .cmp(&left.bytes)
+        confined(right)
+            .cmp(&confined(left))
+            .then(right.bytes.cmp(&left.bytes))
             .then(left.first.cmp(&right.first))
             .then(left.allocation.cmp(&right.allocation))
     });

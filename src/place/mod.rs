@@ -220,20 +220,18 @@ fn does_not_fit(
                 "region 1 (interleaved memory for matrix-unit operands, {:#x}-{:#x})",
                 range.start, range.end
             ),
-            "Matrix-unit operands can live only there: raise planning.reserved_bytes_per_tile \
-             (the planner then picks smaller operand blocks), use more tiles (machine.tiles) or a \
-             smaller batch (workload.batch)"
+            "matrix-unit operands can live only there: use a smaller batch (workload.batch), or \
+             raise planning.reserved_bytes_per_tile so the planner budgets smaller operand blocks"
                 .to_string(),
         ),
         MemoryClass::Code => (
             format!("region 0 (code, {:#x}-{:#x})", range.start, range.end),
-            "Use fewer or smaller exchange phases (fewer layers in the program, more tiles)"
-                .to_string(),
+            "use fewer layers (workload.layers) so fewer exchange phases need rows".to_string(),
         ),
         MemoryClass::Standard => (
             format!("the whole tile ({:#x}-{:#x})", range.start, range.end),
-            "Use more tiles (machine.tiles), fewer layers (each layer's resident weights stay), \
-             or a smaller batch (workload.batch)"
+            "use fewer layers (workload.layers: each layer's resident weights stay on their tiles \
+             for the whole program) or a smaller batch (workload.batch)"
                 .to_string(),
         ),
     };
