@@ -9,7 +9,7 @@ use crate::expand::program::LowProgram;
 use crate::expand::{ExpandError, expand_op};
 use crate::layout::plan::Layouts;
 use crate::layout::planner::{
-    CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts,
+    AccumulationPolicy, CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts,
 };
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
@@ -32,12 +32,17 @@ pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
     }
 }
 
-/// Matrix-product accumulation: `auto` takes FP32 (the precision the seed
-/// system validated on hardware); FP16 halves partial-sum traffic.
-pub fn accumulation(choice: AccumulationChoice) -> Accumulation {
+/// Matrix-product accumulation: FP32 or FP16 partial sums everywhere, or
+/// `auto`: per product, FP16 where cheaper and split into at most
+/// `auto_f16_max_parts` reduction parts (FP16 halves partial-sum traffic;
+/// each FP16 partial adds one rounding).
+pub fn accumulation(choice: AccumulationChoice, auto_f16_max_parts: u32) -> AccumulationPolicy {
     match choice {
-        AccumulationChoice::Auto | AccumulationChoice::F32 => Accumulation::F32,
-        AccumulationChoice::F16 => Accumulation::F16,
+        AccumulationChoice::Auto => AccumulationPolicy::Auto {
+            f16_max_parts: auto_f16_max_parts,
+        },
+        AccumulationChoice::F32 => AccumulationPolicy::Fixed(Accumulation::F32),
+        AccumulationChoice::F16 => AccumulationPolicy::Fixed(Accumulation::F16),
     }
 }
 
@@ -45,7 +50,10 @@ pub fn planning_settings(query: &BuildQuery) -> PlanningSettings {
     PlanningSettings {
         tiles: query.machine.tiles,
         reserved_bytes_per_tile: query.planning.reserved_bytes_per_tile,
-        accumulation: accumulation(query.planning.accumulation),
+        accumulation: accumulation(
+            query.planning.accumulation,
+            query.planning.auto_f16_max_parts,
+        ),
         candidate_limit: query.planning.max_partition_candidates,
         forced_flash: match query.workload.attention {
             AttentionChoice::Auto => None,

@@ -105,12 +105,12 @@ fn proposed(hints: &[String], field: &str) -> Option<String> {
     })
 }
 
-/// Batch 4 does not fit the whole tile: the error names the memory, its
+/// Batch 5 does not fit the whole tile: the error names the memory, its
 /// capacity, the overflow, the tiles over and what fills it, largest first;
-/// the layer count it proposes makes the planner succeed.
+/// the layer count it proposes makes the planner succeed, one more does not.
 #[test]
-fn siglip_batch_four_names_the_memory_and_a_layer_count_that_fits() {
-    let shortfall = shortfall(&["workload.batch=4"]);
+fn siglip_batch_five_names_the_memory_and_a_layer_count_that_fits() {
+    let shortfall = shortfall(&["workload.batch=5"]);
     assert_eq!(shortfall.memory, PlannedMemory::WholeTile);
     assert_eq!(shortfall.capacity, 638_976 - 65_536);
     assert_eq!(shortfall.overflow, shortfall.demand - shortfall.capacity);
@@ -131,7 +131,7 @@ fn siglip_batch_four_names_the_memory_and_a_layer_count_that_fits() {
     let layers_set = format!("workload.layers={layers}");
     let session = Session::new(&query(
         "queries/siglip-so400m.toml",
-        &["workload.batch=4", &layers_set],
+        &["workload.batch=5", &layers_set],
     ));
     assert!(session.layouts().is_ok(), "{layers_set} should fit");
     let one_more = format!(
@@ -140,30 +140,38 @@ fn siglip_batch_four_names_the_memory_and_a_layer_count_that_fits() {
     );
     let session = Session::new(&query(
         "queries/siglip-so400m.toml",
-        &["workload.batch=4", &one_more],
+        &["workload.batch=5", &one_more],
     ));
     assert!(session.layouts().is_err(), "{one_more} is still over");
 }
 
-/// Batch 3 is over by less than the reservation: the error proposes a
-/// smaller reservation, and with it the planner succeeds.
+/// Batch 8 overflows region 1 with its operand blocks alone: fewer layers
+/// cannot help and are not proposed; a smaller batch is.
 #[test]
-fn siglip_batch_three_proposes_a_reservation_that_fits() {
-    let shortfall = shortfall(&["workload.batch=3"]);
-    let reserved = proposed(&shortfall.hints, "planning.reserved_bytes_per_tile")
-        .expect("a smaller reservation");
-    let set = format!("planning.reserved_bytes_per_tile={reserved}");
-    let session = Session::new(&query(
-        "queries/siglip-so400m.toml",
-        &["workload.batch=3", &set],
-    ));
-    assert!(session.layouts().is_ok(), "{set} should fit");
+fn siglip_batch_eight_overflows_region_one() {
+    let shortfall = shortfall(&["workload.batch=8", "workload.layers=2"]);
+    assert_eq!(shortfall.memory, PlannedMemory::RegionOne);
+    assert_eq!(shortfall.capacity, 424_880);
+    assert_eq!(shortfall.overflow, shortfall.demand - 424_880);
+    assert!(
+        shortfall
+            .contents
+            .iter()
+            .all(|(what, _)| !what.starts_with("resident weights"))
+    );
+    assert!(proposed(&shortfall.hints, "workload.layers").is_none());
+    assert!(
+        shortfall
+            .hints
+            .iter()
+            .any(|hint| hint.contains("workload.batch"))
+    );
 }
 
 /// The command line prints the planner's shortfall as an input error.
 #[test]
-fn batch_four_is_an_input_error_that_names_region_capacity_and_hint() {
-    let output = common::superstep(&["build", "--set", "workload.batch=4"]);
+fn batch_five_is_an_input_error_that_names_region_capacity_and_hint() {
+    let output = common::superstep(&["build", "--set", "workload.batch=5"]);
     assert_eq!(output.status.code(), Some(2));
     let text = String::from_utf8_lossy(&output.stderr);
     for part in [

@@ -115,6 +115,18 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
         thousands(summary.executed_exchanges),
         summary.repeat_iterations
     );
+    let split = report.f16_partials.len() + report.f32_partials.len();
+    if split > 0 {
+        println!(
+            "  accumulation: FP16 partial sums on {} of {split} split matrix products{}",
+            report.f16_partials.len(),
+            if report.f16_partials.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", report.f16_partials.join(", "))
+            }
+        );
+    }
     if show_ops {
         for op in &report.ops {
             println!(

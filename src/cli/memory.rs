@@ -79,9 +79,14 @@ pub fn placement_message(error: &PlacementError, tiles: Option<u32>) -> String {
                 .iter()
                 .map(|live| format!("{} {} B", live.name, thousands(u64::from(live.bytes))))
                 .collect();
-            let mut listed: Vec<String> = first_tiles_over.iter().map(u32::to_string).collect();
-            if *tiles_over as usize > first_tiles_over.len() {
-                listed.push(String::from("..."));
+            let mut listed = first_tiles_over
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let unlisted = (*tiles_over as usize).saturating_sub(first_tiles_over.len());
+            if unlisted > 0 {
+                listed.push_str(&format!(" and {} more", thousands(unlisted as u64)));
             }
             let mut help = vec![hint.clone()];
             help.extend(more_tiles(tiles));
@@ -93,7 +98,7 @@ pub fn placement_message(error: &PlacementError, tiles: Option<u32>) -> String {
                 thousands(u64::from(*capacity)),
                 thousands(u64::from(*bytes_over)),
                 thousands(u64::from(*tiles_over)),
-                listed.join(", "),
+                listed,
                 thousands(u64::from(USABLE_BYTES)),
                 thousands(u64::from(SRAM_BYTES_PER_TILE)),
                 thousands(u64::from(*reserved)),

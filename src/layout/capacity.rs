@@ -21,10 +21,6 @@ use crate::target::memory::{LOADABLE_LIMIT, REGION_ONE_START, SRAM_BYTES_PER_TIL
 /// Bytes of region 1 that data may use (interleaved, up to the loadable limit).
 pub const REGION_ONE_BYTES: u64 = (LOADABLE_LIMIT - REGION_ONE_START) as u64;
 
-/// The smallest reservation a hint suggests: below it the exchange table of
-/// any but the smallest build does not fit (model; SigLIP's takes ~27 KB).
-const SMALLEST_SUGGESTED_RESERVATION: u64 = 16 * 1024;
-
 /// Per-tile memory as the planner sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryBudget {
@@ -140,18 +136,6 @@ impl MemoryBudget {
                         thousands(self.resident_per_layer)
                     ));
                 }
-            }
-            // Rounded down to 16 KiB: the planner's budget is an average, and
-            // placement needs some slack for fragmentation.
-            let lowered = self.reserved.saturating_sub(overflow) / (16 * 1024) * (16 * 1024);
-            if self.reserved > overflow && lowered >= SMALLEST_SUGGESTED_RESERVATION {
-                hints.push(format!(
-                    "planning.reserved_bytes_per_tile = {} (now {}), if this build's exchange \
-                     table and patch lists fit in it (a build that fits prints their size: \
-                     `memory: exchange table ... B/tile`)",
-                    thousands(lowered),
-                    thousands(self.reserved)
-                ));
             }
         }
         if self.tiles < C600_TILES {
@@ -311,8 +295,14 @@ mod tests {
         assert_eq!(shortfall.contents.len(), 2);
         assert_eq!(shortfall.contents[0].1, 300_000);
         assert!(shortfall.hints[0].starts_with("workload.layers = 26 (now 27"));
-        // 65,536 - 10,000 rounded down to 16 KiB.
-        assert!(shortfall.hints[1].starts_with("planning.reserved_bytes_per_tile = 49,152"));
+        // The reservation is the planner's budget, not memory placement
+        // frees: lowering it is never proposed.
+        assert!(
+            shortfall
+                .hints
+                .iter()
+                .all(|hint| !hint.contains("reserved_bytes_per_tile"))
+        );
         // All tiles in use: no "more tiles".
         assert!(
             shortfall

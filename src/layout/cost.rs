@@ -164,8 +164,18 @@ fn matmul_candidate(
     let operand_words = bm * bk * 2 / 4;
     let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };
     let partial_words = (pk - 1) * slice_rows * bn * partial_bytes / 4;
-    let reduce =
-        pk * slice_rows * bn / costs::VECTOR_F32_OPS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES;
+    // The reduction streams every partial and writes FP16 (priced as the
+    // estimate prices the reduce-bias kernel); unsplit, only the bias add.
+    let reduce = if pk > 1 {
+        let elements = slice_rows * bn;
+        costs::elementwise_cycles(
+            elements * pk,
+            elements * (pk * partial_bytes + 2),
+            costs::VectorPrecision::Float32,
+        )
+    } else {
+        bm * bn / costs::VECTOR_F32_OPS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES
+    };
     let phases = 1 + u64::from(row_parts > 1) + u64::from(pk > 1);
     let cycles = compute
         + exchange_cycles(operand_words + weight_words + partial_words)
@@ -187,6 +197,10 @@ fn matmul_candidate(
     Some(plan)
 }
 
+/// The most reduction parts a product is split into (model choice: more
+/// parts add partial-sum traffic faster than they save matrix work).
+pub const MAX_REDUCTION_PARTS: u32 = 16;
+
 /// The cheapest feasible partition (ties broken by fewer tiles, then by the
 /// partition's coordinates, so the choice is deterministic).
 pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
@@ -198,7 +212,7 @@ pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
         .m
         .min(problem.candidate_limit.max(1))
         .min(problem.tiles);
-    let max_reduction = (problem.k / 2).clamp(1, 16);
+    let max_reduction = (problem.k / 2).clamp(1, MAX_REDUCTION_PARTS);
     for row_parts in 1..=max_rows {
         for reduction_parts in 1..=max_reduction {
             if row_parts * reduction_parts > problem.tiles {

@@ -32,10 +32,50 @@ use crate::numerics::dot::Accumulation;
 pub struct PlanningSettings {
     pub tiles: u32,
     pub reserved_bytes_per_tile: u32,
-    pub accumulation: Accumulation,
+    pub accumulation: AccumulationPolicy,
     pub candidate_limit: u32,
     /// `None`: choose by cost; `Some(true)`: flash; `Some(false)`: materialized.
     pub forced_flash: Option<bool>,
+}
+
+/// How matrix products accumulate their partial sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccumulationPolicy {
+    /// Every product the same.
+    Fixed(Accumulation),
+    /// Per product: FP16 partial sums when that plan is cheaper and splits
+    /// the reduction into at most `f16_max_parts` parts, else FP32. Each
+    /// FP16 partial adds one rounding of at most 2^-11 of its magnitude, so
+    /// the bound caps the added error at `f16_max_parts` x 2^-11 of the
+    /// partials' summed magnitude (the FP16 output itself rounds at 2^-11).
+    Auto { f16_max_parts: u32 },
+}
+
+impl AccumulationPolicy {
+    /// The accumulations to cost, preferred first.
+    fn candidates(self) -> &'static [Accumulation] {
+        match self {
+            AccumulationPolicy::Fixed(Accumulation::F32) => &[Accumulation::F32],
+            AccumulationPolicy::Fixed(Accumulation::F16) => &[Accumulation::F16],
+            AccumulationPolicy::Auto { f16_max_parts: 0 } => &[Accumulation::F32],
+            AccumulationPolicy::Auto { .. } => &[Accumulation::F32, Accumulation::F16],
+        }
+    }
+
+    /// Whether `plan` may be taken over the preferred `incumbent`.
+    fn admits(self, plan: &MatMulPlan, incumbent: Option<&MatMulPlan>) -> bool {
+        match self {
+            AccumulationPolicy::Fixed(_) => incumbent.is_none(),
+            AccumulationPolicy::Auto { f16_max_parts } => match plan.accumulation {
+                Accumulation::F32 => incumbent.is_none(),
+                Accumulation::F16 => {
+                    plan.reduction_parts > 1
+                        && plan.reduction_parts <= f16_max_parts
+                        && incumbent.is_none_or(|incumbent| plan.cycles < incumbent.cycles)
+                }
+            },
+        }
+    }
 }
 
 /// Where per-op costings come from (the query layer memoizes them).
@@ -368,6 +408,14 @@ struct Planner<'graph> {
     formats: Vec<Option<TensorFormat>>,
 }
 
+/// The smallest working set a costing failure found.
+fn smallest_need(error: &CostError) -> u32 {
+    match error {
+        CostError::MatMulDoesNotFit { smallest, .. } => *smallest,
+        CostError::AttentionDoesNotFit { needed, .. } => *needed,
+    }
+}
+
 /// An operator's costing failure as a capacity shortfall (a costing that
 /// found no candidate at all stays a costing error).
 fn shortfall(
@@ -419,23 +467,43 @@ pub fn plan_layouts(
             OpKind::MatMul { .. } => {
                 let a = graph.value(op.inputs[0]).shape;
                 let w = graph.value(op.inputs[1]).shape;
-                let problem = |working_budget| MatMulProblem {
+                let problem = |working_budget, accumulation| MatMulProblem {
                     m: a.rows,
                     k: a.cols,
                     n: w.cols,
                     tiles,
                     working_budget,
-                    accumulation: settings.accumulation,
+                    accumulation,
                     candidate_limit: settings.candidate_limit,
                 };
-                match oracle
-                    .matmul(problem(soft_budget))
-                    .or_else(|_| oracle.matmul(problem(hard_budget)))
-                {
-                    Ok(plan) => {
-                        matmul_plans.insert(op_id, plan);
+                let mut chosen: Option<MatMulPlan> = None;
+                let mut least_error = None;
+                for &accumulation in settings.accumulation.candidates() {
+                    match oracle
+                        .matmul(problem(soft_budget, accumulation))
+                        .or_else(|_| oracle.matmul(problem(hard_budget, accumulation)))
+                    {
+                        Ok(plan) => {
+                            if settings.accumulation.admits(&plan, chosen.as_ref()) {
+                                chosen = Some(plan);
+                            }
+                        }
+                        // The error whose smallest working set is least over speaks.
+                        Err(error) => {
+                            if least_error
+                                .as_ref()
+                                .is_none_or(|known| smallest_need(&error) < smallest_need(known))
+                            {
+                                least_error = Some(error);
+                            }
+                        }
                     }
-                    Err(error) => shortfalls.push(shortfall(&budget, &op.name, error)?),
+                }
+                // Every policy costs at least one accumulation: no plan means an error.
+                if let Some(plan) = chosen {
+                    matmul_plans.insert(op_id, plan);
+                } else if let Some(error) = least_error {
+                    shortfalls.push(shortfall(&budget, &op.name, error)?);
                 }
             }
             OpKind::Attention { .. } => {
@@ -528,8 +596,11 @@ pub fn plan_layouts(
     };
 
     // The format a single-consumer view/rotary chain ends in, if a heavy op.
+    // Through a rotary, a replicated target is not taken: rotating every
+    // replica of a block costs each tile the whole block.
     let chain_target = |value: ValueId| -> Option<TensorFormat> {
         let mut current = value;
+        let mut through_rotary = false;
         loop {
             let users = &consumers[current.0 as usize];
             if users.len() != 1 || users[0].0.0 == u32::MAX {
@@ -537,10 +608,19 @@ pub fn plan_layouts(
             }
             let (consumer, slot) = users[0];
             if let Some(format) = required.get(&(consumer, slot)) {
-                return (format.shape == graph.value(value).shape).then(|| format.clone());
+                if format.shape != graph.value(value).shape {
+                    return None;
+                }
+                // A replicated target through a rotary: the rotary runs in
+                // the canonical format (spread over every tile) and its
+                // output is rearranged into the replicas.
+                return (!(through_rotary && format.replicas > 1)).then(|| format.clone());
             }
             match graph.op(consumer).kind {
-                OpKind::Rotary { .. } => current = graph.op(consumer).output,
+                OpKind::Rotary { .. } => {
+                    through_rotary = true;
+                    current = graph.op(consumer).output;
+                }
                 _ => return None,
             }
         }

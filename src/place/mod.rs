@@ -94,7 +94,7 @@ pub enum PlacementError {
     #[error(
         "the model does not fit: {region} of tile {tile} holds {capacity} bytes and needs {bytes_over} more \
          ({tiles_over} tiles over: {}{}); the whole tile has {usable} usable bytes ({reserved} reserved for the \
-         exchange table and patch lists); largest live allocations there: {}. {hint}",
+         exchange table and patch lists); largest live allocations there: {}; {hint}",
         first_tiles_over.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
         if *tiles_over as usize > first_tiles_over.len() { ", ..." } else { "" },
         largest_live.iter().map(|live| format!("{} {} B", live.name, live.bytes)).collect::<Vec<_>>().join(", ")

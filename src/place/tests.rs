@@ -115,7 +115,7 @@ fn a_tile_that_is_too_small_names_what_is_live() {
     assert!(largest_live[0].name.starts_with("op"));
     let message = error.to_string();
     assert!(
-        message.contains("tile 0") && message.contains("more tiles"),
+        message.contains("tile 0") && message.contains("fewer layers"),
         "{message}"
     );
 }

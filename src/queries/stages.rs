@@ -52,7 +52,7 @@ pub fn planning_settings(db: &dyn Db, build: BuildInputs) -> PlanningSettings {
     PlanningSettings {
         tiles: build.machine(db).tiles,
         reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
-        accumulation: accumulation(planning.accumulation),
+        accumulation: accumulation(planning.accumulation, planning.auto_f16_max_parts),
         candidate_limit: planning.max_partition_candidates,
         forced_flash: match build.attention(db) {
             AttentionChoice::Auto => None,

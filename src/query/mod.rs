@@ -184,6 +184,9 @@ pub struct PlanningFlags {
     pub repeat_base: bool,
     pub reserved_bytes_per_tile: u32,
     pub max_partition_candidates: u32,
+    /// `auto` accumulation: FP16 partial sums for a product split into at
+    /// most this many reduction parts, when that is cheaper (0: never).
+    pub auto_f16_max_parts: u32,
 }
 
 /// `[schedule]`, resolved.

@@ -314,6 +314,9 @@ fn assign(
         ("planning.max_partition_candidates", Integer(number)) => {
             file.planning.max_partition_candidates = unset(number)
         }
+        ("planning.auto_f16_max_parts", Integer(number)) => {
+            file.planning.auto_f16_max_parts = unset(number)
+        }
         ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
         ("schedule.width", Text(text)) => file.schedule.width = unset(text),
         ("schedule.row_allowance", Integer(number)) => file.schedule.row_allowance = unset(number),

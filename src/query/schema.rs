@@ -77,6 +77,7 @@ pub struct PlanningSection {
     pub repeat_base: Option<Spanned<bool>>,
     pub reserved_bytes_per_tile: Option<Spanned<i64>>,
     pub max_partition_candidates: Option<Spanned<i64>>,
+    pub auto_f16_max_parts: Option<Spanned<i64>>,
 }
 
 /// `[schedule]` and its `[[schedule.override]]` entries.
@@ -197,6 +198,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("repeat_base", KeyKind::Boolean),
             ("reserved_bytes_per_tile", KeyKind::Integer),
             ("max_partition_candidates", KeyKind::Integer),
+            ("auto_f16_max_parts", KeyKind::Integer),
         ],
     ),
     (

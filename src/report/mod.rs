@@ -16,6 +16,7 @@ use crate::expand::summary::{ProgramSummary, StepCounts};
 use crate::layout::cost::AttentionMethod;
 use crate::layout::plan::{Layouts, OpPlan};
 use crate::model::graph::{Graph, Region};
+use crate::numerics::dot::Accumulation;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OpSummary {
@@ -163,6 +164,10 @@ pub struct BuildReport {
     pub resident_weight_tile: u32,
     pub program: ProgramSummary,
     pub ops: Vec<OpSummary>,
+    /// The matrix products whose reduction is split, by how their partial
+    /// sums accumulate (the planner's decision under `planning.accumulation`).
+    pub f16_partials: Vec<String>,
+    pub f32_partials: Vec<String>,
     pub exchanges: Vec<ExchangeSummary>,
     /// The back half's figures (phases, estimate, memory).
     pub back: Option<BackReport>,
@@ -272,6 +277,19 @@ impl BackReport {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Matrix products split over the reduction whose partial sums accumulate in `accumulation`.
+fn split_products(layouts: &Layouts, accumulation: Accumulation) -> Vec<String> {
+    layouts
+        .ops
+        .iter()
+        .filter(|op| {
+            matches!(&op.plan, OpPlan::MatMul(plan)
+                if plan.reduction_parts > 1 && plan.accumulation == accumulation)
+        })
+        .map(|op| op.name.clone())
+        .collect()
+}
+
 pub fn build_report(
     name: &str,
     model: &str,
@@ -298,6 +316,8 @@ pub fn build_report(
         resident_weight_tile: layouts.resident_weight_tile,
         program: summary.clone(),
         ops: op_summaries(layouts, expansions),
+        f16_partials: split_products(layouts, Accumulation::F16),
+        f32_partials: split_products(layouts, Accumulation::F32),
         exchanges: exchange_summaries(program),
         back: None,
     }

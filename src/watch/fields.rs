@@ -122,6 +122,11 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         planning.max_partition_candidates.to_string(),
     );
     add(
+        "planning",
+        "planning.auto_f16_max_parts",
+        planning.auto_f16_max_parts.to_string(),
+    );
+    add(
         "schedule",
         "schedule.policy",
         query.schedule.policy.to_string(),

@@ -213,6 +213,7 @@ fn defaults_apply() {
             repeat_base: true,
             reserved_bytes_per_tile: 65536,
             max_partition_candidates: 64,
+            auto_f16_max_parts: 16,
         }
     );
     assert_eq!(

@@ -45,6 +45,14 @@ pub const DEFAULT_COPY_MOTION: bool = true;
 pub const DEFAULT_REPEAT_BASE: bool = true;
 pub const DEFAULT_RESERVED_BYTES_PER_TILE: u32 = 65536;
 pub const DEFAULT_MAX_PARTITION_CANDIDATES: u32 = 64;
+
+/// `auto` accumulation's default bound on FP16 partial sums (see
+/// `crate::layout::planner::AccumulationPolicy`; chosen by measurement,
+/// README "Accumulation").
+pub const DEFAULT_AUTO_F16_MAX_PARTS: u32 = MAX_REDUCTION_PARTS;
+
+/// The most reduction parts the cost model splits a product into.
+pub const MAX_REDUCTION_PARTS: u32 = crate::layout::cost::MAX_REDUCTION_PARTS;
 pub const DEFAULT_POLICY: SchedulePolicy = SchedulePolicy::Auto;
 
 /// The default of `schedule.row_allowance`, in bytes.
@@ -402,12 +410,26 @@ impl Resolver<'_> {
             )?,
             None => DEFAULT_MAX_PARTITION_CANDIDATES,
         };
+        let auto_f16_max_parts = match &section.auto_f16_max_parts {
+            Some(field) => self.unsigned(
+                "planning.auto_f16_max_parts",
+                field,
+                0,
+                MAX_REDUCTION_PARTS,
+                &format!(
+                    "a product is split into at most {MAX_REDUCTION_PARTS} reduction parts; 0 keeps \
+                     FP32 partial sums everywhere (the default is {DEFAULT_AUTO_F16_MAX_PARTS})"
+                ),
+            )?,
+            None => DEFAULT_AUTO_F16_MAX_PARTS,
+        };
         Ok(PlanningFlags {
             accumulation,
             copy_motion,
             repeat_base,
             reserved_bytes_per_tile,
             max_partition_candidates,
+            auto_f16_max_parts,
         })
     }
 
