@@ -124,18 +124,17 @@ impl MemoryBudget {
 
     fn hints(&self, memory: PlannedMemory, overflow: u64) -> Vec<String> {
         let mut hints = Vec::new();
-        if memory == PlannedMemory::WholeTile {
-            if self.resident_per_layer > 0 && self.layers > 1 {
-                let drop = overflow.div_ceil(self.resident_per_layer);
-                if drop < u64::from(self.layers) {
-                    hints.push(format!(
-                        "workload.layers = {} (now {}; each layer's resident weights take {} \
-                         bytes per tile)",
-                        u64::from(self.layers) - drop,
-                        self.layers,
-                        thousands(self.resident_per_layer)
-                    ));
-                }
+        // Fewer layers free resident weights, which only the whole tile holds.
+        if memory == PlannedMemory::WholeTile && self.resident_per_layer > 0 && self.layers > 1 {
+            let drop = overflow.div_ceil(self.resident_per_layer);
+            if drop < u64::from(self.layers) {
+                hints.push(format!(
+                    "workload.layers = {} (now {}; each layer's resident weights take {} \
+                     bytes per tile)",
+                    u64::from(self.layers) - drop,
+                    self.layers,
+                    thousands(self.resident_per_layer)
+                ));
             }
         }
         if self.tiles < C600_TILES {

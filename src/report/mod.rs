@@ -276,7 +276,6 @@ impl BackReport {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 /// Matrix products split over the reduction whose partial sums accumulate in `accumulation`.
 fn split_products(layouts: &Layouts, accumulation: Accumulation) -> Vec<String> {
     layouts
@@ -290,6 +289,7 @@ fn split_products(layouts: &Layouts, accumulation: Accumulation) -> Vec<String> 
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn build_report(
     name: &str,
     model: &str,
