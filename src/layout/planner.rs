@@ -43,21 +43,27 @@ pub struct PlanningSettings {
 pub enum AccumulationPolicy {
     /// Every product the same.
     Fixed(Accumulation),
-    /// Per product: FP16 partial sums when that plan is cheaper and splits
-    /// the reduction into at most `f16_max_parts` parts, else FP32. Each
-    /// FP16 partial adds one rounding of at most 2^-11 of its magnitude, so
-    /// the bound caps the added error at `f16_max_parts` x 2^-11 of the
-    /// partials' summed magnitude (the FP16 output itself rounds at 2^-11).
+    /// Per product of the repeated layer: FP16 partial sums when that plan
+    /// is cheaper and splits the reduction into at most `f16_max_parts`
+    /// parts, else FP32. Each FP16 partial adds one rounding of at most
+    /// 2^-11 of its magnitude, so the bound caps the added error at
+    /// `f16_max_parts` x 2^-11 of the partials' summed magnitude (the FP16
+    /// output itself rounds at 2^-11). Products outside the repeated layer
+    /// run once, so FP16 would save little there, and the head's feed the
+    /// model's output with nothing after them to dilute the error: they keep
+    /// FP32 (measured: FP16 partials in the pooling head's last product cost
+    /// SigLIP batch 2 a digit of cosine).
     Auto { f16_max_parts: u32 },
 }
 
 impl AccumulationPolicy {
-    /// The accumulations to cost, preferred first.
-    fn candidates(self) -> &'static [Accumulation] {
+    /// The accumulations to cost for a product in `region`, preferred first.
+    fn candidates(self, region: Region) -> &'static [Accumulation] {
         match self {
             AccumulationPolicy::Fixed(Accumulation::F32) => &[Accumulation::F32],
             AccumulationPolicy::Fixed(Accumulation::F16) => &[Accumulation::F16],
             AccumulationPolicy::Auto { f16_max_parts: 0 } => &[Accumulation::F32],
+            AccumulationPolicy::Auto { .. } if region != Region::Body => &[Accumulation::F32],
             AccumulationPolicy::Auto { .. } => &[Accumulation::F32, Accumulation::F16],
         }
     }
@@ -478,7 +484,7 @@ pub fn plan_layouts(
                 };
                 let mut chosen: Option<MatMulPlan> = None;
                 let mut least_error = None;
-                for &accumulation in settings.accumulation.candidates() {
+                for &accumulation in settings.accumulation.candidates(op.region) {
                     match oracle
                         .matmul(problem(soft_budget, accumulation))
                         .or_else(|_| oracle.matmul(problem(hard_budget, accumulation)))
