@@ -54,6 +54,10 @@ pub struct BackOutcome {
     pub sharing_patch_words: u64,
     pub peak_sram_bytes: u64,
     pub peak_sram_tile: u32,
+    /// Exchanges x tiles x elements where a tile's sends and receives
+    /// share a memory element, and where they touch its exchange code's.
+    pub element_conflicts: u64,
+    pub fetch_conflicts: u64,
     pub estimate: Estimate,
     /// Compute cycles, MACs and roofline per op (most cycles first).
     pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
@@ -186,6 +190,8 @@ impl Session {
             repeat_patch_words: patch_words,
             sharing_patch_words: table.sharing_patches.len() as u64,
             peak_sram_bytes: placed.max_peak.1 as u64,
+            element_conflicts: placed.element_conflicts.count,
+            fetch_conflicts: placed.element_conflicts.fetch_count,
             peak_sram_tile: placed.max_peak.0,
             estimate: (*estimate).clone(),
             compute_by_op: compute_by_op.as_ref().clone(),

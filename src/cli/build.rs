@@ -160,6 +160,11 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
             thousands(back.sharing_patch_words)
         );
         println!(
+            "element contention (exchange x tile x element, not charged): {} where sends and receives share an element, {} beside the exchange code's fetch",
+            thousands(back.element_conflicts),
+            thousands(back.fetch_conflicts)
+        );
+        println!(
             "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
             thousands(back.compute_cycles),
             back.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,

@@ -4,6 +4,14 @@
 //! (exchange step, tile, element). Iterated allocations inside a Repeat are
 //! taken over all their instances (conservative).
 //!
+//! Fetch conflicts: while an exchange runs, the tile fetches its exchange
+//! code from the elements holding its exchange table (region 0, IPU21.md
+//! "Chip": instruction fetch, exchange send reads and receive writes contend
+//! per element). Data placed in those elements and sent or received in the
+//! same exchange competes with that fetch; counted per (exchange step,
+//! tile, element) the same way. The count is reported, not charged: the
+//! estimate assumes the exchange code's fetch keeps pace (model).
+//!
 //! Owns the count only; it must not change addresses.
 
 use serde::Serialize;
@@ -26,6 +34,9 @@ pub struct ElementConflict {
 pub struct ElementConflicts {
     pub count: u64,
     pub examples: Vec<ElementConflict>,
+    /// Sends or receives in an element that holds the tile's exchange code.
+    #[serde(default)]
+    pub fetch_count: u64,
 }
 
 // Every element id fits one bit of a u32 mask.
@@ -57,6 +68,8 @@ struct Counter<'program> {
     base: &'program [u32],
     /// Per tile: (send mask, receive mask) of the current exchange.
     masks: Vec<(u32, u32)>,
+    /// Per tile: the elements its exchange code occupies.
+    code: &'program [u32],
     exchange: u32,
     result: ElementConflicts,
 }
@@ -106,6 +119,8 @@ impl Counter<'_> {
                         let (send, receive) = std::mem::take(&mut self.masks[tile as usize]);
                         let both = send & receive;
                         self.result.count += both.count_ones() as u64;
+                        let fetched = (send | receive) & self.code[tile as usize];
+                        self.result.fetch_count += fetched.count_ones() as u64;
                         let mut rest = both;
                         while rest != 0 && self.result.examples.len() < EXAMPLES {
                             let element = rest.trailing_zeros();
@@ -125,12 +140,34 @@ impl Counter<'_> {
     }
 }
 
-/// Element conflicts of `steps`' exchanges with allocations at `base`.
-pub fn count_conflicts(program: &LowProgram, steps: &[Step], base: &[u32]) -> ElementConflicts {
+/// The elements `start..end` spans (none when empty).
+fn span_mask(start: u32, end: u32) -> u32 {
+    if end <= start {
+        return 0;
+    }
+    let (first, last) = (element_of(start), element_of(end - 1));
+    (first..=last).fold(0, |mask, element| mask | (1u32 << element))
+}
+
+/// Element and fetch conflicts of `steps`' exchanges with allocations at
+/// `base`; `code[tile]` is the byte range of the tile's exchange table.
+pub fn count_conflicts(
+    program: &LowProgram,
+    steps: &[Step],
+    base: &[u32],
+    code: &[std::ops::Range<u32>],
+) -> ElementConflicts {
+    let code_masks: Vec<u32> = (0..program.tiles as usize)
+        .map(|tile| {
+            code.get(tile)
+                .map_or(0, |range| span_mask(range.start, range.end))
+        })
+        .collect();
     let mut counter = Counter {
         program,
         base,
         masks: vec![(0, 0); program.tiles as usize],
+        code: &code_masks,
         exchange: 0,
         result: ElementConflicts::default(),
     };

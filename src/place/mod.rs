@@ -379,7 +379,11 @@ pub fn place(
     let tables: Vec<(u32, u32, u32)> = (0..program.tiles as usize)
         .map(|tile| reservation_end(reservations, tile))
         .collect();
-    let element_conflicts = conflicts::count_conflicts(program, steps, &base);
+    let code: Vec<std::ops::Range<u32>> = tables
+        .iter()
+        .map(|&(table, patches, _)| table..patches)
+        .collect();
+    let element_conflicts = conflicts::count_conflicts(program, steps, &base, &code);
     Ok(Placement {
         base,
         live,

@@ -403,3 +403,29 @@ fn siglip_places_and_checks() {
     let batch = compile("queries/siglip-so400m.toml", &["workload.batch=2"]);
     fits_or_names(report("siglip batch 2", &batch, &batch.steps));
 }
+
+/// Fetch conflicts grow with the exchange code's span: none without code,
+/// at least the send/receive conflicts when the code spans the whole tile
+/// (every element touched by an exchange then counts), and never fewer for
+/// a larger span.
+#[test]
+fn fetch_conflicts_follow_the_exchange_code_span() {
+    use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
+    let program = compile("queries/vit-tiny.toml", &[]);
+    let placement = report_with("vit-tiny", &program, &program.steps, 0, 0).expect("fits");
+    let tiles = program.tiles as usize;
+    let count = |end: u32| {
+        let code = vec![TILE_BASE_ADDRESS..end; tiles];
+        super::conflicts::count_conflicts(&program, &program.steps, &placement.base, &code)
+    };
+    let none = count(TILE_BASE_ADDRESS);
+    assert_eq!(none.fetch_count, 0);
+    let first_element = count(TILE_BASE_ADDRESS + 16 * 1024);
+    let all = count(TILE_END_ADDRESS);
+    assert!(all.fetch_count > 0);
+    assert!(all.fetch_count >= all.count, "{all:?}");
+    assert!(first_element.fetch_count <= all.fetch_count);
+    // The send/receive count does not depend on the code.
+    assert_eq!(none.count, all.count);
+    assert_eq!(placement.element_conflicts.count, none.count);
+}

@@ -187,6 +187,10 @@ pub struct BackReport {
     pub exchange_table_bytes_per_tile_max: u64,
     pub peak_sram_bytes_per_tile: u64,
     pub peak_sram_tile: u32,
+    /// (exchange, tile, element) triples where sends and receives share an
+    /// element, and where they touch the elements of the exchange code.
+    pub element_conflicts: u64,
+    pub fetch_conflicts: u64,
     pub repeat_patch_words: u64,
     pub sharing_patch_words: u64,
     /// Weighted horizons against the endpoint and latency-aware bounds.
@@ -211,6 +215,8 @@ impl BackReport {
             exchange_table_bytes_per_tile_max: back.exchange_table_bytes_max,
             peak_sram_bytes_per_tile: back.peak_sram_bytes,
             peak_sram_tile: back.peak_sram_tile,
+            element_conflicts: back.element_conflicts,
+            fetch_conflicts: back.fetch_conflicts,
             repeat_patch_words: back.repeat_patch_words,
             sharing_patch_words: back.sharing_patch_words,
             exchange_quality: ExchangeQuality::of(&back.phases),
