@@ -16,14 +16,17 @@ use crate::expand::summary::ProgramSummary;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Graph;
 use crate::queries::backend::{
-    BackendError, build_estimate, compute_breakdown, phase_patches, placement, row_table,
+    BackendError, build_estimate, compute_breakdown, placement, row_table,
 };
-use crate::queries::phases::{PhaseFigures, phase_figures, phase_groups, phase_keys};
+use crate::queries::phases::{
+    PhaseFigures, phase_figures, phase_groups, phase_keys, phase_patches,
+};
 use crate::queries::stages::{
     StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary,
 };
 use crate::queries::{BuildInputs, CompilerDatabase, Db, Execution, apply_query, create_inputs};
 use crate::query::BuildQuery;
+use crate::query::overrides::nearest_keys;
 
 /// Time spent in one stage of a build.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,6 +111,13 @@ impl Session {
 
     pub fn graph(&self) -> &Graph {
         graph(&self.db, self.inputs)
+    }
+
+    /// The finished package of this build (placed program, finalized rows, patches).
+    pub fn package(
+        &self,
+    ) -> Result<crate::package::Package, crate::queries::package::AssemblyError> {
+        crate::queries::package::assemble_package(&self.db, self.inputs)
     }
 
     pub fn layouts(&self) -> Result<Arc<Layouts>, StageError> {
@@ -248,4 +258,36 @@ impl Session {
             back: None,
         })
     }
+}
+
+/// How many nearest phase keys a message names.
+pub const SUGGESTIONS: usize = 5;
+
+/// The overrides of `query` that name no phase of the session's build, each
+/// with the nearest existing keys (none when the build has no phase groups).
+pub fn unknown_override_phases(
+    session: &Session,
+    query: &BuildQuery,
+) -> Vec<(String, Vec<String>)> {
+    if query.overrides.is_empty() {
+        return Vec::new();
+    }
+    let db = &session.db;
+    let keys = phase_keys(db, session.inputs);
+    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    if known.is_empty() {
+        return Vec::new();
+    }
+    query
+        .overrides
+        .iter()
+        .filter(|entry| !known.contains(&entry.phase.as_str()))
+        .map(|entry| {
+            let nearest = nearest_keys(&entry.phase, &known, SUGGESTIONS);
+            (
+                entry.phase.clone(),
+                nearest.into_iter().map(str::to_string).collect(),
+            )
+        })
+        .collect()
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{counts, query, scratch, superstep};
 use superstep::cache::{EntryKind, PersistentCache};
 use superstep::driver::{BuildOutcome, Session};
-use superstep::package::{Package, assemble_package};
+use superstep::package::Package;
 use superstep::query::BuildQuery;
 
 const TINY: &str = "queries/vit-tiny.toml";
@@ -25,7 +25,7 @@ fn open(directory: &Path) -> Arc<PersistentCache> {
 fn build(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> (BuildOutcome, Package) {
     let mut session = Session::with_cache(query, cache);
     let outcome = session.build().expect("build");
-    let package = assemble_package(&session).expect("package");
+    let package = session.package().expect("package");
     (outcome, package)
 }
 

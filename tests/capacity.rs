@@ -54,11 +54,20 @@ fn broadcast_weight_storage_is_ordinary_memory() {
 #[test]
 #[ignore = "SigLIP so400m at batch 2 on 1,472 tiles: run with --release -- --ignored"]
 fn siglip_batch_two_places_and_passes_the_placement_checker() {
-    let mut session = Session::new(&query(
-        "queries/siglip-so400m.toml",
-        &["workload.batch=2", "outputs.package=false"],
-    ));
-    let outcome = session.build().expect("SigLIP batch 2 builds and places");
+    places_and_passes_the_checker("queries/siglip-so400m.toml", "SigLIP batch 2");
+}
+
+#[test]
+#[ignore = "PE-Core-L14 at batch 2 on 1,472 tiles: run with --release -- --ignored"]
+fn pe_core_batch_two_places_and_passes_the_placement_checker() {
+    places_and_passes_the_checker("queries/pe-core-l14.toml", "PE-Core batch 2");
+}
+
+/// Builds `file` at batch 2, places it and checks the placement with the
+/// independent checker; prints the figures.
+fn places_and_passes_the_checker(file: &str, label: &str) {
+    let mut session = Session::new(&query(file, &["workload.batch=2", "outputs.package=false"]));
+    let outcome = session.build().expect("builds and places");
     let back = outcome.back.expect("back half");
     let program = session.low_program().expect("program");
     let placed = placement(&session.db, session.inputs)
@@ -81,7 +90,7 @@ fn siglip_batch_two_places_and_passes_the_placement_checker() {
         .copied()
         .unwrap_or(0);
     println!(
-        "SigLIP batch 2: {} cycles; fullest tile's high water {fullest} B of {loadable} loadable; peak {} B on tile {}",
+        "{label}: {} cycles; fullest tile's high water {fullest} B of {loadable} loadable; peak {} B on tile {}",
         back.cycles, placed.max_peak.1, placed.max_peak.0
     );
     assert!(fullest <= loadable);

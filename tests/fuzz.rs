@@ -602,7 +602,7 @@ fn fuzz_package_files_are_rejected_or_verified_never_panic() {
         &["workload.layers=1"],
     ));
     session.build().expect("build");
-    let package = superstep::package::assemble_package(&session).expect("package");
+    let package = session.package().expect("package");
     let directory = common::scratch("fuzz", "package");
     let path = directory.join("package.bin");
     let key = CacheKey([9; 32]);

@@ -422,3 +422,42 @@ fn layer_count_replans_and_schedules_only_new_problems() {
         assert_eq!(runs.get(query).copied(), expected, "{query}: {runs:?}");
     }
 }
+
+/// Overrides are keyed by phase, not by their position in the list: adding
+/// an override for phase A ahead of phase B's re-schedules A only, and B's
+/// policy firewall holds (its schedule, rows and figures do not re-run).
+#[test]
+fn adding_an_override_leaves_another_overridden_phase_untouched() {
+    let file = "queries/vit-tiny.toml";
+    let phase_b = "layer.mlp.down.a.rearrange#0";
+    let phase_a = "layer.attn.merge#0";
+    let override_b = format!("schedule.override.{phase_b}=B64");
+    let override_a = format!("schedule.override.{phase_a}=S64");
+    let mut session = Session::new(&query(file, &[&override_b]));
+    session.build().expect("build");
+    let ids: BTreeMap<String, salsa::Id> = phase_keys(&session.db, session.inputs)
+        .iter()
+        .map(|&key| (key.key(&session.db).clone(), key.as_id()))
+        .collect();
+    session.update(&query(file, &[&override_a, &override_b]));
+    let rebuilt = session.build().expect("rebuild");
+    let figures_rerun: BTreeSet<salsa::Id> = rebuilt
+        .executions
+        .iter()
+        .filter(|execution| execution.query == "phase_figures")
+        .map(|execution| execution.key)
+        .collect();
+    assert_eq!(figures_rerun, BTreeSet::from([ids[phase_a]]));
+    let counts = counts(&rebuilt.executions);
+    assert_eq!(counts.get("scheduled"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("encoded_rows"), Some(&1), "{counts:?}");
+    let back = rebuilt.back.expect("back half");
+    let policy_of = |key: &str| {
+        back.phases
+            .iter()
+            .find(|phase| phase.key == key)
+            .map(|phase| phase.policy.clone())
+    };
+    assert_eq!(policy_of(phase_a).as_deref(), Some("S64"));
+    assert_eq!(policy_of(phase_b).as_deref(), Some("B64"));
+}

@@ -5,16 +5,16 @@ mod common;
 
 use common::query;
 use superstep::driver::Session;
-use superstep::package::{Package, assemble_package};
+use superstep::package::Package;
 use superstep::rows::{RowEvent, decode_row};
 
 #[test]
 fn package_round_trips_and_rows_point_into_placed_memory() {
     let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
     session.build().expect("build");
-    let package = assemble_package(&session).expect("package");
+    let package = session.package().expect("package");
     let path = std::env::temp_dir().join(format!("superstep-package-{}.bin", std::process::id()));
-    let key = superstep::package::build_key(&query("queries/vit-tiny.toml", &[]));
+    let key = superstep::query::package_build_key(&query("queries/vit-tiny.toml", &[]));
     let bytes = package.write(&path, &key).expect("write");
     assert!(bytes > 0);
     let read = Package::read(&path).expect("read");
@@ -70,7 +70,7 @@ fn verification_finds_faults_in_a_decodable_package() {
 
     let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
     session.build().expect("build");
-    let package = assemble_package(&session).expect("package");
+    let package = session.package().expect("package");
     let clean = verify_package(&package);
     assert!(clean.passed(), "{clean}");
     assert!(clean.sends > 0 && clean.row_words > 0 && clean.step_locations > 0);

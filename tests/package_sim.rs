@@ -7,7 +7,7 @@ mod common;
 use common::{TINY_VARIANTS, query};
 use superstep::driver::Session;
 use superstep::expand::visit::step_locations_mut;
-use superstep::package::{Package, assemble_package};
+use superstep::package::Package;
 use superstep::pipeline::load_weights;
 use superstep::sim::compare::compare;
 use superstep::sim::interpreter::interpret;
@@ -26,7 +26,7 @@ fn built(file: &str, sets: &[&str]) -> Built {
     let query = query(file, sets);
     let mut session = Session::new(&query);
     session.build().expect("build");
-    let package = assemble_package(&session).expect("package");
+    let package = session.package().expect("package");
     let weights = load_weights(&query, session.graph()).expect("weights");
     Built {
         session,
@@ -70,24 +70,16 @@ impl Built {
     fn check(&self, strict: bool) -> f64 {
         let layouts = self.session.layouts().expect("layouts");
         let program = self.session.low_program().expect("program");
-        let started = std::time::Instant::now();
         let run = if strict {
             self.simulate(&self.package)
         } else {
             self.simulate_lenient(&self.package)
         }
         .expect("package simulation");
-        let wall = started.elapsed();
         let interpreted = interpret(&program, &layouts, &self.weights).expect("interpret");
         let reference = evaluate_reference(self.session.graph(), &self.weights).expect("reference");
         let agreement = compare(&run.output, &reference);
-        println!(
-            "{}: {:?}, {:?}, simulation {:.3} s",
-            self.package.name,
-            agreement,
-            run.counts,
-            wall.as_secs_f64()
-        );
+        println!("{}: {:?}, {:?}", self.package.name, agreement, run.counts);
         let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         assert_eq!(
             bits(&run.output),
@@ -366,7 +358,6 @@ fn each_step(
 #[test]
 fn an_allocation_placed_over_a_live_one_is_detected() {
     use superstep::expand::program::Step;
-    use superstep::sim::kernels::kernel_writes;
     let built = built("queries/vit-tiny.toml", &[]);
     let mut exchanged = std::collections::BTreeSet::new();
     let mut kernel_outputs = std::collections::BTreeSet::new();
@@ -382,7 +373,7 @@ fn an_allocation_placed_over_a_live_one_is_detected() {
         }
         Step::Kernels { runs, .. } => {
             for run in runs {
-                kernel_outputs.extend(kernel_writes(&run.kernel).iter().map(|id| id.0));
+                kernel_outputs.extend(run.kernel.writes().iter().map(|id| id.0));
             }
         }
         _ => {}

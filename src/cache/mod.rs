@@ -8,9 +8,10 @@
 //! size-bounded directory with least-recently-used eviction ([`store`]); an
 //! unusable file is a miss with a warning, never a wrong result.
 //!
-//! The salsa queries `scheduled` and `encoded_rows` consult the cache of
-//! the database (`crate::queries::Db::cache`); salsa's memo stays the first
-//! level, the cache is the second.
+//! The salsa queries `scheduled`, `schedule_figures`, `encoded_rows` and
+//! `placement` consult the cache of the database
+//! (`crate::queries::Db::cache`); salsa's memo stays the first level, the
+//! cache is the second.
 
 pub mod entry;
 pub mod key;

@@ -8,8 +8,8 @@ use super::common::{
 };
 use super::{preflight, why};
 use crate::expand::builder::OpExpansion;
-use crate::package::{assemble_package, build_key};
 use crate::queries::stages::{op_expansion, op_keys};
+use crate::query::package_build_key as build_key;
 use crate::report::{BackReport, build_report};
 
 fn thousands(value: u64) -> String {
@@ -214,7 +214,8 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
         }
     }
     if query.outputs.package && report.back.is_some() {
-        let package = assemble_package(&session)
+        let package = session
+            .package()
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         let path = artifacts_directory(&query).join("package.bin");
         let bytes = package

@@ -15,7 +15,7 @@ use crate::model::weights::Weights;
 use crate::pipeline::load_weights;
 use crate::queries::backend::BackendError;
 use crate::queries::stages::StageError;
-use crate::query::{BuildQuery, QueryError, WeightSource, load_query};
+use crate::query::{BuildQuery, WeightSource, load_query};
 use crate::sim::reference::evaluate_reference;
 
 /// A command's failure, with its exit code.
@@ -42,14 +42,7 @@ impl CommandError {
     }
 }
 
-pub fn render_query_error(error: &QueryError) -> String {
-    let mut rendered = String::new();
-    let handler = miette::GraphicalReportHandler::new();
-    if handler.render_report(&mut rendered, error).is_err() {
-        rendered = error.to_string();
-    }
-    rendered
-}
+pub use crate::query::error::render_query_error;
 
 /// A first-half failure; `tiles` (the build's tile count, when known)
 /// keeps "use more tiles" out of the advice when all are in use.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::QueryArguments;
 use super::common::{CommandError, build_checked, finish_cache, load, open_session};
 use crate::patch::BaseChoice;
-use crate::queries::backend::phase_patches;
+use crate::queries::phases::phase_patches;
 use crate::queries::phases::{
     PolicySource, encoded_rows, phase_keys, phase_policy, phase_problem, phase_work, scheduled,
 };
@@ -98,12 +98,19 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
             "the build's schedule.policy = \"{}\"",
             query.schedule.policy
         ),
-        PolicySource::Override { index } => format!(
-            "override {} in [[schedule.override]] (phase = \"{}\", policy = \"{}\")",
-            index + 1,
-            query.overrides[*index].phase,
-            query.overrides[*index].policy
-        ),
+        PolicySource::Override => match query
+            .overrides
+            .iter()
+            .position(|entry| entry.phase == phase)
+        {
+            Some(index) => format!(
+                "override {} in [[schedule.override]] (phase = \"{}\", policy = \"{}\")",
+                index + 1,
+                query.overrides[index].phase,
+                query.overrides[index].policy
+            ),
+            None => String::from("an override in [[schedule.override]]"),
+        },
     };
     println!(
         "  policy: {} ({why}); order {}; width {:?} (asked {:?})",

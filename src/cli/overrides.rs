@@ -8,65 +8,12 @@
 
 use super::QueryArguments;
 use super::common::{CommandError, query_path, render_query_error};
-use crate::driver::Session;
+pub use crate::driver::unknown_override_phases;
+use crate::driver::{SUGGESTIONS, Session};
 use crate::queries::phases::phase_keys;
-use crate::query::schema::edit_distance;
+pub use crate::query::overrides::nearest_keys;
+
 use crate::query::{BuildQuery, override_error};
-
-/// How many nearest keys a message names.
-const SUGGESTIONS: usize = 5;
-
-/// The phase keys of `known` nearest to `wanted`, at most `count`: keys
-/// that contain its operator part (before `#`) first, then by edit
-/// distance, ties in key order.
-pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'a str> {
-    let stem = wanted.split('#').next().unwrap_or(wanted);
-    let mut scored: Vec<(bool, usize, &str)> = known
-        .iter()
-        .map(|key| {
-            (
-                stem.is_empty() || !key.contains(stem),
-                edit_distance(wanted, key),
-                *key,
-            )
-        })
-        .collect();
-    scored.sort_unstable();
-    scored
-        .into_iter()
-        .take(count)
-        .map(|(_, _, key)| key)
-        .collect()
-}
-
-/// The overrides of `query` that name no phase of the session's build, each
-/// with the nearest existing keys (none when the build has no phase groups).
-pub fn unknown_override_phases(
-    session: &Session,
-    query: &BuildQuery,
-) -> Vec<(String, Vec<String>)> {
-    if query.overrides.is_empty() {
-        return Vec::new();
-    }
-    let db = &session.db;
-    let keys = phase_keys(db, session.inputs);
-    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
-    if known.is_empty() {
-        return Vec::new();
-    }
-    query
-        .overrides
-        .iter()
-        .filter(|entry| !known.contains(&entry.phase.as_str()))
-        .map(|entry| {
-            let nearest = nearest_keys(&entry.phase, &known, SUGGESTIONS);
-            (
-                entry.phase.clone(),
-                nearest.into_iter().map(str::to_string).collect(),
-            )
-        })
-        .collect()
-}
 
 /// Every override of `query` must name a phase of the session's build.
 pub fn check_override_phases(

@@ -11,9 +11,10 @@ use super::common::{
     open_session, reference_output,
 };
 use crate::driver::Session;
+use crate::package::Package;
 use crate::package::file::PackageHeader;
-use crate::package::{Package, assemble_package, build_key};
 use crate::query::BuildQuery;
+use crate::query::package_build_key as build_key;
 use crate::sim::compare::compare;
 use crate::sim::package::{SimulationOptions, simulate_with};
 
@@ -29,7 +30,8 @@ fn choose_package(
     }
     let path = artifacts_directory(query).join("package.bin");
     let assembled = |why: String| -> Result<(Package, String), CommandError> {
-        let package = assemble_package(session)
+        let package = session
+            .package()
             .map_err(|error| CommandError::Internal(format!("package: {error}")))?;
         Ok((package, format!("assembled in memory ({why})")))
     };

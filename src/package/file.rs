@@ -17,13 +17,10 @@
 //! than the file holds. The build key tells whether the file is what the
 //! current build would write (`superstep simulate` uses it).
 
-use std::hash::Hash;
-
 use bincode::Options;
 
 use super::{Package, PackageError};
-use crate::cache::{CacheKey, StableHasher};
-use crate::query::BuildQuery;
+use crate::cache::CacheKey;
 
 /// The first bytes of every package file (format version 3).
 pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG03";
@@ -151,19 +148,4 @@ pub fn decode(payload: &[u8], path: &str) -> Result<Package, PackageError> {
             path: path.to_string(),
             source,
         })
-}
-
-/// The build key of a query: the compiler version and every field of the
-/// effective query that the package depends on (where outputs go and which
-/// file the query came from do not count).
-pub fn build_key(query: &BuildQuery) -> CacheKey {
-    let mut neutral = query.clone();
-    neutral.source_path = None;
-    neutral.outputs.directory = std::path::PathBuf::new();
-    neutral.outputs.report = false;
-    neutral.outputs.phases_csv = false;
-    neutral.outputs.package = false;
-    let mut hasher = StableHasher::for_domain("package build");
-    neutral.hash(&mut hasher);
-    hasher.digest()
 }

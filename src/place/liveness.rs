@@ -16,7 +16,6 @@
 
 use crate::expand::program::{Kernel, Location, LowProgram, Step};
 use crate::expand::visit::kernel_locations_mut;
-use crate::sim::kernels::kernel_writes;
 
 /// Live step range `[first, last]` per allocation root (`None` for
 /// allocations never touched and for non-root alias members).
@@ -97,7 +96,7 @@ impl Walker<'_> {
     }
 
     fn kernel(&mut self, kernel: &Kernel, index: u32) {
-        let writes = kernel_writes(kernel);
+        let writes = kernel.writes();
         let mut reads = Vec::new();
         let mut copy = *kernel;
         kernel_locations_mut(&mut copy, &mut |location| reads.push(*location));

@@ -2,7 +2,6 @@
 //! not fitting) and real programs checked by the independent checker.
 
 use std::path::Path;
-use std::time::Instant;
 
 use super::*;
 use crate::expand::program::{
@@ -282,20 +281,15 @@ fn report_with(
     patches: u32,
 ) -> Result<Placement, PlacementError> {
     let reservations = TileReservations::uniform(program.tiles, table, patches);
-    let started = Instant::now();
     let result = place(program, steps, &reservations);
-    let elapsed = started.elapsed();
     match &result {
         Ok(placement) => {
-            let started = Instant::now();
             let violations = check_placement(program, steps, placement);
             println!(
-                "{label}: {} allocations on {} tiles placed in {:.3} s (check {:.3} s); max peak {} B on tile {}; \
+                "{label}: {} allocations on {} tiles; max peak {} B on tile {}; \
                  mean peak {} B; max high water {} B; element conflicts {}",
                 program.allocations.len(),
                 program.tiles,
-                elapsed.as_secs_f64(),
-                started.elapsed().as_secs_f64(),
                 placement.max_peak.1,
                 placement.max_peak.0,
                 placement
@@ -313,7 +307,7 @@ fn report_with(
                 &violations[..violations.len().min(10)]
             );
         }
-        Err(error) => println!("{label}: {error} ({:.3} s)", elapsed.as_secs_f64()),
+        Err(error) => println!("{label}: {error}"),
     }
     result
 }
@@ -350,7 +344,6 @@ fn siglip_places_and_checks() {
         0,
         0,
     ));
-    let started = Instant::now();
     let groups = crate::group::group_phases(&program, true);
     let across = crate::group::group_phases_with(
         &program,
@@ -358,10 +351,6 @@ fn siglip_places_and_checks() {
             copy_motion: true,
             fusion: crate::group::Fusion::AcrossOperators,
         },
-    );
-    println!(
-        "siglip grouping (both modes): {:.3} s",
-        started.elapsed().as_secs_f64()
     );
     for (label, groups) in [("same-operator", &groups), ("across-operators", &across)] {
         let count = |wanted: fn(&crate::group::MotionOutcome) -> bool| {

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use super::database::Db;
 use super::inputs::BuildInputs;
 use super::phases::{
-    PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_problem, phase_work,
+    PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_patches,
+    phase_problem, phase_work,
 };
 use super::stages::{StageError, low_program};
 use crate::cache::{CacheKey, EntryKind};
 use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::{Estimate, PhaseCost, compute_step_costs, estimate};
 use crate::expand::program::Step;
-use crate::patch::{PhasePatches, repeat_patches};
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
 use crate::target::costs;
@@ -67,29 +67,6 @@ pub fn row_table(db: &dyn Db, build: BuildInputs) -> Result<Arc<RowTable>, Backe
     Ok(Arc::new(RowTable::build(&pairs, build.machine(db).tiles)))
 }
 
-/// Repeat patch lists of one phase.
-#[salsa::tracked(returns(ref))]
-pub fn phase_patches<'db>(
-    db: &'db dyn Db,
-    phase: super::phases::PhaseKey<'db>,
-) -> Result<Arc<PhasePatches>, PhaseError> {
-    let (problem, policy) = phase_work(db, phase)?;
-    let rows = encoded_rows(db, problem, policy).clone()?;
-    let base_selection = repeat_base(db, phase.build(db));
-    Ok(Arc::new(repeat_patches(
-        problem.problem(db),
-        &rows,
-        base_selection,
-    )))
-}
-
-/// Firewall: whether Repeat patches may use a moving base register
-/// (`planning.repeat_base`), out of the planning flags.
-#[salsa::tracked(returns(copy))]
-pub fn repeat_base(db: &dyn Db, build: BuildInputs) -> bool {
-    build.planning(db).repeat_base
-}
-
 /// Firewall between rows and placement: what each tile reserves.
 #[salsa::tracked(returns(ref))]
 pub fn tile_reservations(
@@ -123,27 +100,28 @@ pub fn tile_reservations(
     }))
 }
 
+/// The persistent-cache key of the placement: a digest of exactly what
+/// placement reads (the low program, the grouped steps and the per-tile
+/// reservations), so no input can move the placement without moving the key.
+#[salsa::tracked(returns(ref))]
+pub fn placement_key(db: &dyn Db, build: BuildInputs) -> Result<CacheKey, BackendError> {
+    let reservations = tile_reservations(db, build).clone()?;
+    let program = low_program(db, build).clone()?;
+    let groups = phase_groups(db, build).clone()?;
+    Ok(CacheKey::of(
+        "placement",
+        &(program.as_ref(), &groups.steps, reservations.as_ref()),
+    ))
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, BackendError> {
     let _span = tracing::debug_span!("placement").entered();
     let reservations = tile_reservations(db, build).clone()?;
-    // The program and its steps are a function of the first half's inputs
-    // (and the compiler, which every key includes), so those inputs and the
-    // reservations address the placement in the persistent cache.
-    let key = db.cache().map(|_| {
-        CacheKey::of(
-            "placement",
-            &(
-                build.model(db),
-                build.batch(db),
-                build.fuse_qkv(db),
-                build.attention(db),
-                build.machine(db),
-                build.planning(db),
-                reservations.as_ref(),
-            ),
-        )
-    });
+    let key = match db.cache() {
+        Some(_) => Some(placement_key(db, build).clone()?),
+        None => None,
+    };
     if let (Some(cache), Some(key)) = (db.cache(), &key)
         && let Some(cached) = cache.load::<Placement>(EntryKind::Placement, key)
     {

@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod database;
 pub mod inputs;
+pub mod package;
 pub mod phases;
 pub mod stages;
 

@@ -15,6 +15,7 @@ use super::stages::{StageError, low_program};
 use crate::cache::{CacheKey, EntryKind, StableHasher};
 use crate::expand::program::{AllocationId, Step, TransferList};
 use crate::group::{Phase, PhaseGroups, group_phases};
+use crate::patch::{PhasePatches, repeat_patches};
 use crate::query::{SchedulePolicy, TransferWidth};
 use crate::rows::serial::{decode_rows, encode_rows};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
@@ -155,8 +156,10 @@ pub fn phase_problem<'db>(
 pub enum PolicySource {
     /// `schedule.policy` and `schedule.width` of the build.
     Default,
-    /// A `[[schedule.override]]` entry (its index in the list).
-    Override { index: usize },
+    /// The `[[schedule.override]]` entry for this phase. Keyed by the phase,
+    /// not by its position in the list: adding an override for another
+    /// phase leaves this one's policy (and so its figures) equal.
+    Override,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -174,16 +177,12 @@ pub fn phase_policy<'db>(db: &'db dyn Db, phase: PhaseKey<'db>) -> EffectivePoli
     let build = phase.build(db);
     let schedule = build.schedule(db);
     let key = phase.key(db);
-    match build
-        .overrides(db)
-        .iter()
-        .position(|entry| &entry.phase == key)
-    {
-        Some(index) => EffectivePolicy {
-            policy: build.overrides(db)[index].policy,
+    match build.overrides(db).iter().find(|entry| &entry.phase == key) {
+        Some(entry) => EffectivePolicy {
+            policy: entry.policy,
             width: schedule.width,
             row_allowance: schedule.row_allowance,
-            source: PolicySource::Override { index },
+            source: PolicySource::Override,
         },
         None => EffectivePolicy {
             policy: schedule.policy,
@@ -434,7 +433,30 @@ pub fn phase_figures<'db>(
         latency_bound: schedule.latency_bound,
         max_row_bytes: rows.max_bytes(),
         total_row_bytes: rows.total_bytes(),
-        patch_words: super::backend::phase_patches(db, phase).clone()?.words(),
+        patch_words: phase_patches(db, phase).clone()?.words(),
         candidates: schedule.candidates,
     })
+}
+
+/// Repeat patch lists of one phase.
+#[salsa::tracked(returns(ref))]
+pub fn phase_patches<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+) -> Result<Arc<PhasePatches>, PhaseError> {
+    let (problem, policy) = phase_work(db, phase)?;
+    let rows = encoded_rows(db, problem, policy).clone()?;
+    let base_selection = repeat_base(db, phase.build(db));
+    Ok(Arc::new(repeat_patches(
+        problem.problem(db),
+        &rows,
+        base_selection,
+    )))
+}
+
+/// Firewall: whether Repeat patches may use a moving base register
+/// (`planning.repeat_base`), out of the planning flags.
+#[salsa::tracked(returns(copy))]
+pub fn repeat_base(db: &dyn Db, build: BuildInputs) -> bool {
+    build.planning(db).repeat_base
 }

@@ -298,3 +298,15 @@ impl Diagnostic for QueryError {
         }
     }
 }
+
+/// A build-file error as the terminal shows it: miette's graphical report
+/// with the offending source span, or the plain message when it cannot
+/// be rendered.
+pub fn render_query_error(error: &QueryError) -> String {
+    let mut rendered = String::new();
+    let handler = miette::GraphicalReportHandler::new();
+    if handler.render_report(&mut rendered, error).is_err() {
+        rendered = error.to_string();
+    }
+    rendered
+}

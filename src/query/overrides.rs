@@ -18,7 +18,7 @@ use toml::Spanned;
 
 use crate::query::error::QueryError;
 use crate::query::schema::{
-    self, KeyKind, OverrideEntry, QueryFile, WeightsSection, WorkloadSection,
+    self, KeyKind, OverrideEntry, QueryFile, WeightsSection, WorkloadSection, edit_distance,
 };
 
 /// The paths each `--set` argument set, mapped to the argument that set them.
@@ -369,6 +369,29 @@ fn set_phase_override(
         None => file.schedule.overrides.push(entry),
     }
     Ok(())
+}
+
+/// The phase keys of `known` nearest to `wanted`, at most `count`: keys
+/// that contain its operator part (before `#`) first, then by edit
+/// distance, ties in key order.
+pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'a str> {
+    let stem = wanted.split('#').next().unwrap_or(wanted);
+    let mut scored: Vec<(bool, usize, &str)> = known
+        .iter()
+        .map(|key| {
+            (
+                stem.is_empty() || !key.contains(stem),
+                edit_distance(wanted, key),
+                *key,
+            )
+        })
+        .collect();
+    scored.sort_unstable();
+    scored
+        .into_iter()
+        .take(count)
+        .map(|(_, _, key)| key)
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Reports: per-op and per-exchange summaries, the back half's figures
+//! Reports of a whole build: per-op and per-exchange summaries, the back half's figures
 //! (`exchange` sums up schedule quality) and the build report written to
 //! `artifacts/NAME/report.json` and `phases.csv`. Everything here is
 //! deterministic (ordered, no timings), so the same build gives

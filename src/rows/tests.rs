@@ -186,46 +186,28 @@ fn vit_tiny_phases_schedule_encode_check_and_replay() {
 }
 
 /// Every exchange phase of the default SigLIP so400m build: schedule (latency
-/// and B1024), validate, encode and check; prints times. Slow: run with
-/// `cargo test --release --lib siglip -- --ignored --nocapture`.
+/// and B1024), validate, encode and check. Slow: run with
+/// `cargo test --release --lib siglip -- --ignored` (the scheduler's speed
+/// is `cargo bench --bench scheduler`'s business).
 #[test]
 #[ignore]
-fn siglip_phases_schedule_timing() {
-    use std::time::Instant;
+fn siglip_phases_schedule_encode_and_check() {
     let query =
         crate::query::load_query(Path::new("queries/siglip-so400m.toml"), &[]).expect("loads");
-    let clock = Instant::now();
     let (_, _, program) = crate::pipeline::compile(&query).expect("compiles");
-    println!("compile {:?}", clock.elapsed());
-    let clock = Instant::now();
     let mut problems = Vec::new();
     collect_problems(&program.steps, 1, &program, &mut problems);
-    println!("{} problems in {:?}", problems.len(), clock.elapsed());
+    assert!(!problems.is_empty());
     for policy in [
         SchedulePolicy::Latency,
         SchedulePolicy::Balanced { words: 1024 },
     ] {
-        let mut total = std::time::Duration::ZERO;
-        let mut slowest = (std::time::Duration::ZERO, 0usize, 0usize, 0u32);
-        let mut checked = std::time::Duration::ZERO;
         for (index, problem) in problems.iter().enumerate() {
-            let clock = Instant::now();
             let schedule = schedule(problem, policy, TransferWidth::Auto).expect("schedules");
-            let elapsed = clock.elapsed();
-            total += elapsed;
-            if elapsed > slowest.0 {
-                slowest = (elapsed, index, problem.pieces(), schedule.horizon);
-            }
-            let clock = Instant::now();
             validate(problem, &schedule).unwrap_or_else(|error| panic!("phase {index}: {error}"));
             let rows = encode_phase(problem, &schedule).expect("encodes");
             check_phase(problem, &schedule, &rows)
                 .unwrap_or_else(|error| panic!("phase {index}: {error}"));
-            checked += clock.elapsed();
         }
-        println!(
-            "SigLIP {policy}: schedule total {total:?}; slowest phase {} ({} pieces, horizon {}) {:?}; validate+encode+check {checked:?}",
-            slowest.1, slowest.2, slowest.3, slowest.0
-        );
     }
 }

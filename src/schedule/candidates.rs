@@ -26,9 +26,9 @@ use rayon::prelude::*;
 
 use super::bound::latency_bound;
 use super::pairing::select_paired;
-use super::scheduler::{Prepared, row_words_estimate};
+use super::prepared::{Prepared, row_words_estimate};
+use super::vocabulary::{SchedulePolicy, TransferWidth};
 use super::{Schedule, ScheduleError};
-use crate::query::{SchedulePolicy, TransferWidth};
 
 /// Bytes per row word.
 const ROW_WORD_BYTES: u64 = 4;
@@ -238,7 +238,7 @@ fn run_stage(
 mod policy_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::query::SchedulePolicy;
+    use crate::schedule::vocabulary::SchedulePolicy;
 
     pub fn serialize<S: Serializer>(
         policy: &SchedulePolicy,

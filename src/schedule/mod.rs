@@ -18,10 +18,12 @@ pub mod matching;
 pub mod pairing;
 pub mod placer;
 pub mod policy;
+pub mod prepared;
 pub mod problem;
 pub mod scheduler;
 pub mod timing;
 pub mod validate;
+pub mod vocabulary;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -35,7 +37,7 @@ pub use problem::{
 pub use scheduler::{schedule, schedule_with};
 pub use validate::{ValidationError, validate};
 
-use crate::query::{SchedulePolicy, TransferWidth};
+pub use vocabulary::{SchedulePolicy, TransferWidth};
 
 /// An event that does not happen (no pointer write, no deselect).
 pub const NO_EVENT: u32 = u32::MAX;

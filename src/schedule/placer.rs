@@ -29,8 +29,8 @@
 use super::dependencies::Dependencies;
 use super::problem::{ExchangeProblem, WORD_BYTES};
 use super::timing::{DEPENDENCY_SLACK, piece_events, receive_payload_start, select_offset};
+use super::vocabulary::{SchedulePolicy, TransferWidth};
 use super::{NO_EVENT, Schedule, ScheduleError};
-use crate::query::{SchedulePolicy, TransferWidth};
 use crate::target::mapping::{partner, physical_tile};
 use crate::target::timing::{
     RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS, RECEIVE_GUARD_EVENTS, time_to_mux,

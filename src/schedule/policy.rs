@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use super::dependencies::Dependencies;
 use super::matching::matching_order;
 use super::problem::ExchangeProblem;
-use crate::query::SchedulePolicy;
+use super::vocabulary::SchedulePolicy;
 
 /// Per tile: total words sent and received in the problem.
 pub fn endpoint_words(problem: &ExchangeProblem) -> (Vec<u32>, Vec<u32>) {

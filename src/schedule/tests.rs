@@ -1,9 +1,7 @@
 //! Tests of the scheduling core: random phases (seeded xorshift) with
 //! multicast, paired-eligible pieces, Repeat-bound sources and
-//! receive-then-forward chains; negative tests of the validator; a timed
-//! large phase (printed, never asserted).
-
-use std::time::Instant;
+//! receive-then-forward chains; negative tests of the validator; a
+//! SigLIP-sized synthetic phase scheduled and validated.
 
 use super::*;
 use crate::expand::program::{
@@ -433,9 +431,11 @@ fn corrupted_schedules_fail_validation() {
 }
 
 /// A SigLIP-sized synthetic phase: 1,472 tiles, 30,000 transfers, a third of
-/// them multicast to ~90 tiles. Prints the time; asserts only validity.
+/// them multicast to ~90 tiles. Both orders give valid schedules at or above
+/// the lower bound, and the dependency graph is acyclic enough to schedule
+/// (its timing is `cargo bench --bench scheduler`'s business).
 #[test]
-fn large_phase_benchmark() {
+fn large_synthetic_phase_schedules_validly() {
     let tiles = 1472u32;
     let mut random = Random::new(99);
     let mut allocations = Vec::new();
@@ -476,31 +476,15 @@ fn large_phase_benchmark() {
         };
         list.push(source_tile, source, words, &destinations);
     }
-    let clock = Instant::now();
     let problem = ExchangeProblem::from_transfers(&list, &allocations, 1, tiles).unwrap();
-    let built = clock.elapsed();
-    let clock = Instant::now();
-    let graph = dependencies(&problem);
-    let dependency_time = clock.elapsed();
+    assert!(problem.pieces() >= 30_000, "{} pieces", problem.pieces());
     for policy in [
         SchedulePolicy::Latency,
         SchedulePolicy::Balanced { words: 1024 },
     ] {
-        let clock = Instant::now();
         let schedule = schedule(&problem, policy, TransferWidth::Auto).unwrap();
-        let scheduled = clock.elapsed();
-        let clock = Instant::now();
         validate(&problem, &schedule).unwrap();
-        println!(
-            "large phase {policy}: {} pieces, {} receives, {} edges; build {built:?}, dependencies {dependency_time:?}, \
-             schedule {scheduled:?}, validate {:?}; horizon {} lower bound {}",
-            problem.pieces(),
-            problem.receives(),
-            graph.edges(),
-            clock.elapsed(),
-            schedule.horizon,
-            schedule.lower_bound
-        );
+        assert!(schedule.horizon >= schedule.lower_bound, "{policy}");
     }
 }
 

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::host::host_writes;
-use super::kernels::{execute, kernel_writes};
+use super::kernels::execute;
 use super::memory::{Memory, Reader, SimError, Writer, resolve};
 use crate::expand::program::{AllocationId, LowProgram, Step};
 use crate::layout::format::TensorFormat;
@@ -96,7 +96,7 @@ impl Interpreter<'_> {
                     let mut taken: Vec<TakenBuffers> = Vec::with_capacity(runs.len());
                     for run in runs {
                         let mut outputs = Vec::new();
-                        for id in kernel_writes(&run.kernel) {
+                        for id in run.kernel.writes() {
                             outputs.push((
                                 id,
                                 std::mem::take(&mut self.memory.buffers[id.0 as usize]),

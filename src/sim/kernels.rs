@@ -6,13 +6,11 @@
 //! stores them.
 //!
 //! One implementation shared by every executor of programs (the low-program
-//! interpreter today, the package simulator later). It must not know about
-//! layouts or the graph.
+//! interpreter and the package simulator). It must not know about layouts
+//! or the graph.
 
 use super::memory::{KernelRead, KernelWrite, SimError};
-use crate::expand::program::{
-    AllocationId, AttentionKind, ElementType, GeluForm, Kernel, MatMulOutput, Operand,
-};
+use crate::expand::program::{AttentionKind, ElementType, GeluForm, Kernel, MatMulOutput, Operand};
 use crate::numerics::activation::{gelu_erf, gelu_tanh};
 use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
 use crate::numerics::half_float::{from_f16_bits, round_f16, to_f16_bits};
@@ -40,26 +38,6 @@ pub fn rotary_angle(token: u32, pair: u32, head_dim: u32, grid: u32, class_token
     };
     let frequency = ROTARY_BASE.powf(-(index as f32) / quarter as f32);
     position as f32 * frequency
-}
-
-/// Every allocation a kernel writes.
-pub fn kernel_writes(kernel: &Kernel) -> Vec<AllocationId> {
-    let output = match kernel {
-        Kernel::MatMul { output, .. } => match output {
-            MatMulOutput::Partial(partial) => partial.location.allocation,
-            MatMulOutput::Final { output, .. } => output.location.allocation,
-        },
-        Kernel::ReduceBias { output, .. }
-        | Kernel::LayerNorm { output, .. }
-        | Kernel::Gelu { output, .. }
-        | Kernel::Add { output, .. }
-        | Kernel::Rotary { output, .. }
-        | Kernel::Attention { output, .. }
-        | Kernel::AttentionCombine { output, .. }
-        | Kernel::Cast { output, .. } => output.location.allocation,
-        Kernel::AttentionPartial { partial, .. } => partial.allocation,
-    };
-    vec![output]
 }
 
 fn element_size(element: ElementType) -> usize {
@@ -748,7 +726,7 @@ mod tests {
     use std::borrow::Cow;
 
     use super::*;
-    use crate::expand::program::Location;
+    use crate::expand::program::{AllocationId, Location};
     use crate::numerics::fp8::decode_table;
 
     /// Allocations as bytes with a written mask: reading a byte never

@@ -1,6 +1,8 @@
-//! Functional simulation: the low-program interpreter, the FP32 reference
-//! evaluation of the graph, the kernel semantics they share, and the
-//! comparison of their outputs.
+//! Functional simulation: the low-program interpreter, the package
+//! simulator (`package`: the finished per-tile images, decoded rows,
+//! patches and an ownership map of memory), the FP32 reference evaluation
+//! of the graph, the kernel semantics the executors share, per-phase replay
+//! of decoded rows, and the comparison of outputs.
 
 pub mod compare;
 pub mod host;

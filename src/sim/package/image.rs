@@ -8,12 +8,7 @@ use crate::package::Package;
 use crate::target::memory::{SRAM_BYTES_PER_TILE, TILE_BASE_ADDRESS};
 
 use super::ownership::TileOwnership;
-
-/// Byte `index` of the poison pattern `80 ff` repeated: FP16 `0xff80` and
-/// FP32 `0xff80ff80` are NaN, and so is FP8 `0x80`.
-pub fn poison_byte(index: usize) -> u8 {
-    if index.is_multiple_of(2) { 0x80 } else { 0xff }
-}
+pub use super::ownership::poison_byte;
 
 /// One tile's memory: bytes at `TILE_BASE_ADDRESS..`, which were written,
 /// and which allocation owns them.

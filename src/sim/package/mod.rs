@@ -42,7 +42,7 @@ use crate::layout::plan::Layouts;
 use crate::model::weights::Weights;
 use crate::numerics::fp8;
 use crate::package::Package;
-use crate::sim::kernels::{execute, kernel_writes};
+use crate::sim::kernels::execute;
 
 use access::{Taken, TileReader, TileWriter, bind};
 use exchange::{PhaseExecution, TileFault, run_phase};
@@ -178,7 +178,7 @@ impl Simulator<'_> {
                     message,
                 };
                 for run in runs {
-                    let ids = kernel_writes(&run.kernel);
+                    let ids = run.kernel.writes();
                     let mut taken = Vec::with_capacity(ids.len());
                     for &id in &ids {
                         let placed = package

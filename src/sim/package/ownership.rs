@@ -19,6 +19,12 @@ use std::collections::HashMap;
 
 use crate::target::memory::TILE_BASE_ADDRESS;
 
+/// Byte `index` of the poison pattern `80 ff` repeated: FP16 `0xff80` and
+/// FP32 `0xff80ff80` are NaN, and so is FP8 `0x80`.
+pub fn poison_byte(index: usize) -> u8 {
+    if index.is_multiple_of(2) { 0x80 } else { 0xff }
+}
+
 /// Word granularity: allocations are placed at 4-byte aligned addresses.
 const WORD_BYTES: usize = 4;
 
@@ -127,7 +133,7 @@ impl TileOwnership {
         for (index, byte) in bytes.iter_mut().enumerate() {
             let owner = self.owners[(start + index) / WORD_BYTES];
             if owner != 0 && owner != tag {
-                *byte = super::image::poison_byte(start + index);
+                *byte = poison_byte(start + index);
             }
         }
     }

@@ -1,0 +1,119 @@
+//! What every candidate order of one problem shares (the problem, its
+//! dependencies, each piece's paired eligibility) and how one fixed order
+//! or the time-ordered list becomes a schedule at a given width; also the
+//! row-size proxy the width choice uses. `scheduler` (the entry point) and
+//! `candidates` (`auto`) both build on it.
+
+use super::dependencies::{Dependencies, dependencies};
+use super::list::place_in_time_order;
+use super::placer::Placer;
+use super::policy::order;
+use super::problem::ExchangeProblem;
+use super::timing::paired_eligible;
+use super::vocabulary::{SchedulePolicy, TransferWidth};
+use super::{NO_EVENT, Schedule, ScheduleError};
+
+/// What every candidate of one problem shares: the problem, its
+/// dependencies and the paired eligibility of each piece.
+pub struct Prepared<'a> {
+    pub problem: &'a ExchangeProblem,
+    pub dependencies: Dependencies,
+    pub eligible: Vec<bool>,
+}
+
+impl<'a> Prepared<'a> {
+    pub fn new(problem: &'a ExchangeProblem) -> Self {
+        let eligible = (0..problem.pieces())
+            .map(|piece| paired_eligible(problem, piece))
+            .collect();
+        Prepared {
+            problem,
+            dependencies: dependencies(problem),
+            eligible,
+        }
+    }
+
+    /// Whether some piece may be paired.
+    pub fn any_eligible(&self) -> bool {
+        self.eligible.contains(&true)
+    }
+
+    /// The schedule of a concrete (non-`auto`) policy under `width`. With
+    /// `TransferWidth::Auto` both widths are tried when some piece is
+    /// eligible: `latency` and `list` keep the shorter horizon; compact
+    /// policies keep the smaller maximum row, then total row, then horizon
+    /// (rows estimated by [`row_words_estimate`]).
+    pub fn with_width(
+        &self,
+        policy: SchedulePolicy,
+        width: TransferWidth,
+    ) -> Result<Schedule, ScheduleError> {
+        let none = vec![false; self.problem.pieces()];
+        match width {
+            TransferWidth::Word32 => self.place(policy, &none, width),
+            TransferWidth::Paired64 => self.place(policy, &self.eligible, width),
+            TransferWidth::Auto => {
+                let ordinary = self.place(policy, &none, TransferWidth::Word32)?;
+                if !self.any_eligible() {
+                    return Ok(ordinary);
+                }
+                let paired = self.place(policy, &self.eligible, TransferWidth::Paired64)?;
+                let better = match policy {
+                    SchedulePolicy::Latency | SchedulePolicy::List | SchedulePolicy::Auto => {
+                        paired.horizon < ordinary.horizon
+                    }
+                    _ => {
+                        let cost = |schedule: &Schedule| {
+                            let (maximum, total) = row_words_estimate(self.problem, schedule);
+                            (maximum, total, schedule.horizon)
+                        };
+                        cost(&paired) < cost(&ordinary)
+                    }
+                };
+                Ok(if better { paired } else { ordinary })
+            }
+        }
+    }
+
+    /// Places every piece under a concrete policy with the given pairing.
+    pub fn place(
+        &self,
+        policy: SchedulePolicy,
+        paired: &[bool],
+        width: TransferWidth,
+    ) -> Result<Schedule, ScheduleError> {
+        let problem = self.problem;
+        let mut placer = Placer::new(problem, &self.dependencies, paired, policy, width);
+        match order(problem, &self.dependencies, policy) {
+            Some(order) => {
+                for &piece in &order {
+                    placer.place(piece as usize)?;
+                }
+            }
+            None => place_in_time_order(problem, &self.dependencies, &mut placer)?,
+        }
+        let mut schedule = placer.finish()?;
+        schedule.chosen = policy;
+        Ok(schedule)
+    }
+}
+
+/// Estimated row words per tile (maximum, total): two words per send and one
+/// per receive control. A cheap proxy for width choice, not the encoded size.
+pub fn row_words_estimate(problem: &ExchangeProblem, schedule: &Schedule) -> (u64, u64) {
+    let mut words = vec![0u64; problem.tiles as usize];
+    for piece in 0..problem.pieces() {
+        if let Some(count) = words.get_mut(problem.source_tile[piece] as usize) {
+            *count += 2;
+        }
+        for receive in problem.receives_of(piece) {
+            let controls = 1
+                + u64::from(schedule.pointer_write[receive] != NO_EVENT)
+                + u64::from(schedule.deselect[receive] != NO_EVENT);
+            if let Some(count) = words.get_mut(problem.destination_tile[receive] as usize) {
+                *count += controls;
+            }
+        }
+    }
+    (words.iter().copied().max().unwrap_or(0), words.iter().sum())
+}

@@ -1,0 +1,103 @@
+//! The scheduler's vocabulary: the schedule policies (how the pieces of a
+//! phase are ordered for placement) and transfer widths, with their text
+//! forms. The scheduler owns these; build files and the command line parse
+//! into them (`crate::query`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An exchange schedule policy: how the pieces of a phase are ordered for
+/// placement (this module's parent documents each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum SchedulePolicy {
+    /// Dependency depth, then endpoint pressure, heaviest first.
+    Latency,
+    /// `S<W>`: compact streams cut into waves of `W` words.
+    Stream { words: u32 },
+    /// `B<W>`: the same waves, heaviest endpoints first within a wave.
+    Balanced { words: u32 },
+    /// Time-ordered list scheduling: the ready piece with the earliest start.
+    List,
+    /// Matching waves: point-to-point pieces in rounds in which no tile sends
+    /// or receives twice (a bipartite edge colouring).
+    Matching,
+    /// Every candidate order, per phase; the best measured schedule wins.
+    Auto,
+}
+
+/// The largest wave, in words, a policy may name.
+pub const MAX_WAVE_WORDS: u32 = 65536;
+
+impl fmt::Display for SchedulePolicy {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchedulePolicy::Latency => formatter.write_str("latency"),
+            SchedulePolicy::Stream { words } => write!(formatter, "S{words}"),
+            SchedulePolicy::Balanced { words } => write!(formatter, "B{words}"),
+            SchedulePolicy::List => formatter.write_str("list"),
+            SchedulePolicy::Matching => formatter.write_str("matching"),
+            SchedulePolicy::Auto => formatter.write_str("auto"),
+        }
+    }
+}
+
+/// A string that is not a schedule policy.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{text}` is not a schedule policy ({reason}); expected `auto`, `list`, `matching`, \
+     `latency`, `S<W>` or `B<W>` with W wave words in 1..=65536, e.g. S256 or B1024"
+)]
+pub struct PolicyParseError {
+    pub text: String,
+    pub reason: &'static str,
+}
+
+impl FromStr for SchedulePolicy {
+    type Err = PolicyParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let failure = |reason| PolicyParseError {
+            text: text.to_string(),
+            reason,
+        };
+        match text {
+            "latency" => return Ok(SchedulePolicy::Latency),
+            "list" => return Ok(SchedulePolicy::List),
+            "matching" => return Ok(SchedulePolicy::Matching),
+            "auto" => return Ok(SchedulePolicy::Auto),
+            _ => {}
+        }
+        let mut characters = text.chars();
+        let kind = characters.next().ok_or_else(|| failure("it is empty"))?;
+        let digits = characters.as_str();
+        let make: fn(u32) -> SchedulePolicy = match kind {
+            'S' => |words| SchedulePolicy::Stream { words },
+            'B' => |words| SchedulePolicy::Balanced { words },
+            _ => return Err(failure("it starts with neither `S` nor `B`")),
+        };
+        if digits.is_empty() {
+            return Err(failure("the wave size is missing"));
+        }
+        if !digits.chars().all(|character| character.is_ascii_digit()) {
+            return Err(failure("the wave size is not a decimal number"));
+        }
+        let words: u32 = digits
+            .parse()
+            .map_err(|_| failure("the wave size is too large"))?;
+        if words == 0 {
+            return Err(failure("the wave size is 0"));
+        }
+        if words > MAX_WAVE_WORDS {
+            return Err(failure("the wave size is above 65536"));
+        }
+        Ok(make(words))
+    }
+}
+
+/// Word width of exchange transfers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum TransferWidth {
+    Auto,
+    Word32,
+    Paired64,
+}

@@ -1,0 +1,138 @@
+//! The placement's persistent-cache key is a digest of what placement reads
+//! (the low program, the grouped steps and the per-tile reservations). For
+//! every key of the build file, an edit of it moves the key exactly when it
+//! moves those inputs: no field can change a placement and still be served
+//! a stale one from disk, and fields placement does not read (outputs, the
+//! FP8 scale, schedule fields that leave the rows alone) keep it.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::query;
+use superstep::cache::CacheKey;
+use superstep::driver::Session;
+use superstep::expand::program::{LowProgram, Step};
+use superstep::place::TileReservations;
+use superstep::queries::backend::{placement_key, tile_reservations};
+use superstep::queries::phases::phase_groups;
+use superstep::query::schema::{KNOWN_KEYS, KeyKind};
+
+/// What placement reads, and its key.
+struct Inputs {
+    key: CacheKey,
+    program: Arc<LowProgram>,
+    steps: Vec<Step>,
+    reservations: Arc<TileReservations>,
+}
+
+fn inputs(sets: &[&str]) -> Inputs {
+    let session = Session::new(&query("queries/vit-tiny.toml", sets));
+    let db = &session.db;
+    Inputs {
+        key: *placement_key(db, session.inputs).as_ref().expect("key"),
+        program: session.low_program().expect("program"),
+        steps: phase_groups(db, session.inputs)
+            .as_ref()
+            .expect("groups")
+            .steps
+            .clone(),
+        reservations: tile_reservations(db, session.inputs)
+            .clone()
+            .expect("reservations"),
+    }
+}
+
+/// One edit per build-file key (several `--set`s where one alone would be
+/// invalid), or why the key is not edited on the tiny build.
+fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
+    Ok(match key {
+        "name" => &["name=renamed"],
+        "workload.model" => return Err("a preset replaces every shape key of the custom build"),
+        "workload.layers" => &["workload.layers=3"],
+        "workload.batch" => &["workload.batch=2"],
+        "workload.fuse_qkv" => &["workload.fuse_qkv=false"],
+        "workload.fp8_scale" => &["workload.fp8_scale=-5"],
+        "workload.attention" => &["workload.attention=flash"],
+        "workload.width" => &["workload.width=32"],
+        "workload.mlp" => &["workload.mlp=128"],
+        "workload.heads" => &["workload.heads=2"],
+        "workload.patches" => &["workload.patches=9"],
+        "workload.patch" => &["workload.patch=2"],
+        "workload.class_token" => &["workload.class_token=false", "workload.pooling=map"],
+        "workload.gelu" => &["workload.gelu=erf"],
+        "workload.pooling" => &["workload.pooling=map"],
+        "workload.pooling_heads" => &["workload.pooling=map", "workload.pooling_heads=2"],
+        "workload.rotary" => &["workload.rotary=true"],
+        "workload.projection" => &["workload.projection=32"],
+        "workload.pre_norm" => &["workload.pre_norm=false"],
+        "workload.layer_norm_epsilon" => &["workload.layer_norm_epsilon=0.00001"],
+        "workload.weights.seeded" => &["workload.weights.seeded=2"],
+        "workload.weights.safetensors" => return Err("needs a weights file"),
+        "machine.preset" => &["machine.preset=c600"],
+        "machine.tiles" => &["machine.tiles=12"],
+        "planning.accumulation" => &["planning.accumulation=f32"],
+        "planning.copy_motion" => &["planning.copy_motion=false"],
+        "planning.repeat_base" => &["planning.repeat_base=false"],
+        "planning.reserved_bytes_per_tile" => &["planning.reserved_bytes_per_tile=40000"],
+        "planning.max_partition_candidates" => &["planning.max_partition_candidates=2"],
+        "planning.auto_f16_max_parts" => &["planning.auto_f16_max_parts=0"],
+        "schedule.policy" => &["schedule.policy=B64"],
+        "schedule.width" => &["schedule.width=paired64"],
+        "schedule.row_allowance" => &["schedule.row_allowance=0"],
+        "schedule.override.phase" | "schedule.override.policy" => {
+            &["schedule.override.layer.attn.qkv#0=S64"]
+        }
+        "outputs.directory" => &["outputs.directory=elsewhere"],
+        "outputs.report" => &["outputs.report=false"],
+        "outputs.phases_csv" => &["outputs.phases_csv=false"],
+        "outputs.package" => &["outputs.package=false"],
+        _ => return Err("no edit written: add one to this test"),
+    })
+}
+
+#[test]
+fn the_key_moves_exactly_when_what_placement_reads_moves() {
+    let base = inputs(&[]);
+    let (mut moved, mut kept) = (Vec::new(), Vec::new());
+    for (table, keys) in KNOWN_KEYS {
+        for (key, kind) in *keys {
+            if matches!(kind, KeyKind::Table | KeyKind::TableArray) {
+                continue;
+            }
+            let path = if table.is_empty() {
+                key.to_string()
+            } else {
+                format!("{table}.{key}")
+            };
+            let sets = match edit_of(&path) {
+                Ok(sets) => sets,
+                Err(reason) => {
+                    assert!(!reason.starts_with("no edit written"), "{path}: {reason}");
+                    continue;
+                }
+            };
+            let edited = inputs(sets);
+            let inputs_moved = edited.program != base.program
+                || edited.steps != base.steps
+                || edited.reservations != base.reservations;
+            let key_moved = edited.key != base.key;
+            assert_eq!(
+                key_moved, inputs_moved,
+                "{path} ({sets:?}): key moved {key_moved}, placement's inputs moved {inputs_moved}"
+            );
+            if key_moved {
+                moved.push(path);
+            } else {
+                kept.push(path);
+            }
+        }
+    }
+    // Both kinds occur, and the obvious ones are where they belong.
+    for path in ["workload.layers", "machine.tiles", "schedule.policy"] {
+        assert!(moved.iter().any(|moved| moved == path), "{path}: {moved:?}");
+    }
+    for path in ["outputs.directory", "workload.fp8_scale", "name"] {
+        assert!(kept.iter().any(|kept| kept == path), "{path}: {kept:?}");
+    }
+}
