@@ -1,5 +1,6 @@
 //! The placement's persistent-cache key is a digest of what placement reads
-//! (the low program, the grouped steps and the per-tile reservations). For
+//! (the program's tiles, names and allocations, the grouped steps and the
+//! per-tile reservations). For
 //! every key of the build file, an edit of it moves the key exactly when it
 //! moves those inputs: no field can change a placement and still be served
 //! a stale one from disk, and fields placement does not read (outputs, the
@@ -113,7 +114,9 @@ fn the_key_moves_exactly_when_what_placement_reads_moves() {
                 }
             };
             let edited = inputs(sets);
-            let inputs_moved = edited.program != base.program
+            let inputs_moved = edited.program.tiles != base.program.tiles
+                || edited.program.names != base.program.names
+                || edited.program.allocations != base.program.allocations
                 || edited.steps != base.steps
                 || edited.reservations != base.reservations;
             let key_moved = edited.key != base.key;

@@ -100,18 +100,54 @@ pub fn tile_reservations(
     }))
 }
 
+/// A digest of `steps`, in order: each step digested on its own (a Repeat
+/// as its iteration count and its body's digest), in parallel, and the
+/// digests combined.
+fn steps_digest(steps: &[Step]) -> CacheKey {
+    use rayon::prelude::*;
+    let digests: Vec<CacheKey> = steps
+        .par_iter()
+        .map(|step| match step {
+            Step::Repeat { iterations, body } => {
+                CacheKey::of("placement repeat", &(*iterations, steps_digest(body)))
+            }
+            other => CacheKey::of("placement step", other),
+        })
+        .collect();
+    CacheKey::of("placement steps", &digests)
+}
+
 /// The persistent-cache key of the placement: a digest of exactly what
-/// placement reads (the low program, the grouped steps and the per-tile
-/// reservations), so no input can move the placement without moving the key.
+/// placement reads (the program's tiles, names and allocations, the grouped
+/// steps and the per-tile reservations), so no input can move the
+/// placement without moving the key. The steps and the rest are digested
+/// in parallel.
 #[salsa::tracked(returns(ref))]
 pub fn placement_key(db: &dyn Db, build: BuildInputs) -> Result<CacheKey, BackendError> {
     let reservations = tile_reservations(db, build).clone()?;
     let program = low_program(db, build).clone()?;
     let groups = phase_groups(db, build).clone()?;
-    Ok(CacheKey::of(
-        "placement",
-        &(program.as_ref(), &groups.steps, reservations.as_ref()),
-    ))
+    let (steps, rest) = rayon::join(
+        || steps_digest(&groups.steps),
+        || {
+            use rayon::prelude::*;
+            let allocations: Vec<CacheKey> = program
+                .allocations
+                .par_chunks(4096)
+                .map(|chunk| CacheKey::of("placement allocations", chunk))
+                .collect();
+            CacheKey::of(
+                "placement program",
+                &(
+                    program.tiles,
+                    &program.names,
+                    allocations,
+                    reservations.as_ref(),
+                ),
+            )
+        },
+    );
+    Ok(CacheKey::of("placement", &(steps, rest)))
 }
 
 #[salsa::tracked(returns(ref))]
