@@ -9,13 +9,13 @@ use crate::expand::program::LowProgram;
 use crate::expand::{ExpandError, expand_op};
 use crate::layout::plan::Layouts;
 use crate::layout::planner::{
-    AccumulationPolicy, CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts,
+    CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts,
 };
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
 use crate::model::weights::{WeightError, Weights, safetensors_weights, seeded_weights};
-use crate::numerics::dot::Accumulation;
-use crate::query::{AccumulationChoice, AttentionChoice, BuildQuery, WeightSource};
+
+use crate::query::{BuildQuery, WeightSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
@@ -32,35 +32,14 @@ pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
     }
 }
 
-/// Matrix-product accumulation: FP32 or FP16 partial sums everywhere, or
-/// `auto`: per product, FP16 where cheaper and split into at most
-/// `auto_f16_max_parts` reduction parts (FP16 halves partial-sum traffic;
-/// each FP16 partial adds one rounding).
-pub fn accumulation(choice: AccumulationChoice, auto_f16_max_parts: u32) -> AccumulationPolicy {
-    match choice {
-        AccumulationChoice::Auto => AccumulationPolicy::Auto {
-            f16_max_parts: auto_f16_max_parts,
-        },
-        AccumulationChoice::F32 => AccumulationPolicy::Fixed(Accumulation::F32),
-        AccumulationChoice::F16 => AccumulationPolicy::Fixed(Accumulation::F16),
-    }
-}
-
+/// The planning settings of a build query (one constructor, shared with the
+/// salsa query of the same name: `crate::query::planning_settings`).
 pub fn planning_settings(query: &BuildQuery) -> PlanningSettings {
-    PlanningSettings {
-        tiles: query.machine.tiles,
-        reserved_bytes_per_tile: query.planning.reserved_bytes_per_tile,
-        accumulation: accumulation(
-            query.planning.accumulation,
-            query.planning.auto_f16_max_parts,
-        ),
-        candidate_limit: query.planning.max_partition_candidates,
-        forced_flash: match query.workload.attention {
-            AttentionChoice::Auto => None,
-            AttentionChoice::Materialized => Some(false),
-            AttentionChoice::Flash => Some(true),
-        },
-    }
+    crate::query::planning_settings(
+        query.machine.tiles,
+        &query.planning,
+        query.workload.attention,
+    )
 }
 
 pub fn build_query_graph(query: &BuildQuery) -> Graph {

@@ -24,8 +24,6 @@ use crate::layout::plan::{Layouts, PlannedOp};
 use crate::layout::planner::{CostOracle, LayoutError, PlanningSettings, plan_layouts};
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
-use crate::pipeline::accumulation;
-use crate::query::AttentionChoice;
 
 /// A stage failure, as a query value (cloneable, comparable).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -48,18 +46,11 @@ pub fn graph(db: &dyn Db, build: BuildInputs) -> Graph {
 /// Firewall: the planning-relevant projection of the build's fields.
 #[salsa::tracked(returns(copy))]
 pub fn planning_settings(db: &dyn Db, build: BuildInputs) -> PlanningSettings {
-    let planning = build.planning(db);
-    PlanningSettings {
-        tiles: build.machine(db).tiles,
-        reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
-        accumulation: accumulation(planning.accumulation, planning.auto_f16_max_parts),
-        candidate_limit: planning.max_partition_candidates,
-        forced_flash: match build.attention(db) {
-            AttentionChoice::Auto => None,
-            AttentionChoice::Materialized => Some(false),
-            AttentionChoice::Flash => Some(true),
-        },
-    }
+    crate::query::planning_settings(
+        build.machine(db).tiles,
+        build.planning(db),
+        build.attention(db),
+    )
 }
 
 #[salsa::interned(debug)]

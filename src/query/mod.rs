@@ -257,3 +257,43 @@ pub fn package_build_key(query: &BuildQuery) -> crate::cache::CacheKey {
     neutral.hash(&mut hasher);
     hasher.digest()
 }
+
+/// Matrix-product accumulation: FP32 or FP16 partial sums everywhere, or
+/// `auto`: per product, FP16 where cheaper and split into at most
+/// `auto_f16_max_parts` reduction parts (FP16 halves partial-sum traffic;
+/// each FP16 partial adds one rounding).
+pub fn accumulation(
+    choice: AccumulationChoice,
+    auto_f16_max_parts: u32,
+) -> crate::layout::planner::AccumulationPolicy {
+    use crate::layout::planner::AccumulationPolicy;
+    use crate::numerics::dot::Accumulation;
+    match choice {
+        AccumulationChoice::Auto => AccumulationPolicy::Auto {
+            f16_max_parts: auto_f16_max_parts,
+        },
+        AccumulationChoice::F32 => AccumulationPolicy::Fixed(Accumulation::F32),
+        AccumulationChoice::F16 => AccumulationPolicy::Fixed(Accumulation::F16),
+    }
+}
+
+/// The planner's settings from the build's tile count, planning flags and
+/// attention choice: the one constructor the database-free pipeline and
+/// the salsa query both use.
+pub fn planning_settings(
+    tiles: u32,
+    planning: &PlanningFlags,
+    attention: AttentionChoice,
+) -> crate::layout::planner::PlanningSettings {
+    crate::layout::planner::PlanningSettings {
+        tiles,
+        reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
+        accumulation: accumulation(planning.accumulation, planning.auto_f16_max_parts),
+        candidate_limit: planning.max_partition_candidates,
+        forced_flash: match attention {
+            AttentionChoice::Auto => None,
+            AttentionChoice::Materialized => Some(false),
+            AttentionChoice::Flash => Some(true),
+        },
+    }
+}
