@@ -244,6 +244,13 @@ impl SharedOutput {
     }
 }
 
+/// Replaces `file`'s content atomically.
+fn replace_whole(file: &std::path::Path, text: &str) {
+    let temporary = file.with_extension("toml.next");
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, file).expect("rename");
+}
+
 /// The loop's core driven through a channel, without a file system watcher:
 /// a touch without a content change does nothing; a build that fails in a
 /// stage is reported and the next valid content rebuilds.
@@ -265,10 +272,12 @@ fn core_ignores_unchanged_content_and_reports_stage_errors() {
     output.wait_for("watching");
     sender.send(WatchEvent::Touched).expect("send");
     sender.send(WatchEvent::Touched).expect("send");
-    std::fs::write(&file, original.replace(FITS, DOES_NOT_FIT)).expect("write");
+    // Edits replace the file whole (write beside it, then rename), so the
+    // loop never reads a half-written file, however the threads interleave.
+    replace_whole(&file, &original.replace(FITS, DOES_NOT_FIT));
     sender.send(WatchEvent::Touched).expect("send");
     output.wait_for("== build 2");
-    std::fs::write(&file, &original).expect("write");
+    replace_whole(&file, &original);
     sender.send(WatchEvent::Touched).expect("send");
     let summary = handle.join().expect("watch thread");
     let text = output.text();

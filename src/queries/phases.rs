@@ -7,6 +7,7 @@
 //! Phases are identified by their stable key (`op#ordinal`), never by
 //! position.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::database::Db;
@@ -75,12 +76,24 @@ pub fn phase_keys<'db>(db: &'db dyn Db, build: BuildInputs) -> Vec<PhaseKey<'db>
     }
 }
 
-/// The phase record and its transfer list (and Repeat iterations).
-pub fn locate_phase<'groups>(
-    groups: &'groups PhaseGroups,
-    key: &str,
-) -> Option<(&'groups Phase, &'groups TransferList, u32)> {
-    let phase = groups.phases.iter().find(|phase| phase.key == key)?;
+/// Each phase's position by key, built once per phase groups (so locating
+/// every phase is linear, not quadratic).
+#[salsa::tracked(returns(ref))]
+pub fn phase_positions(db: &dyn Db, build: BuildInputs) -> Arc<BTreeMap<String, u32>> {
+    Arc::new(match phase_groups(db, build) {
+        Ok(groups) => groups
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(position, phase)| (phase.key.clone(), position as u32))
+            .collect(),
+        Err(_) => BTreeMap::new(),
+    })
+}
+
+/// The phase record at `position` and its transfer list (and Repeat iterations).
+pub fn locate_phase(groups: &PhaseGroups, position: u32) -> Option<(&Phase, &TransferList, u32)> {
+    let phase = groups.phases.get(position as usize)?;
     let mut steps = &groups.steps;
     let mut iterations = 1;
     for (depth, &index) in phase.step_path.iter().enumerate() {
@@ -132,8 +145,10 @@ pub fn phase_problem<'db>(
         .as_ref()
         .map_err(|error| PhaseError::Stage(error.to_string()))?;
     let key = phase.key(db);
-    let (record, transfers, iterations) =
-        locate_phase(groups, key).ok_or_else(|| PhaseError::Missing(key.clone()))?;
+    let (record, transfers, iterations) = phase_positions(db, build)
+        .get(key)
+        .and_then(|&position| locate_phase(groups, position))
+        .ok_or_else(|| PhaseError::Missing(key.clone()))?;
     let mut problem =
         ExchangeProblem::from_transfers(transfers, &program.allocations, iterations, program.tiles)
             .map_err(|source| PhaseError::Problem {

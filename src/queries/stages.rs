@@ -6,6 +6,7 @@
 //! content, so adding an op never renumbers the others and identical
 //! problems are costed once.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::database::Db;
@@ -130,11 +131,27 @@ pub struct PlannedOpView {
     pub output: TensorFormat,
 }
 
+/// Each planned op's position by name, built once per layouts (so finding
+/// every op's plan is linear, not quadratic).
+#[salsa::tracked(returns(ref))]
+pub fn op_positions(db: &dyn Db, build: BuildInputs) -> Arc<BTreeMap<String, u32>> {
+    Arc::new(match layouts(db, build) {
+        Ok(layouts) => layouts
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(position, op)| (op.name.clone(), position as u32))
+            .collect(),
+        Err(_) => BTreeMap::new(),
+    })
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn planned_op<'db>(db: &'db dyn Db, key: OpKey<'db>) -> Option<PlannedOpView> {
-    let layouts = layouts(db, key.build(db)).as_ref().ok()?;
-    let name = key.name(db);
-    let op = layouts.ops.iter().find(|op| &op.name == name)?;
+    let build = key.build(db);
+    let layouts = layouts(db, build).as_ref().ok()?;
+    let position = *op_positions(db, build).get(key.name(db))?;
+    let op = layouts.ops.get(position as usize)?;
     Some(PlannedOpView {
         op: op.clone(),
         inputs: op
