@@ -5,6 +5,7 @@
 //! `format`, `cost`, `plan` and `planner` are the pure core; the salsa query
 //! layer lives in `crate::queries`.
 
+pub mod accumulation;
 pub mod capacity;
 pub mod cost;
 pub mod format;
