@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use salsa::plumbing::AsId;
 
-use common::{counts, expanded_ops, query};
+use common::{assert_query_was_not_run, assert_query_was_run, counts, expanded_ops, query};
 use superstep::driver::Session;
 use superstep::layout::plan::{Layouts, OpPlan};
 use superstep::numerics::dot::Accumulation;
@@ -448,6 +448,12 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
         .map(|execution| execution.key)
         .collect();
     assert_eq!(figures_rerun, BTreeSet::from([ids[phase_a]]));
+    for query in ["phase_policy", "phase_figures", "phase_patches"] {
+        assert_query_was_run(&rebuilt.executions, query, ids[phase_a]);
+    }
+    for query in ["phase_figures", "phase_patches", "phase_problem"] {
+        assert_query_was_not_run(&rebuilt.executions, query, ids[phase_b]);
+    }
     let counts = counts(&rebuilt.executions);
     assert_eq!(counts.get("scheduled"), Some(&1), "{counts:?}");
     assert_eq!(counts.get("encoded_rows"), Some(&1), "{counts:?}");

@@ -65,6 +65,33 @@ pub fn counts(executions: &[Execution]) -> BTreeMap<String, usize> {
     counts
 }
 
+/// Whether `query` ran for `key` (ty's `assert_query_was_run` style:
+/// by query and key, not by a count of names).
+pub fn was_run(executions: &[Execution], query: &str, key: salsa::Id) -> bool {
+    executions
+        .iter()
+        .any(|execution| execution.query == query && execution.key == key)
+}
+
+/// Panics unless `query` ran for `key`.
+#[track_caller]
+pub fn assert_query_was_run(executions: &[Execution], query: &str, key: salsa::Id) {
+    assert!(
+        was_run(executions, query, key),
+        "`{query}` did not run for {key:?}; ran: {:?}",
+        counts(executions)
+    );
+}
+
+/// Panics if `query` ran for `key`.
+#[track_caller]
+pub fn assert_query_was_not_run(executions: &[Execution], query: &str, key: salsa::Id) {
+    assert!(
+        !was_run(executions, query, key),
+        "`{query}` re-ran for {key:?}"
+    );
+}
+
 /// The op names whose `op_expansion` ran.
 pub fn expanded_ops(session: &Session, executions: &[Execution]) -> BTreeSet<String> {
     let layouts = session.layouts().expect("layouts");
