@@ -37,4 +37,5 @@ pub mod schedule;
 pub mod sim;
 pub mod snapshot;
 pub mod target;
+pub mod text;
 pub mod watch;

@@ -19,6 +19,7 @@ const RANKS: &[(&str, u32)] = &[
     // Facts and utilities.
     ("target", 0),
     ("hashing", 0),
+    ("text", 0),
     ("numerics", 1),
     ("cache", 1),
     // The compiler's stages, in pipeline order.

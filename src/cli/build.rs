@@ -12,17 +12,7 @@ use crate::queries::stages::{op_expansion, op_keys};
 use crate::query::package_build_key as build_key;
 use crate::report::{BackReport, build_report};
 
-fn thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(character);
-    }
-    out
-}
+use crate::text::thousands;
 
 /// `why`: explain the build against the last recorded one (builds twice).
 pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), CommandError> {

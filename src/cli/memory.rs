@@ -26,7 +26,7 @@ the exchange table, the patch lists and that unloadable top, so the planner fits
 638,976 - reserved bytes (573,440 by default); placement puts each tile's actual exchange table and \
 patch lists first and places data in the rest of the 637,872 usable bytes.";
 
-use crate::layout::capacity::thousands;
+use crate::text::thousands;
 
 /// What to change, without suggesting more tiles when all are in use
 /// (`tiles` is the build's tile count, when known).

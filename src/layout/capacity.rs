@@ -17,6 +17,7 @@
 use crate::model::graph::{Graph, ValueKind};
 use crate::target::mapping::C600_TILES;
 use crate::target::memory::{LOADABLE_LIMIT, REGION_ONE_START, SRAM_BYTES_PER_TILE};
+use crate::text::thousands;
 
 /// Bytes of region 1 that data may use (interleaved, up to the loadable limit).
 pub const REGION_ONE_BYTES: u64 = (LOADABLE_LIMIT - REGION_ONE_START) as u64;
@@ -232,19 +233,6 @@ impl CapacityShortfall {
     }
 }
 
-/// `1234567` as `1,234,567`.
-pub fn thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(character);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,13 +297,5 @@ mod tests {
                 .iter()
                 .all(|hint| !hint.contains("machine.tiles"))
         );
-    }
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

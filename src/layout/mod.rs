@@ -9,6 +9,7 @@ pub mod accumulation;
 pub mod capacity;
 pub mod cost;
 pub mod format;
+pub mod operand_formats;
 pub mod plan;
 pub mod planner;
 pub mod validate;

@@ -318,30 +318,17 @@ pub fn place(
     let mut peak_bytes_per_tile = Vec::with_capacity(tiles.len());
     let mut high_water_per_tile = Vec::with_capacity(tiles.len());
     for result in results {
-        let (assigned, peak, high) = result.map_err(|error| match error {
-            PlacementError::DoesNotFit {
-                tile,
-                region,
-                capacity,
-                bytes_over,
-                usable,
-                reserved,
-                largest_live,
-                hint,
+        let (assigned, peak, high) = result.map_err(|mut error| {
+            if let PlacementError::DoesNotFit {
+                tiles_over,
+                first_tiles_over,
                 ..
-            } => PlacementError::DoesNotFit {
-                tile,
-                region,
-                capacity,
-                bytes_over,
-                usable,
-                reserved,
-                tiles_over: failed.len() as u32,
-                first_tiles_over: failed.iter().copied().take(TILES_OVER_NAMED).collect(),
-                largest_live,
-                hint,
-            },
-            other => other,
+            } = &mut error
+            {
+                *tiles_over = failed.len() as u32;
+                *first_tiles_over = failed.iter().copied().take(TILES_OVER_NAMED).collect();
+            }
+            error
         })?;
         for (id, address) in assigned {
             base[id as usize] = address;

@@ -79,18 +79,7 @@ impl HeadlineMetrics {
     }
 }
 
-/// `1234567` as `1,234,567`.
-pub fn thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(character);
-    }
-    out
-}
+pub use crate::text::thousands;
 
 /// A signed change with separators: `+1,024`, `-3`, `±0`.
 pub fn signed_change(old: u64, new: u64) -> String {
@@ -127,9 +116,9 @@ mod tests {
 
     #[test]
     fn formats_values_and_changes() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(225_119), "225,119");
-        assert_eq!(thousands(1_000_000), "1,000,000");
+        assert_eq!(thousands(0u64), "0");
+        assert_eq!(thousands(225_119u64), "225,119");
+        assert_eq!(thousands(1_000_000u64), "1,000,000");
         assert_eq!(signed_change(226_143, 225_119), "-1,024");
         assert_eq!(signed_change(5, 6), "+1");
         assert_eq!(signed_change(5, 5), "±0");

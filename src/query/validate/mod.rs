@@ -197,17 +197,7 @@ fn describe_bounds(value: i64, minimum: i64, maximum: i64) -> String {
     }
 }
 
-fn with_separators(value: u128) -> String {
-    let digits = value.to_string();
-    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(digit);
-    }
-    grouped
-}
+use crate::text::thousands as with_separators;
 
 /// A divisor of `width` near `target` for which `accept(width / divisor)` holds.
 fn nearest_divisor(width: u32, target: u32, accept: impl Fn(u32) -> bool) -> Option<u32> {
