@@ -15,7 +15,7 @@ const BUFFER_BYTES: usize = 64 * 1024;
 
 /// The version of the cache's file format and key derivation. Bump it
 /// whenever either changes meaning.
-pub const CACHE_FORMAT_VERSION: u32 = 1;
+pub const CACHE_FORMAT_VERSION: u32 = 2;
 
 /// The compiler that computes cached results: its package version and a
 /// fingerprint of its source tree (see build.rs).

@@ -10,7 +10,7 @@ use super::database::Db;
 use super::inputs::BuildInputs;
 use super::phases::{
     PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_patches,
-    phase_problem, phase_work,
+    phase_problem, phase_work, problem_digest,
 };
 use super::stages::{StageError, low_program};
 use crate::cache::{CacheKey, EntryKind};
@@ -102,16 +102,27 @@ pub fn tile_reservations(
 
 /// A digest of `steps`, in order: each step digested on its own (a Repeat
 /// as its iteration count and its body's digest), in parallel, and the
-/// digests combined.
-fn steps_digest(steps: &[Step]) -> CacheKey {
+/// digests combined. An exchange step whose digest `exchanges` holds (by
+/// step path) is digested as that; any other step by its content.
+fn steps_digest(steps: &[Step], path: &[u32], exchanges: &HashMap<&[u32], CacheKey>) -> CacheKey {
     use rayon::prelude::*;
     let digests: Vec<CacheKey> = steps
         .par_iter()
-        .map(|step| match step {
-            Step::Repeat { iterations, body } => {
-                CacheKey::of("placement repeat", &(*iterations, steps_digest(body)))
+        .enumerate()
+        .map(|(index, step)| {
+            let mut step_path = path.to_vec();
+            step_path.push(index as u32);
+            match step {
+                Step::Repeat { iterations, body } => CacheKey::of(
+                    "placement repeat",
+                    &(*iterations, steps_digest(body, &step_path, exchanges)),
+                ),
+                Step::Exchange { provenance, .. } => match exchanges.get(step_path.as_slice()) {
+                    Some(digest) => CacheKey::of("placement exchange", &(provenance, digest)),
+                    None => CacheKey::of("placement step", step),
+                },
+                other => CacheKey::of("placement step", other),
             }
-            other => CacheKey::of("placement step", other),
         })
         .collect();
     CacheKey::of("placement steps", &digests)
@@ -120,15 +131,31 @@ fn steps_digest(steps: &[Step]) -> CacheKey {
 /// The persistent-cache key of the placement: a digest of exactly what
 /// placement reads (the program's tiles, names and allocations, the grouped
 /// steps and the per-tile reservations), so no input can move the
-/// placement without moving the key. The steps and the rest are digested
-/// in parallel.
+/// placement without moving the key.
+///
+/// An exchange step (the bulk of the program) is digested as its phase's
+/// problem digest (memoized: the phase caches compute it anyway) with the
+/// phase's local-to-global allocation map. The problem keeps every piece's
+/// tiles, allocations, offsets and words, so together they fix every byte
+/// range the exchange reads and writes, which is all placement reads of
+/// it; pieces cut or joined from the same bytes move nothing placement
+/// sees. The steps and the rest are digested in parallel.
 #[salsa::tracked(returns(ref))]
 pub fn placement_key(db: &dyn Db, build: BuildInputs) -> Result<CacheKey, BackendError> {
     let reservations = tile_reservations(db, build).clone()?;
     let program = low_program(db, build).clone()?;
     let groups = phase_groups(db, build).clone()?;
+    let mut exchanges: HashMap<&[u32], CacheKey> = HashMap::new();
+    for (&phase, record) in phase_keys(db, build).iter().zip(&groups.phases) {
+        let problem = phase_problem(db, phase).as_ref().map_err(Clone::clone)?;
+        let digest = problem_digest(db, problem.problem);
+        exchanges.insert(
+            record.step_path.as_slice(),
+            CacheKey::of("placement phase", &(digest, &problem.allocations)),
+        );
+    }
     let (steps, rest) = rayon::join(
-        || steps_digest(&groups.steps),
+        || steps_digest(&groups.steps, &[], &exchanges),
         || {
             use rayon::prelude::*;
             let allocations: Vec<CacheKey> = program

@@ -149,17 +149,15 @@ pub fn phase_problem<'db>(
         .get(key)
         .and_then(|&position| locate_phase(groups, position))
         .ok_or_else(|| PhaseError::Missing(key.clone()))?;
-    let mut problem =
-        ExchangeProblem::from_transfers(transfers, &program.allocations, iterations, program.tiles)
+    let (problem, origin) =
+        ExchangeProblem::with_origin(transfers, &program.allocations, iterations, program.tiles)
             .map_err(|source| PhaseError::Problem {
                 phase: key.clone(),
                 source,
             })?;
-    let allocations = std::mem::take(&mut problem.origin.allocations);
-    problem.origin = Default::default();
     Ok(PhaseProblem {
         problem: ProblemKey::new(db, Arc::new(problem)),
-        allocations,
+        allocations: origin.allocations,
         executions: record.executions,
         in_repeat: record.in_repeat,
         merged_from: record.merged_from.clone(),

@@ -117,10 +117,7 @@ pub fn encode_phase(problem: &ExchangeProblem, schedule: &Schedule) -> Result<Ph
             u64::from(schedule.tile_end[tile]),
         )?);
     }
-    Ok(PhaseRows {
-        rows,
-        allocations: problem.origin.allocations.clone(),
-    })
+    Ok(PhaseRows { rows })
 }
 
 struct Builder {

@@ -49,7 +49,6 @@ pub use encode::encode_phase;
 pub use placement::ConsecutivePlacement;
 pub use table::{RowTable, SharingPatch};
 
-use crate::expand::program::AllocationId;
 use crate::schedule::SymbolicAddress;
 use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
 
@@ -122,12 +121,12 @@ impl Row {
     }
 }
 
-/// Every tile's row for one phase (empty rows for idle tiles), with the
-/// global ids of the problem's local allocations (for cross-phase sharing).
+/// Every tile's row for one phase (empty rows for idle tiles). Slots name
+/// the problem's local allocations; the phase's origin maps them to global
+/// ones (`RowTable::build` takes both).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct PhaseRows {
     pub rows: Vec<Row>,
-    pub allocations: Vec<AllocationId>,
 }
 
 impl PhaseRows {

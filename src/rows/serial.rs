@@ -3,14 +3,13 @@
 //! word and slot one by one, which dominates a warm build's loading).
 //!
 //! ```text
-//! u32 rows, u32 allocations, allocations x u32
+//! u32 rows
 //! per row: u32 words, u32 slots
 //! every row's words (u32), then every row's slots (u32 word, u8 field,
 //! u32 allocation, u32 offset)
 //! ```
 
 use super::{PhaseRows, RelocationSlot, Row, SlotField};
-use crate::expand::program::AllocationId;
 use crate::schedule::SymbolicAddress;
 
 const SLOT_BYTES: usize = 13;
@@ -27,15 +26,9 @@ fn field_code(field: SlotField) -> u8 {
 pub fn encode_rows(rows: &PhaseRows) -> Vec<u8> {
     let words: usize = rows.rows.iter().map(|row| row.words.len()).sum();
     let slots: usize = rows.rows.iter().map(|row| row.slots.len()).sum();
-    let mut bytes = Vec::with_capacity(
-        8 + 4 * rows.allocations.len() + 8 * rows.rows.len() + 4 * words + SLOT_BYTES * slots,
-    );
+    let mut bytes = Vec::with_capacity(4 + 8 * rows.rows.len() + 4 * words + SLOT_BYTES * slots);
     let put = |value: u32, bytes: &mut Vec<u8>| bytes.extend_from_slice(&value.to_le_bytes());
     put(rows.rows.len() as u32, &mut bytes);
-    put(rows.allocations.len() as u32, &mut bytes);
-    for allocation in &rows.allocations {
-        put(allocation.0, &mut bytes);
-    }
     for row in &rows.rows {
         put(row.words.len() as u32, &mut bytes);
         put(row.slots.len() as u32, &mut bytes);
@@ -91,11 +84,6 @@ fn words_of(bytes: &[u8]) -> Vec<u32> {
 pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
     let mut reader = Reader { bytes, position: 0 };
     let row_count = reader.word()? as usize;
-    let allocation_count = reader.word()? as usize;
-    let allocations = words_of(reader.take(allocation_count.saturating_mul(4))?)
-        .into_iter()
-        .map(AllocationId)
-        .collect();
     let shapes = words_of(reader.take(row_count.saturating_mul(8))?);
     let mut rows = Vec::with_capacity(row_count);
     let mut word_total = 0usize;
@@ -144,7 +132,7 @@ pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
             slots,
         });
     }
-    Ok(PhaseRows { rows, allocations })
+    Ok(PhaseRows { rows })
 }
 
 #[cfg(test)]
@@ -178,7 +166,6 @@ mod tests {
                     }],
                 },
             ],
-            allocations: vec![AllocationId(3), AllocationId(11)],
         }
     }
 

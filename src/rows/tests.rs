@@ -82,17 +82,20 @@ fn corrupted_row_word_fails_the_checker() {
 
 #[test]
 fn row_table_shares_identical_and_address_only_rows() {
-    let problem = random_problem(5, 16, 30);
+    let (list, allocations) = crate::schedule::tests::random_phase(5, 16, 30);
+    let (problem, origin) =
+        ExchangeProblem::with_origin(&list, &allocations, crate::schedule::tests::ITERATIONS, 16)
+            .unwrap();
     let schedule = schedule(&problem, SchedulePolicy::Latency, TransferWidth::Word32).unwrap();
     let rows = encode_phase(&problem, &schedule).unwrap();
-    let mut moved = rows.clone();
-    moved.allocations[0] = crate::expand::program::AllocationId(999_999);
-    let single = RowTable::build(&[(&rows, rows.allocations.as_slice())], 16);
+    let mut moved = origin.allocations.clone();
+    moved[0] = crate::expand::program::AllocationId(999_999);
+    let single = RowTable::build(&[(&rows, origin.allocations.as_slice())], 16);
     let table = RowTable::build(
         &[
-            (&rows, rows.allocations.as_slice()),
-            (&rows, rows.allocations.as_slice()),
-            (&moved, moved.allocations.as_slice()),
+            (&rows, origin.allocations.as_slice()),
+            (&rows, origin.allocations.as_slice()),
+            (&rows, moved.as_slice()),
         ],
         16,
     );
@@ -125,20 +128,19 @@ fn collect_problems(
     steps: &[Step],
     iterations: u32,
     program: &crate::expand::program::LowProgram,
-    out: &mut Vec<ExchangeProblem>,
+    out: &mut Vec<(ExchangeProblem, Vec<AllocationId>)>,
 ) {
     for step in steps {
         match step {
             Step::Exchange { transfers, .. } if !transfers.is_empty() => {
-                out.push(
-                    ExchangeProblem::from_transfers(
-                        transfers,
-                        &program.allocations,
-                        iterations,
-                        program.tiles,
-                    )
-                    .expect("real phases are well formed"),
-                );
+                let (problem, origin) = ExchangeProblem::with_origin(
+                    transfers,
+                    &program.allocations,
+                    iterations,
+                    program.tiles,
+                )
+                .expect("real phases are well formed");
+                out.push((problem, origin.allocations));
             }
             Step::Repeat { iterations, body } => collect_problems(body, *iterations, program, out),
             _ => {}
@@ -160,7 +162,7 @@ fn vit_tiny_phases_schedule_encode_check_and_replay() {
     ] {
         let mut phases = Vec::new();
         let mut horizon = 0u64;
-        for problem in &problems {
+        for (problem, _) in &problems {
             let rows = round_trip(problem, policy, TransferWidth::Auto);
             horizon += u64::from(
                 schedule(problem, policy, TransferWidth::Auto)
@@ -171,7 +173,8 @@ fn vit_tiny_phases_schedule_encode_check_and_replay() {
         }
         let references: Vec<(&PhaseRows, &[AllocationId])> = phases
             .iter()
-            .map(|rows| (rows, rows.allocations.as_slice()))
+            .zip(&problems)
+            .map(|(rows, (_, allocations))| (rows, allocations.as_slice()))
             .collect();
         let table = RowTable::build(&references, program.tiles);
         println!(
@@ -202,7 +205,7 @@ fn siglip_phases_schedule_encode_and_check() {
         SchedulePolicy::Latency,
         SchedulePolicy::Balanced { words: 1024 },
     ] {
-        for (index, problem) in problems.iter().enumerate() {
+        for (index, (problem, _)) in problems.iter().enumerate() {
             let schedule = schedule(problem, policy, TransferWidth::Auto).expect("schedules");
             validate(problem, &schedule).unwrap_or_else(|error| panic!("phase {index}: {error}"));
             let rows = encode_phase(problem, &schedule).expect("encodes");

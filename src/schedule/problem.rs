@@ -4,8 +4,8 @@
 //! address is `(local allocation, byte offset)`. Allocations are renumbered
 //! locally in first-appearance order so that two phases moving the same data
 //! pattern compare and hash equal (the problem is interned by content); the
-//! mapping back to global ids and to the original transfer indices lives in
-//! [`ProblemOrigin`], which takes no part in equality or hashing.
+//! mapping back to global ids and to the original transfer indices is a
+//! separate [`ProblemOrigin`], returned beside the problem, never inside it.
 //!
 //! Problems imported from exchange snapshots (`crate::snapshot`) use the
 //! same representation; only they may bind an iterated allocation at
@@ -49,23 +49,13 @@ pub struct LocalAllocation {
 }
 
 /// Provenance of a problem: local allocation -> global id, piece -> original
-/// transfer. Always equal and hash-neutral, so identical phases intern once.
-#[derive(Clone, Debug, Default)]
+/// transfer. Kept apart from [`ExchangeProblem`], so that two phases moving
+/// the same pattern on different allocations have equal problems (and
+/// intern once) while their origins differ.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ProblemOrigin {
     pub allocations: Vec<AllocationId>,
     pub transfers: Vec<u32>,
-}
-
-impl PartialEq for ProblemOrigin {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for ProblemOrigin {}
-
-impl Hash for ProblemOrigin {
-    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 /// A transfer list that cannot become a problem.
@@ -126,7 +116,6 @@ pub struct ExchangeProblem {
     /// by allocation. Only imported snapshots have them (`crate::snapshot`):
     /// a build's bindings are always `offset + iteration * bytes`.
     pub explicit_bindings: Vec<ExplicitBinding>,
-    pub origin: ProblemOrigin,
 }
 
 /// The bindings of an iterated allocation given one by one: iteration `i`
@@ -177,8 +166,7 @@ fn write_addresses<H: Hasher>(addresses: &[SymbolicAddress], state: &mut H) {
 }
 
 impl ExchangeProblem {
-    /// Writes every field that takes part in equality (all but the
-    /// origin) to `state`: two problems write the same bytes exactly when
+    /// Writes every field that takes part in equality to `state`: two problems write the same bytes exactly when
     /// they are equal. This is what content addresses (the persistent
     /// cache's keys) are computed from.
     pub fn write_content<H: Hasher>(&self, state: &mut H) {
@@ -262,6 +250,17 @@ impl ExchangeProblem {
         iterations: u32,
         tiles: u32,
     ) -> Result<ExchangeProblem, ProblemError> {
+        Self::with_origin(transfers, allocations, iterations, tiles).map(|(problem, _)| problem)
+    }
+
+    /// [`ExchangeProblem::from_transfers`], with the problem's origin: the
+    /// global allocation of each local one and the transfer of each piece.
+    pub fn with_origin(
+        transfers: &TransferList,
+        allocations: &[Allocation],
+        iterations: u32,
+        tiles: u32,
+    ) -> Result<(ExchangeProblem, ProblemOrigin), ProblemError> {
         let mut builder = Builder {
             problem: ExchangeProblem {
                 tiles,
@@ -269,13 +268,14 @@ impl ExchangeProblem {
                 destination_start: vec![0],
                 ..ExchangeProblem::default()
             },
+            origin: ProblemOrigin::default(),
             allocations,
             local: vec![NOT_LOCAL; allocations.len()],
         };
         for transfer in 0..transfers.len() {
             builder.add_transfer(transfers, transfer)?;
         }
-        Ok(builder.problem)
+        Ok((builder.problem, builder.origin))
     }
 }
 
@@ -284,6 +284,7 @@ const NOT_LOCAL: u32 = u32::MAX;
 
 struct Builder<'a> {
     problem: ExchangeProblem,
+    origin: ProblemOrigin,
     allocations: &'a [Allocation],
     /// Local index of every global allocation, or [`NOT_LOCAL`].
     local: Vec<u32>,
@@ -316,7 +317,7 @@ impl Builder<'_> {
             alignment: allocation.alignment.max(1),
             alias_root: root,
         });
-        self.problem.origin.allocations.push(AllocationId(id));
+        self.origin.allocations.push(AllocationId(id));
         self.local[id as usize] = local;
         Ok(local)
     }
@@ -447,7 +448,7 @@ impl Builder<'_> {
         problem
             .destination_start
             .push(problem.destination_tile.len() as u32);
-        problem.origin.transfers.push(transfer as u32);
+        self.origin.transfers.push(transfer as u32);
     }
 
     /// Joins a new piece onto the last one when the source and every

@@ -32,7 +32,7 @@ impl Random {
 const SOURCE_BYTES: u32 = 4096;
 const DESTINATION_BYTES: u32 = 16384;
 const ITERATED_BYTES: u32 = 1024;
-const ITERATIONS: u32 = 3;
+pub(crate) const ITERATIONS: u32 = 3;
 
 fn allocation(tile: u32, bytes: u32, iterations: u32, alias_group: u32) -> Allocation {
     Allocation {
@@ -201,7 +201,7 @@ fn random_phases_schedule_and_validate() {
 #[test]
 fn identical_phases_intern_equal() {
     let (list, allocations) = random_phase(7, 16, 30);
-    let first = ExchangeProblem::from_transfers(&list, &allocations, 3, 16).unwrap();
+    let (first, first_origin) = ExchangeProblem::with_origin(&list, &allocations, 3, 16).unwrap();
     // The same pattern on renumbered global allocations: prepend unrelated allocations.
     let mut shifted = allocations.clone();
     let extra = 5u32;
@@ -219,9 +219,13 @@ fn identical_phases_intern_equal() {
     for destination in &mut moved.destinations {
         destination.location.allocation.0 += extra;
     }
-    let second = ExchangeProblem::from_transfers(&moved, &prefix, 3, 16).unwrap();
+    let (second, second_origin) = ExchangeProblem::with_origin(&moved, &prefix, 3, 16).unwrap();
     assert_eq!(first, second);
-    assert_ne!(first.origin.allocations, second.origin.allocations);
+    assert_ne!(first_origin.allocations, second_origin.allocations);
+    assert_eq!(
+        second_origin.allocations[0].0,
+        first_origin.allocations[0].0 + extra
+    );
 }
 
 #[test]
@@ -259,9 +263,9 @@ fn long_transfers_split_and_contiguous_ones_coalesce() {
             location: at(1, 50_040),
         }],
     );
-    let problem = ExchangeProblem::from_transfers(&list, &allocations, 1, 2).unwrap();
+    let (problem, origin) = ExchangeProblem::with_origin(&list, &allocations, 1, 2).unwrap();
     assert_eq!(problem.words, vec![4148, 4148, 1704, 20]);
-    assert_eq!(problem.origin.transfers, vec![0, 0, 0, 1]);
+    assert_eq!(origin.transfers, vec![0, 0, 0, 1]);
 }
 
 #[test]

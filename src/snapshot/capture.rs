@@ -14,7 +14,7 @@
 use crate::driver::Session;
 use crate::queries::backend::{BackendError, placement};
 use crate::queries::phases::{PhaseError, phase_keys, phase_problem, phase_work, scheduled};
-use crate::schedule::{ExchangeProblem, SymbolicAddress};
+use crate::schedule::SymbolicAddress;
 
 use super::format::{
     AllocationRecord, SCHEMA_VERSION, Snapshot, SnapshotPhase, SnapshotTransfer, SnapshotWidth,
@@ -74,6 +74,7 @@ pub fn capture_session(session: &Session) -> Result<Vec<PhaseSnapshot>, CaptureE
                 executions: Some(record.executions),
             },
             problem: (**problem).clone(),
+            piece_transfers: Vec::new(),
             base,
             paired: schedule.paired.clone(),
             symbolic: true,
@@ -127,10 +128,10 @@ fn phase_name(phase: &PhaseSnapshot) -> String {
 }
 
 /// Pieces that form one snapshot transfer: consecutive pieces with the same
-/// origin transfer when the problem records origins, else one per piece.
-fn transfer_runs(problem: &ExchangeProblem) -> Vec<std::ops::Range<usize>> {
-    let origins = &problem.origin.transfers;
-    let pieces = problem.pieces();
+/// transfer when the phase records them, else one per piece.
+fn transfer_runs(phase: &PhaseSnapshot) -> Vec<std::ops::Range<usize>> {
+    let origins = &phase.piece_transfers;
+    let pieces = phase.problem.pieces();
     let mut runs = Vec::with_capacity(pieces);
     let mut start = 0;
     for piece in 1..=pieces {
@@ -148,7 +149,7 @@ pub fn phase_record(phase: &PhaseSnapshot) -> Result<SnapshotPhase, CaptureError
     let problem = &phase.problem;
     let iterations = problem.iterations.max(1);
     let mut transfers = Vec::with_capacity(problem.pieces());
-    for run in transfer_runs(problem) {
+    for run in transfer_runs(phase) {
         let piece = run.start;
         let source = problem.source[piece];
         let source_addresses = (0..iterations)

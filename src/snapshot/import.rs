@@ -221,6 +221,7 @@ pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, 
         ..ExchangeProblem::default()
     };
     let mut paired = Vec::with_capacity(phase.transfers.len());
+    let mut piece_transfers = Vec::with_capacity(phase.transfers.len());
     let mut split = false;
     for (index, transfer) in phase.transfers.iter().enumerate() {
         let (source, destinations) = addresses.of(index);
@@ -242,16 +243,15 @@ pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, 
             problem
                 .destination_start
                 .push(problem.destination_tile.len() as u32);
-            problem.origin.transfers.push(index as u32);
+            piece_transfers.push(index as u32);
             paired.push(transfer.width.is_paired());
             split |= done > 0;
             done += words;
         }
     }
     if !split {
-        // One piece per transfer: keep the problem equal to a build's,
-        // whose origin is empty too.
-        problem.origin.transfers.clear();
+        // One piece per transfer: nothing to map back.
+        piece_transfers.clear();
     }
     Ok(PhaseSnapshot {
         phase: phase.phase,
@@ -262,6 +262,7 @@ pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, 
             executions: phase.executions,
         },
         problem,
+        piece_transfers,
         base,
         paired,
         symbolic,

@@ -82,9 +82,10 @@ pub struct PhaseSnapshot {
     /// The phase's integer id in the snapshot.
     pub phase: u32,
     pub provenance: PhaseProvenance,
-    /// The problem; `origin.transfers` maps pieces to snapshot transfers
-    /// when the import split a transfer (empty: one piece per transfer).
     pub problem: ExchangeProblem,
+    /// The snapshot transfer of each piece, when the import split a
+    /// transfer (empty: one piece per transfer).
+    pub piece_transfers: Vec<u32>,
     /// Absolute byte address of each local allocation (alias members share
     /// their root's).
     pub base: Vec<u32>,

@@ -149,7 +149,7 @@ fn long_transfers_are_split_and_recaptured_whole() {
     let phases = import_snapshot(&snapshot).expect("imports");
     let problem = &phases[0].problem;
     assert_eq!(problem.words, vec![4148, 4148, 1704, 8]);
-    assert_eq!(problem.origin.transfers, vec![0, 0, 0, 1]);
+    assert_eq!(phases[0].piece_transfers, vec![0, 0, 0, 1]);
     assert_eq!(
         snapshot_of(&phases).expect("snapshot").to_bytes(),
         snapshot.to_bytes()
