@@ -9,11 +9,11 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use superstep::driver::Session;
-use superstep::pipeline::compile;
-use superstep::query::load_query;
+use superstep::build_file::load_query;
+use superstep::direct::compile;
+use superstep::session::Session;
 
-fn query(layers: Option<u32>) -> superstep::query::BuildQuery {
+fn query(layers: Option<u32>) -> superstep::build_file::BuildQuery {
     let sets: Vec<String> = layers
         .map(|layers| format!("workload.layers={layers}"))
         .into_iter()

@@ -21,9 +21,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use superstep::build_file::{BuildQuery, load_query};
 use superstep::cache::PersistentCache;
-use superstep::driver::Session;
-use superstep::query::{BuildQuery, load_query};
+use superstep::session::Session;
 
 fn query(sets: &[&str]) -> BuildQuery {
     let sets: Vec<String> = sets.iter().map(|set| set.to_string()).collect();

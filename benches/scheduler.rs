@@ -13,12 +13,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use superstep::driver::Session;
-use superstep::query::TransferWidth;
-use superstep::query::load_query;
-use superstep::query::validate::DEFAULT_POLICY;
+use superstep::build_file::TransferWidth;
+use superstep::build_file::load_query;
+use superstep::build_file::validate::DEFAULT_POLICY;
 use superstep::schedule::candidates::{FIRST_STAGE, SECOND_STAGE, THIRD_STAGE};
 use superstep::schedule::schedule;
+use superstep::session::Session;
 use superstep::snapshot::{PhaseSnapshot, Snapshot, capture_session, import_snapshot, snapshot_of};
 
 fn imported_phases() -> Vec<PhaseSnapshot> {

@@ -6,34 +6,34 @@
 //! program), `group` (exchange phases), `schedule` (per-phase exchange
 //! schedules), `rows` (IPU21 instruction rows and their sharing), `patch`
 //! (Repeat and sharing patches), `place` (SRAM addresses), `package` (the
-//! finished per-tile programs) and `estimate` (cycles). `queries` wraps them
-//! in memoized salsa queries, with `cache` as the persistent second level;
-//! `driver` runs a build over them and `pipeline` is the database-free path.
-//! `sim` executes the low program and the package against an FP32
-//! reference; `report`, `snapshot`, `replay_phases`, `watch` and `cli` are
-//! what users see. `target` holds the machine's facts and `query` the build
-//! files.
+//! finished per-tile programs) and `estimate` (cycles). `incremental` wraps
+//! them in memoized salsa queries, with `cache` as the persistent second
+//! level; `session` is the one facade over that database (builds, phases,
+//! placement, package, replay) that every user interface asks, and `direct`
+//! is the database-free path through the first half. `sim` executes the low
+//! program and the package against an FP32 reference; `report`, `snapshot`,
+//! `watch` and `cli` are what users see. `target` holds the machine's facts
+//! and `build_file` parses and validates build files.
 
+pub mod build_file;
 pub mod cache;
 pub mod cli;
-pub mod driver;
+pub mod direct;
 pub mod estimate;
 pub mod expand;
 pub mod group;
 pub mod hashing;
+pub mod incremental;
 pub mod layout;
 pub mod model;
 pub mod numerics;
 pub mod package;
 pub mod patch;
-pub mod pipeline;
 pub mod place;
-pub mod queries;
-pub mod query;
-pub mod replay_phases;
 pub mod report;
 pub mod rows;
 pub mod schedule;
+pub mod session;
 pub mod sim;
 pub mod snapshot;
 pub mod target;

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::{counts, query, scratch, superstep};
+use superstep::build_file::BuildQuery;
 use superstep::cache::{EntryKind, PersistentCache};
-use superstep::driver::{BuildOutcome, Session};
 use superstep::package::Package;
-use superstep::query::BuildQuery;
+use superstep::session::{BuildOutcome, Session};
 
 const TINY: &str = "queries/vit-tiny.toml";
 

@@ -7,15 +7,13 @@
 mod common;
 
 use common::query;
-use superstep::driver::Session;
 use superstep::layout::capacity::{CapacityShortfall, PlannedMemory};
 use superstep::layout::format::MemoryClass;
 use superstep::layout::planner::LayoutError;
 use superstep::model::graph::ValueKind;
 use superstep::place::check_placement;
-use superstep::queries::backend::placement;
-use superstep::queries::phases::phase_groups;
-use superstep::queries::stages::StageError;
+use superstep::session::Session;
+use superstep::session::StageError;
 use superstep::target::memory::{LOADABLE_LIMIT, TILE_BASE_ADDRESS};
 
 /// Broadcast weights' storage is Standard; the operands their broadcasts
@@ -70,12 +68,8 @@ fn places_and_passes_the_checker(file: &str, label: &str) {
     let outcome = session.build().expect("builds and places");
     let back = outcome.back.expect("back half");
     let program = session.low_program().expect("program");
-    let placed = placement(&session.db, session.inputs)
-        .clone()
-        .expect("placement");
-    let groups = phase_groups(&session.db, session.inputs)
-        .clone()
-        .expect("phase groups");
+    let placed = session.placement().expect("placement");
+    let groups = session.phase_groups().expect("phase groups");
     let violations = check_placement(&program, &groups.steps, &placed);
     assert!(
         violations.is_empty(),

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{TINY_VARIANTS, query};
-use superstep::driver::Session;
+use superstep::session::Session;
 
 #[test]
 fn per_op_compute_adds_up_and_counts_the_model_macs() {

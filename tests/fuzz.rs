@@ -21,10 +21,10 @@ mod common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use superstep::build_file::schema::{KeyKind, keys_of};
+use superstep::build_file::{QueryProblem, parse_query};
 use superstep::cache::{CacheKey, EntryKind, entry};
 use superstep::package::Package;
-use superstep::query::schema::{KeyKind, keys_of};
-use superstep::query::{QueryProblem, parse_query};
 use superstep::snapshot::format::Snapshot;
 use superstep::snapshot::import::import_phases;
 
@@ -328,7 +328,7 @@ fn fuzz_build_files_never_panic_and_errors_name_the_field() {
             // the compiler: an accepted query must not make it panic.
             if accepted <= 40 {
                 let front = catch_unwind(AssertUnwindSafe(|| {
-                    let mut session = superstep::driver::Session::new(&query);
+                    let mut session = superstep::session::Session::new(&query);
                     session.build_front().map(|_| ())
                 }));
                 match front {
@@ -597,7 +597,7 @@ fn fuzz_package_files_are_rejected_or_verified_never_panic() {
     use superstep::package::file::{HEADER_BYTES, PackageHeader};
     use superstep::package::verify::verify_package;
 
-    let mut session = superstep::driver::Session::new(&common::query(
+    let mut session = superstep::session::Session::new(&common::query(
         "queries/vit-tiny.toml",
         &["workload.layers=1"],
     ));

@@ -506,7 +506,7 @@ fn case_11_no_stale_text() {
         "queries/pe-core-l14.toml",
         "queries/vit-b16.toml",
         "README.md",
-        "src/query/validate/mod.rs",
+        "src/build_file/validate/mod.rs",
     ] {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         assert!(!text.contains("superstep phases"), "{file}");

@@ -8,13 +8,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use salsa::plumbing::AsId;
 
 use common::{assert_query_was_not_run, assert_query_was_run, counts, expanded_ops, query};
-use superstep::driver::Session;
+use superstep::incremental::phases::{phase_keys, phase_problem};
+use superstep::incremental::whole_program::{row_table, tile_reservations};
 use superstep::layout::plan::{Layouts, OpPlan};
 use superstep::numerics::dot::Accumulation;
 use superstep::place::TileReservations;
-use superstep::queries::backend::{row_table, tile_reservations};
-use superstep::queries::phases::{phase_keys, phase_problem};
 use superstep::rows::RowTable;
+use superstep::session::Session;
 
 #[test]
 fn cold_build_runs_every_stage_once_per_key() {
@@ -317,8 +317,8 @@ fn format_change_reexpands_only_the_ops_it_touches() {
 
 /// The distinct exchange problems (interned ids) of the session's phases.
 fn problem_ids(session: &Session) -> BTreeSet<salsa::Id> {
-    let db = &session.db;
-    phase_keys(db, session.inputs)
+    let db = session.internals().0;
+    phase_keys(db, session.internals().1)
         .iter()
         .map(|&key| {
             phase_problem(db, key)
@@ -331,14 +331,14 @@ fn problem_ids(session: &Session) -> BTreeSet<salsa::Id> {
 }
 
 fn row_table_of(session: &Session) -> RowTable {
-    (*row_table(&session.db, session.inputs)
+    (*row_table(session.internals().0, session.internals().1)
         .clone()
         .expect("rows"))
     .clone()
 }
 
 fn reservations(session: &Session) -> TileReservations {
-    (*tile_reservations(&session.db, session.inputs)
+    (*tile_reservations(session.internals().0, session.internals().1)
         .clone()
         .expect("reservations"))
     .clone()
@@ -359,7 +359,7 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
     assert_eq!(changed, vec!["schedule"]);
     let outcome = session.build().expect("rebuild");
     let runs = counts(&outcome.executions);
-    let phases = phase_keys(&session.db, session.inputs).len();
+    let phases = phase_keys(session.internals().0, session.internals().1).len();
     let problems = problem_ids(&session).len();
     let mut expected = BTreeMap::from([
         ("phase_policy", phases),
@@ -402,7 +402,7 @@ fn layer_count_replans_and_schedules_only_new_problems() {
     let outcome = session.build().expect("rebuild");
     let runs = counts(&outcome.executions);
     let ops = session.layouts().expect("layouts").ops.len();
-    let phases = phase_keys(&session.db, session.inputs).len();
+    let phases = phase_keys(session.internals().0, session.internals().1).len();
     for (query, expected) in [
         ("graph", Some(1)),
         ("layouts", Some(1)),
@@ -435,9 +435,9 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
     let override_a = format!("schedule.override.{phase_a}=S64");
     let mut session = Session::new(&query(file, &[&override_b]));
     session.build().expect("build");
-    let ids: BTreeMap<String, salsa::Id> = phase_keys(&session.db, session.inputs)
+    let ids: BTreeMap<String, salsa::Id> = phase_keys(session.internals().0, session.internals().1)
         .iter()
-        .map(|&key| (key.key(&session.db).clone(), key.as_id()))
+        .map(|&key| (key.key(session.internals().0).clone(), key.as_id()))
         .collect();
     session.update(&query(file, &[&override_a, &override_b]));
     let rebuilt = session.build().expect("rebuild");

@@ -6,8 +6,8 @@ mod common;
 use std::path::Path;
 
 use common::{TINY_VARIANTS, query};
-use superstep::pipeline::{compile, load_weights};
-use superstep::query::load_query;
+use superstep::build_file::load_query;
+use superstep::direct::{compile, load_weights};
 use superstep::sim::compare::compare;
 use superstep::sim::interpreter::interpret;
 use superstep::sim::reference::evaluate_reference;

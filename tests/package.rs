@@ -4,9 +4,9 @@
 mod common;
 
 use common::query;
-use superstep::driver::Session;
 use superstep::package::Package;
 use superstep::rows::{RowEvent, decode_row};
+use superstep::session::Session;
 
 #[test]
 fn package_round_trips_and_rows_point_into_placed_memory() {
@@ -14,7 +14,7 @@ fn package_round_trips_and_rows_point_into_placed_memory() {
     session.build().expect("build");
     let package = session.package().expect("package");
     let path = std::env::temp_dir().join(format!("superstep-package-{}.bin", std::process::id()));
-    let key = superstep::query::package_build_key(&query("queries/vit-tiny.toml", &[]));
+    let key = superstep::build_file::package_build_key(&query("queries/vit-tiny.toml", &[]));
     let bytes = package.write(&path, &key).expect("write");
     assert!(bytes > 0);
     let read = Package::read(&path).expect("read");
@@ -58,7 +58,7 @@ fn a_foreign_file_is_not_a_package() {
 }
 
 fn session_phase_count(session: &Session) -> usize {
-    superstep::queries::phases::phase_keys(&session.db, session.inputs).len()
+    session.phases().len()
 }
 
 /// `verify` checks what the file says, not only that it decodes: a placed

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{TINY_VARIANTS, query};
-use superstep::driver::Session;
+use superstep::direct::load_weights;
 use superstep::expand::visit::step_locations_mut;
 use superstep::package::Package;
-use superstep::pipeline::load_weights;
+use superstep::session::Session;
 use superstep::sim::compare::compare;
 use superstep::sim::interpreter::interpret;
 use superstep::sim::package::{

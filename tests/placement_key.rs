@@ -11,13 +11,13 @@ mod common;
 use std::sync::Arc;
 
 use common::query;
+use superstep::build_file::schema::{KNOWN_KEYS, KeyKind};
 use superstep::cache::CacheKey;
-use superstep::driver::Session;
 use superstep::expand::program::{LowProgram, Step};
+use superstep::incremental::phases::phase_groups;
+use superstep::incremental::whole_program::{placement_key, tile_reservations};
 use superstep::place::TileReservations;
-use superstep::queries::backend::{placement_key, tile_reservations};
-use superstep::queries::phases::phase_groups;
-use superstep::query::schema::{KNOWN_KEYS, KeyKind};
+use superstep::session::Session;
 
 /// What placement reads, and its key.
 struct Inputs {
@@ -29,16 +29,18 @@ struct Inputs {
 
 fn inputs(sets: &[&str]) -> Inputs {
     let session = Session::new(&query("queries/vit-tiny.toml", sets));
-    let db = &session.db;
+    let db = session.internals().0;
     Inputs {
-        key: *placement_key(db, session.inputs).as_ref().expect("key"),
+        key: *placement_key(db, session.internals().1)
+            .as_ref()
+            .expect("key"),
         program: session.low_program().expect("program"),
-        steps: phase_groups(db, session.inputs)
+        steps: phase_groups(db, session.internals().1)
             .as_ref()
             .expect("groups")
             .steps
             .clone(),
-        reservations: tile_reservations(db, session.inputs)
+        reservations: tile_reservations(db, session.internals().1)
             .clone()
             .expect("reservations"),
     }

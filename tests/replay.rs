@@ -4,8 +4,8 @@
 mod common;
 
 use common::query;
-use superstep::driver::Session;
-use superstep::replay_phases::replay_all;
+use superstep::session::Session;
+use superstep::session::replay::replay_all;
 
 fn replay(sets: &[&str]) {
     let mut session = Session::new(&query("queries/vit-tiny.toml", sets));

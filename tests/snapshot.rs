@@ -10,9 +10,8 @@ mod common;
 use std::process::Command;
 
 use common::{query, scratch};
-use superstep::driver::Session;
-use superstep::queries::phases::{phase_keys, phase_work, scheduled};
 use superstep::schedule::{dependencies, schedule, validate};
+use superstep::session::Session;
 use superstep::snapshot::{PhaseSnapshot, Snapshot, capture_session, import_snapshot, snapshot_of};
 
 /// Builds vit-tiny with `sets` and captures it.
@@ -28,27 +27,20 @@ fn round_trip(sets: &[&str]) {
     let (session, captured, bytes) = capture(sets);
     let snapshot = Snapshot::from_slice(&bytes, "capture").expect("parses");
     let imported = import_snapshot(&snapshot).expect("imports");
-    let keys = phase_keys(&session.db, session.inputs).clone();
-    assert_eq!(imported.len(), keys.len(), "{sets:?}");
-    assert!(!keys.is_empty());
-    for ((phase, original), key) in imported.iter().zip(&captured).zip(&keys) {
-        let name = key.key(&session.db);
-        assert_eq!(phase.provenance.key.as_deref(), Some(name.as_str()));
+    let phases = session.phases();
+    assert_eq!(imported.len(), phases.len(), "{sets:?}");
+    assert!(!phases.is_empty());
+    for ((phase, original), view) in imported.iter().zip(&captured).zip(&phases) {
+        let name = view.key();
+        assert_eq!(phase.provenance.key.as_deref(), Some(name));
         // Identical problems: the very problem the build scheduled.
         assert_eq!(phase.problem, original.problem, "{sets:?} {name}: problem");
         assert_eq!(phase.base, original.base, "{sets:?} {name}: addresses");
         assert_eq!(phase.paired, original.paired, "{sets:?} {name}: widths");
         // Identical schedules: every piece's and receive's events.
-        let (problem_key, policy) = phase_work(&session.db, *key).expect("phase work");
-        let built = scheduled(&session.db, problem_key, policy)
-            .clone()
-            .expect("scheduled");
-        let again = schedule(
-            &phase.problem,
-            policy.policy(&session.db),
-            policy.width(&session.db),
-        )
-        .expect("schedules");
+        let built = view.schedule().expect("scheduled");
+        let policy = view.policy();
+        let again = schedule(&phase.problem, policy.policy, policy.width).expect("schedules");
         assert_eq!(again, *built, "{sets:?} {name}: schedule");
     }
     let recaptured = snapshot_of(&imported).expect("snapshot").to_bytes();
@@ -131,8 +123,8 @@ fn without_symbolic_provenance_the_dependencies_are_the_builds() {
             );
             let result = schedule(
                 &phase.problem,
-                superstep::query::SchedulePolicy::Balanced { words: 256 },
-                superstep::query::TransferWidth::Auto,
+                superstep::build_file::SchedulePolicy::Balanced { words: 256 },
+                superstep::build_file::TransferWidth::Auto,
             )
             .expect("schedules");
             validate(&phase.problem, &result).expect("valid");
@@ -212,24 +204,17 @@ fn capture_then_import_is_exact_on_the_full_size_builds() {
         let snapshot = Snapshot::from_slice(&bytes, "capture").expect("parses");
         let imported = import_snapshot(&snapshot).expect("imports");
         drop(snapshot);
-        let keys = phase_keys(&session.db, session.inputs).clone();
-        assert_eq!(imported.len(), keys.len());
-        for ((phase, original), key) in imported.iter().zip(&captured).zip(&keys) {
+        let phases = session.phases();
+        assert_eq!(imported.len(), phases.len());
+        for ((phase, original), view) in imported.iter().zip(&captured).zip(&phases) {
             assert_eq!(
                 phase.problem, original.problem,
                 "{file} phase {}",
                 phase.phase
             );
-            let (problem_key, policy) = phase_work(&session.db, *key).expect("phase work");
-            let built = scheduled(&session.db, problem_key, policy)
-                .clone()
-                .expect("scheduled");
-            let again = schedule(
-                &phase.problem,
-                policy.policy(&session.db),
-                policy.width(&session.db),
-            )
-            .expect("schedules");
+            let built = view.schedule().expect("scheduled");
+            let policy = view.policy();
+            let again = schedule(&phase.problem, policy.policy, policy.width).expect("schedules");
             assert_eq!(again, *built, "{file} phase {}: schedule", phase.phase);
         }
         let recaptured = snapshot_of(&imported).expect("snapshot").to_bytes();

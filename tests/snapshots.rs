@@ -7,20 +7,16 @@ mod common;
 use std::sync::Arc;
 
 use common::query;
-use superstep::driver::Session;
-use superstep::expand::builder::OpExpansion;
-use superstep::queries::stages::{op_expansion, op_keys};
+use superstep::expand::expansion::OpExpansion;
 use superstep::report::{exchange_summaries, op_summaries};
+use superstep::session::Session;
 
 fn snapshot(name: &str, file: &str, sets: &[&str]) {
     let mut session = Session::new(&query(file, sets));
     session.build().expect("build");
     let layouts = session.layouts().expect("layouts");
     let program = session.low_program().expect("program");
-    let expansions: Vec<Arc<OpExpansion>> = op_keys(&session.db, session.inputs)
-        .iter()
-        .map(|&key| op_expansion(&session.db, key).clone().expect("expansion"))
-        .collect();
+    let expansions: Vec<Arc<OpExpansion>> = session.op_expansions().expect("expansions");
     let references: Vec<&OpExpansion> = expansions
         .iter()
         .map(|expansion| expansion.as_ref())

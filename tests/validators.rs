@@ -4,10 +4,10 @@
 mod common;
 
 use common::query;
+use superstep::direct::compile;
 use superstep::expand::program::Step;
 use superstep::expand::validate::{ProgramCheckError, check_program};
 use superstep::layout::validate::check_layouts;
-use superstep::pipeline::compile;
 
 #[test]
 fn every_shipped_build_passes_the_checkers() {

@@ -10,7 +10,7 @@
 //!
 //! The salsa queries `scheduled`, `schedule_figures`, `encoded_rows` and
 //! `placement` consult the cache of the database
-//! (`crate::queries::Db::cache`); salsa's memo stays the first level, the
+//! (`crate::incremental::Db::cache`); salsa's memo stays the first level, the
 //! cache is the second.
 
 pub mod entry;

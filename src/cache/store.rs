@@ -165,7 +165,7 @@ impl PersistentCache {
             .join(&hex)
     }
 
-    fn warn(&self, message: String) {
+    pub fn warn(&self, message: String) {
         // Printed once, by the command (`finish_cache`); traced at debug level only.
         tracing::debug!("{message}");
         if let Ok(mut warnings) = self.warnings.lock() {

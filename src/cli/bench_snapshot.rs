@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::common::{CommandError, write_json};
-use crate::query::validate::DEFAULT_POLICY;
-use crate::query::{SchedulePolicy, TransferWidth};
+use crate::build_file::validate::DEFAULT_POLICY;
+use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::snapshot::{BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases};
 
 /// The command's arguments.

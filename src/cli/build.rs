@@ -7,11 +7,10 @@ use super::common::{
     CommandError, artifacts_directory, finish_cache, load, open_cache, write_json,
 };
 use super::{preflight, why};
-use crate::expand::builder::OpExpansion;
-use crate::queries::stages::{op_expansion, op_keys};
-use crate::query::package_build_key as build_key;
+use crate::build_file::package_build_key as build_key;
 use crate::report::{BackReport, build_report};
 
+use crate::expand::expansion::OpExpansion;
 use crate::text::thousands;
 
 /// `why`: explain the build against the last recorded one (builds twice).
@@ -25,10 +24,8 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
     let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
-    let expansions: Vec<std::sync::Arc<OpExpansion>> = op_keys(&session.db, session.inputs)
-        .iter()
-        .map(|&key| op_expansion(&session.db, key).clone())
-        .collect::<Result<_, _>>()
+    let expansions = session
+        .op_expansions()
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     let references: Vec<&OpExpansion> = expansions
         .iter()

@@ -7,15 +7,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::{DEFAULT_QUERY, QueryArguments, memory, overrides};
+use crate::build_file::{BuildQuery, WeightSource, load_query};
 use crate::cache::PersistentCache;
-use crate::driver::{BuildOutcome, Session, StageTime};
+use crate::direct::load_weights;
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
-use crate::pipeline::load_weights;
-use crate::queries::backend::BackendError;
-use crate::queries::stages::StageError;
-use crate::query::{BuildQuery, WeightSource, load_query};
+use crate::session::BackendError;
+use crate::session::StageError;
+use crate::session::{BuildOutcome, Session, StageTime};
 use crate::sim::reference::evaluate_reference;
 
 /// A command's failure, with its exit code.
@@ -42,7 +42,7 @@ impl CommandError {
     }
 }
 
-pub use crate::query::error::render_query_error;
+pub use crate::build_file::error::render_query_error;
 
 /// A first-half failure; `tiles` (the build's tile count, when known)
 /// keeps "use more tiles" out of the advice when all are in use.

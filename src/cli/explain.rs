@@ -7,12 +7,9 @@ use std::collections::BTreeMap;
 use super::QueryArguments;
 use super::common::{CommandError, build_checked, finish_cache, load, open_session};
 use crate::patch::BaseChoice;
-use crate::queries::phases::phase_patches;
-use crate::queries::phases::{
-    PolicySource, encoded_rows, phase_keys, phase_policy, phase_problem, phase_work, scheduled,
-};
 use crate::schedule::CandidateOutcome;
 use crate::schedule::candidates::BASELINE_POLICY;
+use crate::session::PolicySource;
 
 fn bucket(bytes: u64) -> String {
     if bytes == 0 {
@@ -29,10 +26,9 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");
     }
-    let db = &session.db;
-    let keys = phase_keys(db, session.inputs);
-    let Some(&key) = keys.iter().find(|key| key.key(db) == phase) else {
-        let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    let Some(view) = session.phase(phase) else {
+        let phases = session.phases();
+        let known: Vec<&str> = phases.iter().map(|phase| phase.key()).collect();
         let nearest = super::overrides::nearest_keys(phase, &known, 5);
         return Err(CommandError::Input(format!(
             "error: --phase {phase}: no such phase in {}; did you mean `{}`? nearest keys: {} \
@@ -46,21 +42,12 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
         )));
     };
     let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
-    let record = phase_problem(db, key)
-        .clone()
-        .map_err(|error| internal(&error))?;
-    let (problem_key, policy_key) = phase_work(db, key).map_err(|error| internal(&error))?;
-    let problem = problem_key.problem(db);
-    let schedule = scheduled(db, problem_key, policy_key)
-        .clone()
-        .map_err(|error| internal(&error))?;
-    let rows = encoded_rows(db, problem_key, policy_key)
-        .clone()
-        .map_err(|error| internal(&error))?;
-    let patches = phase_patches(db, key)
-        .clone()
-        .map_err(|error| internal(&error))?;
-    let policy = phase_policy(db, key);
+    let record = view.record().map_err(|error| internal(&error))?;
+    let problem = view.problem().map_err(|error| internal(&error))?;
+    let schedule = view.schedule().map_err(|error| internal(&error))?;
+    let rows = view.rows().map_err(|error| internal(&error))?;
+    let patches = view.patches().map_err(|error| internal(&error))?;
+    let policy = view.policy();
 
     println!("phase {phase} of {}", query.name);
     println!("  provenance: {}", record.merged_from.join(" + "));

@@ -189,10 +189,10 @@ pub enum Command {
         /// A schedule policy: latency, S<W> or B<W> (repeatable; default: the
         /// build default, B1024).
         #[arg(long = "policy", value_name = "P")]
-        policies: Vec<crate::query::SchedulePolicy>,
+        policies: Vec<crate::build_file::SchedulePolicy>,
         /// Transfer width: auto, word32 or paired64.
         #[arg(long, value_name = "WIDTH", default_value = "auto", value_parser = bench_snapshot::parse_width)]
-        width: crate::query::TransferWidth,
+        width: crate::build_file::TransferWidth,
         /// Timed repetitions of schedule + encode per phase and policy (1..=1000).
         #[arg(long, value_name = "K", default_value_t = 3,
               value_parser = clap::value_parser!(u32).range(1..=MAX_BENCH_ITERATIONS))]

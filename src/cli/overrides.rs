@@ -8,12 +8,11 @@
 
 use super::QueryArguments;
 use super::common::{CommandError, query_path, render_query_error};
-pub use crate::driver::unknown_override_phases;
-use crate::driver::{SUGGESTIONS, Session};
-use crate::queries::phases::phase_keys;
-pub use crate::query::overrides::nearest_keys;
+pub use crate::build_file::overrides::nearest_keys;
+pub use crate::session::unknown_override_phases;
+use crate::session::{SUGGESTIONS, Session};
 
-use crate::query::{BuildQuery, override_error};
+use crate::build_file::{BuildQuery, override_error};
 
 /// Every override of `query` must name a phase of the session's build.
 pub fn check_override_phases(
@@ -24,13 +23,12 @@ pub fn check_override_phases(
     if query.overrides.is_empty() {
         return Ok(());
     }
-    let db = &session.db;
-    let keys = phase_keys(db, session.inputs);
-    if keys.is_empty() {
+    let phases = session.phases();
+    if phases.is_empty() {
         // No phase groups (a first-half failure is reported by the build).
         return Ok(());
     }
-    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    let known: Vec<&str> = phases.iter().map(|phase| phase.key()).collect();
     for entry in &query.overrides {
         if known.contains(&entry.phase.as_str()) {
             continue;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{CommandError, build_checked, finish_cache, load, open_session};
-use crate::replay_phases::replay_all;
+use crate::session::replay::replay_all;
 
 pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> {
     let query = load(arguments)?;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{CommandError, load, load_build_weights, reference_output};
-use crate::driver::Session;
+use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::interpreter::interpret;
 

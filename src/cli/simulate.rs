@@ -10,11 +10,11 @@ use super::common::{
     CommandError, artifacts_directory, build_checked, finish_cache, load, load_build_weights,
     open_session, reference_output,
 };
-use crate::driver::Session;
+use crate::build_file::BuildQuery;
+use crate::build_file::package_build_key as build_key;
 use crate::package::Package;
 use crate::package::file::PackageHeader;
-use crate::query::BuildQuery;
-use crate::query::package_build_key as build_key;
+use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::package::{SimulationOptions, simulate_with};
 

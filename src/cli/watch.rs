@@ -10,7 +10,7 @@ use super::QueryArguments;
 use std::path::PathBuf;
 
 use super::common::{CommandError, load, open_cache, query_path};
-use crate::query::validate::DEFAULT_OUTPUT_DIRECTORY;
+use crate::build_file::validate::DEFAULT_OUTPUT_DIRECTORY;
 use crate::watch::{Refresh, WatchEvent, WatchOptions, Watcher, watch_file};
 
 pub fn run(

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use super::QueryArguments;
 use super::common::{CommandError, artifacts_directory, backend_error, build_checked, query_path};
 use super::overrides::check_override_phases;
+use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
-use crate::driver::{BuildOutcome, Session};
-use crate::query::BuildQuery;
+use crate::session::{BuildOutcome, Session};
 use crate::watch::state::{LastBuild, STATE_FILE};
 use crate::watch::why::rebuild_from;
 

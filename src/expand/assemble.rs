@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::builder::{AllocationRef, OUTPUT_OPERAND, OpExpansion};
+use super::expansion::{AllocationRef, OUTPUT_OPERAND, OpExpansion};
 use super::program::{
     Allocation, AllocationId, LowProgram, Provenance, Reason, Step, ValueBinding,
 };

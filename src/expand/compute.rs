@@ -6,7 +6,7 @@
 //! Reads only the op's plan and its operand formats; memory is named through
 //! the builder's local references.
 
-use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
+use super::expansion::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{
     AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, Location, MatMulOutput,
     Operand, Real, Reason, Step, TransferList,

@@ -5,11 +5,11 @@
 //! epilogue.
 //!
 //! Pure core: no salsa here. The per-op and whole-program queries live in
-//! `crate::queries`.
+//! `crate::incremental`.
 
 pub mod assemble;
-pub mod builder;
 pub mod compute;
+pub mod expansion;
 pub mod program;
 pub mod rearrange;
 pub mod summary;
@@ -19,7 +19,7 @@ pub mod visit;
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::{OpPlan, PlannedOp};
 use crate::model::graph::OpKind;
-use builder::{ExpansionBuilder, OpExpansion};
+use expansion::{ExpansionBuilder, OpExpansion};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {

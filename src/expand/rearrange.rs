@@ -11,7 +11,7 @@
 //! is ever expanded into words.
 
 use super::ExpandError;
-use super::builder::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
+use super::expansion::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::program::{Destination, LocalCopy, Location, Reason, Step, TransferList};
 use crate::hashing::FastMap;
 use crate::layout::format::{ElementOrder, TensorFormat};

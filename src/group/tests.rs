@@ -334,9 +334,10 @@ fn tiny() -> (
     LowProgram,
     crate::model::weights::Weights,
 ) {
-    let query = crate::query::load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
-    let (graph, layouts, program) = crate::pipeline::compile(&query).expect("compile");
-    let weights = crate::pipeline::load_weights(&query, &graph).expect("weights");
+    let query =
+        crate::build_file::load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
+    let (graph, layouts, program) = crate::direct::compile(&query).expect("compile");
+    let weights = crate::direct::load_weights(&query, &graph).expect("weights");
     (layouts, program, weights)
 }
 

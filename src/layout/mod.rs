@@ -3,7 +3,7 @@
 //! budget, with explicit `Rearrange` ops where formats differ.
 //!
 //! `format`, `cost`, `plan` and `planner` are the pure core; the salsa query
-//! layer lives in `crate::queries`.
+//! layer lives in `crate::incremental`.
 
 pub mod accumulation;
 pub mod capacity;

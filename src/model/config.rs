@@ -3,7 +3,7 @@
 //! shapes), with the parameter and weight-byte arithmetic derived from a shape.
 //!
 //! This module owns plain shape data and arithmetic only. It must not read
-//! files, validate user input (that is `crate::query::validate`'s job) or know
+//! files, validate user input (that is `crate::build_file::validate`'s job) or know
 //! anything about the machine; its methods never panic, whatever the fields
 //! hold, so a half-validated configuration can still be described safely.
 

@@ -261,8 +261,8 @@ fn classes_iterations_and_repeats() {
 
 fn compile(path: &str, sets: &[&str]) -> LowProgram {
     let sets: Vec<String> = sets.iter().map(|set| set.to_string()).collect();
-    let query = crate::query::load_query(Path::new(path), &sets).expect("query");
-    crate::pipeline::compile(&query).expect("compile").2
+    let query = crate::build_file::load_query(Path::new(path), &sets).expect("query");
+    crate::direct::compile(&query).expect("compile").2
 }
 
 /// The seed's measured exchange table (IPU21.md reference points) and a 1 KiB patch list.

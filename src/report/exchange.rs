@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::queries::phases::PhaseFigures;
+use crate::session::PhaseFigures;
 
 /// Weighted horizons against both lower bounds.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use exchange::{ExchangeQuality, chosen_label};
 
-use crate::expand::builder::OpExpansion;
+use crate::expand::expansion::OpExpansion;
 use crate::expand::program::{LowProgram, Reason, Step};
 use crate::expand::summary::{ProgramSummary, StepCounts};
 use crate::layout::cost::AttentionMethod;
@@ -195,7 +195,7 @@ pub struct BackReport {
     pub sharing_patch_words: u64,
     /// Weighted horizons against the endpoint and latency-aware bounds.
     pub exchange_quality: ExchangeQuality,
-    pub phases: Vec<crate::queries::phases::PhaseFigures>,
+    pub phases: Vec<crate::session::PhaseFigures>,
     /// Matrix-unit roofline of the whole program's MACs (FP8 products, FP16 attention).
     pub compute_roofline_cycles: u64,
     /// Compute cycles, MACs and roofline per op, most cycles first.
@@ -203,7 +203,7 @@ pub struct BackReport {
 }
 
 impl BackReport {
-    pub fn from_outcome(back: &crate::driver::BackOutcome) -> BackReport {
+    pub fn from_outcome(back: &crate::session::BackOutcome) -> BackReport {
         BackReport {
             total_cycles: back.cycles,
             milliseconds: back.milliseconds,

@@ -34,9 +34,9 @@
 //! (IPU21.md forbids the first two), which is what `sendpicp` is for.
 
 pub mod check;
+pub mod consecutive;
 pub mod decode;
 pub mod encode;
-pub mod placement;
 pub mod serial;
 pub mod table;
 
@@ -44,9 +44,9 @@ pub mod table;
 mod tests;
 
 pub use check::check_phase;
+pub use consecutive::ConsecutivePlacement;
 pub use decode::{RowEvent, decode_row};
 pub use encode::encode_phase;
-pub use placement::ConsecutivePlacement;
 pub use table::{RowTable, SharingPatch};
 
 use crate::schedule::SymbolicAddress;

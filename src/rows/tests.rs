@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use super::*;
+use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::expand::program::AllocationId;
 use crate::expand::program::Step;
-use crate::query::{SchedulePolicy, TransferWidth};
 use crate::schedule::tests::{POLICIES, WIDTHS, random_problem};
 use crate::schedule::{ExchangeProblem, schedule, validate};
 use crate::sim::replay::replay_phase;
@@ -150,8 +150,9 @@ fn collect_problems(
 
 #[test]
 fn vit_tiny_phases_schedule_encode_check_and_replay() {
-    let query = crate::query::load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("loads");
-    let (_, _, program) = crate::pipeline::compile(&query).expect("compiles");
+    let query =
+        crate::build_file::load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("loads");
+    let (_, _, program) = crate::direct::compile(&query).expect("compiles");
     let mut problems = Vec::new();
     collect_problems(&program.steps, 1, &program, &mut problems);
     assert!(problems.len() >= 10, "{} phases", problems.len());
@@ -196,8 +197,8 @@ fn vit_tiny_phases_schedule_encode_check_and_replay() {
 #[ignore]
 fn siglip_phases_schedule_encode_and_check() {
     let query =
-        crate::query::load_query(Path::new("queries/siglip-so400m.toml"), &[]).expect("loads");
-    let (_, _, program) = crate::pipeline::compile(&query).expect("compiles");
+        crate::build_file::load_query(Path::new("queries/siglip-so400m.toml"), &[]).expect("loads");
+    let (_, _, program) = crate::direct::compile(&query).expect("compiles");
     let mut problems = Vec::new();
     collect_problems(&program.steps, 1, &program, &mut problems);
     assert!(!problems.is_empty());

@@ -13,6 +13,7 @@
 pub mod bound;
 pub mod candidates;
 pub mod dependencies;
+pub mod figures;
 pub mod list;
 pub mod matching;
 pub mod pairing;
@@ -31,6 +32,7 @@ pub(crate) mod tests;
 pub use bound::latency_bound;
 pub use candidates::{AutoSettings, CandidateOutcome};
 pub use dependencies::{Dependencies, dependencies};
+pub use figures::ScheduleFigures;
 pub use problem::{
     ExchangeProblem, ExplicitBinding, LocalAllocation, ProblemError, ProblemOrigin, SymbolicAddress,
 };

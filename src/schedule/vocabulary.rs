@@ -1,7 +1,7 @@
 //! The scheduler's vocabulary: the schedule policies (how the pieces of a
 //! phase are ordered for placement) and transfer widths, with their text
 //! forms. The scheduler owns these; build files and the command line parse
-//! into them (`crate::query`).
+//! into them (`crate::build_file`).
 
 use std::fmt;
 use std::str::FromStr;

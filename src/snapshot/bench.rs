@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::PhaseSnapshot;
-use crate::query::{SchedulePolicy, TransferWidth};
+use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::rows::{ConsecutivePlacement, PhaseRows, check_phase, encode_phase};
 use crate::schedule::{Schedule, schedule, validate};
 use crate::sim::replay::replay_phase;

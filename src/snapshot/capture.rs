@@ -11,10 +11,10 @@
 //! and of imports, so that capturing an import reproduces its file byte for
 //! byte. This module must not schedule anything itself.
 
-use crate::driver::Session;
-use crate::queries::backend::{BackendError, placement};
-use crate::queries::phases::{PhaseError, phase_keys, phase_problem, phase_work, scheduled};
 use crate::schedule::SymbolicAddress;
+use crate::session::BackendError;
+use crate::session::PhaseError;
+use crate::session::Session;
 
 use super::format::{
     AllocationRecord, SCHEMA_VERSION, Snapshot, SnapshotPhase, SnapshotTransfer, SnapshotWidth,
@@ -36,16 +36,14 @@ pub enum CaptureError {
 
 /// Every exchange phase of a built session, with absolute addresses.
 pub fn capture_session(session: &Session) -> Result<Vec<PhaseSnapshot>, CaptureError> {
-    let db = &session.db;
-    let build = session.inputs;
-    let placed = placement(db, build).clone()?;
+    let placed = session.placement()?;
     let mut phases = Vec::new();
-    for (index, &key) in phase_keys(db, build).iter().enumerate() {
-        let record = phase_problem(db, key).as_ref().map_err(Clone::clone)?;
-        let (problem_key, policy) = phase_work(db, key)?;
-        let schedule = scheduled(db, problem_key, policy).clone()?;
-        let problem = problem_key.problem(db);
-        let name = key.key(db).clone();
+    for phase in session.phases() {
+        let index = phase.index;
+        let record = phase.record()?;
+        let schedule = phase.schedule()?;
+        let problem = phase.problem()?;
+        let name = phase.key().to_string();
         let base = record
             .allocations
             .iter()

@@ -6,7 +6,7 @@
 use super::format::{SCHEMA_VERSION, Snapshot, SnapshotPhase, SnapshotTransfer, SnapshotWidth};
 use super::import::{ImportError, import_snapshot};
 use super::{BenchOptions, bench_phase, snapshot_of};
-use crate::query::{SchedulePolicy, TransferWidth};
+use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::schedule::dependencies;
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
 

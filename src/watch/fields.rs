@@ -5,7 +5,7 @@
 //! Keys follow the build file's spelling (`workload.heads`, `machine.tiles`);
 //! the input-field names are those `Session::update` reports.
 
-use crate::query::{BuildQuery, WeightSource};
+use crate::build_file::{BuildQuery, WeightSource};
 
 /// One setting of a build query.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -37,7 +37,7 @@ pub struct Metric {
 impl HeadlineMetrics {
     /// The program counts of the first half; back-half fields stay `None`.
     /// The first half's counts, and the back half's figures when present.
-    pub fn from_outcome(outcome: &crate::driver::BuildOutcome) -> HeadlineMetrics {
+    pub fn from_outcome(outcome: &crate::session::BuildOutcome) -> HeadlineMetrics {
         let mut metrics = HeadlineMetrics::from_summary(&outcome.summary);
         if let Some(back) = &outcome.back {
             metrics.cycles = Some(back.cycles);

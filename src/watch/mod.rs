@@ -6,7 +6,7 @@
 //! and testable without a file system watcher; `source` turns notify events
 //! into that channel's messages; `why` and `state` explain one-shot
 //! rebuilds; `stages`, `fields`, `metrics` and `report` format what changed.
-//! Nothing here computes compiler results: it drives `driver::Session`.
+//! Nothing here computes compiler results: it drives `session::Session`.
 
 pub mod fields;
 pub mod metrics;

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use super::fields::SettingChange;
 use super::stages::group_by_stage;
-use crate::driver::StageTime;
-use crate::queries::Execution;
+use crate::session::Execution;
+use crate::session::StageTime;
 
 /// Queries whose key is an op (`OpKey`), listed by op name when names are known.
 pub const OP_KEYED_QUERIES: &[&str] = &["planned_op", "op_expansion"];

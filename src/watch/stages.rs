@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::queries::Execution;
+use crate::session::Execution;
 
 /// The stages in pipeline order; "other" collects unknown query names.
 pub const STAGE_ORDER: &[&str] = &[

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::fields::query_settings;
-use crate::query::{BuildQuery, QueryError, parse_query};
+use crate::build_file::{BuildQuery, QueryError, parse_query};
 
 /// The state file's format version.
 pub const STATE_FORMAT: u32 = 1;

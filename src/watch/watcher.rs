@@ -9,7 +9,7 @@
 //! `Session::build` drops its worker clones before returning, so the setters
 //! in `Session::update` never wait on a live clone.
 
-use crate::driver::unknown_override_phases;
+use crate::session::unknown_override_phases;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs, render_times};
+use crate::build_file::error::render_query_error;
+use crate::build_file::{BuildQuery, QueryError, QueryProblem, parse_query};
 use crate::cache::PersistentCache;
-use crate::driver::Session;
-use crate::query::error::render_query_error;
-use crate::query::{BuildQuery, QueryError, QueryProblem, parse_query};
+use crate::session::Session;
 
 /// What the notification side tells the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

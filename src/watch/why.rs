@@ -8,16 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use salsa::plumbing::AsId;
-
 use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs};
+use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
-use crate::driver::{BuildOutcome, Session};
-use crate::queries::backend::BackendError;
-use crate::queries::stages::OpKey;
-use crate::query::BuildQuery;
+use crate::session::BackendError;
+use crate::session::{BuildOutcome, Session};
 
 /// The session after the explained rebuild, its outcome and the explanation.
 pub struct WhyRebuild {
@@ -30,17 +27,7 @@ pub struct WhyRebuild {
 
 /// Op names by the salsa id of their `OpKey`, for the session's current ops.
 pub fn op_names(session: &Session) -> BTreeMap<salsa::Id, String> {
-    let Ok(layouts) = session.layouts() else {
-        return BTreeMap::new();
-    };
-    layouts
-        .ops
-        .iter()
-        .map(|op| {
-            let key = OpKey::new(&session.db, session.inputs, op.name.clone());
-            (key.as_id(), op.name.clone())
-        })
-        .collect()
+    session.op_names_by_id()
 }
 
 /// Builds `previous`, then `current` on top of it, and explains what re-ran.

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use salsa::plumbing::AsId;
-use superstep::driver::Session;
-use superstep::queries::Execution;
-use superstep::queries::stages::OpKey;
-use superstep::query::{BuildQuery, load_query};
+use superstep::build_file::{BuildQuery, load_query};
+use superstep::incremental::Execution;
+use superstep::incremental::lowering::OpKey;
+use superstep::session::Session;
 
 /// Variants of `queries/vit-tiny.toml` that cover every model feature and
 /// planning path the shipped models use (`--set` lists).
@@ -100,7 +100,12 @@ pub fn expanded_ops(session: &Session, executions: &[Execution]) -> BTreeSet<Str
         .iter()
         .map(|op| {
             (
-                OpKey::new(&session.db, session.inputs, op.name.clone()).as_id(),
+                OpKey::new(
+                    session.internals().0,
+                    session.internals().1,
+                    op.name.clone(),
+                )
+                .as_id(),
                 op.name.clone(),
             )
         })

@@ -5,7 +5,7 @@
 //! This module owns the parsing of `--set` arguments and their application to
 //! the serde layer, and records which dotted paths each argument set so that
 //! validation can name the argument instead of a file span. It must not judge
-//! values (ranges and spellings are `crate::query::validate`'s job); it only
+//! values (ranges and spellings are `crate::build_file::validate`'s job); it only
 //! checks that the key exists and the value has the key's TOML type.
 //!
 //! A value is parsed as a TOML value (`value = VALUE`); when that fails it is
@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 use toml::Spanned;
 
-use crate::query::error::QueryError;
-use crate::query::schema::{
+use crate::build_file::error::QueryError;
+use crate::build_file::schema::{
     self, KeyKind, OverrideEntry, QueryFile, WeightsSection, WorkloadSection, edit_distance,
 };
 

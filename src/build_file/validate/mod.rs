@@ -13,16 +13,16 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
+use crate::build_file::error::{Issue, Origin};
+use crate::build_file::overrides::SetOrigins;
+use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
-use crate::query::error::{Issue, Origin};
-use crate::query::overrides::SetOrigins;
-use crate::query::schema::{self, QueryFile};
 mod structure;
 mod workload;
 
 pub use structure::{check_structure, serde_issue};
 
-use crate::query::{
+use crate::build_file::{
     AccumulationChoice, BuildQuery, MachineSettings, Outputs, PhaseOverride, PlanningFlags,
     SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
 };
@@ -427,7 +427,7 @@ impl Resolver<'_> {
         field
             .get_ref()
             .parse()
-            .map_err(|error: crate::query::PolicyParseError| {
+            .map_err(|error: crate::build_file::PolicyParseError| {
                 let advice = "write \"auto\" (every candidate order, the best per phase), \
                               \"list\", \"matching\", \"latency\", \"S<W>\" (stream) or \"B<W>\" \
                               (balanced) with W wave words in 1..=65536, e.g. \"S256\" or \"B1024\"";
@@ -531,7 +531,7 @@ impl Resolver<'_> {
             };
             let policy = match &entry.set_argument {
                 Some(argument) => policy_field.get_ref().parse().map_err(
-                    |error: crate::query::PolicyParseError| {
+                    |error: crate::build_file::PolicyParseError| {
                         Issue::new(
                             format!("schedule.override.{phase}"),
                             Origin::Set(argument.clone()),

@@ -15,7 +15,7 @@ use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
 use crate::model::weights::{WeightError, Weights, safetensors_weights, seeded_weights};
 
-use crate::query::{BuildQuery, WeightSource};
+use crate::build_file::{BuildQuery, WeightSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
@@ -33,9 +33,9 @@ pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
 }
 
 /// The planning settings of a build query (one constructor, shared with the
-/// salsa query of the same name: `crate::query::planning_settings`).
+/// salsa query of the same name: `crate::build_file::planning_settings`).
 pub fn planning_settings(query: &BuildQuery) -> PlanningSettings {
-    crate::query::planning_settings(
+    crate::build_file::planning_settings(
         query.machine.tiles,
         &query.planning,
         query.workload.attention,

@@ -12,14 +12,15 @@ use std::sync::Arc;
 
 use super::database::Db;
 use super::inputs::BuildInputs;
-use super::stages::{StageError, low_program};
-use crate::cache::{CacheKey, EntryKind, StableHasher};
+use super::lowering::{StageError, low_program};
+use super::on_disk::cache_on_disk;
+use crate::build_file::{SchedulePolicy, TransferWidth};
+use crate::cache::{CacheKey, StableHasher};
 use crate::expand::program::{AllocationId, Step, TransferList};
 use crate::group::{Phase, PhaseGroups, group_phases};
 use crate::patch::{PhasePatches, repeat_patches};
-use crate::query::{SchedulePolicy, TransferWidth};
-use crate::rows::serial::{decode_rows, encode_rows};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
+pub use crate::schedule::ScheduleFigures;
 use crate::schedule::{
     AutoSettings, CandidateOutcome, ExchangeProblem, ProblemError, Schedule, ScheduleError,
     ValidationError, schedule_with, validate,
@@ -246,25 +247,23 @@ pub fn scheduled<'db>(
     policy: PolicyKey<'db>,
 ) -> Result<Arc<Schedule>, PhaseError> {
     let _span = tracing::debug_span!("schedule").entered();
-    let key = cache_key(db, problem, policy);
-    let problem = problem.problem(db);
-    if let (Some(cache), Some(key)) = (db.cache(), &key)
-        && let Some(cached) = cache.load::<Schedule>(EntryKind::Schedule, key)
-        && schedule_fits(problem, &cached)
-    {
-        return Ok(Arc::new(cached));
-    }
-    let result = schedule_with(
-        problem,
-        policy.policy(db),
-        policy.width(db),
-        &policy.auto_settings(db),
-    )?;
-    validate(problem, &result)?;
-    if let (Some(cache), Some(key)) = (db.cache(), &key) {
-        cache.store(EntryKind::Schedule, key, &result);
-    }
-    Ok(Arc::new(result))
+    let content = problem.problem(db);
+    cache_on_disk(
+        db,
+        || Ok(cache_key(db, problem, policy)),
+        |cached| schedule_fits(content, cached),
+        || {
+            let result = schedule_with(
+                content,
+                policy.policy(db),
+                policy.width(db),
+                &policy.auto_settings(db),
+            )?;
+            validate(content, &result)?;
+            Ok(result)
+        },
+    )
+    .map(Arc::new)
 }
 
 /// The digest of a problem's content (computed once per problem, and only
@@ -277,13 +276,8 @@ pub fn problem_digest<'db>(db: &'db dyn Db, problem: ProblemKey<'db>) -> CacheKe
 }
 
 /// The persistent cache's key of a (problem, policy) pair's results.
-fn cache_key<'db>(
-    db: &'db dyn Db,
-    problem: ProblemKey<'db>,
-    policy: PolicyKey<'db>,
-) -> Option<CacheKey> {
-    db.cache()?;
-    Some(CacheKey::of(
+fn cache_key<'db>(db: &'db dyn Db, problem: ProblemKey<'db>, policy: PolicyKey<'db>) -> CacheKey {
+    CacheKey::of(
         "phase results",
         &(
             problem_digest(db, problem),
@@ -291,7 +285,7 @@ fn cache_key<'db>(
             policy.width(db),
             policy.row_allowance(db),
         ),
-    ))
+    )
 }
 
 /// A cached schedule must at least have the problem's shape (its content
@@ -306,22 +300,6 @@ fn schedule_fits(problem: &ExchangeProblem, schedule: &Schedule) -> bool {
         && schedule.tile_end.len() == problem.tiles as usize
 }
 
-/// The headline figures of a schedule: what reports and the estimate need,
-/// without the per-receive events.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ScheduleFigures {
-    pub width: TransferWidth,
-    /// The concrete policy that produced the schedule (`auto`'s winner).
-    pub chosen: SchedulePolicy,
-    pub horizon: u32,
-    /// The endpoint bound: max words one tile sends or receives.
-    pub lower_bound: u32,
-    /// The latency-aware bound (`crate::schedule::bound`).
-    pub latency_bound: u32,
-    /// Under `auto`: every candidate tried and which won.
-    pub candidates: Vec<CandidateOutcome>,
-}
-
 /// The figures of a (problem, policy) pair's schedule. With a persistent
 /// cache they are served from a small entry of their own, so a warm build
 /// never loads the full schedule.
@@ -331,25 +309,15 @@ pub fn schedule_figures<'db>(
     problem: ProblemKey<'db>,
     policy: PolicyKey<'db>,
 ) -> Result<ScheduleFigures, PhaseError> {
-    let key = cache_key(db, problem, policy);
-    if let (Some(cache), Some(key)) = (db.cache(), &key)
-        && let Some(cached) = cache.load::<ScheduleFigures>(EntryKind::Figures, key)
-    {
-        return Ok(cached);
-    }
-    let result = scheduled(db, problem, policy).clone()?;
-    let figures = ScheduleFigures {
-        width: result.width,
-        chosen: result.chosen,
-        horizon: result.horizon,
-        lower_bound: result.lower_bound,
-        latency_bound: result.latency_bound,
-        candidates: result.candidates.clone(),
-    };
-    if let (Some(cache), Some(key)) = (db.cache(), &key) {
-        cache.store(EntryKind::Figures, key, &figures);
-    }
-    Ok(figures)
+    cache_on_disk(
+        db,
+        || Ok(cache_key(db, problem, policy)),
+        |_| true,
+        || {
+            let result = scheduled(db, problem, policy).clone()?;
+            Ok(ScheduleFigures::of(&result))
+        },
+    )
 }
 
 /// The encoded (and checked) rows of a scheduled problem. A persistent
@@ -361,22 +329,19 @@ pub fn encoded_rows<'db>(
     policy: PolicyKey<'db>,
 ) -> Result<Arc<PhaseRows>, PhaseError> {
     let _span = tracing::debug_span!("rows").entered();
-    let key = cache_key(db, problem, policy);
-    let tiles = problem.problem(db).tiles as usize;
-    if let (Some(cache), Some(key)) = (db.cache(), &key)
-        && let Some(cached) = cache.load_with(EntryKind::Rows, key, decode_rows)
-        && cached.rows.len() == tiles
-    {
-        return Ok(Arc::new(cached));
-    }
-    let result = scheduled(db, problem, policy).clone()?;
-    let problem = problem.problem(db);
-    let rows = encode_phase(problem, &result)?;
-    check_phase(problem, &result, &rows)?;
-    if let (Some(cache), Some(key)) = (db.cache(), &key) {
-        cache.store_payload(EntryKind::Rows, key, &encode_rows(&rows));
-    }
-    Ok(Arc::new(rows))
+    let content = problem.problem(db);
+    cache_on_disk(
+        db,
+        || Ok(cache_key(db, problem, policy)),
+        |cached: &PhaseRows| cached.rows.len() == content.tiles as usize,
+        || {
+            let result = scheduled(db, problem, policy).clone()?;
+            let rows = encode_phase(content, &result)?;
+            check_phase(content, &result, &rows)?;
+            Ok(rows)
+        },
+    )
+    .map(Arc::new)
 }
 
 /// The (problem, policy) pair of a phase.

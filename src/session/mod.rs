@@ -1,32 +1,51 @@
-//! The driver: owns a database and the build input, applies a (re)loaded
-//! build query, and computes the first half stage by stage, timing each
-//! stage and recording which queries re-ran. Independent per-op queries are
-//! warmed in parallel from here (the top), over cloned database handles.
+//! The session: the one facade over the compiler's database (in the manner
+//! of rust-analyzer's `ide::Analysis`). It owns the database and the build
+//! input, applies a (re)loaded build query, runs a build stage by stage
+//! (timing each and recording which queries re-ran), and hands out what a
+//! build made: phases (`phase::Phase`), placement, row table, estimate, the
+//! package, replays. The CLI, watch, capture, replay and reports ask it and
+//! never name a query; independent per-op and per-phase queries are warmed
+//! in parallel from here, over cloned database handles.
+
+pub mod phase;
+pub mod replay;
+
+pub use crate::incremental::Execution;
+pub use crate::incremental::lowering::StageError;
+pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
+pub use crate::incremental::whole_program::BackendError;
+pub use phase::Phase;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
+use salsa::plumbing::AsId;
 
+use crate::build_file::BuildQuery;
+use crate::build_file::overrides::nearest_keys;
 use crate::cache::PersistentCache;
 use crate::estimate::Estimate;
+use crate::estimate::breakdown::OpCompute;
+use crate::expand::expansion::OpExpansion;
 use crate::expand::program::LowProgram;
 use crate::expand::summary::ProgramSummary;
+use crate::group::PhaseGroups;
+use crate::incremental::lowering::{
+    OpKey, graph, layouts, low_program, op_expansion, op_keys, program_summary,
+};
+use crate::incremental::phases::{
+    phase_figures, phase_groups, phase_keys, phase_patches, phase_positions,
+};
+use crate::incremental::whole_program::{
+    build_estimate, compute_breakdown, placement, row_table, tile_reservations,
+};
+use crate::incremental::{BuildInputs, CompilerDatabase, Db, apply_query, create_inputs};
 use crate::layout::plan::Layouts;
 use crate::model::graph::Graph;
-use crate::queries::backend::{
-    BackendError, build_estimate, compute_breakdown, placement, row_table,
-};
-use crate::queries::phases::{
-    PhaseFigures, phase_figures, phase_groups, phase_keys, phase_patches,
-};
-use crate::queries::stages::{
-    StageError, graph, layouts, low_program, op_expansion, op_keys, program_summary,
-};
-use crate::queries::{BuildInputs, CompilerDatabase, Db, Execution, apply_query, create_inputs};
-use crate::query::BuildQuery;
-use crate::query::overrides::nearest_keys;
+use crate::place::{Placement, TileReservations};
+use crate::rows::RowTable;
 
 /// Time spent in one stage of a build.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,8 +101,8 @@ impl BuildOutcome {
 }
 
 pub struct Session {
-    pub db: CompilerDatabase,
-    pub inputs: BuildInputs,
+    db: CompilerDatabase,
+    inputs: BuildInputs,
 }
 
 impl Session {
@@ -109,6 +128,116 @@ impl Session {
         apply_query(&mut self.db, self.inputs, query)
     }
 
+    /// The database and the build input, for tests that read queries and
+    /// the salsa event log directly. Everything else uses the facade.
+    pub fn internals(&self) -> (&CompilerDatabase, BuildInputs) {
+        (&self.db, self.inputs)
+    }
+
+    /// Every exchange phase of the build, in program order (empty when the
+    /// phase groups cannot be formed).
+    pub fn phases(&self) -> Vec<Phase<'_>> {
+        phase_keys(&self.db, self.inputs)
+            .iter()
+            .enumerate()
+            .map(|(index, &key)| Phase {
+                db: &self.db,
+                key,
+                index,
+            })
+            .collect()
+    }
+
+    /// The phase with stable key `key`.
+    pub fn phase(&self, key: &str) -> Option<Phase<'_>> {
+        let index = *phase_positions(&self.db, self.inputs).get(key)? as usize;
+        let key = *phase_keys(&self.db, self.inputs).get(index)?;
+        Some(Phase {
+            db: &self.db,
+            key,
+            index,
+        })
+    }
+
+    /// `work` applied to every phase, in parallel over cloned database
+    /// handles; results in program order.
+    pub fn map_phases<T: Send>(&self, work: impl Fn(Phase<'_>) -> T + Sync + Send) -> Vec<T> {
+        let keys = phase_keys(&self.db, self.inputs);
+        keys.par_iter()
+            .enumerate()
+            .map_with(self.db.clone(), |db, (index, &key)| {
+                work(Phase {
+                    db: &*db,
+                    key,
+                    index,
+                })
+            })
+            .collect()
+    }
+
+    /// The phase groups: the grouped steps and each phase's record.
+    pub fn phase_groups(&self) -> Result<Arc<PhaseGroups>, StageError> {
+        phase_groups(&self.db, self.inputs).clone()
+    }
+
+    /// The placement of every allocation, the exchange table and patch lists.
+    pub fn placement(&self) -> Result<Arc<Placement>, BackendError> {
+        placement(&self.db, self.inputs).clone()
+    }
+
+    /// What each tile reserves for the exchange table and patch lists.
+    pub fn tile_reservations(&self) -> Result<Arc<TileReservations>, BackendError> {
+        tile_reservations(&self.db, self.inputs).clone()
+    }
+
+    /// The shared row table of every phase.
+    pub fn row_table(&self) -> Result<Arc<RowTable>, BackendError> {
+        row_table(&self.db, self.inputs).clone()
+    }
+
+    /// The estimate of the whole program.
+    pub fn estimate(&self) -> Result<Arc<Estimate>, BackendError> {
+        build_estimate(&self.db, self.inputs).clone()
+    }
+
+    /// Compute cycles, MACs and roofline per op.
+    pub fn compute_breakdown(&self) -> Result<Arc<Vec<OpCompute>>, BackendError> {
+        compute_breakdown(&self.db, self.inputs).clone()
+    }
+
+    /// Every op's expansion, in layout order.
+    pub fn op_expansions(&self) -> Result<Vec<Arc<OpExpansion>>, StageError> {
+        op_keys(&self.db, self.inputs)
+            .iter()
+            .map(|&key| {
+                op_expansion(&self.db, key)
+                    .clone()
+                    .map_err(StageError::from)
+            })
+            .collect()
+    }
+
+    /// Op names by the salsa id of their op key (to name the keys of an
+    /// execution log), for the build's current ops.
+    pub fn op_names_by_id(&self) -> BTreeMap<salsa::Id, String> {
+        let Ok(layouts) = self.layouts() else {
+            return BTreeMap::new();
+        };
+        layouts
+            .ops
+            .iter()
+            .map(|op| {
+                let key = OpKey::new(&self.db, self.inputs, op.name.clone());
+                (key.as_id(), op.name.clone())
+            })
+            .collect()
+    }
+
+    /// The queries that ran since the last call (salsa's event log).
+    pub fn take_executions(&self) -> Vec<Execution> {
+        self.db.take_executions()
+    }
+
     pub fn graph(&self) -> &Graph {
         graph(&self.db, self.inputs)
     }
@@ -116,8 +245,8 @@ impl Session {
     /// The finished package of this build (placed program, finalized rows, patches).
     pub fn package(
         &self,
-    ) -> Result<crate::package::Package, crate::queries::package::AssemblyError> {
-        crate::queries::package::assemble_package(&self.db, self.inputs)
+    ) -> Result<crate::package::Package, crate::incremental::package::AssemblyError> {
+        crate::incremental::package::assemble_package(&self.db, self.inputs)
     }
 
     pub fn layouts(&self) -> Result<Arc<Layouts>, StageError> {
@@ -272,9 +401,8 @@ pub fn unknown_override_phases(
     if query.overrides.is_empty() {
         return Vec::new();
     }
-    let db = &session.db;
-    let keys = phase_keys(db, session.inputs);
-    let known: Vec<&str> = keys.iter().map(|key| key.key(db).as_str()).collect();
+    let phases = session.phases();
+    let known: Vec<&str> = phases.iter().map(|phase| phase.key()).collect();
     if known.is_empty() {
         return Vec::new();
     }

@@ -8,11 +8,11 @@
 use salsa::{Durability, Setter};
 
 use super::database::Db;
-use crate::model::config::ModelConfig;
-use crate::query::{
+use crate::build_file::{
     AttentionChoice, BuildQuery, MachineSettings, Outputs, PhaseOverride, PlanningFlags,
     ScheduleSettings, WeightSource,
 };
+use crate::model::config::ModelConfig;
 
 #[salsa::input(debug)]
 pub struct BuildInputs {

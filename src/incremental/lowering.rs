@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::database::Db;
 use super::inputs::BuildInputs;
 use crate::expand::assemble::assemble;
-use crate::expand::builder::OpExpansion;
+use crate::expand::expansion::OpExpansion;
 use crate::expand::program::LowProgram;
 use crate::expand::summary::{ProgramSummary, summarize};
 use crate::expand::{ExpandError, expand_op};
@@ -47,7 +47,7 @@ pub fn graph(db: &dyn Db, build: BuildInputs) -> Graph {
 /// Firewall: the planning-relevant projection of the build's fields.
 #[salsa::tracked(returns(copy))]
 pub fn planning_settings(db: &dyn Db, build: BuildInputs) -> PlanningSettings {
-    crate::query::planning_settings(
+    crate::build_file::planning_settings(
         build.machine(db).tiles,
         build.planning(db),
         build.attention(db),

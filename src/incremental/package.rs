@@ -4,11 +4,11 @@
 
 use rayon::prelude::*;
 
-use super::backend::{BackendError, placement, row_table};
+use super::lowering::low_program;
 use super::phases::{
     encoded_rows, phase_groups, phase_keys, phase_patches, phase_problem, phase_work,
 };
-use super::stages::low_program;
+use super::whole_program::{BackendError, placement, row_table};
 use super::{BuildInputs, Db};
 use crate::expand::visit::step_locations_mut;
 use crate::package::{Package, PackageError, PackagePhase, PlacedAllocation};

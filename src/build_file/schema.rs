@@ -3,7 +3,7 @@
 //! of known keys that both the file check and `--set` use.
 //!
 //! This module owns the file's shape only. It must not apply defaults, resolve
-//! presets or judge values (that is `crate::query::validate`); integers are
+//! presets or judge values (that is `crate::build_file::validate`); integers are
 //! read as `i64` and enumerations as strings so that validation, not serde,
 //! words the errors about ranges and spellings.
 

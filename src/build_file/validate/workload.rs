@@ -9,12 +9,12 @@ use super::{
     DEFAULT_BATCH, DEFAULT_FP8_SCALE, DEFAULT_FUSE_QKV, DEFAULT_SEED, FP8_SCALE_RANGE, Resolver,
     Sourced, nearest_divisor,
 };
+use crate::build_file::error::{Issue, Origin};
+use crate::build_file::schema::{self, QueryFile, WorkloadSection};
+use crate::build_file::{AttentionChoice, WeightSource, Workload};
 use crate::model::config::{
     CUSTOM_MODEL_NAME, GeluForm, ModelConfig, PRESET_NAMES, Pooling, Positions,
 };
-use crate::query::error::{Issue, Origin};
-use crate::query::schema::{self, QueryFile, WorkloadSection};
-use crate::query::{AttentionChoice, WeightSource, Workload};
 
 impl Resolver<'_> {
     pub(super) fn workload(

@@ -5,11 +5,9 @@
 //! checked (`crate::sim::replay`). Phases run in parallel over cloned
 //! database handles.
 
-use rayon::prelude::*;
-
-use crate::driver::Session;
-use crate::queries::phases::{PhaseError, encoded_rows, phase_keys, phase_work};
+use super::Session;
 use crate::rows::ConsecutivePlacement;
+use crate::session::PhaseError;
 use crate::sim::replay::{ReplayError, ReplayReport, replay_phase};
 
 /// One phase's replay outcome.
@@ -32,22 +30,18 @@ enum Failure {
 /// Replays every phase of the session's (already built) program. `sample`
 /// limits the checked words per phase (`None`: every word).
 pub fn replay_all(session: &Session, sample: Option<u64>) -> Vec<PhaseReplay> {
-    let keys = phase_keys(&session.db, session.inputs).clone();
-    keys.par_iter()
-        .map_with(session.db.clone(), |db, &key| {
-            let outcome = (|| -> Result<ReplayReport, Failure> {
-                let (problem, policy) = phase_work(db, key)?;
-                let rows = encoded_rows(db, problem, policy).clone()?;
-                let content = problem.problem(db);
-                let placement = ConsecutivePlacement::new(content)?;
-                let words =
-                    rows.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
-                Ok(replay_phase(content, &words, &placement, sample)?)
-            })();
-            PhaseReplay {
-                key: key.key(db).clone(),
-                result: outcome.map_err(|error| error.to_string()),
-            }
-        })
-        .collect()
+    session.map_phases(|phase| {
+        let outcome = (|| -> Result<ReplayReport, Failure> {
+            let rows = phase.rows()?;
+            let content = phase.problem()?;
+            let placement = ConsecutivePlacement::new(content)?;
+            let words =
+                rows.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
+            Ok(replay_phase(content, &words, &placement, sample)?)
+        })();
+        PhaseReplay {
+            key: phase.key().to_string(),
+            result: outcome.map_err(|error| error.to_string()),
+        }
+    })
 }

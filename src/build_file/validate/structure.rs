@@ -3,8 +3,8 @@
 
 use toml::de::{DeTable, DeValue};
 
-use crate::query::error::{Issue, IssueBody, Origin};
-use crate::query::schema::{self, KeyKind};
+use crate::build_file::error::{Issue, IssueBody, Origin};
+use crate::build_file::schema::{self, KeyKind};
 
 // ---------------------------------------------------------------------------
 // Structure: known keys and TOML types, checked on the syntax tree.

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use super::database::Db;
 use super::inputs::BuildInputs;
+use super::lowering::{StageError, low_program};
+use super::on_disk::cache_on_disk;
 use super::phases::{
     PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_patches,
     phase_problem, phase_work, problem_digest,
 };
-use super::stages::{StageError, low_program};
-use crate::cache::{CacheKey, EntryKind};
+use crate::cache::CacheKey;
 use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::{Estimate, PhaseCost, compute_step_costs, estimate};
 use crate::expand::program::Step;
@@ -180,23 +181,18 @@ pub fn placement_key(db: &dyn Db, build: BuildInputs) -> Result<CacheKey, Backen
 #[salsa::tracked(returns(ref))]
 pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, BackendError> {
     let _span = tracing::debug_span!("placement").entered();
-    let reservations = tile_reservations(db, build).clone()?;
-    let key = match db.cache() {
-        Some(_) => Some(placement_key(db, build).clone()?),
-        None => None,
-    };
-    if let (Some(cache), Some(key)) = (db.cache(), &key)
-        && let Some(cached) = cache.load::<Placement>(EntryKind::Placement, key)
-    {
-        return Ok(Arc::new(cached));
-    }
-    let program = low_program(db, build).clone()?;
-    let groups = phase_groups(db, build).clone()?;
-    let placed = place(&program, &groups.steps, &reservations)?;
-    if let (Some(cache), Some(key)) = (db.cache(), &key) {
-        cache.store(EntryKind::Placement, key, &placed);
-    }
-    Ok(Arc::new(placed))
+    cache_on_disk(
+        db,
+        || placement_key(db, build).clone(),
+        |_| true,
+        || {
+            let reservations = tile_reservations(db, build).clone()?;
+            let program = low_program(db, build).clone()?;
+            let groups = phase_groups(db, build).clone()?;
+            Ok(place(&program, &groups.steps, &reservations)?)
+        },
+    )
+    .map(Arc::new)
 }
 
 /// Sharing-patch words per phase index and tile's worst case, in cycles.

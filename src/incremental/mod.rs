@@ -1,0 +1,18 @@
+//! The salsa query layer: the database, the build inputs, and one tracked
+//! function per stage, each a thin wrapper over a pure core. `lowering`
+//! holds the first half (graph, layouts, per-op expansion, low program),
+//! `phases` the per-phase queries, `whole_program` the aggregates over all
+//! phases (row table, reservations, placement, estimate) and `package` the
+//! finished package's assembly; `on_disk` is the one path to the
+//! persistent cache.
+
+pub mod database;
+pub mod inputs;
+pub mod lowering;
+pub mod on_disk;
+pub mod package;
+pub mod phases;
+pub mod whole_program;
+
+pub use database::{CompilerDatabase, Db, Execution};
+pub use inputs::{BuildInputs, apply_query, create_inputs};

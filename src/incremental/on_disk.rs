@@ -1,0 +1,100 @@
+//! The persistent cache as one combinator (rustc's `cache_on_disk_if`):
+//! a provider says what its value is keyed by, when a loaded entry is
+//! usable and how to compute the value; [`cache_on_disk`] loads, checks,
+//! computes and stores. Providers never touch the disk themselves, and a
+//! database without a persistent cache never computes a key.
+
+use super::database::Db;
+use crate::cache::{CacheKey, EntryKind};
+use crate::place::Placement;
+use crate::rows::PhaseRows;
+use crate::rows::serial::{decode_rows, encode_rows};
+use crate::schedule::{Schedule, ScheduleFigures};
+
+/// A value kept in the persistent cache: its entry kind and payload codec.
+pub trait Persisted: Sized {
+    const KIND: EntryKind;
+    fn encode(&self) -> Result<Vec<u8>, String>;
+    fn decode(payload: &[u8]) -> Result<Self, String>;
+}
+
+fn bincode_encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    bincode::serialize(value).map_err(|error| error.to_string())
+}
+
+fn bincode_decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, String> {
+    bincode::deserialize(payload).map_err(|error| error.to_string())
+}
+
+impl Persisted for Schedule {
+    const KIND: EntryKind = EntryKind::Schedule;
+    fn encode(&self) -> Result<Vec<u8>, String> {
+        bincode_encode(self)
+    }
+    fn decode(payload: &[u8]) -> Result<Self, String> {
+        bincode_decode(payload)
+    }
+}
+
+impl Persisted for ScheduleFigures {
+    const KIND: EntryKind = EntryKind::Figures;
+    fn encode(&self) -> Result<Vec<u8>, String> {
+        bincode_encode(self)
+    }
+    fn decode(payload: &[u8]) -> Result<Self, String> {
+        bincode_decode(payload)
+    }
+}
+
+/// Rows use their compact form: a generic serializer visiting every word
+/// dominates a warm build's loading.
+impl Persisted for PhaseRows {
+    const KIND: EntryKind = EntryKind::Rows;
+    fn encode(&self) -> Result<Vec<u8>, String> {
+        Ok(encode_rows(self))
+    }
+    fn decode(payload: &[u8]) -> Result<Self, String> {
+        decode_rows(payload)
+    }
+}
+
+impl Persisted for Placement {
+    const KIND: EntryKind = EntryKind::Placement;
+    fn encode(&self) -> Result<Vec<u8>, String> {
+        bincode_encode(self)
+    }
+    fn decode(payload: &[u8]) -> Result<Self, String> {
+        bincode_decode(payload)
+    }
+}
+
+/// `compute()`, served from the database's persistent cache when it has
+/// one: the entry under `key()` is returned if it decodes and `usable`
+/// accepts it; otherwise the value is computed and, on success, stored.
+/// `key` runs only when the database has a cache. An entry that cannot be
+/// encoded is left out with a warning (the build goes on).
+pub fn cache_on_disk<T: Persisted, E>(
+    db: &dyn Db,
+    key: impl FnOnce() -> Result<CacheKey, E>,
+    usable: impl FnOnce(&T) -> bool,
+    compute: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    let Some(cache) = db.cache() else {
+        return compute();
+    };
+    let key = key()?;
+    if let Some(cached) = cache.load_with(T::KIND, &key, T::decode)
+        && usable(&cached)
+    {
+        return Ok(cached);
+    }
+    let value = compute()?;
+    match value.encode() {
+        Ok(payload) => cache.store_payload(T::KIND, &key, &payload),
+        Err(error) => cache.warn(format!(
+            "cache: cannot encode a {:?} entry: {error}",
+            T::KIND
+        )),
+    }
+    Ok(value)
+}

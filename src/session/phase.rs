@@ -1,0 +1,73 @@
+//! One exchange phase of a session's build, as the facade hands it out: its
+//! key and position, and lazily each of its products (problem, policy,
+//! schedule, rows, patches, figures), every one a memoized query read.
+//! Users of the session (CLI, watch, capture, replay, reports) read phases
+//! through this handle and never name a query.
+
+use std::sync::Arc;
+
+use crate::incremental::CompilerDatabase;
+use crate::incremental::phases::{
+    EffectivePolicy, PhaseError, PhaseFigures, PhaseKey, PhaseProblem, encoded_rows, phase_figures,
+    phase_patches, phase_policy, phase_problem, phase_work, scheduled,
+};
+use crate::patch::PhasePatches;
+use crate::rows::PhaseRows;
+use crate::schedule::{ExchangeProblem, Schedule};
+
+/// An exchange phase of a built session.
+#[derive(Clone, Copy)]
+pub struct Phase<'session> {
+    pub(super) db: &'session CompilerDatabase,
+    pub(super) key: PhaseKey<'session>,
+    /// Position in program order (the index `capture` and `phases` use).
+    pub index: usize,
+}
+
+impl<'session> Phase<'session> {
+    /// The stable key, `op#ordinal`.
+    pub fn key(&self) -> &'session str {
+        self.key.key(self.db)
+    }
+
+    /// Executions, Repeat membership, merged keys and the global
+    /// allocation of each of the problem's local allocations.
+    pub fn record(&self) -> Result<&'session PhaseProblem<'session>, PhaseError> {
+        phase_problem(self.db, self.key)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The exchange problem (shared by every phase with the same content).
+    pub fn problem(&self) -> Result<&'session Arc<ExchangeProblem>, PhaseError> {
+        Ok(self.record()?.problem.problem(self.db))
+    }
+
+    /// The phase's effective policy and where it came from.
+    pub fn policy(&self) -> &'session EffectivePolicy {
+        phase_policy(self.db, self.key)
+    }
+
+    /// The validated schedule (loads or computes the full schedule; the
+    /// figures alone are cheaper).
+    pub fn schedule(&self) -> Result<Arc<Schedule>, PhaseError> {
+        let (problem, policy) = phase_work(self.db, self.key)?;
+        scheduled(self.db, problem, policy).clone()
+    }
+
+    /// The encoded and checked rows.
+    pub fn rows(&self) -> Result<Arc<PhaseRows>, PhaseError> {
+        let (problem, policy) = phase_work(self.db, self.key)?;
+        encoded_rows(self.db, problem, policy).clone()
+    }
+
+    /// The Repeat patch lists.
+    pub fn patches(&self) -> Result<Arc<PhasePatches>, PhaseError> {
+        phase_patches(self.db, self.key).clone()
+    }
+
+    /// The headline figures (horizon, bounds, rows, patches, policy).
+    pub fn figures(&self) -> Result<PhaseFigures, PhaseError> {
+        phase_figures(self.db, self.key).clone()
+    }
+}
