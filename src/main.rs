@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, explain, preflight, replay, run, simulate,
-    verify, watch,
+    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, replay, run,
+    simulate, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -41,7 +41,35 @@ fn main() -> ExitCode {
         .with(chrome_layer)
         .init();
     let result = match &cli.command {
-        Command::Build { query, ops, why } => build::run(query, *ops, *why),
+        Command::Build {
+            query,
+            ops,
+            why,
+            suggestions,
+        } => build::run(query, *ops, *why, *suggestions),
+        Command::Phases {
+            query,
+            sort_by,
+            max_cycles,
+            max_occupancy,
+            kind,
+            at_offset,
+            top,
+            json,
+            suggest,
+        } => phases::run(
+            query,
+            &phases::PhasesOptions {
+                sort_by: *sort_by,
+                max_cycles: *max_cycles,
+                max_occupancy: *max_occupancy,
+                kind: *kind,
+                at_offset: *at_offset,
+                top: *top,
+                json: *json,
+                suggest: *suggest,
+            },
+        ),
         Command::Run { query } => run::run(query),
         Command::Simulate {
             query,

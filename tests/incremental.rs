@@ -369,6 +369,7 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
         ("schedule_figures", problems),
         ("encoded_rows", problems),
         ("row_table", 1),
+        ("phase_costs", 1),
         ("build_estimate", 1),
     ]);
     // Salsa backdates equal values: the reservations re-run only if the

@@ -14,7 +14,16 @@ use crate::expand::expansion::OpExpansion;
 use crate::text::thousands;
 
 /// `why`: explain the build against the last recorded one (builds twice).
-pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), CommandError> {
+/// Exchange phases measured under every standard policy for the build's
+/// suggestions: this many of the most expensive.
+pub const SUGGESTION_CANDIDATES: usize = 4;
+
+pub fn run(
+    arguments: &QueryArguments,
+    show_ops: bool,
+    why: bool,
+    suggestions: usize,
+) -> Result<(), CommandError> {
     let started = Instant::now();
     let query = load(arguments)?;
     // Every build writes into the outputs folder (at least last-build.json):
@@ -183,6 +192,45 @@ pub fn run(arguments: &QueryArguments, show_ops: bool, why: bool) -> Result<(), 
             quality.worst_phase,
             quality.worst_latency_ratio
         );
+        if show_ops {
+            println!(
+                "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9}",
+                "op", "runs", "cycles/run", "total", "share", "MACs", "roofline"
+            );
+            for line in &back.compute_by_op {
+                println!(
+                    "  {:<48} {:>6} {:>14} {:>14} {:>6.2}% {:>16} {:>9}",
+                    line.op.op,
+                    line.op.executions,
+                    thousands(line.cycles_per_execution),
+                    thousands(line.op.cycles),
+                    line.share * 100.0,
+                    thousands(line.op.fp8_macs + line.op.fp16_macs),
+                    line.roofline_ratio
+                        .map_or_else(|| "-".to_string(), |ratio| format!("{ratio:.2}x"))
+                );
+            }
+        }
+        if suggestions > 0 {
+            let found = session
+                .suggestions(Some(SUGGESTION_CANDIDATES))
+                .map_err(|error| CommandError::Internal(error.to_string()))?;
+            if found.is_empty() {
+                println!(
+                    "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
+                );
+            } else {
+                println!(
+                    "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
+                    found.len().min(suggestions)
+                );
+                let shown = &found[..found.len().min(suggestions)];
+                for line in super::phases::render_suggestions(shown) {
+                    println!("{line}");
+                }
+                println!("{}", super::phases::SUGGESTION_NOTE);
+            }
+        }
         if query.outputs.phases_csv {
             let directory = artifacts_directory(&query);
             std::fs::create_dir_all(&directory).map_err(|error| {

@@ -32,7 +32,7 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
         let nearest = super::overrides::nearest_keys(phase, &known, 5);
         return Err(CommandError::Input(format!(
             "error: --phase {phase}: no such phase in {}; did you mean `{}`? nearest keys: {} \
-             (all {} are in {}/{}/phases.csv)",
+             (all {} are listed by `superstep phases --kind exchange` and in {}/{}/phases.csv)",
             query.name,
             nearest.first().copied().unwrap_or("-"),
             nearest.join(", "),

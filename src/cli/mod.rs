@@ -9,6 +9,7 @@ pub mod common;
 pub mod explain;
 pub mod memory;
 pub mod overrides;
+pub mod phases;
 pub mod preflight;
 pub mod replay;
 pub mod run;
@@ -20,6 +21,18 @@ pub mod why;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+/// A fraction in 0..=1.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number; give a fraction such as 0.1"))?;
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} is outside 0..=1"))
+    }
+}
 
 /// The most timed repetitions `bench-snapshot --iterations` accepts.
 pub const MAX_BENCH_ITERATIONS: i64 = 1000;
@@ -104,6 +117,53 @@ pub enum Command {
         /// Without a usable record it says so and builds once, cold.
         #[arg(long, verbatim_doc_comment)]
         why: bool,
+        /// How many suggested overrides to end with (0: none). Each is the
+        /// best standard policy of one of the most expensive exchange phases,
+        /// proved by scheduling it; `superstep phases --suggest` lists all.
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        suggestions: usize,
+    },
+    /// Build, then list every exchange phase and compute step of the
+    /// program in program order: index (the phase index `capture` and
+    /// `bench-snapshot` use; compute steps are numbered on their own),
+    /// stable key, kind, executions, cycles per execution, total cycles and
+    /// share of the estimate; for exchanges the horizon, endpoint lower
+    /// bound, gap, policy and its source, row bytes and patch words; for
+    /// compute steps the busy tiles and occupancy (modelled busy tile-cycles
+    /// over tiles x step cycles). Every figure is the program's modelled
+    /// cost (the estimate's), not a hardware measurement; the lines' totals
+    /// add up to the estimate.
+    Phases {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Order of the lines.
+        #[arg(long, value_enum, default_value = "order")]
+        sort_by: phases::SortKey,
+        /// Only lines whose one execution takes at most N cycles.
+        #[arg(long, value_name = "N")]
+        max_cycles: Option<u64>,
+        /// Only compute steps whose occupancy is at most F (0..=1).
+        #[arg(long, value_name = "F", value_parser = parse_fraction)]
+        max_occupancy: Option<f64>,
+        /// Only exchange phases, or only compute steps.
+        #[arg(long, value_enum)]
+        kind: Option<phases::KindFilter>,
+        /// Only the step whose execution covers this cycle of the modelled
+        /// timeline (Repeat iterations unrolled).
+        #[arg(long, value_name = "CYCLE", conflicts_with_all = ["sort_by", "top", "suggest"])]
+        at_offset: Option<u64>,
+        /// At most N lines (after sorting).
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Print the selected lines as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Instead of the lines: every phase whose cost (horizon plus Repeat
+        /// patching) a standard policy (latency, S64, S256, B256, B1024,
+        /// list, matching at the build's width) beats, measured by
+        /// scheduling it, with the saving and the `--set` that applies it.
+        #[arg(long)]
+        suggest: bool,
     },
     /// Explain one exchange phase: provenance, transfers, schedule, rows per
     /// tile, patches, and where its policy comes from.

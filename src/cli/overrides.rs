@@ -37,7 +37,7 @@ pub fn check_override_phases(
         let quoted: Vec<String> = nearest.iter().map(|key| format!("`{key}`")).collect();
         let help = match nearest.first() {
             Some(best) => format!(
-                "did you mean `{best}`? nearest phase keys: {}; every key is in {}/{}/phases.csv after a build",
+                "did you mean `{best}`? nearest phase keys: {}; `superstep phases --kind exchange` lists every key (so does {}/{}/phases.csv after a build)",
                 quoted.join(", "),
                 query.outputs.directory.display(),
                 query.name

@@ -20,6 +20,9 @@ pub struct OpCompute {
     pub op: String,
     /// Compute steps of this op executed (Repeat iterations counted).
     pub steps: u64,
+    /// Runs of the op in one run of the program: its Repeat's iterations
+    /// (1 outside the layer loop).
+    pub executions: u64,
     /// Cycles the estimate charges this op's compute steps.
     pub cycles: u64,
     /// Of `cycles`: kernel steps, local-copy steps and zero-fill steps.
@@ -86,6 +89,7 @@ pub fn compute_by_op(
     #[derive(Default)]
     struct Totals {
         steps: u64,
+        executions: u64,
         cycles: u64,
         kernel_cycles: u64,
         copy_cycles: u64,
@@ -121,6 +125,7 @@ pub fn compute_by_op(
             if let Some(provenance) = provenance {
                 let entry = totals.entry(provenance.op).or_default();
                 entry.steps += executions;
+                entry.executions = entry.executions.max(executions);
                 let cycles = step_cycles.get(path.as_slice()).copied().unwrap_or(0) * executions;
                 entry.cycles += cycles;
                 match step {
@@ -155,6 +160,7 @@ pub fn compute_by_op(
                 .cloned()
                 .unwrap_or_else(|| format!("op {op}")),
             steps: totals.steps,
+            executions: totals.executions,
             cycles: totals.cycles,
             kernel_cycles: totals.kernel_cycles,
             copy_cycles: totals.copy_cycles,

@@ -133,9 +133,26 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
     }
 }
 
+/// How a compute step loads the machine for one execution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepLoad {
+    /// Its busiest tile's cycles: what the step costs.
+    pub cycles: u64,
+    /// Tiles with any work.
+    pub busy_tiles: u32,
+    /// Every tile's busy cycles, summed.
+    pub busy_tile_cycles: u64,
+}
+
 /// Cycles of a compute step (kernels, copies or fills): its busiest tile.
 /// Exchanges, Repeats and checkpoints are not compute steps (0).
 pub fn compute_step_cycles(step: &Step, tiles: u32) -> u64 {
+    compute_step_load(step, tiles).cycles
+}
+
+/// The load of a compute step; all zero for exchanges, Repeats and
+/// checkpoints.
+pub fn compute_step_load(step: &Step, tiles: u32) -> StepLoad {
     let mut per_tile = vec![0u64; tiles as usize];
     match step {
         Step::Kernels { runs, .. } => {
@@ -155,7 +172,13 @@ pub fn compute_step_cycles(step: &Step, tiles: u32) -> u64 {
                     costs::local_copy_cycles(fill.rows as u64 * fill.row_bytes as u64);
             }
         }
-        Step::Exchange { .. } | Step::Repeat { .. } | Step::Checkpoint { .. } => return 0,
+        Step::Exchange { .. } | Step::Repeat { .. } | Step::Checkpoint { .. } => {
+            return StepLoad::default();
+        }
     }
-    per_tile.into_iter().max().unwrap_or(0)
+    StepLoad {
+        cycles: per_tile.iter().copied().max().unwrap_or(0),
+        busy_tiles: per_tile.iter().filter(|&&cycles| cycles > 0).count() as u32,
+        busy_tile_cycles: per_tile.iter().sum(),
+    }
 }

@@ -9,6 +9,7 @@
 
 pub mod breakdown;
 pub mod compute;
+pub mod profile;
 
 use std::collections::HashMap;
 
@@ -70,16 +71,21 @@ impl Walker<'_> {
     }
 }
 
-/// Cycles of every compute step, by step path (computed once per program).
-pub fn compute_step_costs(steps: &[Step], tiles: u32) -> HashMap<Vec<u32>, u64> {
-    fn walk(steps: &[Step], tiles: u32, path: &mut Vec<u32>, out: &mut HashMap<Vec<u32>, u64>) {
+/// The load of every compute step, by step path.
+pub fn compute_step_loads(steps: &[Step], tiles: u32) -> HashMap<Vec<u32>, compute::StepLoad> {
+    fn walk(
+        steps: &[Step],
+        tiles: u32,
+        path: &mut Vec<u32>,
+        out: &mut HashMap<Vec<u32>, compute::StepLoad>,
+    ) {
         for (index, step) in steps.iter().enumerate() {
             path.push(index as u32);
             match step {
                 Step::Repeat { body, .. } => walk(body, tiles, path, out),
                 Step::Exchange { .. } | Step::Checkpoint { .. } => {}
                 _ => {
-                    out.insert(path.clone(), compute::compute_step_cycles(step, tiles));
+                    out.insert(path.clone(), compute::compute_step_load(step, tiles));
                 }
             }
             path.pop();

@@ -6,6 +6,7 @@
 //! finished package's assembly; `on_disk` is the one path to the
 //! persistent cache.
 
+pub mod alternatives;
 pub mod database;
 pub mod inputs;
 pub mod lowering;

@@ -16,7 +16,9 @@ use super::phases::{
 };
 use crate::cache::CacheKey;
 use crate::estimate::breakdown::{OpCompute, compute_by_op};
-use crate::estimate::{Estimate, PhaseCost, compute_step_costs, estimate};
+use crate::estimate::compute::StepLoad;
+use crate::estimate::profile::{PhaseEntry, ProgramProfile, profile};
+use crate::estimate::{Estimate, PhaseCost, compute_step_loads, estimate};
 use crate::expand::program::Step;
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
@@ -211,24 +213,35 @@ fn sharing_patch_cycles(table: &RowTable, phases: usize) -> Vec<u64> {
     cycles
 }
 
+/// What each phase costs per execution (horizon; Repeat and sharing
+/// patching), by phase index.
 #[salsa::tracked(returns(ref))]
-pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, BackendError> {
-    let groups = phase_groups(db, build).clone()?;
+pub fn phase_costs(db: &dyn Db, build: BuildInputs) -> Result<Arc<Vec<PhaseCost>>, BackendError> {
     let table = row_table(db, build).clone()?;
     let keys = phase_keys(db, build);
     let sharing = sharing_patch_cycles(&table, keys.len());
-    let mut costs_by_path: HashMap<Vec<u32>, PhaseCost> = HashMap::new();
-    for (index, (&phase, record)) in keys.iter().zip(&groups.phases).enumerate() {
+    let mut costs = Vec::with_capacity(keys.len());
+    for (index, &phase) in keys.iter().enumerate() {
         let figures = phase_figures(db, phase).clone()?;
         let patches = phase_patches(db, phase).clone()?;
-        costs_by_path.insert(
-            record.step_path.clone(),
-            PhaseCost {
-                horizon: figures.horizon as u64,
-                patch_cycles: patches.cycles() + sharing[index],
-            },
-        );
+        costs.push(PhaseCost {
+            horizon: figures.horizon as u64,
+            patch_cycles: patches.cycles() + sharing[index],
+        });
     }
+    Ok(Arc::new(costs))
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, BackendError> {
+    let groups = phase_groups(db, build).clone()?;
+    let costs = phase_costs(db, build).clone()?;
+    let costs_by_path: HashMap<&[u32], PhaseCost> = groups
+        .phases
+        .iter()
+        .zip(costs.iter())
+        .map(|(record, &cost)| (record.step_path.as_slice(), cost))
+        .collect();
     let compute = compute_costs(db, build).clone()?;
     let lookup = |path: &[u32]| costs_by_path.get(path).copied();
     let compute_lookup = |path: &[u32], _: &Step| {
@@ -241,16 +254,67 @@ pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, 
     Ok(Arc::new(estimate(&groups.steps, &compute_lookup, &lookup)))
 }
 
-/// Cycles of every compute step (depends on the program only, so schedule
-/// edits never recompute it).
+/// The load of every compute step (depends on the program only, so
+/// schedule edits never recompute it).
+#[salsa::tracked(returns(ref))]
+pub fn compute_loads(
+    db: &dyn Db,
+    build: BuildInputs,
+) -> Result<Arc<HashMap<Vec<u32>, StepLoad>>, BackendError> {
+    let groups = phase_groups(db, build).clone()?;
+    Ok(Arc::new(compute_step_loads(
+        &groups.steps,
+        build.machine(db).tiles,
+    )))
+}
+
+/// Cycles of every compute step (its busiest tile).
 #[salsa::tracked(returns(ref))]
 pub fn compute_costs(
     db: &dyn Db,
     build: BuildInputs,
 ) -> Result<Arc<HashMap<Vec<u32>, u64>>, BackendError> {
+    let loads = compute_loads(db, build).clone()?;
+    Ok(Arc::new(
+        loads
+            .iter()
+            .map(|(path, load)| (path.clone(), load.cycles))
+            .collect(),
+    ))
+}
+
+/// The program's modelled profile: every phase and compute step in
+/// program order with the cycles the estimate charges it, and the timeline.
+#[salsa::tracked(returns(ref))]
+pub fn program_profile(
+    db: &dyn Db,
+    build: BuildInputs,
+) -> Result<Arc<ProgramProfile>, BackendError> {
     let groups = phase_groups(db, build).clone()?;
-    Ok(Arc::new(compute_step_costs(
+    let program = low_program(db, build).clone()?;
+    let costs = phase_costs(db, build).clone()?;
+    let loads = compute_loads(db, build).clone()?;
+    let phases: HashMap<Vec<u32>, PhaseEntry<'_>> = groups
+        .phases
+        .iter()
+        .zip(costs.iter())
+        .enumerate()
+        .map(|(index, (record, &cost))| {
+            (
+                record.step_path.clone(),
+                PhaseEntry {
+                    index,
+                    key: record.key.as_str(),
+                    cost,
+                },
+            )
+        })
+        .collect();
+    Ok(Arc::new(profile(
         &groups.steps,
+        &program.names,
+        &phases,
+        &loads,
         build.machine(db).tiles,
     )))
 }

@@ -199,7 +199,33 @@ pub struct BackReport {
     /// Matrix-unit roofline of the whole program's MACs (FP8 products, FP16 attention).
     pub compute_roofline_cycles: u64,
     /// Compute cycles, MACs and roofline per op, most cycles first.
-    pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
+    pub compute_by_op: Vec<OpComputeLine>,
+}
+
+/// One op's compute with its share of the estimate and its distance from
+/// the matrix-unit roofline (FP8 128, FP16 64 MACs per cycle per tile).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpComputeLine {
+    #[serde(flatten)]
+    pub op: crate::estimate::breakdown::OpCompute,
+    /// `cycles` over the op's executions.
+    pub cycles_per_execution: u64,
+    /// `cycles` over the estimate's total cycles.
+    pub share: f64,
+    /// `cycles` over `roofline_cycles` (absent for ops without matrix work).
+    pub roofline_ratio: Option<f64>,
+}
+
+impl OpComputeLine {
+    pub fn of(op: &crate::estimate::breakdown::OpCompute, total_cycles: u64) -> OpComputeLine {
+        OpComputeLine {
+            op: op.clone(),
+            cycles_per_execution: op.cycles / op.executions.max(1),
+            share: op.cycles as f64 / total_cycles.max(1) as f64,
+            roofline_ratio: (op.roofline_cycles > 0)
+                .then(|| op.cycles as f64 / op.roofline_cycles as f64),
+        }
+    }
 }
 
 impl BackReport {
@@ -222,7 +248,11 @@ impl BackReport {
             exchange_quality: ExchangeQuality::of(&back.phases),
             phases: back.phases.clone(),
             compute_roofline_cycles: back.compute_by_op.iter().map(|op| op.roofline_cycles).sum(),
-            compute_by_op: back.compute_by_op.clone(),
+            compute_by_op: back
+                .compute_by_op
+                .iter()
+                .map(|op| OpComputeLine::of(op, back.cycles))
+                .collect(),
         }
     }
 
@@ -231,7 +261,8 @@ impl BackReport {
         let mut csv = String::from(
             "op,steps,cycles,kernel_cycles,copy_cycles,fill_cycles,fp8_macs,fp16_macs,roofline_cycles,ratio\n",
         );
-        for op in &self.compute_by_op {
+        for line in &self.compute_by_op {
+            let op = &line.op;
             let ratio = if op.roofline_cycles == 0 {
                 String::new()
             } else {

@@ -9,12 +9,15 @@
 
 pub mod phase;
 pub mod replay;
+pub mod suggest;
 
+pub use crate::estimate::profile::{ProfileEntry, ProgramProfile, StepKind};
 pub use crate::incremental::Execution;
 pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
 pub use crate::incremental::whole_program::BackendError;
 pub use phase::Phase;
+pub use suggest::Suggestion;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,7 +42,7 @@ use crate::incremental::phases::{
     phase_figures, phase_groups, phase_keys, phase_patches, phase_positions,
 };
 use crate::incremental::whole_program::{
-    build_estimate, compute_breakdown, placement, row_table, tile_reservations,
+    build_estimate, compute_breakdown, placement, program_profile, row_table, tile_reservations,
 };
 use crate::incremental::{BuildInputs, CompilerDatabase, Db, apply_query, create_inputs};
 use crate::layout::plan::Layouts;
@@ -198,6 +201,12 @@ impl Session {
     /// The estimate of the whole program.
     pub fn estimate(&self) -> Result<Arc<Estimate>, BackendError> {
         build_estimate(&self.db, self.inputs).clone()
+    }
+
+    /// The program's modelled profile: every phase and compute step with
+    /// its cycles, and the timeline.
+    pub fn profile(&self) -> Result<Arc<ProgramProfile>, BackendError> {
+        program_profile(&self.db, self.inputs).clone()
     }
 
     /// Compute cycles, MACs and roofline per op.

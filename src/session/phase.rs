@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::incremental::CompilerDatabase;
+use crate::incremental::alternatives::{PhaseAlternatives, phase_alternatives};
 use crate::incremental::phases::{
     EffectivePolicy, PhaseError, PhaseFigures, PhaseKey, PhaseProblem, encoded_rows, phase_figures,
     phase_patches, phase_policy, phase_problem, phase_work, scheduled,
@@ -69,5 +70,12 @@ impl<'session> Phase<'session> {
     /// The headline figures (horizon, bounds, rows, patches, policy).
     pub fn figures(&self) -> Result<PhaseFigures, PhaseError> {
         phase_figures(self.db, self.key).clone()
+    }
+}
+
+impl Phase<'_> {
+    /// The phase under each standard policy, measured by scheduling it.
+    pub fn alternatives(&self) -> Result<PhaseAlternatives, PhaseError> {
+        phase_alternatives(self.db, self.key).clone()
     }
 }

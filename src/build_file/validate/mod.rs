@@ -517,7 +517,7 @@ impl Resolver<'_> {
                 .label("expected OPERATOR#ORDINAL")
                 .help(
                     "a phase key is the operator's provenance, '#', and the phase's ordinal \
-                     within it, e.g. \"layer.mlp.up#0\" (artifacts/NAME/phases.csv lists them)",
+                     within it, e.g. \"layer.mlp.up#0\" (`superstep phases --kind exchange` lists them)",
                 ));
             }
             let Some(policy_field) = &entry.policy else {

@@ -1,0 +1,361 @@
+//! `superstep phases [QUERY]`: one line per exchange phase and compute step
+//! of the program, in program order, with what each costs per execution,
+//! how often it runs, its share of the estimate and (exchanges) its
+//! horizon, bound, policy, rows and patches or (compute) its busy tiles and
+//! occupancy; filters and sorts in the spirit of the seed system's
+//! `profile-phases`; `--suggest` lists the overrides that would save time.
+//!
+//! Every figure is the program's modelled cost (the estimate's), not a
+//! hardware measurement.
+
+use std::cmp::Ordering;
+
+use serde::Serialize;
+
+use super::QueryArguments;
+use super::common::{CommandError, build_checked, finish_cache, load, open_session};
+use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind, Suggestion};
+use crate::target::costs::cycles_to_ms;
+use crate::text::thousands;
+
+/// How `phases` orders its lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    /// Program order.
+    Order,
+    /// Cycles of one execution, most first.
+    Cycles,
+    /// Share of the estimate (total cycles over every execution), most first.
+    Share,
+    /// Exchange horizon over its endpoint lower bound, largest first.
+    Gap,
+    /// Compute occupancy, lowest first.
+    Occupancy,
+}
+
+/// Which lines `phases` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindFilter {
+    Exchange,
+    Compute,
+}
+
+/// The options of `superstep phases`.
+#[derive(Clone, Debug)]
+pub struct PhasesOptions {
+    pub sort_by: SortKey,
+    pub max_cycles: Option<u64>,
+    pub max_occupancy: Option<f64>,
+    pub kind: Option<KindFilter>,
+    pub at_offset: Option<u64>,
+    pub top: Option<usize>,
+    pub json: bool,
+    pub suggest: bool,
+}
+
+/// One line of `phases` (and one record of its JSON).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseLine {
+    /// An exchange's phase index, or a compute step's index among compute steps.
+    pub index: usize,
+    pub key: String,
+    pub kind: StepKind,
+    pub executions: u64,
+    pub cycles: u64,
+    pub total_cycles: u64,
+    /// `total_cycles` over the estimate's total.
+    pub share: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<ExchangeDetail>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute: Option<ComputeDetail>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExchangeDetail {
+    pub horizon: u64,
+    pub lower_bound: u64,
+    /// Horizon over the endpoint lower bound.
+    pub gap: f64,
+    pub policy: String,
+    pub policy_source: String,
+    pub chosen: String,
+    pub max_row_bytes: u64,
+    pub total_row_bytes: u64,
+    pub patch_words: u64,
+    pub patch_cycles: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ComputeDetail {
+    pub busy_tiles: u32,
+    /// Modelled busy tile-cycles over (tiles × step cycles).
+    pub occupancy: f64,
+}
+
+/// Every line of the program, in program order.
+pub fn phase_lines(
+    profile: &ProgramProfile,
+    figures: &[PhaseFigures],
+    total_cycles: u64,
+) -> Vec<PhaseLine> {
+    profile
+        .entries
+        .iter()
+        .map(|entry| {
+            let exchange = (entry.kind == StepKind::Exchange)
+                .then(|| figures.get(entry.index))
+                .flatten()
+                .map(|figures| ExchangeDetail {
+                    horizon: u64::from(figures.horizon),
+                    lower_bound: u64::from(figures.lower_bound),
+                    gap: if figures.lower_bound == 0 {
+                        1.0
+                    } else {
+                        f64::from(figures.horizon) / f64::from(figures.lower_bound)
+                    },
+                    policy: figures.policy.clone(),
+                    policy_source: match figures.policy_source {
+                        crate::session::PolicySource::Default => "default".to_string(),
+                        crate::session::PolicySource::Override => "override".to_string(),
+                    },
+                    chosen: figures.chosen.clone(),
+                    max_row_bytes: figures.max_row_bytes,
+                    total_row_bytes: figures.total_row_bytes,
+                    patch_words: figures.patch_words,
+                    patch_cycles: entry.patch_cycles,
+                });
+            let compute = entry
+                .occupancy(profile.tiles)
+                .map(|occupancy| ComputeDetail {
+                    busy_tiles: entry.busy_tiles,
+                    occupancy,
+                });
+            PhaseLine {
+                index: entry.index,
+                key: entry.key.clone(),
+                kind: entry.kind,
+                executions: entry.executions,
+                cycles: entry.cycles,
+                total_cycles: entry.total_cycles,
+                share: if total_cycles == 0 {
+                    0.0
+                } else {
+                    entry.total_cycles as f64 / total_cycles as f64
+                },
+                exchange,
+                compute,
+            }
+        })
+        .collect()
+}
+
+/// The lines `options` selects, in the order it asks for.
+pub fn select(lines: Vec<PhaseLine>, options: &PhasesOptions) -> Vec<PhaseLine> {
+    let mut kept: Vec<PhaseLine> = lines
+        .into_iter()
+        .filter(|line| match options.kind {
+            Some(KindFilter::Exchange) => line.kind == StepKind::Exchange,
+            Some(KindFilter::Compute) => line.kind != StepKind::Exchange,
+            None => true,
+        })
+        .filter(|line| options.max_cycles.is_none_or(|limit| line.cycles <= limit))
+        .filter(|line| {
+            options.max_occupancy.is_none_or(|limit| {
+                line.compute
+                    .as_ref()
+                    .is_some_and(|compute| compute.occupancy <= limit)
+            })
+        })
+        .collect();
+    let descending = |a: f64, b: f64| b.partial_cmp(&a).unwrap_or(Ordering::Equal);
+    match options.sort_by {
+        SortKey::Order => {}
+        SortKey::Cycles => kept.sort_by_key(|line| std::cmp::Reverse(line.cycles)),
+        SortKey::Share => kept.sort_by_key(|line| std::cmp::Reverse(line.total_cycles)),
+        SortKey::Gap => kept.sort_by(|a, b| {
+            let gap = |line: &PhaseLine| line.exchange.as_ref().map_or(0.0, |detail| detail.gap);
+            descending(gap(a), gap(b))
+        }),
+        SortKey::Occupancy => kept.sort_by(|a, b| {
+            let occupancy = |line: &PhaseLine| {
+                line.compute
+                    .as_ref()
+                    .map_or(f64::INFINITY, |compute| compute.occupancy)
+            };
+            occupancy(a)
+                .partial_cmp(&occupancy(b))
+                .unwrap_or(Ordering::Equal)
+        }),
+    }
+    if let Some(top) = options.top {
+        kept.truncate(top);
+    }
+    kept
+}
+
+fn render_line(line: &PhaseLine) -> String {
+    let head = format!(
+        "{:>5}  {:<44} {:<8} {:>5} x {:>10} = {:>12}  {:>6.2}%",
+        line.index,
+        line.key,
+        line.kind.name(),
+        line.executions,
+        thousands(line.cycles),
+        thousands(line.total_cycles),
+        line.share * 100.0
+    );
+    match (&line.exchange, &line.compute) {
+        (Some(exchange), _) => format!(
+            "{head}  horizon {} bound {} gap {:.2}x  {} ({}{})  rows max {} B total {} B  patch {} words",
+            thousands(exchange.horizon),
+            thousands(exchange.lower_bound),
+            exchange.gap,
+            exchange.policy,
+            exchange.policy_source,
+            if exchange.chosen != exchange.policy {
+                format!(", chose {}", exchange.chosen)
+            } else {
+                String::new()
+            },
+            thousands(exchange.max_row_bytes),
+            thousands(exchange.total_row_bytes),
+            thousands(exchange.patch_words)
+        ),
+        (None, Some(compute)) => format!(
+            "{head}  busy tiles {}  occupancy {:.3}",
+            thousands(u64::from(compute.busy_tiles)),
+            compute.occupancy
+        ),
+        (None, None) => head,
+    }
+}
+
+/// The suggestions as lines a user can act on.
+pub fn render_suggestions(suggestions: &[Suggestion]) -> Vec<String> {
+    suggestions
+        .iter()
+        .map(|suggestion| {
+            format!(
+                "  --set {}   saves {:.3} ms on this phase ({} -> {} cycles x {}; was {})",
+                suggestion.set,
+                suggestion.saving_milliseconds,
+                thousands(suggestion.current_cycles),
+                thousands(suggestion.predicted_cycles),
+                suggestion.executions,
+                suggestion.current_policy
+            )
+        })
+        .collect()
+}
+
+/// What the suggestions' savings cover, printed under them.
+pub const SUGGESTION_NOTE: &str = "  (per-phase savings: horizon and Repeat patching of that phase, measured by scheduling it \
+     under each standard policy; sharing patches and placement may move a little when applied)";
+
+pub fn run(arguments: &QueryArguments, options: &PhasesOptions) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = open_session(arguments, &query)?;
+    build_checked(&mut session, &query, arguments)?;
+    let result = report(&session, &query.name, options);
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
+    result
+}
+
+fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), CommandError> {
+    let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
+    if options.suggest {
+        let suggestions = session
+            .suggestions(None)
+            .map_err(|error| internal(&error))?;
+        if options.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&suggestions).map_err(|error| internal(&error))?
+            );
+            return Ok(());
+        }
+        println!(
+            "superstep phases {name} --suggest: {} phases have a cheaper standard policy",
+            suggestions.len()
+        );
+        for line in render_suggestions(&suggestions) {
+            println!("{line}");
+        }
+        println!("{SUGGESTION_NOTE}");
+        return Ok(());
+    }
+    let profile = session.profile()?;
+    let estimate = session.estimate()?;
+    let figures: Vec<PhaseFigures> = session
+        .map_phases(|phase| phase.figures())
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(|error| internal(&error))?;
+    let lines = phase_lines(&profile, &figures, estimate.total_cycles);
+    let count = lines.len();
+    let selected = match options.at_offset {
+        Some(cycle) => {
+            let Some(placed) = profile.at_offset(cycle) else {
+                return Err(CommandError::Input(format!(
+                    "error: --at-offset {cycle}: the modelled program ends at cycle {} \
+                     ({:.3} ms at 1.5 GHz)\n  help: give a cycle below {}",
+                    thousands(profile.total_cycles()),
+                    cycles_to_ms(profile.total_cycles()),
+                    thousands(profile.total_cycles())
+                )));
+            };
+            if !options.json {
+                println!(
+                    "cycle {} is in execution {} of `{}`, which starts at cycle {}{}",
+                    thousands(cycle),
+                    placed
+                        .iterations
+                        .iter()
+                        .map(|iteration| (iteration + 1).to_string())
+                        .collect::<Vec<_>>()
+                        .join("."),
+                    profile.entries[placed.entry].key,
+                    thousands(placed.start),
+                    if placed.iterations.is_empty() {
+                        String::new()
+                    } else {
+                        " (Repeat iteration, counted from 1)".to_string()
+                    }
+                );
+            }
+            lines.into_iter().skip(placed.entry).take(1).collect()
+        }
+        None => select(lines, options),
+    };
+    if options.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&selected).map_err(|error| internal(&error))?
+        );
+        return Ok(());
+    }
+    let shown: u64 = selected.iter().map(|line| line.total_cycles).sum();
+    println!(
+        "superstep phases {name}: {} of {count} lines (exchange phases and compute steps), \
+         {:.2}% of the estimate's {} cycles ({:.3} ms, modelled)",
+        selected.len(),
+        if estimate.total_cycles == 0 {
+            0.0
+        } else {
+            shown as f64 * 100.0 / estimate.total_cycles as f64
+        },
+        thousands(estimate.total_cycles),
+        estimate.milliseconds
+    );
+    println!(
+        "{:>5}  {:<44} {:<8} {:>5}   {:>10}   {:>12}  {:>7}",
+        "index", "key", "kind", "execs", "cycles", "total", "share"
+    );
+    for line in &selected {
+        println!("{}", render_line(line));
+    }
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! Suggestions: the overrides a build could take, each proved by
+//! scheduling the phase under every standard policy
+//! (`crate::incremental::alternatives`), with the per-phase saving it
+//! brings and the exact `--set` that applies it.
+
+use serde::Serialize;
+
+use super::Session;
+use crate::incremental::phases::PhaseError;
+use crate::target::costs::cycles_to_ms;
+
+/// One override worth trying.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Suggestion {
+    pub phase: String,
+    pub index: usize,
+    /// The policy the phase has now, and the one suggested.
+    pub current_policy: String,
+    pub policy: String,
+    pub executions: u64,
+    /// Horizon plus Repeat patching per execution, now and with the override.
+    pub current_cycles: u64,
+    pub predicted_cycles: u64,
+    /// Over every execution.
+    pub saving_cycles: u64,
+    pub saving_milliseconds: f64,
+    /// The flag that applies it.
+    pub set: String,
+}
+
+impl Session {
+    /// The best override of each phase that has one, most saving first.
+    /// `candidates` limits the phases measured to that many of the most
+    /// expensive by total cycles (`None`: every phase).
+    pub fn suggestions(&self, candidates: Option<usize>) -> Result<Vec<Suggestion>, PhaseError> {
+        let mut phases: Vec<(u64, usize)> = self
+            .map_phases(|phase| {
+                let cost = phase.figures().map(|figures| {
+                    (u64::from(figures.horizon)
+                        + phase.patches().map_or(0, |patches| patches.cycles()))
+                        * u64::from(figures.executions)
+                });
+                cost.map(|cost| (cost, phase.index))
+            })
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        phases.sort_by_key(|&(cost, index)| (std::cmp::Reverse(cost), index));
+        phases.truncate(candidates.unwrap_or(usize::MAX));
+        let chosen: std::collections::BTreeSet<usize> =
+            phases.iter().map(|&(_, index)| index).collect();
+        let measured = self.map_phases(|phase| {
+            if !chosen.contains(&phase.index) {
+                return Ok::<_, PhaseError>(None);
+            }
+            let alternatives = phase.alternatives()?;
+            Ok(alternatives.best().map(|(outcome, saving)| Suggestion {
+                phase: phase.key().to_string(),
+                index: phase.index,
+                current_policy: alternatives.current.policy.to_string(),
+                policy: outcome.policy.to_string(),
+                executions: alternatives.executions,
+                current_cycles: alternatives.current.cycles(),
+                predicted_cycles: outcome.cycles(),
+                saving_cycles: saving,
+                saving_milliseconds: cycles_to_ms(saving),
+                set: format!("schedule.override.{}={}", phase.key(), outcome.policy),
+            }))
+        });
+        let mut suggestions = Vec::new();
+        for outcome in measured {
+            if let Some(suggestion) = outcome? {
+                suggestions.push(suggestion);
+            }
+        }
+        suggestions.sort_by(|a, b| {
+            b.saving_cycles
+                .cmp(&a.saving_cycles)
+                .then(a.index.cmp(&b.index))
+        });
+        Ok(suggestions)
+    }
+}
