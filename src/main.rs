@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, replay, run,
+    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, profile, replay, run,
     simulate, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
@@ -79,6 +79,11 @@ fn main() -> ExitCode {
         Command::Verify { file } => verify::run(file),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
+        Command::Profile {
+            query,
+            output,
+            tiles,
+        } => profile::run(query, output, tiles.as_ref().map(|list| list.0.as_slice())),
         Command::Capture {
             query,
             output,

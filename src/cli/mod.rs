@@ -11,6 +11,7 @@ pub mod memory;
 pub mod overrides;
 pub mod phases;
 pub mod preflight;
+pub mod profile;
 pub mod replay;
 pub mod run;
 pub mod simulate;
@@ -164,6 +165,25 @@ pub enum Command {
         /// scheduling it, with the saving and the `--set` that applies it.
         #[arg(long)]
         suggest: bool,
+    },
+    /// Build, then write the program's modelled timeline as a Chrome /
+    /// Perfetto trace (open it in ui.perfetto.dev or chrome://tracing): one
+    /// track per kind of step (exchange phases, kernels, copies, fills), each
+    /// execution a slice named by its key with its figures (executions,
+    /// cycles, horizon, bound, policy, rows) as arguments, Repeat iterations
+    /// unrolled, at 1.5 GHz; and for chosen tiles their send and receive
+    /// windows within every exchange phase, from its schedule. This is the
+    /// estimate laid out in time, not a hardware profile.
+    Profile {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// The trace file to write (e.g. program.trace.json).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        /// Tiles shown in detail, e.g. `0,7,100-103` (at most 64; default:
+        /// the two tiles that move the most words and the peak-SRAM tile).
+        #[arg(long, value_name = "LIST", value_parser = profile::parse_tile_list)]
+        tiles: Option<profile::TileList>,
     },
     /// Explain one exchange phase: provenance, transfers, schedule, rows per
     /// tile, patches, and where its policy comes from.

@@ -20,6 +20,7 @@ use super::{Cli, Command};
 pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
     match &cli.command {
         Command::Capture { output, .. } => check_output_file("capture -o", output),
+        Command::Profile { output, .. } => check_output_file("profile -o", output),
         Command::BenchSnapshot {
             json: Some(json), ..
         } => check_output_file("bench-snapshot --json", json),

@@ -5,6 +5,7 @@
 //! byte-identical reports.
 
 pub mod exchange;
+pub mod trace;
 
 use serde::Serialize;
 

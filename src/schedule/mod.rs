@@ -25,6 +25,7 @@ pub mod scheduler;
 pub mod timing;
 pub mod validate;
 pub mod vocabulary;
+pub mod windows;
 
 #[cfg(test)]
 pub(crate) mod tests;

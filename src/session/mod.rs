@@ -10,6 +10,7 @@
 pub mod phase;
 pub mod replay;
 pub mod suggest;
+pub mod timeline;
 
 pub use crate::estimate::profile::{ProfileEntry, ProgramProfile, StepKind};
 pub use crate::incremental::Execution;
