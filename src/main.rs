@@ -29,8 +29,19 @@ fn main() -> ExitCode {
                 Ok(file) => file,
                 Err(error) => return error.exit(),
             };
+            // Spans carry their fields (phase key, op, policy) as arguments;
+            // events are named by level and target, never by a source path
+            // of the machine that built the binary.
             let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
                 .writer(file)
+                .include_args(true)
+                .include_locations(false)
+                .name_fn(Box::new(|event_or_span| match event_or_span {
+                    tracing_chrome::EventOrSpan::Event(event) => {
+                        format!("{} {}", event.metadata().level(), event.metadata().target())
+                    }
+                    tracing_chrome::EventOrSpan::Span(span) => span.metadata().name().to_string(),
+                }))
                 .build();
             (Some(layer), Some(guard))
         }

@@ -108,3 +108,108 @@ fn the_trace_is_valid_ordered_and_adds_up() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--tiles"));
     std::fs::remove_dir_all(&directory).ok();
 }
+
+/// The compiler's own trace (`--trace`): spans carry their arguments and
+/// no event is named by a source path; `bench-snapshot --trace` has spans.
+#[test]
+fn compiler_traces_carry_arguments_and_no_paths() {
+    let directory = scratch("profile", "compiler-trace");
+    let outputs = format!("outputs.directory={}", directory.join("outputs").display());
+    let read = |path: &std::path::Path| -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(path).expect("trace written");
+        serde_json::from_str::<Vec<serde_json::Value>>(&text).expect("a JSON array of events")
+    };
+    let build_trace = directory.join("build.json");
+    let output = superstep(&[
+        "--trace",
+        build_trace.to_str().expect("utf-8"),
+        "build",
+        TINY,
+        "--no-cache",
+        "--set",
+        &outputs,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = read(&build_trace);
+    let named = |name: &str| {
+        events
+            .iter()
+            .filter(|event| event["name"] == name && event["ph"] == "B")
+            .collect::<Vec<_>>()
+    };
+    let phases = named("phase");
+    assert!(!phases.is_empty());
+    assert!(phases.iter().all(|event| {
+        event["args"]["key"]
+            .as_str()
+            .is_some_and(|key| key.contains('#'))
+    }));
+    let expansions = named("op_expansion");
+    assert!(
+        expansions
+            .iter()
+            .all(|event| event["args"]["op"].as_str().is_some())
+    );
+    assert!(!expansions.is_empty());
+    let schedules = named("schedule");
+    assert!(
+        schedules
+            .iter()
+            .all(|event| event["args"]["policy"].as_str().is_some())
+    );
+    for event in &events {
+        let name = event["name"].as_str().unwrap_or("");
+        assert!(
+            !name.contains('/') && !name.contains(".rs"),
+            "path as a name: {name}"
+        );
+    }
+    let snapshot = directory.join("snapshot.json");
+    let output = superstep(&[
+        "capture",
+        TINY,
+        "--no-cache",
+        "--set",
+        &outputs,
+        "-o",
+        snapshot.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bench_trace = directory.join("bench.json");
+    let output = superstep(&[
+        "--trace",
+        bench_trace.to_str().expect("utf-8"),
+        "bench-snapshot",
+        snapshot.to_str().expect("utf-8"),
+        "--iterations",
+        "1",
+        "--phase",
+        "0",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = read(&bench_trace);
+    let benches: Vec<_> = events
+        .iter()
+        .filter(|event| event["name"] == "bench phase" && event["ph"] == "B")
+        .collect();
+    assert!(!benches.is_empty(), "bench-snapshot --trace is not empty");
+    assert!(
+        benches
+            .iter()
+            .all(|event| event["args"]["phase"].as_str() == Some("0")
+                && event["args"]["policy"].as_str().is_some())
+    );
+    std::fs::remove_dir_all(&directory).ok();
+}

@@ -246,7 +246,13 @@ pub fn scheduled<'db>(
     problem: ProblemKey<'db>,
     policy: PolicyKey<'db>,
 ) -> Result<Arc<Schedule>, PhaseError> {
-    let _span = tracing::debug_span!("schedule").entered();
+    let _span = tracing::debug_span!(
+        "schedule",
+        policy = %policy.policy(db),
+        width = ?policy.width(db),
+        pieces = problem.problem(db).pieces()
+    )
+    .entered();
     let content = problem.problem(db);
     cache_on_disk(
         db,
@@ -328,7 +334,7 @@ pub fn encoded_rows<'db>(
     problem: ProblemKey<'db>,
     policy: PolicyKey<'db>,
 ) -> Result<Arc<PhaseRows>, PhaseError> {
-    let _span = tracing::debug_span!("rows").entered();
+    let _span = tracing::debug_span!("rows", policy = %policy.policy(db)).entered();
     let content = problem.problem(db);
     cache_on_disk(
         db,

@@ -300,7 +300,7 @@ impl Session {
         {
             let _span = tracing::info_span!("schedules").entered();
             keys.par_iter().for_each_with(self.db.clone(), |db, key| {
-                let _span = tracing::debug_span!("phase").entered();
+                let _span = tracing::debug_span!("phase", key = %key.key(&*db)).entered();
                 let _ = phase_figures(db, *key);
                 let _ = phase_patches(db, *key);
             });
@@ -376,7 +376,7 @@ impl Session {
             let _span = tracing::info_span!("expansion").entered();
             let keys = op_keys(&self.db, self.inputs).clone();
             keys.par_iter().for_each_with(self.db.clone(), |db, key| {
-                let _span = tracing::debug_span!("op_expansion").entered();
+                let _span = tracing::debug_span!("op_expansion", op = %key.name(&*db)).entered();
                 let _ = op_expansion(db, *key);
             });
         }

@@ -124,6 +124,13 @@ fn bench_policy(
     policy: SchedulePolicy,
     options: &BenchOptions,
 ) -> BenchRecord {
+    let _span = tracing::info_span!(
+        "bench phase",
+        phase = phase.phase,
+        key = %phase.provenance.key.as_deref().unwrap_or("-"),
+        policy = %policy
+    )
+    .entered();
     let problem = &phase.problem;
     let mut record = BenchRecord {
         phase: phase.phase,
