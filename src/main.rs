@@ -6,14 +6,21 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, profile, replay, run,
-    simulate, verify, watch,
+    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, profile, progress,
+    replay, run, simulate, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    progress::set_verbosity(if cli.quiet {
+        progress::Verbosity::Quiet
+    } else if cli.verbose {
+        progress::Verbosity::Verbose
+    } else {
+        progress::Verbosity::Normal
+    });
     // Every output the command will write is checked before any work.
     if let Err(error) = preflight::check_outputs(&cli) {
         return error.exit();

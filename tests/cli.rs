@@ -216,3 +216,50 @@ fn replay_checks_every_phase() {
     assert!(text.contains("0 failed"), "{text}");
     assert!(!text.contains("FAIL "), "{text}");
 }
+
+/// `--quiet` prints results only, `--verbose` adds salsa's queries table
+/// (absent by default), and no progress bar reaches a pipe.
+#[test]
+fn verbosity_flags_and_no_progress_when_piped() {
+    let directory = scratch("cli", "verbosity");
+    let set = format!("outputs.directory={}", directory.display());
+    let run = |flags: &[&str]| {
+        let mut arguments = vec![
+            "build",
+            "queries/vit-tiny.toml",
+            "--set",
+            &set,
+            "--no-cache",
+        ];
+        arguments.extend_from_slice(flags);
+        let output = superstep(&arguments);
+        assert!(output.status.success(), "{}", stderr(&output));
+        (
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr(&output),
+        )
+    };
+    let (normal, normal_errors) = run(&[]);
+    assert!(normal.contains("stage times") && normal.contains("estimate:"));
+    assert!(!normal.contains("queries executed"), "{normal}");
+    for marker in ["schedules", "expansion [", "[=", "=>"] {
+        assert!(
+            !normal_errors.contains(marker),
+            "progress on a pipe: {normal_errors}"
+        );
+    }
+    let (verbose, _) = run(&["--verbose"]);
+    assert!(verbose.contains("queries executed") && verbose.contains("op_expansion"));
+    let (quiet, _) = run(&["--quiet"]);
+    assert!(quiet.contains("estimate:") && quiet.contains("report.json"));
+    for detail in ["stage times", "counts:", "memory:", "suggestions"] {
+        assert!(!quiet.contains(detail), "--quiet printed {detail}: {quiet}");
+    }
+    let both = superstep(&["build", "queries/vit-tiny.toml", "--quiet", "--verbose"]);
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "--quiet and --verbose conflict"
+    );
+    std::fs::remove_dir_all(&directory).ok();
+}

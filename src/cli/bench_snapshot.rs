@@ -84,12 +84,19 @@ pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
         sample: (arguments.sample > 0).then_some(arguments.sample),
     };
     let mut records: Vec<BenchRecord> = Vec::new();
+    let progress = super::progress::Bars::for_terminal();
+    use crate::session::progress::Progress;
+    progress.begin("phases", Some(phases.len() as u64));
     for phase in &phases {
         for record in bench_phase(phase, &options) {
-            println!("{}", record.line());
+            if !super::progress::quiet() {
+                progress.print_line(&record.line());
+            }
             records.push(record);
         }
+        progress.advance(1);
     }
+    progress.end();
     let failures = records.iter().filter(|record| !record.passed()).count();
     println!(
         "total {:.0} ms: {} phases x {} policies, {} failed",

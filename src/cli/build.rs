@@ -6,7 +6,7 @@ use super::QueryArguments;
 use super::common::{
     CommandError, artifacts_directory, finish_cache, load, open_cache, write_json,
 };
-use super::{preflight, why};
+use super::{preflight, progress, why};
 use crate::build_file::package_build_key as build_key;
 use crate::report::{BackReport, build_report};
 
@@ -52,10 +52,119 @@ pub fn run(
         &outcome.summary,
     );
     let summary = &outcome.summary;
+    let quiet = progress::quiet();
     println!(
         "superstep build {}: {} ({} layers, batch {}) on {} tiles",
         query.name, query.workload.model.name, report.layers, query.workload.batch, summary.tiles
     );
+    if !quiet {
+        print_details(&outcome, &report, show_ops);
+    }
+    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    if let Some(back) = &report.back {
+        println!(
+            "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
+            thousands(back.total_cycles),
+            back.milliseconds,
+            thousands(back.compute_cycles),
+            thousands(back.exchange_cycles),
+            thousands(back.sync_cycles),
+            thousands(back.patch_cycles),
+            thousands(back.barriers)
+        );
+        if !quiet {
+            print_back_details(back);
+        }
+        if show_ops && !quiet {
+            println!(
+                "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9}",
+                "op", "runs", "cycles/run", "total", "share", "MACs", "roofline"
+            );
+            for line in &back.compute_by_op {
+                println!(
+                    "  {:<48} {:>6} {:>14} {:>14} {:>6.2}% {:>16} {:>9}",
+                    line.op.op,
+                    line.op.executions,
+                    thousands(line.cycles_per_execution),
+                    thousands(line.op.cycles),
+                    line.share * 100.0,
+                    thousands(line.op.fp8_macs + line.op.fp16_macs),
+                    line.roofline_ratio
+                        .map_or_else(|| "-".to_string(), |ratio| format!("{ratio:.2}x"))
+                );
+            }
+        }
+        if suggestions > 0 && !quiet {
+            let found = session
+                .suggestions(Some(SUGGESTION_CANDIDATES))
+                .map_err(|error| CommandError::Internal(error.to_string()))?;
+            if found.is_empty() {
+                println!(
+                    "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
+                );
+            } else {
+                println!(
+                    "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
+                    found.len().min(suggestions)
+                );
+                let shown = &found[..found.len().min(suggestions)];
+                for line in super::phases::render_suggestions(shown) {
+                    println!("{line}");
+                }
+                println!("{}", super::phases::SUGGESTION_NOTE);
+            }
+        }
+        if query.outputs.phases_csv {
+            let directory = artifacts_directory(&query);
+            std::fs::create_dir_all(&directory).map_err(|error| {
+                CommandError::Internal(format!("creating {}: {error}", directory.display()))
+            })?;
+            let path = directory.join("phases.csv");
+            std::fs::write(&path, back.phases_csv()).map_err(|error| {
+                CommandError::Internal(format!("writing {}: {error}", path.display()))
+            })?;
+            println!("wrote {}", path.display());
+            let path = directory.join("compute.csv");
+            std::fs::write(&path, back.compute_csv()).map_err(|error| {
+                CommandError::Internal(format!("writing {}: {error}", path.display()))
+            })?;
+            println!("wrote {}", path.display());
+        }
+    }
+    if query.outputs.package && report.back.is_some() {
+        let package = session
+            .package()
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        let path = artifacts_directory(&query).join("package.bin");
+        let bytes = package
+            .write(&path, &build_key(&query))
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
+    }
+    if query.outputs.report {
+        let path = artifacts_directory(&query).join("report.json");
+        write_json(&path, &report)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(explanation) = explanation {
+        print!("{explanation}");
+    }
+    why::record_build(arguments, &query);
+    if let Some(line) = finish_cache(session.cache()) {
+        println!("{line}");
+    }
+    println!("total {:.3} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Stage times, the queries executed (`--verbose`), program counts, graph
+/// and accumulation lines, and with `--ops` one line per op.
+fn print_details(
+    outcome: &crate::session::BuildOutcome,
+    report: &crate::report::BuildReport,
+    show_ops: bool,
+) {
+    let summary = &outcome.summary;
     println!("stage times:");
     for time in &outcome.times {
         println!(
@@ -64,9 +173,11 @@ pub fn run(
             time.elapsed.as_secs_f64() * 1e3
         );
     }
-    println!("queries executed:");
-    for (query_name, count) in outcome.executions_by_query() {
-        println!("  {query_name:<24} {count:>6}");
+    if progress::verbose() {
+        println!("queries executed:");
+        for (query_name, count) in outcome.executions_by_query() {
+            println!("  {query_name:<24} {count:>6}");
+        }
     }
     let total = &summary.total;
     let body = &summary.repeat_body;
@@ -135,141 +246,53 @@ pub fn run(
             );
         }
     }
-    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
-    if let Some(back) = &report.back {
+}
+
+/// Memory, contention, compute, the longest phase and exchange quality.
+fn print_back_details(back: &BackReport) {
+    println!(
+        "memory: exchange table {} B/tile (max), peak SRAM {} B on tile {}; patch words: {} Repeat (per iteration, all tiles), {} sharing",
+        thousands(back.exchange_table_bytes_per_tile_max),
+        thousands(back.peak_sram_bytes_per_tile),
+        back.peak_sram_tile,
+        thousands(back.repeat_patch_words),
+        thousands(back.sharing_patch_words)
+    );
+    println!(
+        "element contention (exchange x tile x element, not charged): {} where sends and receives share an element, {} beside the exchange code's fetch",
+        thousands(back.element_conflicts),
+        thousands(back.fetch_conflicts)
+    );
+    println!(
+        "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
+        thousands(back.compute_cycles),
+        back.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
+        thousands(back.compute_roofline_cycles)
+    );
+    let worst = back
+        .phases
+        .iter()
+        .max_by_key(|phase| phase.horizon as u64 * phase.executions as u64);
+    if let Some(worst) = worst {
         println!(
-            "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
-            thousands(back.total_cycles),
-            back.milliseconds,
-            thousands(back.compute_cycles),
-            thousands(back.exchange_cycles),
-            thousands(back.sync_cycles),
-            thousands(back.patch_cycles),
-            thousands(back.barriers)
+            "phases: {} validated and checked; longest {} (horizon {}, lower bound {}, {} transfers, x{})",
+            back.phases.len(),
+            worst.key,
+            thousands(worst.horizon as u64),
+            thousands(worst.lower_bound as u64),
+            thousands(worst.transfers),
+            worst.executions
         );
-        println!(
-            "memory: exchange table {} B/tile (max), peak SRAM {} B on tile {}; patch words: {} Repeat (per iteration, all tiles), {} sharing",
-            thousands(back.exchange_table_bytes_per_tile_max),
-            thousands(back.peak_sram_bytes_per_tile),
-            back.peak_sram_tile,
-            thousands(back.repeat_patch_words),
-            thousands(back.sharing_patch_words)
-        );
-        println!(
-            "element contention (exchange x tile x element, not charged): {} where sends and receives share an element, {} beside the exchange code's fetch",
-            thousands(back.element_conflicts),
-            thousands(back.fetch_conflicts)
-        );
-        println!(
-            "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
-            thousands(back.compute_cycles),
-            back.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
-            thousands(back.compute_roofline_cycles)
-        );
-        let worst = back
-            .phases
-            .iter()
-            .max_by_key(|phase| phase.horizon as u64 * phase.executions as u64);
-        if let Some(worst) = worst {
-            println!(
-                "phases: {} validated and checked; longest {} (horizon {}, lower bound {}, {} transfers, x{})",
-                back.phases.len(),
-                worst.key,
-                thousands(worst.horizon as u64),
-                thousands(worst.lower_bound as u64),
-                thousands(worst.transfers),
-                worst.executions
-            );
-        }
-        let quality = &back.exchange_quality;
-        println!(
-            "exchange: {} cycles = {:.3}x the endpoint bound ({}), {:.3}x the latency-aware bound ({}); furthest from its bound: {} at {:.2}x",
-            thousands(quality.horizon_cycles),
-            quality.endpoint_ratio,
-            thousands(quality.endpoint_bound_cycles),
-            quality.latency_ratio,
-            thousands(quality.latency_bound_cycles),
-            quality.worst_phase,
-            quality.worst_latency_ratio
-        );
-        if show_ops {
-            println!(
-                "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9}",
-                "op", "runs", "cycles/run", "total", "share", "MACs", "roofline"
-            );
-            for line in &back.compute_by_op {
-                println!(
-                    "  {:<48} {:>6} {:>14} {:>14} {:>6.2}% {:>16} {:>9}",
-                    line.op.op,
-                    line.op.executions,
-                    thousands(line.cycles_per_execution),
-                    thousands(line.op.cycles),
-                    line.share * 100.0,
-                    thousands(line.op.fp8_macs + line.op.fp16_macs),
-                    line.roofline_ratio
-                        .map_or_else(|| "-".to_string(), |ratio| format!("{ratio:.2}x"))
-                );
-            }
-        }
-        if suggestions > 0 {
-            let found = session
-                .suggestions(Some(SUGGESTION_CANDIDATES))
-                .map_err(|error| CommandError::Internal(error.to_string()))?;
-            if found.is_empty() {
-                println!(
-                    "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
-                );
-            } else {
-                println!(
-                    "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
-                    found.len().min(suggestions)
-                );
-                let shown = &found[..found.len().min(suggestions)];
-                for line in super::phases::render_suggestions(shown) {
-                    println!("{line}");
-                }
-                println!("{}", super::phases::SUGGESTION_NOTE);
-            }
-        }
-        if query.outputs.phases_csv {
-            let directory = artifacts_directory(&query);
-            std::fs::create_dir_all(&directory).map_err(|error| {
-                CommandError::Internal(format!("creating {}: {error}", directory.display()))
-            })?;
-            let path = directory.join("phases.csv");
-            std::fs::write(&path, back.phases_csv()).map_err(|error| {
-                CommandError::Internal(format!("writing {}: {error}", path.display()))
-            })?;
-            println!("wrote {}", path.display());
-            let path = directory.join("compute.csv");
-            std::fs::write(&path, back.compute_csv()).map_err(|error| {
-                CommandError::Internal(format!("writing {}: {error}", path.display()))
-            })?;
-            println!("wrote {}", path.display());
-        }
     }
-    if query.outputs.package && report.back.is_some() {
-        let package = session
-            .package()
-            .map_err(|error| CommandError::Internal(error.to_string()))?;
-        let path = artifacts_directory(&query).join("package.bin");
-        let bytes = package
-            .write(&path, &build_key(&query))
-            .map_err(|error| CommandError::Internal(error.to_string()))?;
-        println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
-    }
-    if query.outputs.report {
-        let path = artifacts_directory(&query).join("report.json");
-        write_json(&path, &report)?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(explanation) = explanation {
-        print!("{explanation}");
-    }
-    why::record_build(arguments, &query);
-    if let Some(line) = finish_cache(session.cache()) {
-        println!("{line}");
-    }
-    println!("total {:.3} s", started.elapsed().as_secs_f64());
-    Ok(())
+    let quality = &back.exchange_quality;
+    println!(
+        "exchange: {} cycles = {:.3}x the endpoint bound ({}), {:.3}x the latency-aware bound ({}); furthest from its bound: {} at {:.2}x",
+        thousands(quality.horizon_cycles),
+        quality.endpoint_ratio,
+        thousands(quality.endpoint_bound_cycles),
+        quality.latency_ratio,
+        thousands(quality.latency_bound_cycles),
+        quality.worst_phase,
+        quality.worst_latency_ratio
+    );
 }

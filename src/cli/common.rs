@@ -177,7 +177,9 @@ pub fn open_session(
     query: &BuildQuery,
 ) -> Result<Session, CommandError> {
     let cache = open_cache(arguments, &query.outputs.directory)?;
-    Ok(Session::with_cache(query, cache))
+    let mut session = Session::with_cache(query, cache);
+    session.set_progress(super::progress::bars());
+    Ok(session)
 }
 
 /// Prints the cache's warnings (to standard error), evicts beyond its

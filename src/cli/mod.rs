@@ -12,6 +12,7 @@ pub mod overrides;
 pub mod phases;
 pub mod preflight;
 pub mod profile;
+pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod simulate;
@@ -54,6 +55,12 @@ pub struct Cli {
     /// Write a Chrome trace (chrome://tracing, Perfetto) of the compiler's query spans to FILE.
     #[arg(long, global = true, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Print results only: no progress bars, no per-item lines, no tables.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also print stage times and the queries each build executed (salsa's log).
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::common::{CommandError, build_checked, finish_cache, load, open_session};
 use crate::session::replay::replay_all;
+use crate::text::thousands;
 
 pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> {
     let query = load(arguments)?;
@@ -24,10 +25,14 @@ pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> 
             Ok(report) => {
                 deliveries += report.deliveries;
                 words += report.checked_words;
-                println!(
-                    "  {:<48} PASS  {:>9} deliveries, {:>10} words checked",
-                    replay.key, report.deliveries, report.checked_words
-                );
+                if !super::progress::quiet() {
+                    println!(
+                        "  {:<48} PASS  {:>9} deliveries, {:>10} words checked",
+                        replay.key,
+                        thousands(report.deliveries),
+                        thousands(report.checked_words)
+                    );
+                }
             }
             Err(error) => {
                 failures += 1;
@@ -40,8 +45,8 @@ pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> 
         replays.len(),
         query.name,
         started.elapsed().as_secs_f64(),
-        deliveries,
-        words,
+        thousands(deliveries),
+        thousands(words),
         failures
     );
     if failures > 0 {

@@ -13,6 +13,8 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let query = load(arguments)?;
     // The first half only: the persistent cache holds back-half results.
     let mut session = Session::new(&query);
+    let progress = super::progress::bars();
+    session.set_progress(progress.clone());
     let started = Instant::now();
     session.build_front()?;
     let layouts = session.layouts()?;
@@ -20,14 +22,23 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
-    let weights = load_build_weights(&query, graph)?;
+    progress.begin("weights", None);
+    let weights = load_build_weights(&query, graph);
+    progress.end();
+    let weights = weights?;
     let weights_time = started.elapsed();
     let started = Instant::now();
-    let interpretation = interpret(&program, &layouts, &weights)
-        .map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
+    progress.begin("interpreter", None);
+    let interpretation = interpret(&program, &layouts, &weights);
+    progress.end();
+    let interpretation =
+        interpretation.map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
     let interpret_time = started.elapsed();
     let started = Instant::now();
-    let reference = reference_output(graph, &weights)?;
+    progress.begin("FP32 reference", None);
+    let reference = reference_output(graph, &weights);
+    progress.end();
+    let reference = reference?;
     let reference_time = started.elapsed();
     let agreement = compare(&interpretation.output, &reference);
     println!(

@@ -98,11 +98,19 @@ pub fn run(
         strict: false,
         poisoned,
     };
-    let run = simulate_with(&package, &program, &layouts, &weights, options)
-        .map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
+    let progress = super::progress::Bars::for_terminal();
+    use crate::session::progress::Progress;
+    progress.begin("simulation", None);
+    let run = simulate_with(&package, &program, &layouts, &weights, options);
+    progress.end();
+    let run =
+        run.map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
     let simulate_time = started.elapsed();
     let started = Instant::now();
-    let reference = reference_output(graph, &weights)?;
+    progress.begin("FP32 reference", None);
+    let reference = reference_output(graph, &weights);
+    progress.end();
+    let reference = reference?;
     let reference_time = started.elapsed();
     let agreement = compare(&run.output, &reference);
     println!(

@@ -29,6 +29,7 @@ pub fn build_session(
 ) -> Result<(Session, BuildOutcome, Option<String>), CommandError> {
     let cold = |note: Option<String>| -> Result<_, CommandError> {
         let mut session = Session::with_cache(query, cache.clone());
+        session.set_progress(super::progress::bars());
         let outcome = build_checked(&mut session, query, arguments)?;
         Ok((session, outcome, note))
     };

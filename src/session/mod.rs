@@ -8,6 +8,7 @@
 //! in parallel from here, over cloned database handles.
 
 pub mod phase;
+pub mod progress;
 pub mod replay;
 pub mod suggest;
 pub mod timeline;
@@ -107,6 +108,7 @@ impl BuildOutcome {
 pub struct Session {
     db: CompilerDatabase,
     inputs: BuildInputs,
+    progress: Arc<dyn progress::Progress>,
 }
 
 impl Session {
@@ -119,7 +121,11 @@ impl Session {
     pub fn with_cache(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
         let db = CompilerDatabase::with_cache(cache);
         let inputs = create_inputs(&db, query);
-        Session { db, inputs }
+        Session {
+            db,
+            inputs,
+            progress: progress::silent(),
+        }
     }
 
     /// The session's persistent cache, if any.
@@ -130,6 +136,29 @@ impl Session {
     /// Applies an edited query; returns the input fields that changed.
     pub fn update(&mut self, query: &BuildQuery) -> Vec<&'static str> {
         apply_query(&mut self.db, self.inputs, query)
+    }
+
+    /// Reports the session's stages and items to `observer` from now on.
+    pub fn set_progress(&mut self, observer: Arc<dyn progress::Progress>) {
+        self.progress = observer;
+    }
+
+    /// [`Session::map_phases`], reported to the progress observer as
+    /// `stage`, one item per phase.
+    pub fn map_phases_reporting<T: Send>(
+        &self,
+        stage: &str,
+        work: impl Fn(Phase<'_>) -> T + Sync + Send,
+    ) -> Vec<T> {
+        let progress = self.progress.clone();
+        progress.begin(stage, Some(phase_keys(&self.db, self.inputs).len() as u64));
+        let results = self.map_phases(|phase| {
+            let result = work(phase);
+            progress.advance(1);
+            result
+        });
+        progress.end();
+        results
     }
 
     /// The database and the build input, for tests that read queries and
@@ -289,21 +318,27 @@ impl Session {
             })
         };
         let build = self.inputs;
+        let progress = self.progress.clone();
         let start = Instant::now();
         {
             let _span = tracing::info_span!("phase_groups").entered();
+            progress.begin("phase groups", None);
             phase_groups(&self.db, build).clone()?;
+            progress.end();
         }
         timed("phase groups", start);
         let start = Instant::now();
         let keys = phase_keys(&self.db, build).clone();
         {
             let _span = tracing::info_span!("schedules").entered();
+            progress.begin("schedules", Some(keys.len() as u64));
             keys.par_iter().for_each_with(self.db.clone(), |db, key| {
                 let _span = tracing::debug_span!("phase", key = %key.key(&*db)).entered();
                 let _ = phase_figures(db, *key);
                 let _ = phase_patches(db, *key);
+                progress.advance(1);
             });
+            progress.end();
         }
         let mut phases = Vec::with_capacity(keys.len());
         for &key in &keys {
@@ -313,7 +348,10 @@ impl Session {
         let start = Instant::now();
         let table = {
             let _span = tracing::info_span!("row_table").entered();
-            row_table(&self.db, build).clone()?
+            progress.begin("row table", None);
+            let table = row_table(&self.db, build).clone();
+            progress.end();
+            table?
         };
         let mut patch_words = 0;
         for &key in &keys {
@@ -323,7 +361,10 @@ impl Session {
         let start = Instant::now();
         let placed = {
             let _span = tracing::info_span!("placement").entered();
-            placement(&self.db, build).clone()?
+            progress.begin("placement", None);
+            let placed = placement(&self.db, build).clone();
+            progress.end();
+            placed?
         };
         timed("placement", start);
         let start = Instant::now();
@@ -352,6 +393,7 @@ impl Session {
     /// Computes graph, layouts, expansions and the low program.
     pub fn build_front(&mut self) -> Result<BuildOutcome, StageError> {
         self.db.take_executions();
+        let progress = self.progress.clone();
         let mut times = Vec::new();
         let mut timed = |stage: &'static str, start: Instant| {
             times.push(StageTime {
@@ -362,29 +404,40 @@ impl Session {
         let start = Instant::now();
         {
             let _span = tracing::info_span!("graph").entered();
+            progress.begin("graph", None);
             graph(&self.db, self.inputs);
+            progress.end();
         }
         timed("graph", start);
         let start = Instant::now();
         {
             let _span = tracing::info_span!("layouts").entered();
-            self.layouts()?;
+            progress.begin("layouts", None);
+            let layouts = self.layouts();
+            progress.end();
+            layouts?;
         }
         timed("layouts", start);
         let start = Instant::now();
         {
             let _span = tracing::info_span!("expansion").entered();
             let keys = op_keys(&self.db, self.inputs).clone();
+            progress.begin("expansion", Some(keys.len() as u64));
             keys.par_iter().for_each_with(self.db.clone(), |db, key| {
                 let _span = tracing::debug_span!("op_expansion", op = %key.name(&*db)).entered();
                 let _ = op_expansion(db, *key);
+                progress.advance(1);
             });
+            progress.end();
         }
         timed("expansion", start);
         let start = Instant::now();
         {
             let _span = tracing::info_span!("low_program").entered();
-            self.low_program()?;
+            progress.begin("low program", None);
+            let program = self.low_program();
+            progress.end();
+            program?;
         }
         timed("low program", start);
         let start = Instant::now();

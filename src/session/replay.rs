@@ -30,7 +30,7 @@ enum Failure {
 /// Replays every phase of the session's (already built) program. `sample`
 /// limits the checked words per phase (`None`: every word).
 pub fn replay_all(session: &Session, sample: Option<u64>) -> Vec<PhaseReplay> {
-    session.map_phases(|phase| {
+    session.map_phases_reporting("replay", |phase| {
         let outcome = (|| -> Result<ReplayReport, Failure> {
             let rows = phase.rows()?;
             let content = phase.problem()?;

@@ -34,11 +34,21 @@ pub enum CaptureError {
     AddressOverflow { phase: String, piece: usize },
 }
 
-/// Every exchange phase of a built session, with absolute addresses.
+/// Every exchange phase of a built session, with absolute addresses
+/// (phases captured in parallel, reported as the stage "capture").
 pub fn capture_session(session: &Session) -> Result<Vec<PhaseSnapshot>, CaptureError> {
     let placed = session.placement()?;
-    let mut phases = Vec::new();
-    for phase in session.phases() {
+    session
+        .map_phases_reporting("capture", |phase| capture_phase(&phase, &placed))
+        .into_iter()
+        .collect()
+}
+
+fn capture_phase(
+    phase: &crate::session::Phase<'_>,
+    placed: &crate::place::Placement,
+) -> Result<PhaseSnapshot, CaptureError> {
+    {
         let index = phase.index;
         let record = phase.record()?;
         let schedule = phase.schedule()?;
@@ -63,7 +73,7 @@ pub fn capture_session(session: &Session) -> Result<Vec<PhaseSnapshot>, CaptureE
             .rsplit_once('#')
             .map_or(name.as_str(), |(operator, _)| operator)
             .to_string();
-        phases.push(PhaseSnapshot {
+        Ok(PhaseSnapshot {
             phase: index as u32,
             provenance: PhaseProvenance {
                 key: Some(name.clone()),
@@ -76,9 +86,8 @@ pub fn capture_session(session: &Session) -> Result<Vec<PhaseSnapshot>, CaptureE
             base,
             paired: schedule.paired.clone(),
             symbolic: true,
-        });
+        })
     }
-    Ok(phases)
 }
 
 /// A snapshot of phases (tile count from the first phase; 0 without any).
