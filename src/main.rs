@@ -128,7 +128,8 @@ fn main() -> ExitCode {
             query,
             exit_after,
             debounce_ms,
-        } => watch::run(query, *exit_after, *debounce_ms),
+            no_artifacts,
+        } => watch::run(query, *exit_after, *debounce_ms, *no_artifacts),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

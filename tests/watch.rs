@@ -56,6 +56,8 @@ impl Watch {
                 &exit_after.to_string(),
                 "--debounce-ms",
                 "100",
+                // The build file's outputs folder is the repository's.
+                "--no-artifacts",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -314,5 +316,85 @@ fn refresh_compares_content_before_applying_it() {
     assert!(text.contains("changed inputs: none"), "{text}");
     assert!(text.contains("re-ran queries: none"), "{text}");
     assert!(watcher.metrics().is_some());
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// After each successful build the watcher says it is rebuilding, names the
+/// phases whose cycles moved most, and writes the artifacts (report.json,
+/// phases.csv, compute.csv, last-build.json); `write_artifacts: false`
+/// writes none.
+#[test]
+fn rebuilds_name_the_phases_that_moved_and_write_artifacts() {
+    let directory = scratch("watch", "artifacts");
+    let file = tiny_copy(&directory);
+    let outputs = directory.join("outputs");
+    let mut options = WatchOptions::new(&file);
+    options.sets = vec![format!("outputs.directory={}", outputs.display())];
+    options.write_artifacts = true;
+    let mut watcher = Watcher::new(options);
+    let mut out = Vec::new();
+    assert_eq!(watcher.refresh(&mut out).expect("refresh"), Refresh::Built);
+    let first = String::from_utf8(out.clone()).expect("utf-8");
+    assert!(first.contains("building vit-tiny…"), "{first}");
+    let report = outputs.join("vit-tiny").join("report.json");
+    for name in [
+        "report.json",
+        "phases.csv",
+        "compute.csv",
+        "last-build.json",
+    ] {
+        let path = outputs.join("vit-tiny").join(name);
+        assert!(path.exists(), "{} not written: {first}", path.display());
+        assert!(
+            first.contains(&format!("wrote {}", path.display())),
+            "{first}"
+        );
+    }
+    let before: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    std::fs::write(
+        &file,
+        edit(&file, "policy = \"latency\"", "policy = \"B1024\""),
+    )
+    .expect("write");
+    let printed = out.len();
+    assert_eq!(watcher.refresh(&mut out).expect("refresh"), Refresh::Built);
+    let second = String::from_utf8(out[printed..].to_vec()).expect("utf-8");
+    assert!(second.contains("rebuilding vit-tiny…"), "{second}");
+    assert!(second.contains("phases that moved most"), "{second}");
+    let after: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    assert_ne!(
+        before["back"]["total_cycles"], after["back"]["total_cycles"],
+        "report.json rewritten after the rebuild"
+    );
+    // The first phase line names a phase whose horizon x executions moved.
+    let line = second
+        .lines()
+        .skip_while(|line| !line.starts_with("phases that moved most"))
+        .nth(1)
+        .expect("a phase line");
+    let key = line.split_whitespace().next().expect("a key");
+    let cost = |report: &serde_json::Value| {
+        report["back"]["phases"]
+            .as_array()
+            .expect("phases")
+            .iter()
+            .find(|phase| phase["key"] == key)
+            .map(|phase| {
+                phase["horizon"].as_u64().expect("horizon")
+                    * phase["executions"].as_u64().expect("executions")
+            })
+    };
+    assert_ne!(cost(&before), cost(&after), "{line}");
+    let quiet_directory = directory.join("quiet");
+    let mut options = WatchOptions::new(&file);
+    options.sets = vec![format!("outputs.directory={}", quiet_directory.display())];
+    let mut watcher = Watcher::new(options);
+    assert_eq!(
+        watcher.refresh(&mut Vec::new()).expect("refresh"),
+        Refresh::Built
+    );
+    assert!(!quiet_directory.exists(), "no artifacts unless asked");
     let _ = std::fs::remove_dir_all(&directory);
 }

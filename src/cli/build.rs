@@ -3,14 +3,12 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{
-    CommandError, artifacts_directory, finish_cache, load, open_cache, write_json,
-};
+use super::common::{CommandError, artifacts_directory, finish_cache, load, open_cache};
 use super::{preflight, progress, why};
 use crate::build_file::package_build_key as build_key;
-use crate::report::{BackReport, build_report};
+use crate::report::BackReport;
+use crate::report::artifacts::{session_report, write_reports};
 
-use crate::expand::expansion::OpExpansion;
 use crate::text::thousands;
 
 /// `why`: explain the build against the last recorded one (builds twice).
@@ -31,26 +29,8 @@ pub fn run(
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
     let cache = open_cache(arguments, &query.outputs.directory)?;
     let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
-    let layouts = session.layouts()?;
-    let program = session.low_program()?;
-    let expansions = session
-        .op_expansions()
+    let report = session_report(&session, &query, &outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
-    let references: Vec<&OpExpansion> = expansions
-        .iter()
-        .map(|expansion| expansion.as_ref())
-        .collect();
-    let graph = session.graph();
-    let mut report = build_report(
-        &query.name,
-        &query.workload.model.name,
-        query.workload.batch,
-        graph,
-        &layouts,
-        &references,
-        &program,
-        &outcome.summary,
-    );
     let summary = &outcome.summary;
     let quiet = progress::quiet();
     println!(
@@ -60,7 +40,6 @@ pub fn run(
     if !quiet {
         print_details(&outcome, &report, show_ops);
     }
-    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
     if let Some(back) = &report.back {
         println!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
@@ -114,22 +93,6 @@ pub fn run(
                 println!("{}", super::phases::SUGGESTION_NOTE);
             }
         }
-        if query.outputs.phases_csv {
-            let directory = artifacts_directory(&query);
-            std::fs::create_dir_all(&directory).map_err(|error| {
-                CommandError::Internal(format!("creating {}: {error}", directory.display()))
-            })?;
-            let path = directory.join("phases.csv");
-            std::fs::write(&path, back.phases_csv()).map_err(|error| {
-                CommandError::Internal(format!("writing {}: {error}", path.display()))
-            })?;
-            println!("wrote {}", path.display());
-            let path = directory.join("compute.csv");
-            std::fs::write(&path, back.compute_csv()).map_err(|error| {
-                CommandError::Internal(format!("writing {}: {error}", path.display()))
-            })?;
-            println!("wrote {}", path.display());
-        }
     }
     if query.outputs.package && report.back.is_some() {
         let package = session
@@ -141,9 +104,9 @@ pub fn run(
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
     }
-    if query.outputs.report {
-        let path = artifacts_directory(&query).join("report.json");
-        write_json(&path, &report)?;
+    for path in
+        write_reports(&query, &report).map_err(|error| CommandError::Internal(error.to_string()))?
+    {
         println!("wrote {}", path.display());
     }
     if let Some(explanation) = explanation {

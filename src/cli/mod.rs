@@ -321,5 +321,10 @@ pub enum Command {
         /// are one change.
         #[arg(long, value_name = "MS", default_value_t = 150)]
         debounce_ms: u64,
+        /// Do not write report.json, phases.csv, compute.csv and
+        /// last-build.json after each successful build (written by default,
+        /// as `[outputs]` asks).
+        #[arg(long)]
+        no_artifacts: bool,
     },
 }

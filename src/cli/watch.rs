@@ -17,6 +17,7 @@ pub fn run(
     arguments: &QueryArguments,
     exit_after: Option<usize>,
     debounce_ms: u64,
+    no_artifacts: bool,
 ) -> Result<(), CommandError> {
     let path = query_path(arguments);
     let folder = match path.parent() {
@@ -60,6 +61,7 @@ pub fn run(
         quiet_period: Duration::from_millis(debounce_ms),
         exit_after,
         cache,
+        write_artifacts: !no_artifacts,
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -4,6 +4,7 @@
 //! deterministic (ordered, no timings), so the same build gives
 //! byte-identical reports.
 
+pub mod artifacts;
 pub mod exchange;
 pub mod trace;
 

@@ -10,6 +10,7 @@
 
 pub mod fields;
 pub mod metrics;
+pub mod moves;
 pub mod report;
 pub mod source;
 pub mod stages;

@@ -18,10 +18,13 @@ use std::time::{Duration, Instant};
 
 use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
+use super::moves::{PHASE_MOVES, PhaseCosts, phase_costs, render_phase_moves};
 use super::report::{render_changes, render_runs, render_times};
+use super::state::{LastBuild, STATE_FILE};
 use crate::build_file::error::render_query_error;
 use crate::build_file::{BuildQuery, QueryError, QueryProblem, parse_query};
 use crate::cache::PersistentCache;
+use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
 use crate::session::Session;
 
 /// What the notification side tells the loop.
@@ -47,6 +50,9 @@ pub struct WatchOptions {
     pub exit_after: Option<usize>,
     /// The persistent cache the session reads and writes, if any.
     pub cache: Option<Arc<PersistentCache>>,
+    /// After each successful build, write report.json, phases.csv and
+    /// compute.csv (as `[outputs]` asks) and last-build.json.
+    pub write_artifacts: bool,
 }
 
 impl WatchOptions {
@@ -57,8 +63,28 @@ impl WatchOptions {
             quiet_period: Duration::from_millis(150),
             exit_after: None,
             cache: None,
+            write_artifacts: false,
         }
     }
+}
+
+/// Writes the report artifacts of a successful build and the `--why`
+/// record (`last-build.json`) of `text` as applied.
+fn write_artifacts(
+    session: &Session,
+    query: &BuildQuery,
+    outcome: &crate::session::BuildOutcome,
+    options: &WatchOptions,
+    text: &str,
+) -> Result<Vec<PathBuf>, String> {
+    let report = session_report(session, query, outcome).map_err(|error| error.to_string())?;
+    let mut written = write_reports(query, &report).map_err(|error| error.to_string())?;
+    let record_path = artifacts_directory(query).join(STATE_FILE);
+    LastBuild::new(&options.path, text, &options.sets, query)
+        .save(&record_path)
+        .map_err(|error| error.to_string())?;
+    written.push(record_path);
+    Ok(written)
 }
 
 /// What one look at the build file did.
@@ -94,6 +120,8 @@ pub struct Watcher {
     last_unreadable: bool,
     applied: Option<BuildQuery>,
     metrics: Option<HeadlineMetrics>,
+    /// Each phase's cycles in the last successful build.
+    phase_costs: Option<PhaseCosts>,
     builds: usize,
 }
 
@@ -106,6 +134,7 @@ impl Watcher {
             last_unreadable: false,
             applied: None,
             metrics: None,
+            phase_costs: None,
             builds: 0,
         }
     }
@@ -233,6 +262,12 @@ impl Watcher {
         let Some(session) = self.session.as_mut() else {
             return Ok(Refresh::Failed);
         };
+        writeln!(
+            out,
+            "{} {name}…",
+            if cold { "building" } else { "rebuilding" }
+        )?;
+        out.flush()?;
         let started = Instant::now();
         let result = session.build();
         let elapsed = started.elapsed().as_secs_f64() * 1e3;
@@ -253,6 +288,23 @@ impl Watcher {
                 writeln!(out, "headline metrics:")?;
                 write!(out, "{}", render_metrics(&metrics, self.metrics.as_ref()))?;
                 self.metrics = Some(metrics);
+                let costs = phase_costs(&outcome);
+                if let Some(previous) = &self.phase_costs {
+                    write!(out, "{}", render_phase_moves(previous, &costs, PHASE_MOVES))?;
+                }
+                self.phase_costs = Some(costs);
+                if self.options.write_artifacts
+                    && let (Some(applied), Some(text)) = (&self.applied, &self.last_text)
+                {
+                    match write_artifacts(session, applied, &outcome, &self.options, text) {
+                        Ok(paths) => {
+                            for path in paths {
+                                writeln!(out, "wrote {}", path.display())?;
+                            }
+                        }
+                        Err(error) => writeln!(out, "warning: artifacts not written: {error}")?,
+                    }
+                }
                 if let Some(applied) = &self.applied {
                     for (phase, nearest) in unknown_override_phases(session, applied) {
                         writeln!(

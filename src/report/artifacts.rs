@@ -1,0 +1,104 @@
+//! The report artifacts of a built session, written the same way by
+//! `superstep build` and by `watch` after each successful rebuild:
+//! `report.json`, `phases.csv` and `compute.csv` in `outputs.directory/NAME`,
+//! each as `[outputs]` asks. The package file and the `--why` record are
+//! the commands' own business.
+
+use std::path::{Path, PathBuf};
+
+use super::{BackReport, BuildReport, build_report};
+use crate::build_file::BuildQuery;
+use crate::expand::expansion::OpExpansion;
+use crate::session::{BuildOutcome, Session, StageError};
+
+/// An artifact that could not be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error("creating {path}: {source}")]
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("serialising {path}: {source}")]
+    Serialise {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// `outputs.directory/NAME`.
+pub fn artifacts_directory(query: &BuildQuery) -> PathBuf {
+    Path::new(&query.outputs.directory).join(&query.name)
+}
+
+/// The report of a session built by `outcome`.
+pub fn session_report(
+    session: &Session,
+    query: &BuildQuery,
+    outcome: &BuildOutcome,
+) -> Result<BuildReport, ArtifactError> {
+    let layouts = session.layouts()?;
+    let program = session.low_program()?;
+    let expansions = session.op_expansions()?;
+    let references: Vec<&OpExpansion> = expansions.iter().map(AsRef::as_ref).collect();
+    let mut report = build_report(
+        &query.name,
+        &query.workload.model.name,
+        query.workload.batch,
+        session.graph(),
+        &layouts,
+        &references,
+        &program,
+        &outcome.summary,
+    );
+    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    Ok(report)
+}
+
+fn write(path: PathBuf, text: &str) -> Result<PathBuf, ArtifactError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| ArtifactError::Folder {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    std::fs::write(&path, text).map_err(|source| ArtifactError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
+
+/// Writes the CSV files and `report.json` that `query.outputs` asks for;
+/// returns the paths written, in order.
+pub fn write_reports(
+    query: &BuildQuery,
+    report: &BuildReport,
+) -> Result<Vec<PathBuf>, ArtifactError> {
+    let directory = artifacts_directory(query);
+    let mut written = Vec::new();
+    if let Some(back) = &report.back
+        && query.outputs.phases_csv
+    {
+        written.push(write(directory.join("phases.csv"), &back.phases_csv())?);
+        written.push(write(directory.join("compute.csv"), &back.compute_csv())?);
+    }
+    if query.outputs.report {
+        let path = directory.join("report.json");
+        let mut text =
+            serde_json::to_string_pretty(report).map_err(|source| ArtifactError::Serialise {
+                path: path.clone(),
+                source,
+            })?;
+        text.push('\n');
+        written.push(write(path, &text)?);
+    }
+    Ok(written)
+}
