@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, replay, run,
+    Cli, Command, bench_snapshot, build, capture, diff, explain, phases, preflight, replay, run,
     simulate, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
@@ -70,6 +70,25 @@ fn main() -> ExitCode {
                 suggest: *suggest,
             },
         ),
+        Command::Diff {
+            a,
+            b,
+            sets,
+            sets_a,
+            sets_b,
+            top,
+            json,
+            cache,
+        } => diff::run(&diff::DiffArguments {
+            a: a.clone(),
+            b: b.clone(),
+            sets: sets.clone(),
+            sets_a: sets_a.clone(),
+            sets_b: sets_b.clone(),
+            top: *top,
+            json: *json,
+            cache: cache.clone(),
+        }),
         Command::Run { query } => run::run(query),
         Command::Simulate {
             query,

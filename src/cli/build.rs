@@ -7,8 +7,10 @@ use super::common::{
     CommandError, artifacts_directory, finish_cache, load, open_cache, write_json,
 };
 use super::{preflight, why};
+use crate::build_file::BuildQuery;
 use crate::build_file::package_build_key as build_key;
-use crate::report::{BackReport, build_report};
+use crate::report::{BackReport, BuildReport, build_report};
+use crate::session::{BuildOutcome, Session};
 
 use crate::expand::expansion::OpExpansion;
 use crate::text::thousands;
@@ -17,6 +19,36 @@ use crate::text::thousands;
 /// Exchange phases measured under every standard policy for the build's
 /// suggestions: this many of the most expensive.
 pub const SUGGESTION_CANDIDATES: usize = 4;
+
+/// The build report of `session` after it built `query` (`outcome`): what
+/// `report.json` holds.
+pub fn report_of(
+    session: &Session,
+    query: &BuildQuery,
+    outcome: &BuildOutcome,
+) -> Result<BuildReport, CommandError> {
+    let layouts = session.layouts()?;
+    let program = session.low_program()?;
+    let expansions = session
+        .op_expansions()
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    let references: Vec<&OpExpansion> = expansions
+        .iter()
+        .map(|expansion| expansion.as_ref())
+        .collect();
+    let mut report = build_report(
+        &query.name,
+        &query.workload.model.name,
+        query.workload.batch,
+        session.graph(),
+        &layouts,
+        &references,
+        &program,
+        &outcome.summary,
+    );
+    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    Ok(report)
+}
 
 pub fn run(
     arguments: &QueryArguments,
@@ -31,26 +63,7 @@ pub fn run(
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
     let cache = open_cache(arguments, &query.outputs.directory)?;
     let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
-    let layouts = session.layouts()?;
-    let program = session.low_program()?;
-    let expansions = session
-        .op_expansions()
-        .map_err(|error| CommandError::Internal(error.to_string()))?;
-    let references: Vec<&OpExpansion> = expansions
-        .iter()
-        .map(|expansion| expansion.as_ref())
-        .collect();
-    let graph = session.graph();
-    let mut report = build_report(
-        &query.name,
-        &query.workload.model.name,
-        query.workload.batch,
-        graph,
-        &layouts,
-        &references,
-        &program,
-        &outcome.summary,
-    );
+    let report = report_of(&session, &query, &outcome)?;
     let summary = &outcome.summary;
     println!(
         "superstep build {}: {} ({} layers, batch {}) on {} tiles",
@@ -135,7 +148,6 @@ pub fn run(
             );
         }
     }
-    report.back = outcome.back.as_ref().map(BackReport::from_outcome);
     if let Some(back) = &report.back {
         println!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",

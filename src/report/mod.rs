@@ -2,8 +2,9 @@
 //! (`exchange` sums up schedule quality) and the build report written to
 //! `artifacts/NAME/report.json` and `phases.csv`. Everything here is
 //! deterministic (ordered, no timings), so the same build gives
-//! byte-identical reports.
+//! byte-identical reports. `diff` compares two reports.
 
+pub mod diff;
 pub mod exchange;
 
 use serde::Serialize;
