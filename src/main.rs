@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, explain, phases, preflight, profile, progress,
-    replay, run, simulate, verify, watch,
+    Cli, Command, bench_snapshot, build, capture, diff, explain, phases, preflight, profile,
+    progress, replay, run, simulate, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -88,6 +88,25 @@ fn main() -> ExitCode {
                 suggest: *suggest,
             },
         ),
+        Command::Diff {
+            a,
+            b,
+            sets,
+            sets_a,
+            sets_b,
+            top,
+            json,
+            cache,
+        } => diff::run(&diff::DiffArguments {
+            a: a.clone(),
+            b: b.clone(),
+            sets: sets.clone(),
+            sets_a: sets_a.clone(),
+            sets_b: sets_b.clone(),
+            top: *top,
+            json: *json,
+            cache: cache.clone(),
+        }),
         Command::Run { query } => run::run(query),
         Command::Simulate {
             query,

@@ -259,3 +259,14 @@ fn print_back_details(back: &BackReport) {
         quality.worst_latency_ratio
     );
 }
+
+/// The report of a built session (as `build` writes it), for commands that
+/// compare reports.
+pub fn report_of(
+    session: &crate::session::Session,
+    query: &crate::build_file::BuildQuery,
+    outcome: &crate::session::BuildOutcome,
+) -> Result<crate::report::BuildReport, CommandError> {
+    session_report(session, query, outcome)
+        .map_err(|error| CommandError::Internal(error.to_string()))
+}

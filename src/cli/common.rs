@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::{DEFAULT_QUERY, QueryArguments, memory, overrides};
+use super::{CacheArguments, DEFAULT_QUERY, QueryArguments, memory, overrides};
 use crate::build_file::{BuildQuery, WeightSource, load_query};
 use crate::cache::PersistentCache;
 use crate::direct::load_weights;
@@ -149,6 +149,15 @@ pub fn default_cache_directory(outputs: &Path) -> PathBuf {
 /// `--no-cache`). A folder that cannot be used is an input error.
 pub fn open_cache(
     arguments: &QueryArguments,
+    outputs: &Path,
+) -> Result<Option<Arc<PersistentCache>>, CommandError> {
+    open_persistent_cache(&arguments.cache, outputs)
+}
+
+/// Opens the persistent cache `--cache`, `--no-cache` and `--cache-limit`
+/// ask for; `outputs` is the build's outputs folder (for the default).
+pub fn open_persistent_cache(
+    arguments: &CacheArguments,
     outputs: &Path,
 ) -> Result<Option<Arc<PersistentCache>>, CommandError> {
     if arguments.no_cache {

@@ -6,6 +6,7 @@ pub mod bench_snapshot;
 pub mod build;
 pub mod capture;
 pub mod common;
+pub mod diff;
 pub mod explain;
 pub mod memory;
 pub mod overrides;
@@ -75,6 +76,13 @@ pub struct QueryArguments {
     /// `--set machine.tiles=64`. Repeatable; later ones win.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    #[command(flatten)]
+    pub cache: CacheArguments,
+}
+
+/// Where per-phase results persist between builds.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CacheArguments {
     /// The persistent cache of per-phase results (schedules, rows) and
     /// placements, shared by every build that uses the same folder
     /// (default: OUTPUTS/.cache, i.e. artifacts/.cache). Entries are keyed
@@ -191,6 +199,51 @@ pub enum Command {
         /// the two tiles that move the most words and the peak-SRAM tile).
         #[arg(long, value_name = "LIST", value_parser = profile::parse_tile_list)]
         tiles: Option<profile::TileList>,
+    },
+    /// Compare two builds: A and B are each a report (a `.json` file that
+    /// `superstep build` wrote, artifacts/NAME/report.json) or a build query
+    /// (queries/*.toml), which is built first (nothing is written but the
+    /// persistent cache).
+    ///
+    /// Prints the totals of A and B side by side with the delta (B - A) and
+    /// its percentage: the estimate in ms and cycles, compute, exchange,
+    /// setup and sync and patching cycles, barriers, the exchange table
+    /// (bytes on the fullest tile), peak SRAM (bytes on the fullest tile)
+    /// and the Repeat and sharing patch words. Then one line per exchange
+    /// phase whose executions, horizon, policy (or chosen policy), row bytes
+    /// (fullest tile or total) or patch words changed, and per phase only A
+    /// or only B has, sorted by cycle delta (horizon x executions, largest
+    /// absolute first), each saying what changed.
+    ///
+    /// Example (the default policy of vit-tiny against B1024):
+    ///   superstep diff queries/vit-tiny.toml queries/vit-tiny.toml \
+    ///       --set-b schedule.policy=B1024
+    #[command(verbatim_doc_comment)]
+    Diff {
+        /// Build A: a report.json file or a build query file.
+        #[arg(value_name = "A")]
+        a: PathBuf,
+        /// Build B: a report.json file or a build query file.
+        #[arg(value_name = "B")]
+        b: PathBuf,
+        /// Override one field of both build queries (repeatable; before
+        /// --set-a and --set-b, which win).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Override one field of build query A (repeatable).
+        #[arg(long = "set-a", value_name = "KEY=VALUE")]
+        sets_a: Vec<String>,
+        /// Override one field of build query B (repeatable).
+        #[arg(long = "set-b", value_name = "KEY=VALUE")]
+        sets_b: Vec<String>,
+        /// At most N phase lines (the largest cycle deltas).
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cache: CacheArguments,
     },
     /// Explain one exchange phase: provenance, transfers, schedule, rows per
     /// tile, patches, and where its policy comes from.

@@ -2,9 +2,10 @@
 //! (`exchange` sums up schedule quality) and the build report written to
 //! `artifacts/NAME/report.json` and `phases.csv`. Everything here is
 //! deterministic (ordered, no timings), so the same build gives
-//! byte-identical reports.
+//! byte-identical reports. `diff` compares two reports.
 
 pub mod artifacts;
+pub mod diff;
 pub mod exchange;
 pub mod trace;
 
