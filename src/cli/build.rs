@@ -8,7 +8,9 @@ use super::common::{
 };
 use super::{preflight, why};
 use crate::build_file::package_build_key as build_key;
-use crate::report::{BackReport, build_report};
+use crate::report::html::{ReportPage, render};
+use crate::report::{BackReport, BuildReport, build_report};
+use crate::session::{Session, Suggestion};
 
 use crate::expand::expansion::OpExpansion;
 use crate::text::thousands;
@@ -136,6 +138,7 @@ pub fn run(
         }
     }
     report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    let mut found: Vec<Suggestion> = Vec::new();
     if let Some(back) = &report.back {
         println!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
@@ -211,25 +214,15 @@ pub fn run(
                 );
             }
         }
-        if suggestions > 0 {
-            let found = session
+        // Measured once, for the printed lines and the page.
+        if suggestions > 0 || query.outputs.html {
+            let measured = session
                 .suggestions(Some(SUGGESTION_CANDIDATES))
                 .map_err(|error| CommandError::Internal(error.to_string()))?;
-            if found.is_empty() {
-                println!(
-                    "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
-                );
-            } else {
-                println!(
-                    "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
-                    found.len().min(suggestions)
-                );
-                let shown = &found[..found.len().min(suggestions)];
-                for line in super::phases::render_suggestions(shown) {
-                    println!("{line}");
-                }
-                println!("{}", super::phases::SUGGESTION_NOTE);
+            if suggestions > 0 {
+                print_suggestions(&measured, suggestions);
             }
+            found = measured;
         }
         if query.outputs.phases_csv {
             let directory = artifacts_directory(&query);
@@ -263,6 +256,13 @@ pub fn run(
         write_json(&path, &report)?;
         println!("wrote {}", path.display());
     }
+    if query.outputs.html
+        && let Some(back) = &report.back
+    {
+        let path = artifacts_directory(&query).join("report.html");
+        write_html(&session, &report, back, &found, &path)?;
+        println!("wrote {}", path.display());
+    }
     if let Some(explanation) = explanation {
         print!("{explanation}");
     }
@@ -272,4 +272,50 @@ pub fn run(
     }
     println!("total {:.3} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Prints the `shown` largest of the measured suggestions (or that there are none).
+fn print_suggestions(found: &[Suggestion], shown: usize) {
+    if found.is_empty() {
+        println!(
+            "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
+        );
+        return;
+    }
+    let shown = &found[..found.len().min(shown)];
+    println!(
+        "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
+        shown.len()
+    );
+    for line in super::phases::render_suggestions(shown) {
+        println!("{line}");
+    }
+    println!("{}", super::phases::SUGGESTION_NOTE);
+}
+
+/// Writes `report.html`: the report, the session's memory view and the suggestions.
+fn write_html(
+    session: &Session,
+    report: &BuildReport,
+    back: &BackReport,
+    suggestions: &[Suggestion],
+    path: &std::path::Path,
+) -> Result<(), CommandError> {
+    let memory = session
+        .memory_view()
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    let page = render(&ReportPage {
+        report,
+        back,
+        memory: &memory,
+        suggestions,
+        suggestion_candidates: SUGGESTION_CANDIDATES,
+    });
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|error| {
+            CommandError::Internal(format!("creating {}: {error}", parent.display()))
+        })?;
+    }
+    std::fs::write(path, page)
+        .map_err(|error| CommandError::Internal(format!("writing {}: {error}", path.display())))
 }

@@ -95,7 +95,7 @@ pub enum Command {
     /// Compile the build query through the whole pipeline (graph, layouts,
     /// expansion, phase groups, schedules, rows, patches, placement, package,
     /// estimate); print per-stage times, counts and the estimate, and write
-    /// artifacts/NAME/report.json, phases.csv, package.bin (each as
+    /// artifacts/NAME/report.json, report.html, phases.csv, package.bin (each as
     /// [outputs] asks) and last-build.json (the record --why reads).
     #[command(after_long_help = memory::MEMORY_MODEL)]
     Build {
