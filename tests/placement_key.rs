@@ -89,6 +89,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "outputs.directory" => &["outputs.directory=elsewhere"],
         "outputs.report" => &["outputs.report=false"],
         "outputs.phases_csv" => &["outputs.phases_csv=false"],
+        "outputs.html" => &["outputs.html=false"],
         "outputs.package" => &["outputs.package=false"],
         _ => return Err("no edit written: add one to this test"),
     })

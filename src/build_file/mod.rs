@@ -118,6 +118,8 @@ pub struct Outputs {
     pub directory: PathBuf,
     pub report: bool,
     pub phases_csv: bool,
+    /// `report.html`: the build report as a self-contained page.
+    pub html: bool,
     pub package: bool,
 }
 
@@ -252,6 +254,7 @@ pub fn package_build_key(query: &BuildQuery) -> crate::cache::CacheKey {
     neutral.outputs.directory = std::path::PathBuf::new();
     neutral.outputs.report = false;
     neutral.outputs.phases_csv = false;
+    neutral.outputs.html = false;
     neutral.outputs.package = false;
     let mut hasher = crate::cache::StableHasher::for_domain("package build");
     neutral.hash(&mut hasher);

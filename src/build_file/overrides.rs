@@ -323,6 +323,7 @@ fn assign(
         ("outputs.directory", Text(text)) => file.outputs.directory = unset(text),
         ("outputs.report", Boolean(flag)) => file.outputs.report = unset(flag),
         ("outputs.phases_csv", Boolean(flag)) => file.outputs.phases_csv = unset(flag),
+        ("outputs.html", Boolean(flag)) => file.outputs.html = unset(flag),
         ("outputs.package", Boolean(flag)) => file.outputs.package = unset(flag),
         _ => {
             return Err(QueryError::set(

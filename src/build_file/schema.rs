@@ -109,6 +109,7 @@ pub struct OutputsSection {
     pub directory: Option<Spanned<String>>,
     pub report: Option<Spanned<bool>>,
     pub phases_csv: Option<Spanned<bool>>,
+    pub html: Option<Spanned<bool>>,
     pub package: Option<Spanned<bool>>,
 }
 
@@ -220,6 +221,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("directory", KeyKind::String),
             ("report", KeyKind::Boolean),
             ("phases_csv", KeyKind::Boolean),
+            ("html", KeyKind::Boolean),
             ("package", KeyKind::Boolean),
         ],
     ),

@@ -11,10 +11,7 @@ use crate::report::artifacts::{session_report, write_reports};
 
 use crate::text::thousands;
 
-/// `why`: explain the build against the last recorded one (builds twice).
-/// Exchange phases measured under every standard policy for the build's
-/// suggestions: this many of the most expensive.
-pub const SUGGESTION_CANDIDATES: usize = 4;
+pub use crate::session::suggest::SUGGESTION_CANDIDATES;
 
 pub fn run(
     arguments: &QueryArguments,
@@ -40,6 +37,7 @@ pub fn run(
     if !quiet {
         print_details(&outcome, &report, show_ops);
     }
+    let mut found: Vec<crate::session::Suggestion> = Vec::new();
     if let Some(back) = &report.back {
         println!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
@@ -73,10 +71,13 @@ pub fn run(
                 );
             }
         }
-        if suggestions > 0 && !quiet {
-            let found = session
+        // Measured once: printed here and shown in report.html.
+        if (suggestions > 0 && !quiet) || query.outputs.html {
+            found = session
                 .suggestions(Some(SUGGESTION_CANDIDATES))
                 .map_err(|error| CommandError::Internal(error.to_string()))?;
+        }
+        if suggestions > 0 && !quiet {
             if found.is_empty() {
                 println!(
                     "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
@@ -104,8 +105,8 @@ pub fn run(
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
     }
-    for path in
-        write_reports(&query, &report).map_err(|error| CommandError::Internal(error.to_string()))?
+    for path in write_reports(&session, &query, &report, &found)
+        .map_err(|error| CommandError::Internal(error.to_string()))?
     {
         println!("wrote {}", path.display());
     }

@@ -111,7 +111,7 @@ pub enum Command {
     /// Compile the build query through the whole pipeline (graph, layouts,
     /// expansion, phase groups, schedules, rows, patches, placement, package,
     /// estimate); print per-stage times, counts and the estimate, and write
-    /// artifacts/NAME/report.json, phases.csv, package.bin (each as
+    /// artifacts/NAME/report.json, report.html, phases.csv, package.bin (each as
     /// [outputs] asks) and last-build.json (the record --why reads).
     #[command(after_long_help = memory::MEMORY_MODEL)]
     Build {
@@ -374,8 +374,8 @@ pub enum Command {
         /// are one change.
         #[arg(long, value_name = "MS", default_value_t = 150)]
         debounce_ms: u64,
-        /// Do not write report.json, phases.csv, compute.csv and
-        /// last-build.json after each successful build (written by default,
+        /// Do not write report.json, phases.csv, compute.csv, report.html
+        /// and last-build.json after each successful build (written by default,
         /// as `[outputs]` asks).
         #[arg(long)]
         no_artifacts: bool,

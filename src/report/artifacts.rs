@@ -1,21 +1,25 @@
 //! The report artifacts of a built session, written the same way by
 //! `superstep build` and by `watch` after each successful rebuild:
-//! `report.json`, `phases.csv` and `compute.csv` in `outputs.directory/NAME`,
-//! each as `[outputs]` asks. The package file and the `--why` record are
+//! `report.json`, `phases.csv`, `compute.csv` and `report.html` in
+//! `outputs.directory/NAME`, each as `[outputs]` asks. The package file and the `--why` record are
 //! the commands' own business.
 
 use std::path::{Path, PathBuf};
 
+use super::html::{ReportPage, render};
 use super::{BackReport, BuildReport, build_report};
 use crate::build_file::BuildQuery;
 use crate::expand::expansion::OpExpansion;
-use crate::session::{BuildOutcome, Session, StageError};
+use crate::session::suggest::SUGGESTION_CANDIDATES;
+use crate::session::{BackendError, BuildOutcome, Session, StageError, Suggestion};
 
 /// An artifact that could not be made or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
     #[error(transparent)]
     Stage(#[from] StageError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     #[error("creating {path}: {source}")]
     Folder {
         path: PathBuf,
@@ -76,11 +80,14 @@ fn write(path: PathBuf, text: &str) -> Result<PathBuf, ArtifactError> {
     Ok(path)
 }
 
-/// Writes the CSV files and `report.json` that `query.outputs` asks for;
+/// Writes the CSV files, `report.json` and `report.html` (with the
+/// session's memory view and `suggestions`) that `query.outputs` asks for;
 /// returns the paths written, in order.
 pub fn write_reports(
+    session: &Session,
     query: &BuildQuery,
     report: &BuildReport,
+    suggestions: &[Suggestion],
 ) -> Result<Vec<PathBuf>, ArtifactError> {
     let directory = artifacts_directory(query);
     let mut written = Vec::new();
@@ -99,6 +106,19 @@ pub fn write_reports(
             })?;
         text.push('\n');
         written.push(write(path, &text)?);
+    }
+    if let Some(back) = &report.back
+        && query.outputs.html
+    {
+        let memory = session.memory_view()?;
+        let page = render(&ReportPage {
+            report,
+            back,
+            memory: &memory,
+            suggestions,
+            suggestion_candidates: SUGGESTION_CANDIDATES,
+        });
+        written.push(write(directory.join("report.html"), &page)?);
     }
     Ok(written)
 }

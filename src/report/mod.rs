@@ -1,12 +1,13 @@
 //! Reports of a whole build: per-op and per-exchange summaries, the back half's figures
 //! (`exchange` sums up schedule quality) and the build report written to
-//! `artifacts/NAME/report.json` and `phases.csv`. Everything here is
+//! `artifacts/NAME/report.json`, `phases.csv` and (`html`) `report.html`. Everything here is
 //! deterministic (ordered, no timings), so the same build gives
 //! byte-identical reports. `diff` compares two reports.
 
 pub mod artifacts;
 pub mod diff;
 pub mod exchange;
+pub mod html;
 pub mod trace;
 
 use serde::Serialize;

@@ -7,6 +7,7 @@
 //! never name a query; independent per-op and per-phase queries are warmed
 //! in parallel from here, over cloned database handles.
 
+pub mod memory;
 pub mod phase;
 pub mod progress;
 pub mod replay;

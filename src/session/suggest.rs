@@ -9,6 +9,10 @@ use super::Session;
 use crate::incremental::phases::PhaseError;
 use crate::target::costs::cycles_to_ms;
 
+/// Exchange phases a build measures under every standard policy for its
+/// suggestions: this many of the most expensive.
+pub const SUGGESTION_CANDIDATES: usize = 4;
+
 /// One override worth trying.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Suggestion {

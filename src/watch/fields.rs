@@ -160,6 +160,7 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         "outputs.phases_csv",
         outputs.phases_csv.to_string(),
     );
+    add("outputs", "outputs.html", outputs.html.to_string());
     add("outputs", "outputs.package", outputs.package.to_string());
     settings
 }

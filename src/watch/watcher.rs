@@ -26,6 +26,7 @@ use crate::build_file::{BuildQuery, QueryError, QueryProblem, parse_query};
 use crate::cache::PersistentCache;
 use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
 use crate::session::Session;
+use crate::session::suggest::SUGGESTION_CANDIDATES;
 
 /// What the notification side tells the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +79,15 @@ fn write_artifacts(
     text: &str,
 ) -> Result<Vec<PathBuf>, String> {
     let report = session_report(session, query, outcome).map_err(|error| error.to_string())?;
-    let mut written = write_reports(query, &report).map_err(|error| error.to_string())?;
+    let suggestions = if query.outputs.html {
+        session
+            .suggestions(Some(SUGGESTION_CANDIDATES))
+            .map_err(|error| error.to_string())?
+    } else {
+        Vec::new()
+    };
+    let mut written =
+        write_reports(session, query, &report, &suggestions).map_err(|error| error.to_string())?;
     let record_path = artifacts_directory(query).join(STATE_FILE);
     LastBuild::new(&options.path, text, &options.sets, query)
         .save(&record_path)

@@ -231,6 +231,7 @@ fn defaults_apply() {
             directory: "artifacts".into(),
             report: true,
             phases_csv: true,
+            html: true,
             package: true
         }
     );

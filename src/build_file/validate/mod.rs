@@ -586,6 +586,7 @@ impl Resolver<'_> {
             directory,
             report: flag(&section.report),
             phases_csv: flag(&section.phases_csv),
+            html: flag(&section.html),
             package: flag(&section.package),
         })
     }

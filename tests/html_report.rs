@@ -1,0 +1,264 @@
+//! `report.html` as a reader gets it: `superstep build` writes it beside
+//! `report.json`, its numbers (read back from the page's `data-*`
+//! attributes with an HTML parser) are report.json's, it has one heat-map
+//! cell per tile and one row per phase, it is byte-identical across builds
+//! and self-contained, and `outputs.html = false` writes none. The memory
+//! view it draws agrees with the placement.
+
+mod common;
+
+use std::path::Path;
+
+use common::{query, scratch, superstep};
+use serde_json::Value;
+use superstep::session::Session;
+
+/// Builds vit-tiny into `directory` with extra `--set`s; panics on failure.
+fn build(directory: &Path, sets: &[&str]) {
+    let outputs = format!("outputs.directory={}", directory.display());
+    let cache = directory.join("cache");
+    let mut arguments = vec!["build", "queries/vit-tiny.toml", "--set", &outputs];
+    for set in sets {
+        arguments.extend(["--set", set]);
+    }
+    let cache = cache.display().to_string();
+    arguments.extend(["--cache", &cache]);
+    let output = superstep(&arguments);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// An attribute of a tag.
+fn attribute(tag: &tl::HTMLTag, name: &str) -> String {
+    tag.attributes()
+        .get(name)
+        .flatten()
+        .map(|value| value.as_utf8_str().to_string())
+        .unwrap_or_else(|| panic!("no {name} on <{}>", tag.name().as_utf8_str()))
+}
+
+/// The element with `id`.
+fn element<'dom>(dom: &'dom tl::VDom<'dom>, id: &str) -> &'dom tl::HTMLTag<'dom> {
+    dom.get_element_by_id(id)
+        .and_then(|handle| handle.get(dom.parser()))
+        .and_then(|node| node.as_tag())
+        .unwrap_or_else(|| panic!("no #{id}"))
+}
+
+/// The tags inside the element `id` that `selector` matches (tl matches
+/// simple selectors only, so the container is found by its id first), in
+/// document order.
+fn select<'dom>(
+    dom: &'dom tl::VDom<'dom>,
+    id: &str,
+    selector: &'dom str,
+) -> Vec<&'dom tl::HTMLTag<'dom>> {
+    element(dom, id)
+        .query_selector(dom.parser(), selector)
+        .expect("valid selector")
+        .filter_map(|handle| handle.get(dom.parser()))
+        .filter_map(|node| node.as_tag())
+        .collect()
+}
+
+/// `data-value` of the element with `id`, parsed.
+fn value_of<'dom, T: std::str::FromStr>(dom: &'dom tl::VDom<'dom>, id: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    attribute(element(dom, id), "data-value")
+        .parse()
+        .expect("a number")
+}
+
+fn number(value: &Value) -> u64 {
+    value.as_u64().expect("an integer")
+}
+
+fn check_headline<'dom>(dom: &'dom tl::VDom<'dom>, back: &Value) {
+    assert_eq!(
+        value_of::<u64>(dom, "total-cycles"),
+        number(&back["total_cycles"])
+    );
+    // serde_json reads floats to within an ulp or so (no float_roundtrip).
+    let milliseconds = back["milliseconds"].as_f64().expect("milliseconds");
+    let shown: f64 = value_of(dom, "milliseconds");
+    assert!(
+        (shown - milliseconds).abs() <= milliseconds * 1e-12,
+        "{shown} ms on the page, {milliseconds} ms in report.json"
+    );
+    assert_eq!(value_of::<u64>(dom, "barriers"), number(&back["barriers"]));
+    assert_eq!(
+        value_of::<u64>(dom, "peak-sram"),
+        number(&back["peak_sram_bytes_per_tile"])
+    );
+    assert_eq!(
+        value_of::<u64>(dom, "exchange-table-max"),
+        number(&back["exchange_table_bytes_per_tile_max"])
+    );
+}
+
+fn check_categories<'dom>(dom: &'dom tl::VDom<'dom>, back: &Value) {
+    let expected = [
+        ("compute", number(&back["compute_cycles"])),
+        ("exchange", number(&back["exchange_cycles"])),
+        ("sync", number(&back["sync_cycles"])),
+        ("patching", number(&back["patch_cycles"])),
+    ];
+    for (id, selector) in [
+        ("categories", "tr.category"),
+        ("time-split", "rect.segment"),
+    ] {
+        let found: Vec<(String, u64)> = select(dom, id, selector)
+            .iter()
+            .map(|tag| {
+                (
+                    attribute(tag, "data-category"),
+                    attribute(tag, "data-cycles").parse().expect("cycles"),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, u64)> = expected
+            .iter()
+            .map(|(name, cycles)| (name.to_string(), *cycles))
+            .collect();
+        assert_eq!(found, expected, "{selector}");
+    }
+    let sum: u64 = expected.iter().map(|(_, cycles)| cycles).sum();
+    assert_eq!(sum, number(&back["total_cycles"]), "the split adds up");
+}
+
+fn check_phases<'dom>(dom: &'dom tl::VDom<'dom>, back: &Value) {
+    let phases = back["phases"].as_array().expect("phases");
+    let rows = select(dom, "phases", "tr[data-key]");
+    assert!(!phases.is_empty());
+    assert_eq!(rows.len(), phases.len(), "one row per phase");
+    for (row, phase) in rows.iter().zip(phases) {
+        assert_eq!(
+            attribute(row, "data-key"),
+            phase["key"].as_str().expect("key")
+        );
+        assert_eq!(
+            attribute(row, "data-horizon")
+                .parse::<u64>()
+                .expect("horizon"),
+            number(&phase["horizon"]),
+            "{}",
+            attribute(row, "data-key")
+        );
+    }
+    let charted = select(dom, "horizon-chart", "g.phase");
+    assert_eq!(charted.len(), phases.len().min(30));
+}
+
+/// `(tile, bytes)` of every cell of the heat map `id`.
+fn cells<'dom>(dom: &'dom tl::VDom<'dom>, id: &str) -> Vec<(u64, u64)> {
+    select(dom, id, "rect.cell")
+        .iter()
+        .map(|cell| {
+            (
+                attribute(cell, "data-tile").parse().expect("tile"),
+                attribute(cell, "data-bytes").parse().expect("bytes"),
+            )
+        })
+        .collect()
+}
+
+fn check_heat_maps<'dom>(dom: &'dom tl::VDom<'dom>, report: &Value) {
+    let back = &report["back"];
+    let tiles = number(&report["tiles"]);
+    let sram = cells(dom, "heat-sram");
+    let table = cells(dom, "heat-table");
+    for map in [&sram, &table] {
+        assert_eq!(map.len() as u64, tiles, "one cell per tile");
+        let numbered: Vec<u64> = map.iter().map(|(tile, _)| *tile).collect();
+        assert_eq!(numbered, (0..tiles).collect::<Vec<_>>());
+    }
+    let fullest = sram
+        .iter()
+        .max_by_key(|(tile, bytes)| (*bytes, std::cmp::Reverse(*tile)))
+        .expect("cells");
+    assert_eq!(fullest.1, number(&back["peak_sram_bytes_per_tile"]));
+    assert_eq!(fullest.0, number(&back["peak_sram_tile"]));
+    let widest = table.iter().map(|(_, bytes)| *bytes).max();
+    assert_eq!(
+        widest,
+        Some(number(&back["exchange_table_bytes_per_tile_max"]))
+    );
+    assert_eq!(
+        attribute(element(dom, "memory-steps"), "data-peak")
+            .parse::<u64>()
+            .expect("peak"),
+        number(&back["peak_sram_bytes_per_tile"])
+    );
+}
+
+#[test]
+fn the_page_shows_report_json_numbers_and_is_deterministic() {
+    let directory = scratch("html", "page");
+    build(&directory, &[]);
+    let folder = directory.join("vit-tiny");
+    let page = std::fs::read_to_string(folder.join("report.html")).expect("report.html written");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(folder.join("report.json")).expect("report.json"))
+            .expect("valid JSON");
+    let back = &report["back"];
+    let dom = tl::parse(&page, tl::ParserOptions::default()).expect("parses");
+    check_headline(&dom, back);
+    check_categories(&dom, back);
+    check_phases(&dom, back);
+    check_heat_maps(&dom, &report);
+    let compute_rows = select(&dom, "compute", "tr[data-op]");
+    assert_eq!(
+        compute_rows.len(),
+        back["compute_by_op"].as_array().expect("ops").len()
+    );
+    assert!(page.contains("not a measurement on hardware"));
+    element(&dom, "suggestions");
+    // Self-contained: nothing is fetched.
+    for fetched in ["http://", "https://", "<link", " src="] {
+        assert!(!page.contains(fetched), "the page refers to {fetched}");
+    }
+    // A second build renders the same bytes.
+    build(&directory, &[]);
+    let again = std::fs::read_to_string(folder.join("report.html")).expect("report.html");
+    assert!(page == again, "report.html differs between builds");
+}
+
+#[test]
+fn html_false_writes_no_page() {
+    let directory = scratch("html", "off");
+    build(&directory, &["outputs.html=false"]);
+    let folder = directory.join("vit-tiny");
+    assert!(folder.join("report.json").exists());
+    assert!(!folder.join("report.html").exists());
+}
+
+#[test]
+fn the_memory_view_agrees_with_the_placement() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    let outcome = session.build().expect("builds");
+    let back = outcome.back.expect("back half");
+    let view = session.memory_view().expect("memory view");
+    let tiles = outcome.summary.tiles as usize;
+    assert_eq!(view.peak_bytes_per_tile.len(), tiles);
+    assert_eq!(view.exchange_table_bytes_per_tile.len(), tiles);
+    assert_eq!(view.fullest_tile.tile, back.peak_sram_tile);
+    let live = &view.fullest_tile.live_bytes_per_step;
+    assert!(!live.is_empty());
+    assert_eq!(live.iter().copied().max(), Some(back.peak_sram_bytes));
+    assert!(
+        live.iter()
+            .all(|&bytes| bytes >= view.fullest_tile.reserved_bytes)
+    );
+    assert_eq!(view.fullest_tile.repeat_steps.len(), 1, "one layer loop");
+    let (first, last) = view.fullest_tile.repeat_steps[0];
+    assert!(first <= last && (last as usize) < live.len());
+    assert_eq!(
+        view.exchange_table_bytes_per_tile.iter().copied().max(),
+        Some(back.exchange_table_bytes_max)
+    );
+}
