@@ -7,6 +7,7 @@
 //! Pure core: no salsa here. The per-op and whole-program queries live in
 //! `crate::incremental`.
 
+pub mod access;
 pub mod assemble;
 pub mod compute;
 pub mod expansion;

@@ -9,7 +9,8 @@
 //! step's provenance.
 //!
 //! Owns the data types and their invariants only: `op_expansion` and
-//! `assemble` build them, `crate::sim` executes them.
+//! `assemble` build them, `crate::sim` executes them, `access` says what
+//! each kernel reads and writes.
 
 use serde::{Deserialize, Serialize};
 
@@ -255,29 +256,6 @@ pub enum Kernel {
         rows: u32,
         cols: u32,
     },
-}
-
-impl Kernel {
-    /// Every allocation the kernel writes (the one description of its
-    /// writes that the executors and placement's liveness share).
-    pub fn writes(&self) -> Vec<AllocationId> {
-        let output = match self {
-            Kernel::MatMul { output, .. } => match output {
-                MatMulOutput::Partial(partial) => partial.location.allocation,
-                MatMulOutput::Final { output, .. } => output.location.allocation,
-            },
-            Kernel::ReduceBias { output, .. }
-            | Kernel::LayerNorm { output, .. }
-            | Kernel::Gelu { output, .. }
-            | Kernel::Add { output, .. }
-            | Kernel::Rotary { output, .. }
-            | Kernel::Attention { output, .. }
-            | Kernel::AttentionCombine { output, .. }
-            | Kernel::Cast { output, .. } => output.location.allocation,
-            Kernel::AttentionPartial { partial, .. } => partial.allocation,
-        };
-        vec![output]
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

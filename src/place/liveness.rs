@@ -14,8 +14,8 @@
 //!
 //! Owns the live ranges only; it must not assign addresses.
 
+use crate::expand::access::AccessRole;
 use crate::expand::program::{Kernel, Location, LowProgram, Step};
-use crate::expand::visit::kernel_locations_mut;
 
 /// Live step range `[first, last]` per allocation root (`None` for
 /// allocations never touched and for non-root alias members).
@@ -96,24 +96,20 @@ impl Walker<'_> {
     }
 
     fn kernel(&mut self, kernel: &Kernel, index: u32) {
-        let writes = kernel.writes();
-        let mut reads = Vec::new();
-        let mut copy = *kernel;
-        kernel_locations_mut(&mut copy, &mut |location| reads.push(*location));
-        // Attention scratch is produced by the kernel itself.
-        let scratch = match kernel {
-            Kernel::Attention { scratch, .. } => Some(scratch.allocation),
-            _ => None,
-        };
-        for location in reads {
-            let write =
-                writes.contains(&location.allocation) || scratch == Some(location.allocation);
-            if !write {
-                self.touch(location, false, index);
+        let accesses = kernel.accesses();
+        // Reads first, then results and scratch: an operand in an
+        // allocation the run also writes counts as the write only.
+        for access in accesses.iter() {
+            if access.role == AccessRole::Read
+                && !accesses.writes_allocation(access.location.allocation)
+            {
+                self.touch(access.location, false, index);
             }
         }
-        for location in reads_written(kernel, &writes, scratch) {
-            self.touch(location, true, index);
+        for access in accesses.iter() {
+            if access.role != AccessRole::Read {
+                self.touch(access.location, true, index);
+            }
         }
     }
 
@@ -156,22 +152,6 @@ impl Walker<'_> {
             }
         }
     }
-}
-
-/// The written operand locations of `kernel` (its output and attention scratch).
-fn reads_written(
-    kernel: &Kernel,
-    writes: &[crate::expand::program::AllocationId],
-    scratch: Option<crate::expand::program::AllocationId>,
-) -> Vec<Location> {
-    let mut copy = *kernel;
-    let mut written = Vec::new();
-    kernel_locations_mut(&mut copy, &mut |location| {
-        if writes.contains(&location.allocation) || scratch == Some(location.allocation) {
-            written.push(*location);
-        }
-    });
-    written
 }
 
 /// Live ranges of every allocation root of `program` over `steps`.
