@@ -20,9 +20,9 @@ use crate::estimate::compute::StepLoad;
 use crate::estimate::profile::{PhaseEntry, ProgramProfile, profile};
 use crate::estimate::{Estimate, PhaseCost, compute_step_loads, estimate};
 use crate::expand::program::Step;
+use crate::patch::memory::{patch_list_bytes, sharing_patch_cycles};
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
-use crate::target::costs;
 
 /// A failure of the back half.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, salsa::SalsaValue)]
@@ -34,14 +34,6 @@ pub enum BackendError {
     #[error(transparent)]
     Placement(#[from] PlacementError),
 }
-
-/// Reservations for the exchange table and the patch lists are made in
-/// units of this many bytes (model: a memory allocator's granule).
-pub const RESERVATION_GRANULE_BYTES: u64 = 1024;
-
-/// Bytes a patch list entry takes in tile memory: the word's offset in the
-/// table and the step to add (model: two 32-bit words).
-pub const PATCH_ENTRY_BYTES: u32 = 8;
 
 #[salsa::tracked(returns(ref))]
 pub fn row_table(db: &dyn Db, build: BuildInputs) -> Result<Arc<RowTable>, BackendError> {
@@ -77,30 +69,19 @@ pub fn tile_reservations(
     build: BuildInputs,
 ) -> Result<Arc<TileReservations>, BackendError> {
     let table = row_table(db, build).clone()?;
-    let tiles = build.machine(db).tiles;
-    let mut patch_bytes = vec![0u32; tiles as usize];
-    for &phase in phase_keys(db, build) {
-        for list in &phase_patches(db, phase).clone()?.tiles {
-            patch_bytes[list.tile as usize] += list.words.len() as u32 * PATCH_ENTRY_BYTES;
-        }
-    }
-    for patch in &table.sharing_patches {
-        patch_bytes[patch.tile as usize] += PATCH_ENTRY_BYTES;
-    }
-    // Reservations grow in granules, so that a small change of one phase's
-    // rows leaves them (and so placement) unchanged.
-    let granule = |bytes: u64| bytes.next_multiple_of(RESERVATION_GRANULE_BYTES) as u32;
-    Ok(Arc::new(TileReservations {
-        exchange_table: table
-            .bytes_per_tile
-            .iter()
-            .map(|&bytes| granule(bytes))
-            .collect(),
-        patch_lists: patch_bytes
-            .iter()
-            .map(|&bytes| granule(bytes as u64))
-            .collect(),
-    }))
+    let repeat = phase_keys(db, build)
+        .iter()
+        .map(|&phase| phase_patches(db, phase).clone())
+        .collect::<Result<Vec<_>, _>>()?;
+    let patch_bytes = patch_list_bytes(
+        build.machine(db).tiles,
+        repeat.iter().map(|patches| patches.as_ref()),
+        &table.sharing_patches,
+    );
+    Ok(Arc::new(TileReservations::sized(
+        &table.bytes_per_tile,
+        &patch_bytes,
+    )))
 }
 
 /// A digest of `steps`, in order: each step digested on its own (a Repeat
@@ -197,29 +178,13 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
     .map(Arc::new)
 }
 
-/// Sharing-patch words per phase index and tile's worst case, in cycles.
-fn sharing_patch_cycles(table: &RowTable, phases: usize) -> Vec<u64> {
-    let mut per_phase_tile: HashMap<(u32, u32), u64> = HashMap::new();
-    for patch in &table.sharing_patches {
-        *per_phase_tile.entry((patch.phase, patch.tile)).or_insert(0) += 1;
-    }
-    let mut cycles = vec![0u64; phases];
-    for ((phase, _), words) in per_phase_tile {
-        let phase = phase as usize;
-        if phase < phases {
-            cycles[phase] = cycles[phase].max(costs::patch_cycles(words));
-        }
-    }
-    cycles
-}
-
 /// What each phase costs per execution (horizon; Repeat and sharing
 /// patching), by phase index.
 #[salsa::tracked(returns(ref))]
 pub fn phase_costs(db: &dyn Db, build: BuildInputs) -> Result<Arc<Vec<PhaseCost>>, BackendError> {
     let table = row_table(db, build).clone()?;
     let keys = phase_keys(db, build);
-    let sharing = sharing_patch_cycles(&table, keys.len());
+    let sharing = sharing_patch_cycles(&table.sharing_patches, keys.len());
     let mut costs = Vec::with_capacity(keys.len());
     for (index, &phase) in keys.iter().enumerate() {
         let figures = phase_figures(db, phase).clone()?;

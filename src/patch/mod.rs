@@ -20,6 +20,8 @@
 //!
 //! Pure: rows and problems in, lists out. It must not encode rows or place.
 
+pub mod memory;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -47,6 +47,20 @@ impl TileReservations {
         }
     }
 
+    /// Reservations for a table of `table_bytes` and patch lists of
+    /// `patch_bytes` per tile, each grown to whole granules so that a small
+    /// change of one phase's rows leaves them (and so placement) unchanged.
+    pub fn sized(table_bytes: &[u64], patch_bytes: &[u32]) -> TileReservations {
+        let granule = |bytes: u64| bytes.next_multiple_of(RESERVATION_GRANULE_BYTES) as u32;
+        TileReservations {
+            exchange_table: table_bytes.iter().map(|&bytes| granule(bytes)).collect(),
+            patch_lists: patch_bytes
+                .iter()
+                .map(|&bytes| granule(u64::from(bytes)))
+                .collect(),
+        }
+    }
+
     fn table(&self, tile: usize) -> u32 {
         self.exchange_table.get(tile).copied().unwrap_or(0)
     }
@@ -55,6 +69,10 @@ impl TileReservations {
         self.patch_lists.get(tile).copied().unwrap_or(0)
     }
 }
+
+/// Reservations are made in units of this many bytes (model: a memory
+/// allocator's granule).
+pub const RESERVATION_GRANULE_BYTES: u64 = 1024;
 
 /// Alignment of the reservations (instruction words; patch lists of words).
 pub const RESERVATION_ALIGNMENT: u32 = 8;
