@@ -13,9 +13,9 @@ use crate::layout::planner::{
 };
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
-use crate::model::weights::{WeightError, Weights, safetensors_weights, seeded_weights};
+use crate::model::weights::{WeightError, Weights};
 
-use crate::build_file::{BuildQuery, WeightSource};
+use crate::build_file::BuildQuery;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
@@ -79,10 +79,5 @@ pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), Compi
 
 /// The weights a query names (seeded, or read from SafeTensors).
 pub fn load_weights(query: &BuildQuery, graph: &Graph) -> Result<Weights, WeightError> {
-    match &query.workload.weights {
-        WeightSource::Seeded { seed } => seeded_weights(graph, *seed, query.workload.fp8_scale),
-        WeightSource::SafeTensors { path } => {
-            safetensors_weights(graph, path, 1, query.workload.fp8_scale)
-        }
-    }
+    query.workload.weights.load(graph, query.workload.fp8_scale)
 }

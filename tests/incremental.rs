@@ -64,6 +64,36 @@ fn fp8_scale_reruns_no_layout_query() {
     assert!(outcome.executions.is_empty(), "{counts:?}");
 }
 
+#[test]
+fn weights_are_a_query_behind_the_scale_firewall() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("build");
+    session.take_executions();
+    let first = session.weights().expect("weights");
+    let ran = counts(&session.take_executions());
+    assert_eq!(ran.get("weights"), Some(&1), "{ran:?}");
+    // Asked again: the memo, nothing re-runs.
+    let again = session.weights().expect("weights");
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    assert!(session.take_executions().is_empty());
+
+    session.update(&query("queries/vit-tiny.toml", &["workload.fp8_scale=-3"]));
+    let outcome = session.build().expect("rebuild");
+    assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
+    let rescaled = session.weights().expect("weights");
+    let ran = counts(&session.take_executions());
+    // Only the weights re-run (they read the scale and the graph, which is
+    // verified unchanged); the compiler is untouched.
+    assert_eq!(ran.keys().collect::<Vec<_>>(), vec!["weights"], "{ran:?}");
+    assert_eq!(rescaled.fp8_scale, -3);
+    assert_ne!(first.fp8_scale, -3);
+    assert_eq!(first.input, rescaled.input);
+    assert_ne!(
+        first.tensors, rescaled.tensors,
+        "FP8 codes move with the scale"
+    );
+}
+
 /// Queries of the first half (graph to low program).
 const FIRST_HALF: [&str; 11] = [
     "graph",

@@ -58,6 +58,25 @@ pub enum WeightSource {
     SafeTensors { path: PathBuf },
 }
 
+impl WeightSource {
+    /// The parameter values of `graph` from this source, quantised with
+    /// `fp8_scale`.
+    pub fn load(
+        &self,
+        graph: &crate::model::graph::Graph,
+        fp8_scale: i32,
+    ) -> Result<crate::model::weights::Weights, crate::model::weights::WeightError> {
+        match self {
+            WeightSource::Seeded { seed } => {
+                crate::model::weights::seeded_weights(graph, *seed, fp8_scale)
+            }
+            WeightSource::SafeTensors { path } => {
+                crate::model::weights::safetensors_weights(graph, path, 1, fp8_scale)
+            }
+        }
+    }
+}
+
 /// `[workload]`, resolved.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Workload {

@@ -7,15 +7,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::{CacheArguments, DEFAULT_QUERY, QueryArguments, memory, overrides};
-use crate::build_file::{BuildQuery, WeightSource, load_query};
+use crate::build_file::{BuildQuery, load_query};
 use crate::cache::PersistentCache;
-use crate::direct::load_weights;
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
 use crate::session::BackendError;
 use crate::session::StageError;
-use crate::session::{BuildOutcome, Session, StageTime};
+use crate::session::{BuildOutcome, Session, StageTime, WeightsError};
 use crate::sim::reference::evaluate_reference;
 
 /// A command's failure, with its exit code.
@@ -201,17 +200,17 @@ pub fn finish_cache(cache: Option<&PersistentCache>) -> Option<String> {
     Some(report.to_string())
 }
 
-/// The build's weights (seeded, or read from its SafeTensors file); a file
-/// that cannot be used is an input error.
-pub fn load_build_weights(query: &BuildQuery, graph: &Graph) -> Result<Weights, CommandError> {
-    load_weights(query, graph).map_err(|error| {
-        CommandError::Input(match &query.workload.weights {
-            WeightSource::SafeTensors { path } => format!(
-                "error: workload.weights.safetensors = \"{}\": {error}\n  \
+/// The build's weights (seeded, or read from its SafeTensors file) from the
+/// session; a file that cannot be used is an input error.
+pub fn build_weights(session: &Session) -> Result<Arc<Weights>, CommandError> {
+    session.weights().map_err(|error| {
+        CommandError::Input(match &error {
+            WeightsError::File { path, message } => format!(
+                "error: workload.weights.safetensors = \"{}\": {message}\n  \
                  help: name a SafeTensors file of this model's weights, or use weights = {{ seeded = 1 }}",
                 path.display()
             ),
-            WeightSource::Seeded { .. } => format!("error: {error}"),
+            WeightsError::Seeded { message } => format!("error: {message}"),
         })
     })
 }

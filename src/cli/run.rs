@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, load, load_build_weights, reference_output};
+use super::common::{CommandError, build_weights, load, reference_output};
 use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::interpreter::interpret;
@@ -23,7 +23,7 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let graph = session.graph();
     let started = Instant::now();
     progress.begin("weights", None);
-    let weights = load_build_weights(&query, graph);
+    let weights = build_weights(&session);
     progress.end();
     let weights = weights?;
     let weights_time = started.elapsed();

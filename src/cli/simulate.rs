@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{
-    CommandError, artifacts_directory, build_checked, finish_cache, load, load_build_weights,
+    CommandError, artifacts_directory, build_checked, build_weights, finish_cache, load,
     open_session, reference_output,
 };
 use crate::build_file::BuildQuery;
@@ -91,7 +91,7 @@ pub fn run(
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
-    let weights = load_build_weights(&query, graph)?;
+    let weights = build_weights(&session)?;
     let weights_time = started.elapsed();
     let started = Instant::now();
     let options = SimulationOptions {

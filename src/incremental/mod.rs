@@ -3,8 +3,8 @@
 //! holds the first half (graph, layouts, per-op expansion, low program),
 //! `phases` the per-phase queries, `whole_program` the aggregates over all
 //! phases (row table, reservations, placement, estimate) and `package` the
-//! finished package's assembly; `on_disk` is the one path to the
-//! persistent cache.
+//! finished package's assembly, `weights` the parameter values the
+//! simulators read; `on_disk` is the one path to the persistent cache.
 
 pub mod alternatives;
 pub mod database;
@@ -13,6 +13,7 @@ pub mod lowering;
 pub mod on_disk;
 pub mod package;
 pub mod phases;
+pub mod weights;
 pub mod whole_program;
 
 pub use database::{CompilerDatabase, Db, Execution};

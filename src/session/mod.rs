@@ -18,6 +18,7 @@ pub use crate::estimate::profile::{ProfileEntry, ProgramProfile, StepKind};
 pub use crate::incremental::Execution;
 pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
+pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use phase::Phase;
 pub use suggest::Suggestion;
@@ -50,6 +51,7 @@ use crate::incremental::whole_program::{
 use crate::incremental::{BuildInputs, CompilerDatabase, Db, apply_query, create_inputs};
 use crate::layout::plan::Layouts;
 use crate::model::graph::Graph;
+use crate::model::weights::Weights;
 use crate::place::{Placement, TileReservations};
 use crate::rows::RowTable;
 
@@ -293,6 +295,12 @@ impl Session {
         layouts(&self.db, self.inputs)
             .clone()
             .map_err(StageError::from)
+    }
+
+    /// The build's parameter values (seeded or from its SafeTensors file),
+    /// made once per session.
+    pub fn weights(&self) -> Result<Arc<Weights>, WeightsError> {
+        crate::incremental::weights::weights(&self.db, self.inputs).clone()
     }
 
     pub fn low_program(&self) -> Result<Arc<LowProgram>, StageError> {
