@@ -215,8 +215,18 @@ pub fn build_weights(session: &Session) -> Result<Arc<Weights>, CommandError> {
     })
 }
 
-/// The FP32 reference output of the model on `weights`.
-pub fn reference_output(graph: &Graph, weights: &Weights) -> Result<Vec<f32>, CommandError> {
-    evaluate_reference(graph, weights)
-        .map_err(|error| CommandError::Internal(format!("reference: {error}")))
+/// The FP32 reference output of the model on `weights` and how long it
+/// took, shown as the "FP32 reference" stage of `progress`.
+pub fn reference_output(
+    graph: &Graph,
+    weights: &Weights,
+    progress: &dyn crate::session::progress::Progress,
+) -> Result<(Vec<f32>, std::time::Duration), CommandError> {
+    let started = std::time::Instant::now();
+    progress.begin("FP32 reference", None);
+    let reference = evaluate_reference(graph, weights);
+    progress.end();
+    let reference =
+        reference.map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
+    Ok((reference, started.elapsed()))
 }

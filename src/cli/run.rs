@@ -34,12 +34,7 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let interpretation =
         interpretation.map_err(|error| CommandError::Internal(format!("interpreter: {error}")))?;
     let interpret_time = started.elapsed();
-    let started = Instant::now();
-    progress.begin("FP32 reference", None);
-    let reference = reference_output(graph, &weights);
-    progress.end();
-    let reference = reference?;
-    let reference_time = started.elapsed();
+    let (reference, reference_time) = reference_output(graph, &weights, progress.as_ref())?;
     let agreement = compare(&interpretation.output, &reference);
     println!(
         "superstep run {}: {} ({} layers) on {} tiles",

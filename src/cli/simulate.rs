@@ -106,12 +106,7 @@ pub fn run(
     let run =
         run.map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;
     let simulate_time = started.elapsed();
-    let started = Instant::now();
-    progress.begin("FP32 reference", None);
-    let reference = reference_output(graph, &weights);
-    progress.end();
-    let reference = reference?;
-    let reference_time = started.elapsed();
+    let (reference, reference_time) = reference_output(graph, &weights, &progress)?;
     let agreement = compare(&run.output, &reference);
     println!(
         "superstep simulate {}: {} ({} layers) on {} tiles, package of {} phases",

@@ -84,15 +84,8 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
             keys,
             dimension,
             ..
-        } => {
-            let scores = groups as u64 * queries as u64 * keys as u64;
-            let products = groups as u64
-                * costs::attention_matrix_macs(queries as u64, keys as u64, dimension as u64);
-            KERNEL_LAUNCH_CYCLES
-                + costs::matrix_cycles(products, MatrixPrecision::Float16)
-                + scores.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
         }
-        Kernel::AttentionPartial {
+        | Kernel::AttentionPartial {
             groups,
             queries,
             keys,
