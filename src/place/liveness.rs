@@ -49,7 +49,8 @@ struct Walker<'program> {
     repeat: Option<(u32, u32)>,
 }
 
-fn flat_count(steps: &[Step]) -> u32 {
+/// Flattened step count of `steps`: every step once, Repeat bodies inlined once.
+pub fn flat_count(steps: &[Step]) -> u32 {
     steps
         .iter()
         .map(|step| match step {

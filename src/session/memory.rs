@@ -10,7 +10,7 @@ use super::{BackendError, Session};
 use crate::expand::program::{LowProgram, Step};
 use crate::place::Placement;
 use crate::place::allocator::{USABLE_BYTES, blocks_by_tile};
-use crate::place::liveness::liveness;
+use crate::place::liveness::{flat_count, liveness};
 use crate::target::memory::TILE_BASE_ADDRESS;
 
 /// Per-tile memory figures and the fullest tile's memory over time.
@@ -98,17 +98,6 @@ fn live_bytes_per_step(
             (running + reserved).max(0) as u64
         })
         .collect()
-}
-
-/// Flattened step count of `steps` (Repeat bodies once, as liveness counts).
-fn flat_count(steps: &[Step]) -> u32 {
-    steps
-        .iter()
-        .map(|step| match step {
-            Step::Repeat { body, .. } => flat_count(body),
-            _ => 1,
-        })
-        .sum()
 }
 
 /// Flattened ranges of the top-level Repeats of `steps`.
