@@ -11,6 +11,9 @@ pub mod breakdown;
 pub mod compute;
 pub mod profile;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 
 use serde::Serialize;

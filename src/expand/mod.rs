@@ -17,6 +17,9 @@ pub mod summary;
 pub mod validate;
 pub mod visit;
 
+#[cfg(test)]
+mod tests;
+
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::{OpPlan, PlannedOp};
 use crate::model::graph::OpKind;

@@ -13,3 +13,7 @@ pub mod operand_formats;
 pub mod plan;
 pub mod planner;
 pub mod validate;
+
+#[cfg(test)]
+#[path = "planner_tests.rs"]
+mod planner_tests;

@@ -17,6 +17,9 @@
 pub mod file;
 pub mod verify;
 
+#[cfg(test)]
+mod tests;
+
 use std::io::Write;
 use std::path::Path;
 

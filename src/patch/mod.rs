@@ -30,6 +30,9 @@ use crate::rows::{PhaseRows, SlotField};
 use crate::schedule::ExchangeProblem;
 use crate::target::costs;
 
+#[cfg(test)]
+mod tests;
+
 /// How a tile's sender addresses are encoded in a Repeat body phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BaseChoice {
