@@ -15,7 +15,7 @@ use super::expansion::{AllocationRef, OUTPUT_OPERAND, OpExpansion, ScratchAlloca
 use super::program::*;
 use super::summary::summarize;
 use super::validate::check_program;
-use super::visit::{kernel_locations_mut, step_locations_mut};
+use super::visit::step_locations_mut;
 use super::*;
 use crate::direct::lower;
 use crate::layout::format::{ElementOrder, MemoryClass, TensorFormat};
@@ -50,9 +50,7 @@ fn provenance(reason: Reason) -> Provenance {
 /// The allocation ids a visitor reaches in `kernel`, in visiting order.
 fn kernel_visits(mut kernel: Kernel) -> Vec<u32> {
     let mut visited = Vec::new();
-    kernel_locations_mut(&mut kernel, &mut |location| {
-        visited.push(location.allocation.0)
-    });
+    kernel.visit_accesses_mut(&mut |_, _, location| visited.push(location.allocation.0));
     visited
 }
 
