@@ -208,7 +208,13 @@ pub fn build_estimate(db: &dyn Db, build: BuildInputs) -> Result<Arc<Estimate>, 
         .map(|(record, &cost)| (record.step_path.as_slice(), cost))
         .collect();
     let compute = compute_costs(db, build).clone()?;
-    let lookup = |path: &[u32]| costs_by_path.get(path).copied();
+    let lookup = |path: &[u32]| {
+        // Every exchange step is a phase with a cost (`phase_costs` walks
+        // the same groups): a missing one is a broken invariant.
+        let cost = costs_by_path.get(path).copied();
+        debug_assert!(cost.is_some(), "no phase cost for step {path:?}");
+        cost
+    };
     let compute_lookup = |path: &[u32], _: &Step| {
         // Every compute step has a cost (`compute_costs` walks the same
         // steps): a missing one is a broken invariant, not 0 cycles.

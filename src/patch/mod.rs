@@ -8,9 +8,11 @@
 //!   with `+stride`) or against an outgoing base register that itself moves by
 //!   the most common stride (then only the exceptions are patched: stationary
 //!   addresses with `-stride`, other strides with their difference). The base
-//!   is taken only when it gives strictly fewer patched words, compared on
-//!   the row's actual encoded sender-address words (every `send` restart is
-//!   its own word), and only when the build allows it (`planning.repeat_base`). Receive-pointer words in iterated allocations are always
+//!   is taken only when it makes the tile's patching strictly cheaper (fewer
+//!   cycles, then fewer words; the bulk patcher makes 24 words cheaper than
+//!   23), counted on the row's actual encoded sender-address words (every
+//!   `send` restart is its own word), and only when the build allows it
+//!   (`planning.repeat_base`). Receive-pointer words in iterated allocations are always
 //!   patched.
 //! - Sharing patches: rows that share storage with a row whose address words
 //!   differ (from the row table) have those words rewritten before use.
@@ -151,8 +153,17 @@ pub fn repeat_patches(
                 .filter(|&&(_, stride)| stride != base)
                 .count() as u32
         });
+        // The base must make the tile's patching strictly cheaper: fewer
+        // cycles (the bulk patcher makes cost fall at its threshold, so
+        // fewer words can cost more), then fewer words. Receive pointers are
+        // patched either way.
+        let receiving = receivers.len() as u32;
+        let cheaper = |patched: u32| {
+            let cost = |words: u32| (costs::patch_cycles(u64::from(words)), words);
+            cost(patched + receiving) < cost(zero_base_words + receiving)
+        };
         let (base, mut words) = match (common, with_base) {
-            (Some(base), Some(patched)) if base_selection && patched < zero_base_words => (
+            (Some(base), Some(patched)) if base_selection && cheaper(patched) => (
                 BaseChoice::Moving { stride_words: base },
                 senders
                     .iter()

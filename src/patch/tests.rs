@@ -1,6 +1,6 @@
 //! Tests of Repeat patch lists: hand-built rows whose slots read iterated
 //! and stationary allocations (the zero base, the moving base taken only
-//! when strictly fewer words are patched, the most common stride with ties
+//! when it makes patching strictly cheaper, the most common stride with ties
 //! to the smaller, receive pointers always patched, no patches outside a
 //! Repeat), the phase totals and their cycle costs (54 cycles a word in the
 //! supervisor loop, the six-worker bulk patcher from 24 words), and one
@@ -478,4 +478,45 @@ fn patched_rows_of_an_encoded_phase_equal_the_rows_of_later_iterations() {
             }
         }
     }
+}
+
+#[test]
+fn the_moving_base_is_refused_when_fewer_words_cost_more_cycles() {
+    // 24 moving sends and 23 stationary ones: the zero base patches 24
+    // words (bulk patcher: 11 + 24 x 54 / 6 = 227 cycles); the moving base
+    // 23 (supervisor loop: 23 x 54 = 1,242 cycles). Fewer words, slower:
+    // the zero base stays.
+    let mut slots = Vec::new();
+    for index in 0..24 {
+        slots.push(slot(index * 2, SlotField::SendAddress, 0));
+    }
+    for index in 0..23 {
+        slots.push(slot(index * 2 + 1, SlotField::SendAddress, 1));
+    }
+    let rows = PhaseRows {
+        rows: vec![row(48, slots)],
+    };
+    let patches = repeat_patches(&four_allocations(3), &rows, true);
+    assert_eq!(patches.tiles.len(), 1);
+    assert_eq!(patches.tiles[0].base, BaseChoice::Zero);
+    assert_eq!(patches.tiles[0].words.len(), 24);
+    assert_eq!(patches.cycles(), 227);
+    // With 24 moving sends and 2 stationary ones the moving base patches 2
+    // words (108 cycles) against the zero base's 24 (227): taken.
+    let mut slots = Vec::new();
+    for index in 0..24 {
+        slots.push(slot(index * 2, SlotField::SendAddress, 0));
+    }
+    slots.push(slot(49, SlotField::SendAddress, 1));
+    slots.push(slot(51, SlotField::SendAddress, 1));
+    let rows = PhaseRows {
+        rows: vec![row(52, slots)],
+    };
+    let patches = repeat_patches(&four_allocations(3), &rows, true);
+    assert_eq!(
+        patches.tiles[0].base,
+        BaseChoice::Moving { stride_words: 64 }
+    );
+    assert_eq!(patches.tiles[0].words.len(), 2);
+    assert_eq!(patches.cycles(), 108);
 }
