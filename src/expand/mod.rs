@@ -10,6 +10,7 @@
 pub mod assemble;
 pub mod compute;
 pub mod expansion;
+mod partial_exchange;
 pub mod program;
 pub mod rearrange;
 pub mod summary;
