@@ -7,9 +7,10 @@
 //! the builder's local references.
 
 use super::expansion::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
+use super::partial_exchange::{PartialGrid, partial_transfers, received_partials};
 use super::program::{
-    AttentionKind, Destination, ElementType, GeluForm, Kernel, KernelRun, Location, MatMulOutput,
-    Operand, Real, Reason, Step, TransferList,
+    AttentionKind, ElementType, GeluForm, Kernel, KernelRun, Location, MatMulOutput, Operand, Real,
+    Reason, Step,
 };
 use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
 use crate::layout::format::{MemoryClass, TensorFormat};
@@ -38,19 +39,78 @@ pub fn element_type(precision: Precision) -> ElementType {
     }
 }
 
+/// Byte sizes of a split product's partial sums: one row, and one slice
+/// (the `block_rows / reduction_parts` rows a tile reduces).
+struct PartialSums {
+    line: u32,
+    slice: u32,
+}
+
+impl PartialSums {
+    fn of(plan: &MatMulPlan) -> PartialSums {
+        let line = plan.block_cols * plan.partial_bytes();
+        let slice_rows = plan.block_rows / plan.reduction_parts;
+        PartialSums {
+            line,
+            slice: slice_rows * line,
+        }
+    }
+}
+
+/// A distributed matrix product: one product kernel per (row, column,
+/// reduction) block; with the reduction split, the partial sums are
+/// reduce-scattered and each slice summed with the bias.
 pub fn expand_matmul(
     builder: &mut ExpansionBuilder,
     plan: &MatMulPlan,
     inputs: &[&TensorFormat],
     output: &TensorFormat,
 ) {
+    let (runs, partials) = matmul_runs(builder, plan, inputs, output);
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+    let pk = plan.reduction_parts;
+    if pk == 1 {
+        return;
+    }
+    // Reduce-scatter: tile (i, j, k) sends row slice s of its partial sums
+    // to tile (i, j, s), which adds the pk slices and the bias.
+    let grid = PartialGrid {
+        outer: plan.row_parts,
+        middle: plan.col_parts,
+        parts: pk,
+    };
+    let tile = |i: u32, j: u32, k: u32| plan.tile(i, j, k);
+    let slice_bytes = PartialSums::of(plan).slice;
+    let output_row_parts = output.parts()[1];
+    let received = received_partials(
+        builder,
+        grid,
+        tile,
+        |i, _, s| i * pk + s < output_row_parts,
+        slice_bytes,
+    );
+    let transfers = partial_transfers(grid, tile, &partials, &received, slice_bytes);
+    builder.exchange(Reason::PartialExchange, transfers);
+    let runs = reduce_bias_runs(builder, plan, inputs[2], output, (&partials, &received));
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+}
+
+/// The product kernel of every (i, j, k) block, and (with the reduction
+/// split) the scratch of each one's partial sums.
+fn matmul_runs(
+    builder: &mut ExpansionBuilder,
+    plan: &MatMulPlan,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) -> (Vec<KernelRun>, Vec<Location>) {
     let (a, weight, bias) = (inputs[0], inputs[1], inputs[2]);
     let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);
-    let partial_bytes = plan.partial_bytes();
-    let slice_rows = plan.block_rows / pk;
-    let partial_line = plan.block_cols * partial_bytes;
-    let slice_bytes = slice_rows * partial_line;
-    let output_row_parts = output.parts()[1];
     let mut runs = Vec::new();
     let mut partials = Vec::new();
     for i in 0..pm {
@@ -69,29 +129,9 @@ pub fn expand_matmul(
                 let valid_rows = a_valid[1].min(plan.block_rows);
                 let valid_reduction = a_valid[2].min(weight_valid[1]).min(plan.block_reduction);
                 let valid_cols = weight_valid[2].min(plan.block_cols);
-                let kernel_output = if pk == 1 {
-                    let output_block = output.block_index(0, i, j);
-                    let extent = output.valid_extent(output_block);
-                    MatMulOutput::Final {
-                        output: operand(builder, OUTPUT_OPERAND, output, output_block, 0),
-                        bias: operand(builder, 2, bias, j, i),
-                        valid_rows: extent[1],
-                        valid_cols: extent[2],
-                    }
-                } else {
-                    let location = builder.scratch(
-                        tile,
-                        plan.block_rows * partial_line,
-                        MemoryClass::Standard,
-                        Reason::PartialSums,
-                    );
-                    partials.push(location);
-                    MatMulOutput::Partial(Operand {
-                        location,
-                        line: partial_line,
-                        matrix: plan.block_rows * partial_line,
-                    })
-                };
+                let (kernel_output, partial) =
+                    product_output(builder, plan, bias, output, (i, j), tile);
+                partials.extend(partial);
                 runs.push(KernelRun {
                     tile,
                     kernel: Kernel::MatMul {
@@ -110,71 +150,68 @@ pub fn expand_matmul(
             }
         }
     }
-    builder.push(Step::Kernels {
-        provenance: local_provenance(Reason::Compute),
-        runs,
-    });
-    if pk == 1 {
-        return;
+    (runs, partials)
+}
+
+/// Where the product of block (i, j, k) on `tile` goes: with the reduction
+/// whole, straight into output block (i, j) plus the bias; else into a
+/// scratch of partial sums on the tile (also returned).
+fn product_output(
+    builder: &mut ExpansionBuilder,
+    plan: &MatMulPlan,
+    bias: &TensorFormat,
+    output: &TensorFormat,
+    (i, j): (u32, u32),
+    tile: u32,
+) -> (MatMulOutput, Option<Location>) {
+    if plan.reduction_parts == 1 {
+        let output_block = output.block_index(0, i, j);
+        let extent = output.valid_extent(output_block);
+        let kernel_output = MatMulOutput::Final {
+            output: operand(builder, OUTPUT_OPERAND, output, output_block, 0),
+            bias: operand(builder, 2, bias, j, i),
+            valid_rows: extent[1],
+            valid_cols: extent[2],
+        };
+        (kernel_output, None)
+    } else {
+        let partial_line = PartialSums::of(plan).line;
+        let location = builder.scratch(
+            tile,
+            plan.block_rows * partial_line,
+            MemoryClass::Standard,
+            Reason::PartialSums,
+        );
+        let kernel_output = MatMulOutput::Partial(Operand {
+            location,
+            line: partial_line,
+            matrix: plan.block_rows * partial_line,
+        });
+        (kernel_output, Some(location))
     }
-    // Reduce-scatter: tile (i, j, k) sends row slice s of its partial sums
-    // to tile (i, j, s), which adds the pk slices and the bias.
-    let mut received = Vec::with_capacity(partials.len());
-    for i in 0..pm {
-        for j in 0..pn {
-            for s in 0..pk {
-                let tile = plan.tile(i, j, s);
-                let exists = i * pk + s < output_row_parts;
-                received.push(exists.then(|| {
-                    builder.scratch(
-                        tile,
-                        (pk - 1) * slice_bytes,
-                        MemoryClass::Standard,
-                        Reason::ReceivedPartials,
-                    )
-                }));
-            }
-        }
-    }
+}
+
+/// The reduce-bias kernel of every tile (i, j, s) that received slices:
+/// its own slice s plus the received ones plus the bias, into output block
+/// row `i * pk + s`.
+fn reduce_bias_runs(
+    builder: &mut ExpansionBuilder,
+    plan: &MatMulPlan,
+    bias: &TensorFormat,
+    output: &TensorFormat,
+    (partials, received): (&[Location], &[Option<Location>]),
+) -> Vec<KernelRun> {
+    let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);
+    let PartialSums {
+        line: partial_line,
+        slice: slice_bytes,
+    } = PartialSums::of(plan);
     let coordinate = |i: u32, j: u32, k: u32| ((i * pn + j) * pk + k) as usize;
-    let mut transfers = TransferList::default();
-    for i in 0..pm {
-        for j in 0..pn {
-            for k in 0..pk {
-                for s in 0..pk {
-                    if s == k {
-                        continue;
-                    }
-                    let Some(buffer) = received[coordinate(i, j, s)] else {
-                        continue;
-                    };
-                    let slot = if k < s { k } else { k - 1 };
-                    let source = partials[coordinate(i, j, k)];
-                    transfers.push(
-                        plan.tile(i, j, k),
-                        super::program::Location {
-                            offset: s * slice_bytes,
-                            ..source
-                        },
-                        slice_bytes / 4,
-                        &[Destination {
-                            tile: plan.tile(i, j, s),
-                            location: super::program::Location {
-                                offset: slot * slice_bytes,
-                                ..buffer
-                            },
-                        }],
-                    );
-                }
-            }
-        }
-    }
-    builder.exchange(Reason::PartialExchange, transfers);
-    let mut runs = Vec::new();
     let partial_type = match plan.accumulation {
         Accumulation::F32 => ElementType::F32,
         Accumulation::F16 => ElementType::F16,
     };
+    let mut runs = Vec::new();
     for i in 0..pm {
         for j in 0..pn {
             for s in 0..pk {
@@ -188,7 +225,7 @@ pub fn expand_matmul(
                     tile: plan.tile(i, j, s),
                     kernel: Kernel::ReduceBias {
                         local: Operand {
-                            location: super::program::Location {
+                            location: Location {
                                 offset: s * slice_bytes,
                                 ..local
                             },
@@ -212,12 +249,28 @@ pub fn expand_matmul(
             }
         }
     }
-    builder.push(Step::Kernels {
-        provenance: local_provenance(Reason::Compute),
-        runs,
-    });
+    runs
 }
 
+/// The kernel flavour of an attention plan.
+fn attention_kind(plan: &AttentionPlan) -> AttentionKind {
+    match plan.method {
+        AttentionMethod::Materialized => AttentionKind::Materialized,
+        AttentionMethod::Flash { key_block } => AttentionKind::Flash { key_block },
+    }
+}
+
+/// Bytes of one row slice of an attention's partial statistics (the
+/// `block_queries / key_parts` rows of every group a key tile combines).
+fn statistics_slice_bytes(plan: &AttentionPlan, dimension: u32) -> u32 {
+    let row_bytes = AttentionPlan::partial_row_bytes(dimension);
+    let slice_rows = plan.block_queries / plan.key_parts;
+    slice_rows * plan.block_groups * row_bytes
+}
+
+/// Distributed attention: one kernel per (group, query, key) block; with
+/// the keys split, partial statistics are reduce-scattered and each slice
+/// combined into the output.
 pub fn expand_attention(
     builder: &mut ExpansionBuilder,
     plan: &AttentionPlan,
@@ -225,23 +278,62 @@ pub fn expand_attention(
     inputs: &[&TensorFormat],
     output: &TensorFormat,
 ) {
+    let (runs, partials) = attention_runs(builder, plan, scale, inputs, output);
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+    let key_parts = plan.key_parts;
+    if key_parts == 1 {
+        return;
+    }
+    // Reduce-scatter the partial statistics: key tile k sends query slice s
+    // to key tile s of the same (group, query) block.
+    let grid = PartialGrid {
+        outer: inputs[0].parts()[0],
+        middle: plan.query_parts,
+        parts: key_parts,
+    };
+    let tile = |group_block: u32, query_block: u32, key_block: u32| {
+        plan.tile(group_block, query_block, key_block)
+    };
+    let slice_bytes = statistics_slice_bytes(plan, inputs[0].shape.cols);
+    let output_row_parts = output.parts()[1];
+    let received = received_partials(
+        builder,
+        grid,
+        tile,
+        |_, query_block, slice| query_block * key_parts + slice < output_row_parts,
+        slice_bytes,
+    );
+    let transfers = partial_transfers(grid, tile, &partials, &received, slice_bytes);
+    builder.exchange(Reason::PartialExchange, transfers);
+    let runs = combine_runs(builder, plan, inputs[0], output, (&partials, &received));
+    builder.push(Step::Kernels {
+        provenance: local_provenance(Reason::Compute),
+        runs,
+    });
+}
+
+/// The attention kernel of every (group, query, key) block: whole when the
+/// keys are not split, else partial statistics into a scratch of their own.
+fn attention_runs(
+    builder: &mut ExpansionBuilder,
+    plan: &AttentionPlan,
+    scale: f32,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) -> (Vec<KernelRun>, Vec<Location>) {
     let (query, key, value) = (inputs[0], inputs[1], inputs[2]);
     let dimension = query.shape.cols;
     let (query_parts, key_parts) = (plan.query_parts, plan.key_parts);
     let group_blocks = query.parts()[0];
-    let kind = match plan.method {
-        AttentionMethod::Materialized => AttentionKind::Materialized,
-        AttentionMethod::Flash { key_block } => AttentionKind::Flash { key_block },
-    };
+    let kind = attention_kind(plan);
     let scratch_bytes = match kind {
         AttentionKind::Materialized => plan.block_queries * plan.block_keys * 4,
         AttentionKind::Flash { key_block } => plan.block_queries * (key_block + dimension + 2) * 4,
     };
     let row_bytes = AttentionPlan::partial_row_bytes(dimension);
-    let slice_rows = plan.block_queries / key_parts;
-    let slice_bytes = slice_rows * plan.block_groups * row_bytes;
-    let output_row_parts = output.parts()[1];
-    let coordinate = |g: u32, q: u32, k: u32| ((g * query_parts + q) * key_parts + k) as usize;
     let mut runs = Vec::new();
     let mut partials = Vec::new();
     for group_block in 0..group_blocks {
@@ -301,69 +393,24 @@ pub fn expand_attention(
             }
         }
     }
-    builder.push(Step::Kernels {
-        provenance: local_provenance(Reason::Compute),
-        runs,
-    });
-    if key_parts == 1 {
-        return;
-    }
-    // Reduce-scatter the partial statistics: key tile k sends query slice s
-    // to key tile s of the same (group, query) block.
-    let mut received = Vec::with_capacity(partials.len());
-    for group_block in 0..group_blocks {
-        for query_block in 0..query_parts {
-            for slice in 0..key_parts {
-                let exists = query_block * key_parts + slice < output_row_parts;
-                let tile = plan.tile(group_block, query_block, slice);
-                received.push(exists.then(|| {
-                    builder.scratch(
-                        tile,
-                        (key_parts - 1) * slice_bytes,
-                        MemoryClass::Standard,
-                        Reason::ReceivedPartials,
-                    )
-                }));
-            }
-        }
-    }
-    let mut transfers = TransferList::default();
-    for group_block in 0..group_blocks {
-        for query_block in 0..query_parts {
-            for key_block in 0..key_parts {
-                for slice in 0..key_parts {
-                    if slice == key_block {
-                        continue;
-                    }
-                    let Some(buffer) = received[coordinate(group_block, query_block, slice)] else {
-                        continue;
-                    };
-                    let position = if key_block < slice {
-                        key_block
-                    } else {
-                        key_block - 1
-                    };
-                    let source = partials[coordinate(group_block, query_block, key_block)];
-                    transfers.push(
-                        plan.tile(group_block, query_block, key_block),
-                        Location {
-                            offset: slice * slice_bytes,
-                            ..source
-                        },
-                        slice_bytes / 4,
-                        &[Destination {
-                            tile: plan.tile(group_block, query_block, slice),
-                            location: Location {
-                                offset: position * slice_bytes,
-                                ..buffer
-                            },
-                        }],
-                    );
-                }
-            }
-        }
-    }
-    builder.exchange(Reason::PartialExchange, transfers);
+    (runs, partials)
+}
+
+/// The combine kernel of every key tile (group, query, slice) that
+/// received statistics: its own slice plus the received ones, normalised
+/// into output block row `query * key_parts + slice`.
+fn combine_runs(
+    builder: &mut ExpansionBuilder,
+    plan: &AttentionPlan,
+    query: &TensorFormat,
+    output: &TensorFormat,
+    (partials, received): (&[Location], &[Option<Location>]),
+) -> Vec<KernelRun> {
+    let dimension = query.shape.cols;
+    let (query_parts, key_parts) = (plan.query_parts, plan.key_parts);
+    let group_blocks = query.parts()[0];
+    let slice_bytes = statistics_slice_bytes(plan, dimension);
+    let coordinate = |g: u32, q: u32, k: u32| ((g * query_parts + q) * key_parts + k) as usize;
     let mut runs = Vec::new();
     for group_block in 0..group_blocks {
         for query_block in 0..query_parts {
@@ -395,10 +442,7 @@ pub fn expand_attention(
             }
         }
     }
-    builder.push(Step::Kernels {
-        provenance: local_provenance(Reason::Compute),
-        runs,
-    });
+    runs
 }
 
 /// Ops computed independently on every block (and replica) of the output.

@@ -11,6 +11,7 @@ pub mod access;
 pub mod assemble;
 pub mod compute;
 pub mod expansion;
+mod partial_exchange;
 pub mod program;
 pub mod rearrange;
 pub mod summary;

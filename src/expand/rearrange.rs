@@ -200,6 +200,240 @@ impl MovementAccumulator {
     }
 }
 
+/// One piece of the move: `bytes` from `source_offset` of block
+/// `source_block` of input `input` to `destination_offset` of the output
+/// block (of every replica).
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    input: usize,
+    source_block: u32,
+    source_offset: u32,
+    destination_offset: u32,
+    bytes: u32,
+}
+
+/// The movement into one output block: each replica's tile, and per
+/// (input, source block) the source replica on each of those tiles, if any
+/// (looked up once, not once per run).
+struct BlockMovement<'run> {
+    op_name: &'run str,
+    inputs: &'run [&'run TensorFormat],
+    output: &'run TensorFormat,
+    accumulator: &'run mut MovementAccumulator,
+    block: u32,
+    destination_tiles: Vec<u32>,
+    local_replicas: FastMap<(usize, u32), Vec<Option<u32>>>,
+}
+
+impl BlockMovement<'_> {
+    /// Exchanges and copies move whole words: `piece`'s size and both its
+    /// offsets must be multiples of four bytes.
+    fn check_aligned(&self, piece: Piece) -> Result<(), ExpandError> {
+        if !piece.bytes.is_multiple_of(4)
+            || !piece.source_offset.is_multiple_of(4)
+            || !piece.destination_offset.is_multiple_of(4)
+        {
+            return Err(ExpandError::Misaligned {
+                op: self.op_name.to_string(),
+                bytes: piece.bytes,
+                source_offset: piece.source_offset,
+                destination_offset: piece.destination_offset,
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves `piece` to every replica of the block: a local copy where the
+    /// source has a replica on the tile, else one transfer multicast to the
+    /// rest.
+    fn emit(&mut self, builder: &mut ExpansionBuilder, piece: Piece) -> Result<(), ExpandError> {
+        self.check_aligned(piece)?;
+        let Piece {
+            input,
+            source_block,
+            source_offset,
+            destination_offset,
+            bytes,
+        } = piece;
+        let (block, output) = (self.block, self.output);
+        let source = self.inputs[input];
+        let source_replicas = source.replicas;
+        let destination_tiles = &self.destination_tiles;
+        let local = self
+            .local_replicas
+            .entry((input, source_block))
+            .or_insert_with(|| {
+                destination_tiles
+                    .iter()
+                    .map(|&tile| {
+                        (0..source_replicas)
+                            .find(|&replica| source.tile(source_block, replica) == tile)
+                    })
+                    .collect()
+            });
+        self.accumulator.remote.clear();
+        for (replica, &tile) in destination_tiles.iter().enumerate() {
+            let destination = builder.value(
+                OUTPUT_OPERAND,
+                block * output.replicas + replica as u32,
+                destination_offset,
+            );
+            match local[replica] {
+                Some(source_replica) => {
+                    let from = builder.value(
+                        input as u8,
+                        source_block * source_replicas + source_replica,
+                        source_offset,
+                    );
+                    self.accumulator.add_copy(tile, from, destination, bytes);
+                }
+                None => self.accumulator.remote.push(Destination {
+                    tile,
+                    location: destination,
+                }),
+            }
+        }
+        if !self.accumulator.remote.is_empty() {
+            let replica = block % source_replicas;
+            let source_tile = source.tile(source_block, replica);
+            let from = builder.value(
+                input as u8,
+                source_block * source_replicas + replica,
+                source_offset,
+            );
+            self.accumulator.add_transfer(source_tile, from, bytes);
+        }
+        Ok(())
+    }
+
+    /// A column-major block: columns are the contiguous lines, so runs go
+    /// down a column, cut where the source's blocks are.
+    fn column_runs(&mut self, builder: &mut ExpansionBuilder) -> Result<(), ExpandError> {
+        let (output, source) = (self.output, self.inputs[0]);
+        let element_bytes = output.element_bytes();
+        let position = output.block_position(self.block);
+        let valid = output.valid_extent(self.block);
+        for group in 0..valid[0] {
+            for col in 0..valid[2] {
+                let global_group = position[0] * output.block[0] + group;
+                let global_col = position[2] * output.block[2] + col;
+                let mut row = position[1] * output.block[1];
+                let end = row + valid[1];
+                while row < end {
+                    let piece_end = end.min((row / source.block[1] + 1) * source.block[1]);
+                    let located = source.locate(global_group, row, global_col);
+                    let destination_offset = output.locate(global_group, row, global_col).offset;
+                    let mut bytes = (piece_end - row) * element_bytes;
+                    if piece_end == output.shape.rows {
+                        // The tensor's last rows: both lines end in
+                        // zeroed word padding, which travels along.
+                        bytes = bytes.next_multiple_of(4);
+                    }
+                    self.emit(
+                        builder,
+                        Piece {
+                            input: 0,
+                            source_block: located.block_index,
+                            source_offset: located.offset,
+                            destination_offset,
+                            bytes,
+                        },
+                    )?;
+                    row = piece_end;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A row-major block: each destination row's segments through the
+    /// view, cut where their source's blocks are. `segments` is scratch.
+    fn row_runs(
+        &mut self,
+        builder: &mut ExpansionBuilder,
+        mapper: &ViewMapper,
+        segments: &mut Vec<Segment>,
+    ) -> Result<(), ExpandError> {
+        let output = self.output;
+        let element_bytes = output.element_bytes();
+        let position = output.block_position(self.block);
+        let valid = output.valid_extent(self.block);
+        for group in 0..valid[0] {
+            for row in 0..valid[1] {
+                let global_group = position[0] * output.block[0] + group;
+                let global_row = position[1] * output.block[1] + row;
+                let first_col = position[2] * output.block[2];
+                let end_col = first_col + valid[2];
+                let row_offset = output.locate(global_group, global_row, first_col).offset;
+                mapper.segments(global_group, global_row, first_col, end_col, segments);
+                for segment in segments.iter() {
+                    let source = self.inputs[segment.input];
+                    let mut col = segment.col;
+                    let end = segment.col + segment.len;
+                    while col < end {
+                        let piece_end = end.min((col / source.block[2] + 1) * source.block[2]);
+                        let located = source.locate(segment.group, segment.row, col);
+                        let destination_offset = row_offset
+                            + (segment.dst_col + (col - segment.col) - first_col) * element_bytes;
+                        self.emit(
+                            builder,
+                            Piece {
+                                input: segment.input,
+                                source_block: located.block_index,
+                                source_offset: located.offset,
+                                destination_offset,
+                                bytes: (piece_end - col) * element_bytes,
+                            },
+                        )?;
+                        col = piece_end;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a rearrange moves its output blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runs {
+    /// An identity between formats of the same blocking: block by block.
+    WholeBlocks,
+    /// Column-major (an identity only): runs down each column.
+    Columns,
+    /// Row-major: runs along each destination row, through the view.
+    Rows,
+}
+
+/// How `view` moves from `inputs` into `output`: whole blocks when it can,
+/// else element runs, which need formats of one element order (and
+/// column-major ones move only unchanged).
+fn runs_of(
+    op_name: &str,
+    view: &ViewKind,
+    inputs: &[&TensorFormat],
+    output: &TensorFormat,
+) -> Result<Runs, ExpandError> {
+    let identity = matches!(view, ViewKind::Identity);
+    let whole_blocks = identity && inputs[0].same_blocking(output);
+    let column_major = output.order == ElementOrder::ColumnMajor;
+    let orders_agree = inputs.iter().all(|format| format.order == output.order);
+    if !whole_blocks && (!orders_agree || (column_major && !identity)) {
+        return Err(ExpandError::UnsupportedRearrange {
+            op: op_name.to_string(),
+            reason: "element runs need formats of one element order, and column-major ones only move unchanged"
+                .to_string(),
+        });
+    }
+    Ok(if whole_blocks {
+        Runs::WholeBlocks
+    } else if column_major {
+        Runs::Columns
+    } else {
+        Runs::Rows
+    })
+}
+
 /// Expands `view` from `inputs` into `output`.
 pub fn expand_rearrange(
     builder: &mut ExpansionBuilder,
@@ -215,170 +449,33 @@ pub fn expand_rearrange(
         latest_copy: FastMap::default(),
         remote: Vec::new(),
     };
-    let identity = matches!(view, ViewKind::Identity);
-    let whole_blocks = identity && inputs[0].same_blocking(output);
-    let column_major = output.order == ElementOrder::ColumnMajor;
-    let orders_agree = inputs.iter().all(|format| format.order == output.order);
-    if !whole_blocks && (!orders_agree || (column_major && !identity)) {
-        return Err(ExpandError::UnsupportedRearrange {
-            op: op_name.to_string(),
-            reason: "element runs need formats of one element order, and column-major ones only move unchanged"
-                .to_string(),
-        });
-    }
-    let element_bytes = output.element_bytes();
+    let runs = runs_of(op_name, view, inputs, output)?;
     let mut segments = Vec::new();
     for block in 0..output.block_count() {
-        let destination_tiles: Vec<u32> = (0..output.replicas)
-            .map(|replica| output.tile(block, replica))
-            .collect();
-        // Per (input, source block): the source replica on each destination
-        // replica's tile, if any (looked up once, not once per run).
-        let mut local_replicas: FastMap<(usize, u32), Vec<Option<u32>>> = FastMap::default();
-        let mut emit = |accumulator: &mut MovementAccumulator,
-                        builder: &mut ExpansionBuilder,
-                        input: usize,
-                        source_block: u32,
-                        source_offset: u32,
-                        destination_offset: u32,
-                        bytes: u32|
-         -> Result<(), ExpandError> {
-            if !bytes.is_multiple_of(4)
-                || !source_offset.is_multiple_of(4)
-                || !destination_offset.is_multiple_of(4)
-            {
-                return Err(ExpandError::Misaligned {
-                    op: op_name.to_string(),
-                    bytes,
-                    source_offset,
-                    destination_offset,
-                });
-            }
-            let source = inputs[input];
-            let source_replicas = source.replicas;
-            let local = local_replicas
-                .entry((input, source_block))
-                .or_insert_with(|| {
-                    destination_tiles
-                        .iter()
-                        .map(|&tile| {
-                            (0..source_replicas).find(|&r| source.tile(source_block, r) == tile)
-                        })
-                        .collect()
-                });
-            accumulator.remote.clear();
-            for (replica, &tile) in destination_tiles.iter().enumerate() {
-                let destination = builder.value(
-                    OUTPUT_OPERAND,
-                    block * output.replicas + replica as u32,
-                    destination_offset,
-                );
-                match local[replica] {
-                    Some(r) => {
-                        let from = builder.value(
-                            input as u8,
-                            source_block * source_replicas + r,
-                            source_offset,
-                        );
-                        accumulator.add_copy(tile, from, destination, bytes);
-                    }
-                    None => accumulator.remote.push(Destination {
-                        tile,
-                        location: destination,
-                    }),
-                }
-            }
-            if !accumulator.remote.is_empty() {
-                let replica = block % source_replicas;
-                let source_tile = source.tile(source_block, replica);
-                let from = builder.value(
-                    input as u8,
-                    source_block * source_replicas + replica,
-                    source_offset,
-                );
-                accumulator.add_transfer(source_tile, from, bytes);
-            }
-            Ok(())
+        let mut movement = BlockMovement {
+            op_name,
+            inputs,
+            output,
+            accumulator: &mut accumulator,
+            block,
+            destination_tiles: (0..output.replicas)
+                .map(|replica| output.tile(block, replica))
+                .collect(),
+            local_replicas: FastMap::default(),
         };
-        if whole_blocks {
-            emit(
-                &mut accumulator,
+        match runs {
+            Runs::WholeBlocks => movement.emit(
                 builder,
-                0,
-                block,
-                0,
-                0,
-                output.block_bytes(),
-            )?;
-            continue;
-        }
-        let position = output.block_position(block);
-        let valid = output.valid_extent(block);
-        if column_major {
-            // Columns are the contiguous lines: runs go down a column.
-            let source = inputs[0];
-            for group in 0..valid[0] {
-                for col in 0..valid[2] {
-                    let global_group = position[0] * output.block[0] + group;
-                    let global_col = position[2] * output.block[2] + col;
-                    let mut row = position[1] * output.block[1];
-                    let end = row + valid[1];
-                    while row < end {
-                        let piece_end = end.min((row / source.block[1] + 1) * source.block[1]);
-                        let located = source.locate(global_group, row, global_col);
-                        let destination_offset =
-                            output.locate(global_group, row, global_col).offset;
-                        let mut bytes = (piece_end - row) * element_bytes;
-                        if piece_end == output.shape.rows {
-                            // The tensor's last rows: both lines end in
-                            // zeroed word padding, which travels along.
-                            bytes = bytes.next_multiple_of(4);
-                        }
-                        emit(
-                            &mut accumulator,
-                            builder,
-                            0,
-                            located.block_index,
-                            located.offset,
-                            destination_offset,
-                            bytes,
-                        )?;
-                        row = piece_end;
-                    }
-                }
-            }
-            continue;
-        }
-        for group in 0..valid[0] {
-            for row in 0..valid[1] {
-                let global_group = position[0] * output.block[0] + group;
-                let global_row = position[1] * output.block[1] + row;
-                let first_col = position[2] * output.block[2];
-                let end_col = first_col + valid[2];
-                let row_offset = output.locate(global_group, global_row, first_col).offset;
-                mapper.segments(global_group, global_row, first_col, end_col, &mut segments);
-                for segment in &segments {
-                    let source = inputs[segment.input];
-                    let mut col = segment.col;
-                    let end = segment.col + segment.len;
-                    while col < end {
-                        let piece_end = end.min((col / source.block[2] + 1) * source.block[2]);
-                        let located = source.locate(segment.group, segment.row, col);
-                        let destination_offset = row_offset
-                            + (segment.dst_col + (col - segment.col) - first_col) * element_bytes;
-                        emit(
-                            &mut accumulator,
-                            builder,
-                            segment.input,
-                            located.block_index,
-                            located.offset,
-                            destination_offset,
-                            (piece_end - col) * element_bytes,
-                        )?;
-                        col = piece_end;
-                    }
-                }
-            }
+                Piece {
+                    input: 0,
+                    source_block: block,
+                    source_offset: 0,
+                    destination_offset: 0,
+                    bytes: output.block_bytes(),
+                },
+            )?,
+            Runs::Columns => movement.column_runs(builder)?,
+            Runs::Rows => movement.row_runs(builder, &mapper, &mut segments)?,
         }
     }
     builder.exchange(Reason::Rearrange, accumulator.transfers);

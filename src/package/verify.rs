@@ -11,8 +11,9 @@
 //! package, plus a sort of each tile's allocations.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 
-use super::Package;
+use super::{Package, PackagePhase, PlacedAllocation};
 use crate::expand::visit::step_locations_mut;
 use crate::rows::{RowEvent, decode_row};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
@@ -120,164 +121,209 @@ impl TileRanges {
     }
 }
 
+/// The bytes a tile's memory spans.
+fn tile_memory() -> RangeInclusive<u64> {
+    u64::from(TILE_BASE_ADDRESS)..=u64::from(TILE_END_ADDRESS)
+}
+
+/// The bytes `allocation` spans, every instance of an iterated one.
+fn allocation_bytes(allocation: &PlacedAllocation) -> (u64, u64) {
+    let start = u64::from(allocation.address);
+    let end = start + u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
+    (start, end)
+}
+
 /// Checks `package` (see the module documentation).
 pub fn verify_package(package: &Package) -> Verification {
     let mut result = Verification {
         tiles: package.tiles,
         ..Verification::default()
     };
-    let tiles = package.tiles as usize;
-    let memory = u64::from(TILE_BASE_ADDRESS)..=u64::from(TILE_END_ADDRESS);
-    for (name, table) in [
-        ("exchange_table_base", &package.exchange_table_base),
-        ("patch_lists_base", &package.patch_lists_base),
-    ] {
-        if table.len() != tiles {
-            result.fail(format!(
-                "{name} has {} entries for {tiles} tiles",
-                table.len()
-            ));
-        }
-        for (tile, &base) in table.iter().enumerate() {
-            if !memory.contains(&u64::from(base)) {
-                result.fail(format!(
-                    "{name} of tile {tile} is {base:#x}, outside the tile's memory"
+    result.check_tile_tables(package);
+    let ranges = result.check_allocations(package);
+    result.check_step_locations(package);
+    for phase in &package.phases {
+        result.check_phase(phase, package.tiles as usize, &ranges);
+    }
+    result.check_sharing_patches(package);
+    result
+}
+
+impl Verification {
+    /// The per-tile tables (exchange table and patch list bases): one entry
+    /// per tile, each inside the tile's memory.
+    fn check_tile_tables(&mut self, package: &Package) {
+        let tiles = package.tiles as usize;
+        let memory = tile_memory();
+        for (name, table) in [
+            ("exchange_table_base", &package.exchange_table_base),
+            ("patch_lists_base", &package.patch_lists_base),
+        ] {
+            if table.len() != tiles {
+                self.fail(format!(
+                    "{name} has {} entries for {tiles} tiles",
+                    table.len()
                 ));
             }
-        }
-    }
-    let mut ranges = vec![Vec::new(); tiles];
-    for (index, allocation) in package.allocations.iter().enumerate() {
-        result.allocations += 1;
-        let start = u64::from(allocation.address);
-        let end = start + u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
-        if allocation.tile as usize >= tiles {
-            result.fail(format!(
-                "allocation {index} is on tile {}, outside the {tiles} tiles",
-                allocation.tile
-            ));
-            continue;
-        }
-        if start < *memory.start() || end > *memory.end() {
-            result.fail(format!(
-                "allocation {index} on tile {}: bytes {start:#x}..{end:#x} are outside the tile's memory",
-                allocation.tile
-            ));
-        }
-        ranges[allocation.tile as usize].push((start, end));
-    }
-    let ranges = TileRanges::new(ranges);
-
-    let mut steps = package.steps.clone();
-    for (step_index, step) in steps.iter_mut().enumerate() {
-        let mut failures = Vec::new();
-        let mut count = 0u64;
-        step_locations_mut(step, &mut |location| {
-            count += 1;
-            match package.allocations.get(location.allocation.0 as usize) {
-                None => failures.push(format!(
-                    "step {step_index}: a location names allocation {}, which does not exist",
-                    location.allocation.0
-                )),
-                Some(allocation) => {
-                    let start = u64::from(allocation.address);
-                    let end = start
-                        + u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
-                    let offset = u64::from(location.offset);
-                    if offset < start || offset > end {
-                        failures.push(format!(
-                            "step {step_index}: location {offset:#x} is outside allocation {} \
-                             ({start:#x}..{end:#x} on tile {})",
-                            location.allocation.0, allocation.tile
-                        ));
-                    }
+            for (tile, &base) in table.iter().enumerate() {
+                if !memory.contains(&u64::from(base)) {
+                    self.fail(format!(
+                        "{name} of tile {tile} is {base:#x}, outside the tile's memory"
+                    ));
                 }
             }
-        });
-        result.step_locations += count;
-        for failure in failures {
-            result.fail(failure);
         }
     }
-    drop(steps);
 
-    for phase in &package.phases {
-        result.phases += 1;
+    /// Every placed allocation on a tile that exists and inside its memory;
+    /// the allocations of each tile, for the sends.
+    fn check_allocations(&mut self, package: &Package) -> TileRanges {
+        let tiles = package.tiles as usize;
+        let memory = tile_memory();
+        let mut ranges = vec![Vec::new(); tiles];
+        for (index, allocation) in package.allocations.iter().enumerate() {
+            self.allocations += 1;
+            let (start, end) = allocation_bytes(allocation);
+            if allocation.tile as usize >= tiles {
+                self.fail(format!(
+                    "allocation {index} is on tile {}, outside the {tiles} tiles",
+                    allocation.tile
+                ));
+                continue;
+            }
+            if start < *memory.start() || end > *memory.end() {
+                self.fail(format!(
+                    "allocation {index} on tile {}: bytes {start:#x}..{end:#x} are outside the tile's memory",
+                    allocation.tile
+                ));
+            }
+            ranges[allocation.tile as usize].push((start, end));
+        }
+        TileRanges::new(ranges)
+    }
+
+    /// Every location of every step inside the allocation it names.
+    fn check_step_locations(&mut self, package: &Package) {
+        let mut steps = package.steps.clone();
+        for (step_index, step) in steps.iter_mut().enumerate() {
+            let mut failures = Vec::new();
+            let mut count = 0u64;
+            step_locations_mut(step, &mut |location| {
+                count += 1;
+                match package.allocations.get(location.allocation.0 as usize) {
+                    None => failures.push(format!(
+                        "step {step_index}: a location names allocation {}, which does not exist",
+                        location.allocation.0
+                    )),
+                    Some(allocation) => {
+                        let (start, end) = allocation_bytes(allocation);
+                        let offset = u64::from(location.offset);
+                        if offset < start || offset > end {
+                            failures.push(format!(
+                                "step {step_index}: location {offset:#x} is outside allocation {} \
+                                 ({start:#x}..{end:#x} on tile {})",
+                                location.allocation.0, allocation.tile
+                            ));
+                        }
+                    }
+                }
+            });
+            self.step_locations += count;
+            for failure in failures {
+                self.fail(failure);
+            }
+        }
+    }
+
+    /// One exchange phase: a row (and a stored-row index, if any) per tile,
+    /// every row decoding with sends and pointers in bounds, and every
+    /// Repeat patch rewriting a word of its tile's row.
+    fn check_phase(&mut self, phase: &PackagePhase, tiles: usize, ranges: &TileRanges) {
+        self.phases += 1;
         if phase.rows.len() != tiles {
-            result.fail(format!(
+            self.fail(format!(
                 "phase {}: {} rows for {tiles} tiles",
                 phase.key,
                 phase.rows.len()
             ));
         }
         if !phase.stored_rows.is_empty() && phase.stored_rows.len() != tiles {
-            result.fail(format!(
+            self.fail(format!(
                 "phase {}: {} stored-row indices for {tiles} tiles",
                 phase.key,
                 phase.stored_rows.len()
             ));
         }
         for (tile, row) in phase.rows.iter().enumerate() {
-            result.row_words += row.len() as u64;
-            let events = match decode_row(row) {
-                Ok(events) => events,
-                Err(error) => {
-                    result.fail(format!(
-                        "phase {}, tile {tile}: the row does not decode: {error}",
-                        phase.key
-                    ));
-                    continue;
-                }
-            };
-            for event in events {
-                match event {
-                    RowEvent::Send {
-                        address,
-                        events,
-                        control,
-                        ..
-                    } => {
-                        result.sends += 1;
-                        let start = u64::from(address) * 4;
-                        let unit = if control & 4 != 0 { 8 } else { 4 };
-                        let end = start + events * unit;
-                        if !ranges.contains(tile, start) {
-                            result.fail(format!(
-                                "phase {}, tile {tile}: a send starts at {start:#x}, outside \
-                                 every allocation of the tile",
-                                phase.key
-                            ));
-                        } else if end > *memory.end() {
-                            result.fail(format!(
-                                "phase {}, tile {tile}: a send of bytes {start:#x}..{end:#x} runs \
-                                 past the tile's memory",
-                                phase.key
-                            ));
-                        }
+            self.check_row(&phase.key, tile, row, ranges);
+        }
+        self.check_repeat_patches(phase);
+    }
+
+    /// Tile `tile`'s row of phase `key`: it decodes, its sends start inside
+    /// an allocation of the tile and end inside its memory, and its receive
+    /// pointers lie inside its memory.
+    fn check_row(&mut self, key: &str, tile: usize, row: &[u32], ranges: &TileRanges) {
+        let memory = tile_memory();
+        self.row_words += row.len() as u64;
+        let events = match decode_row(row) {
+            Ok(events) => events,
+            Err(error) => {
+                self.fail(format!(
+                    "phase {key}, tile {tile}: the row does not decode: {error}"
+                ));
+                return;
+            }
+        };
+        for event in events {
+            match event {
+                RowEvent::Send {
+                    address,
+                    events,
+                    control,
+                    ..
+                } => {
+                    self.sends += 1;
+                    let start = u64::from(address) * 4;
+                    let unit = if control & 4 != 0 { 8 } else { 4 };
+                    let end = start + events * unit;
+                    if !ranges.contains(tile, start) {
+                        self.fail(format!(
+                            "phase {key}, tile {tile}: a send starts at {start:#x}, outside \
+                             every allocation of the tile"
+                        ));
+                    } else if end > *memory.end() {
+                        self.fail(format!(
+                            "phase {key}, tile {tile}: a send of bytes {start:#x}..{end:#x} runs \
+                             past the tile's memory"
+                        ));
                     }
-                    RowEvent::Pointer { address, .. } => {
-                        let byte = u64::from(address) * 4;
-                        if !memory.contains(&byte) {
-                            result.fail(format!(
-                                "phase {}, tile {tile}: a receive pointer {byte:#x} is outside \
-                                 the tile's memory",
-                                phase.key
-                            ));
-                        }
-                    }
-                    RowEvent::Select { .. } | RowEvent::End { .. } => {}
                 }
+                RowEvent::Pointer { address, .. } => {
+                    let byte = u64::from(address) * 4;
+                    if !memory.contains(&byte) {
+                        self.fail(format!(
+                            "phase {key}, tile {tile}: a receive pointer {byte:#x} is outside \
+                             the tile's memory"
+                        ));
+                    }
+                }
+                RowEvent::Select { .. } | RowEvent::End { .. } => {}
             }
         }
+    }
+
+    /// Every Repeat patch of `phase` rewrites a word of its tile's row.
+    fn check_repeat_patches(&mut self, phase: &PackagePhase) {
         for patches in &phase.repeat_patches {
             let row_words = phase
                 .rows
                 .get(patches.tile as usize)
                 .map_or(0, |row| row.len() as u64);
             for word in &patches.words {
-                result.repeat_patch_words += 1;
+                self.repeat_patch_words += 1;
                 if u64::from(word.word) >= row_words {
-                    result.fail(format!(
+                    self.fail(format!(
                         "phase {}, tile {}: a Repeat patch rewrites word {} of a {row_words}-word row",
                         phase.key, patches.tile, word.word
                     ));
@@ -285,24 +331,27 @@ pub fn verify_package(package: &Package) -> Verification {
             }
         }
     }
-    for patch in &package.sharing_patches {
-        result.sharing_patches += 1;
-        let row_words = package
-            .phases
-            .get(patch.phase as usize)
-            .and_then(|phase| phase.rows.get(patch.tile as usize))
-            .map(|row| row.len() as u64);
-        match row_words {
-            None => result.fail(format!(
-                "a sharing patch names phase {} tile {}, which do not exist",
-                patch.phase, patch.tile
-            )),
-            Some(words) if u64::from(patch.word) >= words => result.fail(format!(
-                "a sharing patch rewrites word {} of phase {} tile {}'s {words}-word row",
-                patch.word, patch.phase, patch.tile
-            )),
-            Some(_) => {}
+
+    /// Every row-sharing patch names a phase, tile and word that exist.
+    fn check_sharing_patches(&mut self, package: &Package) {
+        for patch in &package.sharing_patches {
+            self.sharing_patches += 1;
+            let row_words = package
+                .phases
+                .get(patch.phase as usize)
+                .and_then(|phase| phase.rows.get(patch.tile as usize))
+                .map(|row| row.len() as u64);
+            match row_words {
+                None => self.fail(format!(
+                    "a sharing patch names phase {} tile {}, which do not exist",
+                    patch.phase, patch.tile
+                )),
+                Some(words) if u64::from(patch.word) >= words => self.fail(format!(
+                    "a sharing patch rewrites word {} of phase {} tile {}'s {words}-word row",
+                    patch.word, patch.phase, patch.tile
+                )),
+                Some(_) => {}
+            }
         }
     }
-    result
 }

@@ -33,6 +33,10 @@ pub enum SimError {
     /// value was live (found by the package simulator's ownership check).
     #[error("{0}")]
     Clobbered(String),
+    /// A kernel handed to the semantics of another kind (`kernels::execute`
+    /// dispatches by kind, so this is never seen).
+    #[error("the {0} kernel semantics were given another kind of kernel")]
+    KernelKind(&'static str),
 }
 
 /// Byte offset of `location` in its allocation's buffer during `iteration`.

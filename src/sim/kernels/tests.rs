@@ -4,8 +4,10 @@
 use std::borrow::Cow;
 
 use super::*;
-use crate::expand::program::{AllocationId, Location};
+use crate::expand::program::{AllocationId, Location, MatMulOutput, Operand};
+use crate::numerics::dot::Accumulation;
 use crate::numerics::fp8::decode_table;
+use crate::numerics::half_float::{round_f16, to_f16_bits};
 
 /// Allocations as bytes with a written mask: reading a byte never
 /// written is an error, as in the package simulator's strict mode.

@@ -1,0 +1,233 @@
+//! Pass 1 of the layout planner: a plan for every matrix product and
+//! attention (asked of the `CostOracle` under the soft budget, then the
+//! hard one), the worst capacity shortfall when some fit neither, and the
+//! operand and output formats those plans need.
+
+use std::collections::HashMap;
+
+use super::{CostOracle, LayoutError, PlanningSettings};
+use crate::layout::capacity::{CapacityShortfall, MemoryBudget, PlannedMemory};
+use crate::layout::cost::{AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem};
+use crate::layout::format::{TensorFormat, ceil_div};
+use crate::layout::operand_formats::{attention_formats, matmul_formats};
+use crate::model::graph::{Graph, Op, OpId, OpKind};
+
+/// Pass 1's plans: one per matrix product and per attention.
+pub(super) struct OperatorPlans {
+    pub(super) matmul: HashMap<OpId, MatMulPlan>,
+    pub(super) attention: HashMap<OpId, AttentionPlan>,
+}
+
+/// The formats the heavy ops (matrix products, attention) need for each
+/// operand slot, and the formats of their outputs.
+pub(super) struct HeavyFormats {
+    pub(super) required: HashMap<(OpId, usize), TensorFormat>,
+    pub(super) outputs: HashMap<OpId, TensorFormat>,
+}
+
+/// The smallest working set a costing failure found.
+fn smallest_need(error: &CostError) -> u32 {
+    match error {
+        CostError::MatMulDoesNotFit { smallest, .. } => *smallest,
+        CostError::AttentionDoesNotFit { needed, .. } => *needed,
+    }
+}
+
+/// An operator's costing failure as a capacity shortfall (a costing that
+/// found no candidate at all stays a costing error).
+fn shortfall(
+    budget: &MemoryBudget,
+    op: &str,
+    error: CostError,
+) -> Result<CapacityShortfall, LayoutError> {
+    match &error {
+        CostError::MatMulDoesNotFit {
+            smallest_plan: Some(plan),
+            ..
+        } => Ok(budget.shortfall(op, &plan.working_parts(), plan.tiles_used())),
+        CostError::AttentionDoesNotFit {
+            groups,
+            dimension,
+            smallest_plan: Some(plan),
+            ..
+        } => {
+            let tiles_used =
+                ceil_div(*groups, plan.block_groups.max(1)) * plan.query_parts * plan.key_parts;
+            Ok(budget.shortfall(op, &plan.working_parts(*dimension), tiles_used))
+        }
+        _ => Err(LayoutError::Cost {
+            op: op.to_string(),
+            source: error,
+        }),
+    }
+}
+
+/// Pass 1: plans for matrix products and attention. An operator whose
+/// smallest working set fits neither budget is a shortfall; all are
+/// collected so the error speaks of the worst.
+pub(super) fn plan_operators(
+    graph: &Graph,
+    settings: PlanningSettings,
+    budget: &MemoryBudget,
+    oracle: &mut dyn CostOracle,
+) -> Result<OperatorPlans, LayoutError> {
+    let mut plans = OperatorPlans {
+        matmul: HashMap::new(),
+        attention: HashMap::new(),
+    };
+    let mut shortfalls: Vec<CapacityShortfall> = Vec::new();
+    for op_id in graph.op_ids() {
+        let op = graph.op(op_id);
+        match op.kind {
+            OpKind::MatMul { .. } => match plan_matmul_op(graph, op, settings, budget, oracle) {
+                Ok(Some(plan)) => {
+                    plans.matmul.insert(op_id, plan);
+                }
+                Ok(None) => {}
+                Err(error) => shortfalls.push(shortfall(budget, &op.name, error)?),
+            },
+            OpKind::Attention { .. } => {
+                match plan_attention_op(graph, op, settings, budget, oracle) {
+                    Ok(plan) => {
+                        plans.attention.insert(op_id, plan);
+                    }
+                    Err(error) => shortfalls.push(shortfall(budget, &op.name, error)?),
+                }
+            }
+            _ => {}
+        }
+    }
+    if shortfalls.is_empty() {
+        Ok(plans)
+    } else {
+        Err(worst_shortfall(shortfalls))
+    }
+}
+
+/// The plan of one matrix product: each accumulation the policy allows is
+/// costed under the soft budget, then the hard one, and the policy admits
+/// the plans in turn. Without a plan, the error whose smallest working set
+/// is least over (`None` without any accumulation to cost).
+fn plan_matmul_op(
+    graph: &Graph,
+    op: &Op,
+    settings: PlanningSettings,
+    budget: &MemoryBudget,
+    oracle: &mut dyn CostOracle,
+) -> Result<Option<MatMulPlan>, CostError> {
+    let a = graph.value(op.inputs[0]).shape;
+    let w = graph.value(op.inputs[1]).shape;
+    let problem = |working_budget, accumulation| MatMulProblem {
+        m: a.rows,
+        k: a.cols,
+        n: w.cols,
+        tiles: settings.tiles,
+        working_budget,
+        accumulation,
+        candidate_limit: settings.candidate_limit,
+    };
+    let (soft_budget, hard_budget) = (budget.soft_budget(), budget.hard_budget());
+    let mut chosen: Option<MatMulPlan> = None;
+    let mut least_error = None;
+    for &accumulation in settings.accumulation.candidates(op.region) {
+        match oracle
+            .matmul(problem(soft_budget, accumulation))
+            .or_else(|_| oracle.matmul(problem(hard_budget, accumulation)))
+        {
+            Ok(plan) => {
+                if settings.accumulation.admits(&plan, chosen.as_ref()) {
+                    chosen = Some(plan);
+                }
+            }
+            // The error whose smallest working set is least over speaks.
+            Err(error) => {
+                if least_error
+                    .as_ref()
+                    .is_none_or(|known| smallest_need(&error) < smallest_need(known))
+                {
+                    least_error = Some(error);
+                }
+            }
+        }
+    }
+    // Every policy costs at least one accumulation: no plan means an error.
+    match (chosen, least_error) {
+        (Some(plan), _) => Ok(Some(plan)),
+        (None, Some(error)) => Err(error),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The plan of one attention, under the soft budget, then the hard one.
+fn plan_attention_op(
+    graph: &Graph,
+    op: &Op,
+    settings: PlanningSettings,
+    budget: &MemoryBudget,
+    oracle: &mut dyn CostOracle,
+) -> Result<AttentionPlan, CostError> {
+    let q = graph.value(op.inputs[0]).shape;
+    let k = graph.value(op.inputs[1]).shape;
+    let problem = |working_budget| AttentionProblem {
+        groups: q.groups,
+        queries: q.rows,
+        keys: k.rows,
+        dimension: q.cols,
+        tiles: settings.tiles,
+        working_budget,
+        forced_flash: settings.forced_flash,
+    };
+    oracle
+        .attention(problem(budget.soft_budget()))
+        .or_else(|_| oracle.attention(problem(budget.hard_budget())))
+}
+
+/// The error of pass 1's shortfalls: the worst first (region 1, which
+/// fewer layers cannot relieve, then the largest overflow), naming the others.
+fn worst_shortfall(mut shortfalls: Vec<CapacityShortfall>) -> LayoutError {
+    shortfalls.sort_by(|left, right| {
+        (
+            right.memory == PlannedMemory::RegionOne,
+            right.overflow,
+            &left.op,
+        )
+            .cmp(&(
+                left.memory == PlannedMemory::RegionOne,
+                left.overflow,
+                &right.op,
+            ))
+    });
+    let mut worst = shortfalls.remove(0);
+    worst.other_ops_over = shortfalls
+        .into_iter()
+        .map(|other| (other.op, other.overflow))
+        .collect();
+    LayoutError::DoesNotFit(Box::new(worst))
+}
+
+/// Formats the heavy ops need for each operand slot, and give their outputs.
+pub(super) fn heavy_formats(graph: &Graph, plans: &OperatorPlans) -> HeavyFormats {
+    let mut required: HashMap<(OpId, usize), TensorFormat> = HashMap::new();
+    let mut outputs: HashMap<OpId, TensorFormat> = HashMap::new();
+    for op_id in graph.op_ids() {
+        let op = graph.op(op_id);
+        if let Some(plan) = plans.matmul.get(&op_id) {
+            let a = graph.value(op.inputs[0]).shape;
+            let w = graph.value(op.inputs[1]).shape;
+            let formats = matmul_formats(plan, a.rows, a.cols, w.cols);
+            required.insert((op_id, 0), formats.a);
+            required.insert((op_id, 1), formats.weight);
+            required.insert((op_id, 2), formats.bias);
+            outputs.insert(op_id, formats.output);
+        } else if let Some(plan) = plans.attention.get(&op_id) {
+            let q = graph.value(op.inputs[0]).shape;
+            let k = graph.value(op.inputs[1]).shape;
+            let formats = attention_formats(plan, q, k);
+            required.insert((op_id, 0), formats.query);
+            required.insert((op_id, 1), formats.key_value.clone());
+            required.insert((op_id, 2), formats.key_value);
+            outputs.insert(op_id, formats.output);
+        }
+    }
+    HeavyFormats { required, outputs }
+}

@@ -1,0 +1,132 @@
+//! How kernels reach their operands: FP16 and FP32 blocks read and written
+//! row by row through an `Operand`'s line and matrix strides, FP8 weight
+//! blocks decoded through the program's table, the element type of partial
+//! sums, the FP16 rounding of every activation write, and the error of a
+//! kernel handed to the semantics of another kind.
+
+use crate::expand::program::{ElementType, Operand};
+use crate::numerics::dot::Accumulation;
+use crate::numerics::half_float::{from_f16_bits, round_f16, to_f16_bits};
+use crate::sim::memory::{KernelRead, KernelWrite, SimError};
+
+fn element_size(element: ElementType) -> usize {
+    match element {
+        ElementType::F32 => 4,
+        ElementType::F16 => 2,
+        ElementType::F8 => 1,
+    }
+}
+
+/// Reads `groups x rows x cols` elements of `element` type through `operand`.
+pub(super) fn read(
+    reader: &impl KernelRead,
+    operand: Operand,
+    element: ElementType,
+    groups: u32,
+    rows: u32,
+    cols: u32,
+) -> Result<Vec<f32>, SimError> {
+    let size = element_size(element);
+    let mut values = Vec::with_capacity((groups * rows * cols) as usize);
+    for group in 0..groups {
+        for row in 0..rows {
+            let mut location = operand.location;
+            location.offset += group * operand.matrix + row * operand.line;
+            let bytes = reader.bytes(location, cols as usize * size)?;
+            match element {
+                ElementType::F16 => values.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|pair| from_f16_bits(u16::from_le_bytes([pair[0], pair[1]]))),
+                ),
+                ElementType::F32 => values.extend(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]])),
+                ),
+                ElementType::F8 => {
+                    return Err(SimError::Weights(
+                        "FP8 operands are read through the weight path".into(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// Writes `groups x rows x cols` elements of `element` type through `operand`.
+pub(super) fn write(
+    writer: &mut impl KernelWrite,
+    operand: Operand,
+    element: ElementType,
+    groups: u32,
+    rows: u32,
+    cols: u32,
+    values: &[f32],
+) -> Result<(), SimError> {
+    let size = element_size(element);
+    let mut index = 0;
+    for group in 0..groups {
+        for row in 0..rows {
+            let mut location = operand.location;
+            location.offset += group * operand.matrix + row * operand.line;
+            let bytes = writer.bytes_mut(location, cols as usize * size)?;
+            let row_values = &values[index..index + cols as usize];
+            index += cols as usize;
+            match element {
+                ElementType::F16 => {
+                    for (chunk, &value) in bytes.chunks_exact_mut(2).zip(row_values) {
+                        chunk.copy_from_slice(&to_f16_bits(value).to_le_bytes());
+                    }
+                }
+                ElementType::F32 => {
+                    for (chunk, &value) in bytes.chunks_exact_mut(4).zip(row_values) {
+                        chunk.copy_from_slice(&value.to_le_bytes());
+                    }
+                }
+                ElementType::F8 => return Err(SimError::Weights("kernels never write FP8".into())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Column-major FP8 weight block as `cols` rows of `reduction` values.
+pub(super) fn read_weight(
+    reader: &impl KernelRead,
+    operand: Operand,
+    reduction: u32,
+    cols: u32,
+    table: &[f32; 256],
+) -> Result<Vec<f32>, SimError> {
+    let mut values = Vec::with_capacity((reduction * cols) as usize);
+    for col in 0..cols {
+        let mut location = operand.location;
+        location.offset += col * operand.line;
+        let codes = reader.bytes(location, reduction as usize)?;
+        values.extend(codes.iter().map(|&code| table[code as usize]));
+    }
+    Ok(values)
+}
+
+/// The element type partial sums accumulated in `accumulation` are stored in.
+pub(super) fn partial_type(accumulation: Accumulation) -> ElementType {
+    match accumulation {
+        Accumulation::F32 => ElementType::F32,
+        Accumulation::F16 => ElementType::F16,
+    }
+}
+
+/// Rounds every value to FP16, as the device stores activations.
+pub(super) fn round_all(values: &mut [f32]) {
+    values
+        .iter_mut()
+        .for_each(|value| *value = round_f16(*value));
+}
+
+/// The error of a kernel handed to the semantics of `expected` (never seen:
+/// `execute` dispatches by kind).
+pub(super) fn other_kind(expected: &'static str) -> SimError {
+    SimError::KernelKind(expected)
+}
