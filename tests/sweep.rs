@@ -404,3 +404,29 @@ fn bad_flags_exit_2_naming_the_flag_and_help_explains_every_flag() {
         assert!(text.contains(flag), "{flag}: {text}");
     }
 }
+
+/// An override's width is part of the phase's policy key: giving one
+/// overridden phase a width re-schedules that phase only, and the firewall
+/// keeps every other phase's figures.
+#[test]
+fn an_override_width_reschedules_only_its_phase() {
+    let phase = "layer.mlp.down.a.rearrange#0";
+    let mut session = Session::new(&query(TINY, &[&format!("schedule.override.{phase}=S64")]));
+    session.build().expect("build");
+    session.update(&query(
+        TINY,
+        &[&format!("schedule.override.{phase}=S64/word32")],
+    ));
+    let outcome = session.build().expect("rebuild");
+    let runs = counts(&outcome.executions);
+    assert_eq!(runs.get("scheduled"), Some(&1), "{runs:?}");
+    assert_eq!(runs.get("phase_figures"), Some(&1), "{runs:?}");
+    let back = outcome.back.expect("back half");
+    let figures = back
+        .phases
+        .iter()
+        .find(|figures| figures.key == phase)
+        .expect("phase");
+    assert_eq!(figures.policy, "S64");
+    assert_eq!(figures.width, "Word32");
+}
