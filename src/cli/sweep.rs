@@ -301,12 +301,12 @@ fn print_applied(applied: &Applied) {
         applied.overrides.len()
     );
     println!(
-        "  {:<28} {:>14} {:>14} {:>14} {:>16}",
+        "  {:<28} {:>14} {:>14} {:>14} {:>18}",
         "", "as built", "predicted", "real", "real - predicted"
     );
     let line = |label: &str, built: u64, predicted: u64, real: u64| {
         println!(
-            "  {:<28} {:>14} {:>14} {:>14} {:>16}",
+            "  {:<28} {:>14} {:>14} {:>14} {:>18}",
             label,
             thousands(built),
             thousands(predicted),

@@ -3,7 +3,8 @@
 //! exchange phase, horizon against max row bytes: circles are `word32`
 //! points, triangles `paired64`, squares any other width; filled marks are
 //! on the phase's Pareto frontier (horizon, max row, total row); the ring
-//! is the phase as built. A summary table lists every phase with its best
+//! is the phase as built; points with the same horizon, max row and width
+//! share one mark whose tooltip lists each. A summary table lists every phase with its best
 //! point under selections (a) and (b). Deterministic: the same sweep gives
 //! a byte-identical page. Figures a test reads carry `data-*` attributes.
 
@@ -23,7 +24,7 @@ pub struct SweepPage<'a> {
     pub window: &'a Selection,
 }
 
-const PLOT_WIDTH: f64 = 380.0;
+const PLOT_WIDTH: f64 = 360.0;
 const PLOT_HEIGHT: f64 = 250.0;
 const LEFT: f64 = 64.0;
 const RIGHT: f64 = 14.0;
@@ -209,6 +210,56 @@ fn mark(x: f64, y: f64, width: TransferWidth, on_frontier: bool, label: &str) ->
     }
 }
 
+/// Points drawn as one mark: the same horizon, max row and width.
+struct MarkGroup {
+    horizon: u64,
+    max_row_bytes: u64,
+    width: TransferWidth,
+    on_frontier: bool,
+    /// One line per point, in configuration order.
+    labels: Vec<String>,
+}
+
+/// The phase's validated points grouped by where (and how) they are drawn,
+/// in the order of each group's first point.
+fn coincident_marks(phase: &SweepPhase, on_frontier: &[usize]) -> Vec<MarkGroup> {
+    let mut groups: Vec<MarkGroup> = Vec::new();
+    for (index, point) in phase.points.iter().enumerate() {
+        let Some(figures) = point.figures() else {
+            continue;
+        };
+        let label = format!(
+            "{}: horizon {}, max row {} B, total row {} B, Repeat patch {} words",
+            point.config,
+            thousands(figures.horizon),
+            thousands(figures.max_row_bytes),
+            thousands(figures.total_row_bytes),
+            thousands(figures.repeat_patch_words)
+        );
+        let horizon = u64::from(figures.horizon);
+        let width = point.config.width;
+        let frontier_point = on_frontier.contains(&index);
+        match groups.iter_mut().find(|group| {
+            group.horizon == horizon
+                && group.max_row_bytes == figures.max_row_bytes
+                && group.width == width
+        }) {
+            Some(group) => {
+                group.on_frontier |= frontier_point;
+                group.labels.push(label);
+            }
+            None => groups.push(MarkGroup {
+                horizon,
+                max_row_bytes: figures.max_row_bytes,
+                width,
+                on_frontier: frontier_point,
+                labels: vec![label],
+            }),
+        }
+    }
+    groups
+}
+
 fn scatter(phase: &SweepPhase) -> Markup {
     let on_frontier = frontier(phase);
     let mut horizons = vec![phase.built.horizon];
@@ -249,23 +300,14 @@ fn scatter(phase: &SweepPhase) -> Markup {
                     transform=(format!("rotate(-90 12 {})", coordinate((TOP + bottom) / 2.0))) {
                     "max row bytes"
                 }
-                @for (index, point) in phase.points.iter().enumerate() {
-                    @if let Some(figures) = point.figures() {
-                        (mark(
-                            x_axis.at(u64::from(figures.horizon)),
-                            y_axis.at(figures.max_row_bytes),
-                            point.config.width,
-                            on_frontier.contains(&index),
-                            &format!(
-                                "{}: horizon {}, max row {} B, total row {} B, Repeat patch {} words",
-                                point.config,
-                                thousands(figures.horizon),
-                                thousands(figures.max_row_bytes),
-                                thousands(figures.total_row_bytes),
-                                thousands(figures.repeat_patch_words)
-                            ),
-                        ))
-                    }
+                @for group in coincident_marks(phase, &on_frontier) {
+                    (mark(
+                        x_axis.at(group.horizon),
+                        y_axis.at(group.max_row_bytes),
+                        group.width,
+                        group.on_frontier,
+                        &group.labels.join("\n"),
+                    ))
                 }
                 circle.built cx=(coordinate(x_axis.at(phase.built.horizon))) cy=(coordinate(y_axis.at(phase.built.max_row_bytes)))
                     r="9" fill="none" stroke="#e0245e" stroke-width="2"
