@@ -154,3 +154,96 @@ pub fn select(sweep: &Sweep, rule: SelectionRule) -> Selection {
         .collect();
     Selection { rule, phases }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{SchedulePolicy, TransferWidth};
+    use crate::session::sweep::points::{BuiltPoint, SweepPoint};
+
+    fn figures(horizon: u32, max_row_bytes: u64, total_row_bytes: u64) -> PointFigures {
+        PointFigures {
+            chosen: SchedulePolicy::Latency,
+            width: TransferWidth::Word32,
+            horizon,
+            endpoint_bound: 1,
+            max_row_bytes,
+            total_row_bytes,
+            repeat_patch_words: 0,
+            repeat_patch_cycles: 0,
+        }
+    }
+
+    fn point(words: u32, outcome: Result<PointFigures, String>) -> SweepPoint {
+        SweepPoint {
+            config: SweepConfig {
+                policy: SchedulePolicy::Stream { words },
+                width: TransferWidth::Word32,
+            },
+            outcome,
+        }
+    }
+
+    fn sweep() -> Sweep {
+        let built = BuiltPoint {
+            policy: "B1024".into(),
+            chosen: "B1024".into(),
+            width: "Word32".into(),
+            horizon: 100,
+            endpoint_bound: 1,
+            max_row_bytes: 1000,
+            total_row_bytes: 5000,
+            repeat_patch_words: 0,
+            repeat_patch_cycles: 10,
+        };
+        Sweep {
+            configs: Vec::new(),
+            phases: vec![SweepPhase {
+                index: 0,
+                key: "phase#0".into(),
+                executions: 3,
+                pairing_eligible: false,
+                built,
+                points: vec![
+                    // Cheaper, but the total grows: (b) only.
+                    point(1, Ok(figures(60, 1000, 5001))),
+                    // Cheaper, the max row grows past any small window.
+                    point(2, Ok(figures(40, 1300, 100))),
+                    // Cheaper, no growth: (a).
+                    point(3, Ok(figures(90, 900, 4000))),
+                    // Failed points are never chosen.
+                    point(4, Err("validation".into())),
+                ],
+            }],
+        }
+    }
+
+    #[test]
+    fn no_growth_takes_only_points_that_grow_neither_metric() {
+        let selection = select(&sweep(), SelectionRule::NoStorageGrowth);
+        let chosen = selection.phases[0].chosen.as_ref().expect("a point");
+        assert_eq!(chosen.config.policy, SchedulePolicy::Stream { words: 3 });
+        assert_eq!(chosen.built_cycles, 110);
+        assert_eq!(chosen.saving_cycles, (110 - 90) * 3);
+        assert_eq!(selection.overrides().len(), 1);
+    }
+
+    #[test]
+    fn the_window_bounds_only_the_max_row() {
+        let small = select(&sweep(), SelectionRule::MaxRowWindow { bytes: 256 });
+        let chosen = small.phases[0].chosen.as_ref().expect("a point");
+        assert_eq!(chosen.config.policy, SchedulePolicy::Stream { words: 1 });
+        assert_eq!(small.saving_cycles(), (110 - 60) * 3);
+        let large = select(&sweep(), SelectionRule::MaxRowWindow { bytes: 300 });
+        assert_eq!(large.saving_cycles(), (110 - 40) * 3);
+    }
+
+    #[test]
+    fn a_phase_keeps_its_schedule_when_nothing_is_cheaper() {
+        let mut sweep = sweep();
+        sweep.phases[0].built.horizon = 10;
+        let selection = select(&sweep, SelectionRule::MaxRowWindow { bytes: 1 << 20 });
+        assert!(selection.phases[0].chosen.is_none());
+        assert_eq!(selection.saving_cycles(), 0);
+    }
+}
