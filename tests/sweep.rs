@@ -430,3 +430,36 @@ fn an_override_width_reschedules_only_its_phase() {
     assert_eq!(figures.policy, "S64");
     assert_eq!(figures.width, "Word32");
 }
+
+/// `--config` replaces the default set: `S64/word32` is one configuration,
+/// `latency` and `S64` both widths, each once (four configurations; a
+/// `paired64` point only where eligible).
+#[test]
+fn config_flags_choose_the_configurations() {
+    let directory = scratch("sweep", "configs");
+    let (stdout, folder) = sweep_command(
+        &directory,
+        &[
+            "--config",
+            "S64/word32",
+            "--config",
+            "latency",
+            "--config",
+            "S64",
+        ],
+    );
+    let results = read_csv(&folder.join("results.csv"));
+    let phases: BTreeSet<&str> = results.iter().map(|row| row["phase"].as_str()).collect();
+    let configs: BTreeSet<&str> = results.iter().map(|row| row["config"].as_str()).collect();
+    // The tiny build has no piece eligible for pairing: two word32 points per phase.
+    assert_eq!(configs, BTreeSet::from(["S64/word32", "latency/word32"]));
+    assert_eq!(results.len(), 2 * phases.len());
+    assert!(
+        stdout.contains(&format!(
+            "{} exchange phases x 4 configurations = {} points",
+            phases.len(),
+            results.len()
+        )),
+        "{stdout}"
+    );
+}

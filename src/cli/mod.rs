@@ -388,7 +388,7 @@ pub enum Command {
         write_overrides: Option<PathBuf>,
         /// The selection --write-overrides writes: a (no storage growth) or
         /// b (max row within --window).
-        #[arg(long, value_enum, default_value = "a")]
+        #[arg(long, value_enum, default_value = "a", value_name = "a|b")]
         select: sweep::SelectionLetter,
         /// Apply selection a or b as per-phase overrides, rebuild the whole
         /// program and print the real estimate, exchange table and peak SRAM
