@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use superstep::cli::{
     Cli, Command, bench_snapshot, build, capture, diff, explain, phases, preflight, profile,
-    progress, replay, run, simulate, verify, watch,
+    progress, replay, run, simulate, sweep, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -114,6 +114,23 @@ fn main() -> ExitCode {
             package,
         } => simulate::run(query, *poisoned, package.as_deref()),
         Command::Verify { file } => verify::run(file),
+        Command::Sweep {
+            query,
+            configs,
+            window,
+            write_overrides,
+            select,
+            apply,
+        } => sweep::run(
+            query,
+            &sweep::SweepOptions {
+                configs: configs.clone(),
+                window: *window,
+                write_overrides: write_overrides.clone(),
+                select: *select,
+                apply: *apply,
+            },
+        ),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
         Command::Profile {

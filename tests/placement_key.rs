@@ -86,6 +86,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "schedule.override.phase" | "schedule.override.policy" => {
             &["schedule.override.layer.attn.qkv#0=S64"]
         }
+        "schedule.override.width" => &["schedule.override.layer.attn.qkv#0=S64/paired64"],
         "outputs.directory" => &["outputs.directory=elsewhere"],
         "outputs.report" => &["outputs.report=false"],
         "outputs.phases_csv" => &["outputs.phases_csv=false"],

@@ -124,11 +124,13 @@ pub struct ScheduleSettings {
     pub row_allowance: u32,
 }
 
-/// One `[[schedule.override]]`: a phase key (`provenance#ordinal`) and its policy.
+/// One `[[schedule.override]]`: a phase key (`provenance#ordinal`), its
+/// policy and, optionally, its transfer width (absent: `schedule.width`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PhaseOverride {
     pub phase: String,
     pub policy: SchedulePolicy,
+    pub width: Option<TransferWidth>,
 }
 
 /// `[outputs]`, resolved.

@@ -1,6 +1,7 @@
 //! `--set KEY=VALUE`: overriding one field of a parsed build file by its
 //! dotted path (`workload.layers=2`, `schedule.policy=S256`,
-//! `workload.weights.seeded=7`, `schedule.override.layer.mlp.up#0=latency`).
+//! `workload.weights.seeded=7`, `schedule.override.layer.mlp.up#0=latency`,
+//! `schedule.override.layer.mlp.up#0=S64/paired64` with the phase's width).
 //!
 //! This module owns the parsing of `--set` arguments and their application to
 //! the serde layer, and records which dotted paths each argument set so that
@@ -337,7 +338,8 @@ fn assign(
     Ok(())
 }
 
-/// `schedule.override.PHASE=POLICY`: replaces the file's entry for PHASE or adds one.
+/// `schedule.override.PHASE=POLICY[/WIDTH]`: replaces the file's entry for
+/// PHASE or adds one.
 fn set_phase_override(
     file: &mut QueryFile,
     argument: &str,
@@ -354,9 +356,15 @@ fn set_phase_override(
             None,
         ));
     };
+    // `POLICY/WIDTH` also sets the phase's transfer width.
+    let (policy, width) = match policy.split_once('/') {
+        Some((policy, width)) => (policy.trim().to_string(), unset(width.trim().to_string())),
+        None => (policy, None),
+    };
     let entry = OverrideEntry {
         phase: unset(phase.to_string()),
         policy: unset(policy),
+        width,
         set_argument: Some(argument.to_string()),
     };
     let existing = file.schedule.overrides.iter_mut().find(|candidate| {

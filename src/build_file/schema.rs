@@ -97,6 +97,9 @@ pub struct ScheduleSection {
 pub struct OverrideEntry {
     pub phase: Option<Spanned<String>>,
     pub policy: Option<Spanned<String>>,
+    /// The transfer width of this phase (`auto`, `word32`, `paired64`);
+    /// absent: `schedule.width`.
+    pub width: Option<Spanned<String>>,
     /// The `--set` argument that created this entry, if it did not come from the file.
     #[serde(skip)]
     pub set_argument: Option<String>,
@@ -213,7 +216,11 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
     ),
     (
         "schedule.override",
-        &[("phase", KeyKind::String), ("policy", KeyKind::String)],
+        &[
+            ("phase", KeyKind::String),
+            ("policy", KeyKind::String),
+            ("width", KeyKind::String),
+        ],
     ),
     (
         "outputs",

@@ -28,14 +28,18 @@ pub enum EntryKind {
     Figures = 3,
     /// The placement of a program (first-half inputs) under reservations.
     Placement = 4,
+    /// One `superstep sweep` point: a (problem, policy, width)'s figures,
+    /// rows and Repeat patch words.
+    SweepPoint = 5,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 4] = [
+    pub const ALL: [EntryKind; 5] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
         EntryKind::Placement,
+        EntryKind::SweepPoint,
     ];
 
     pub fn folder(self) -> &'static str {
@@ -44,6 +48,7 @@ impl EntryKind {
             EntryKind::Rows => "rows",
             EntryKind::Figures => "figures",
             EntryKind::Placement => "placement",
+            EntryKind::SweepPoint => "sweep",
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod simulate;
+pub mod sweep;
 pub mod verify;
 pub mod watch;
 pub mod why;
@@ -343,6 +344,58 @@ pub enum Command {
         /// Also write the records as JSON to OUT.
         #[arg(long, value_name = "OUT")]
         json: Option<PathBuf>,
+    },
+    /// Policy frontiers: build, then measure every exchange phase under a
+    /// set of (policy, width) configurations, each point scheduled,
+    /// validated (schedule validator and row checker), encoded and patched.
+    ///
+    /// Per point: horizon, endpoint bound, max and total row bytes (encoded,
+    /// before cross-phase sharing), Repeat patch words and PASS/FAIL. Every
+    /// point is memoized and kept in the persistent cache, so a second
+    /// sweep (even in a new process) schedules nothing. Writes, under
+    /// outputs.directory/NAME/sweep/: results.csv (every point),
+    /// frontier.csv (each phase's Pareto points on horizon, max row bytes
+    /// and total row bytes), selection.csv (what selections (a) and (b)
+    /// take per phase) and index.html (one scatter per phase, horizon
+    /// against max row bytes, the phase as built ringed; a summary table).
+    /// Prints the saving, weighted by executions, of (a) taking per phase
+    /// the cheapest point (horizon plus Repeat patching) that grows neither
+    /// storage metric over the phase as built and (b) the cheapest whose
+    /// max row grows by at most --window bytes.
+    ///
+    /// Example:
+    ///   superstep sweep queries/vit-tiny.toml --write-overrides tiny-overrides.toml --apply a
+    #[command(verbatim_doc_comment)]
+    Sweep {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// A configuration to measure, POLICY or POLICY/WIDTH (latency,
+        /// list, matching, auto, S<W>, B<W>; WIDTH word32, paired64 or
+        /// auto); POLICY alone means both word32 and paired64. Repeatable;
+        /// default: latency, S64, S256, S1024, B64, B256, B1024 and B4096,
+        /// each at word32 and paired64. A paired64 configuration is measured
+        /// only on phases where some piece may move paired.
+        #[arg(long = "config", value_name = "P[/WIDTH]")]
+        configs: Vec<crate::session::sweep::ConfigList>,
+        /// Selection (b)'s window: how many bytes each phase's max row may
+        /// grow by.
+        #[arg(long, value_name = "BYTES", default_value_t = crate::session::sweep::DEFAULT_WINDOW_BYTES)]
+        window: u64,
+        /// Write the selection chosen by --select as [[schedule.override]]
+        /// entries (phase, policy, width) to FILE, to append to a build file
+        /// that does not already override those phases. FILE's folder must exist.
+        #[arg(long, value_name = "FILE")]
+        write_overrides: Option<PathBuf>,
+        /// The selection --write-overrides writes: a (no storage growth) or
+        /// b (max row within --window).
+        #[arg(long, value_enum, default_value = "a", value_name = "a|b")]
+        select: sweep::SelectionLetter,
+        /// Apply selection a or b as per-phase overrides, rebuild the whole
+        /// program and print the real estimate, exchange table and peak SRAM
+        /// (after sharing and placement) next to the per-phase predictions
+        /// and the difference; also writes sweep/applied.json.
+        #[arg(long, value_enum, value_name = "a|b")]
+        apply: Option<sweep::SelectionLetter>,
     },
     /// Check a package file on its own: its header (format, length, BLAKE3
     /// digest), then every row decoded, every patch and every placed address

@@ -4,7 +4,8 @@
 //! `phases` the per-phase queries, `whole_program` the aggregates over all
 //! phases (row table, reservations, placement, estimate) and `package` the
 //! finished package's assembly, `weights` the parameter values the
-//! simulators read; `on_disk` is the one path to the persistent cache.
+//! simulators read; `sweep` measures one phase under one (policy, width)
+//! for `superstep sweep`; `on_disk` is the one path to the persistent cache.
 
 pub mod alternatives;
 pub mod database;
@@ -13,6 +14,7 @@ pub mod lowering;
 pub mod on_disk;
 pub mod package;
 pub mod phases;
+pub mod sweep;
 pub mod weights;
 pub mod whole_program;
 

@@ -194,7 +194,7 @@ pub fn phase_policy<'db>(db: &'db dyn Db, phase: PhaseKey<'db>) -> EffectivePoli
     match build.overrides(db).iter().find(|entry| &entry.phase == key) {
         Some(entry) => EffectivePolicy {
             policy: entry.policy,
-            width: schedule.width,
+            width: entry.width.unwrap_or(schedule.width),
             row_allowance: schedule.row_allowance,
             source: PolicySource::Override,
         },

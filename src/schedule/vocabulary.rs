@@ -101,3 +101,36 @@ pub enum TransferWidth {
     Word32,
     Paired64,
 }
+
+impl TransferWidth {
+    /// The build-file spelling: `auto`, `word32` or `paired64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransferWidth::Auto => "auto",
+            TransferWidth::Word32 => "word32",
+            TransferWidth::Paired64 => "paired64",
+        }
+    }
+}
+
+/// A string that is not a transfer width.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a transfer width; expected `auto`, `word32` or `paired64`")]
+pub struct WidthParseError {
+    pub text: String,
+}
+
+impl FromStr for TransferWidth {
+    type Err = WidthParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(TransferWidth::Auto),
+            "word32" => Ok(TransferWidth::Word32),
+            "paired64" => Ok(TransferWidth::Paired64),
+            _ => Err(WidthParseError {
+                text: text.to_string(),
+            }),
+        }
+    }
+}

@@ -12,6 +12,7 @@ pub mod phase;
 pub mod progress;
 pub mod replay;
 pub mod suggest;
+pub mod sweep;
 pub mod timeline;
 
 pub use crate::estimate::profile::{ProfileEntry, ProgramProfile, StepKind};

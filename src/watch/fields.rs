@@ -145,7 +145,10 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         add(
             "overrides",
             &format!("schedule.override.{}", phase_override.phase),
-            phase_override.policy.to_string(),
+            match phase_override.width {
+                Some(width) => format!("{}/{}", phase_override.policy, width.name()),
+                None => phase_override.policy.to_string(),
+            },
         );
     }
     let outputs = &query.outputs;

@@ -15,6 +15,7 @@ use crate::model::config::{GeluForm, Pooling, Positions};
 const SIGLIP: &str = include_str!("../../../queries/siglip-so400m.toml");
 const VIT_TINY: &str = include_str!("../../../queries/vit-tiny.toml");
 
+mod override_width;
 mod set;
 
 fn queries_dir() -> PathBuf {
@@ -145,7 +146,8 @@ fn siglip_query_resolves_the_preset() {
         query.overrides,
         vec![PhaseOverride {
             phase: "layer.mlp.up#0".into(),
-            policy: SchedulePolicy::Latency
+            policy: SchedulePolicy::Latency,
+            width: None,
         }]
     );
 }

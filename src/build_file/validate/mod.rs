@@ -63,12 +63,28 @@ pub const DEFAULT_ROW_ALLOWANCE_BYTES: u32 =
 /// phase is a few KiB; more than this is no guard at all).
 pub const MAX_ROW_ALLOWANCE_BYTES: u32 = 1 << 20;
 pub const DEFAULT_OUTPUT_DIRECTORY: &str = "artifacts";
+
+/// The spellings of `schedule.width` and of an override's `width`.
+pub const WIDTH_OPTIONS: &[(&str, TransferWidth)] = &[
+    ("auto", TransferWidth::Auto),
+    ("word32", TransferWidth::Word32),
+    ("paired64", TransferWidth::Paired64),
+];
 /// The range of `workload.fp8_scale`.
 pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
 
 /// The activation estimate of the fit check: tokens x width x 2 bytes x batch
 /// x this many live copies.
 const ACTIVATION_COPIES: u128 = 4;
+
+/// The accepted widths, `a | b | c`, for messages.
+fn width_names() -> String {
+    WIDTH_OPTIONS
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
 
 /// Checks a machine preset and tile count and returns the number of tiles
 /// to use (the preset's full count when `tiles` is `None`).
@@ -448,15 +464,7 @@ impl Resolver<'_> {
             None => DEFAULT_POLICY,
         };
         let width = match &section.width {
-            Some(field) => self.choice(
-                "schedule.width",
-                field,
-                &[
-                    ("auto", TransferWidth::Auto),
-                    ("word32", TransferWidth::Word32),
-                    ("paired64", TransferWidth::Paired64),
-                ],
-            )?,
+            Some(field) => self.choice("schedule.width", field, WIDTH_OPTIONS)?,
             None => TransferWidth::Auto,
         };
         let row_allowance = match &section.row_allowance {
@@ -541,6 +549,36 @@ impl Resolver<'_> {
                 )?,
                 None => self.policy(&format!("{entry_path}.policy"), policy_field)?,
             };
+            let width = match &entry.width {
+                None => None,
+                Some(width_field) => Some(match &entry.set_argument {
+                    Some(argument) => {
+                        let text = width_field.get_ref().as_str();
+                        WIDTH_OPTIONS
+                            .iter()
+                            .find(|(name, _)| *name == text)
+                            .map(|(_, width)| *width)
+                            .ok_or_else(|| {
+                                Issue::new(
+                                    format!("schedule.override.{phase}"),
+                                    Origin::Set(argument.clone()),
+                                    format!(
+                                        "`{text}` is not a transfer width; expected one of: {}",
+                                        width_names()
+                                    ),
+                                )
+                                .label("not a transfer width")
+                                .help(format!(
+                                    "write POLICY or POLICY/WIDTH, e.g. \
+                                     --set schedule.override.{phase}=S64/paired64"
+                                ))
+                            })?
+                    }
+                    None => {
+                        self.choice(&format!("{entry_path}.width"), width_field, WIDTH_OPTIONS)?
+                    }
+                }),
+            };
             if let Some((_, first_path, first_origin)) =
                 first_seen.iter().find(|(seen, _, _)| seen == phase)
             {
@@ -560,6 +598,7 @@ impl Resolver<'_> {
             resolved.push(PhaseOverride {
                 phase: phase.clone(),
                 policy,
+                width,
             });
         }
         Ok(resolved)

@@ -1,0 +1,357 @@
+//! `superstep sweep [QUERY]`: every exchange phase under a set of (policy,
+//! width) configurations, each point scheduled, validated, encoded, checked
+//! and patched (memoized and kept in the persistent cache, so a second
+//! sweep is near instant); the Pareto frontier per phase; the savings of
+//! two per-phase selections, weighted by executions; the outputs under
+//! `outputs.directory/NAME/sweep/`; optionally the selection as a
+//! `[[schedule.override]]` fragment (`--write-overrides`) or applied and
+//! rebuilt (`--apply`), with the real estimate, exchange table and peak
+//! SRAM next to the per-phase predictions.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::QueryArguments;
+use super::common::{
+    CommandError, artifacts_directory, backend_error, build_checked, finish_cache, load,
+    open_session,
+};
+use super::{preflight, progress};
+use crate::build_file::{BuildQuery, PhaseOverride};
+use crate::report::sweep::fragment::overrides_fragment;
+use crate::report::sweep::{write_sweep, write_text};
+use crate::session::sweep::{
+    ConfigList, Selection, SelectionRule, Sweep, chosen_configs, frontier, select,
+};
+use crate::session::{BackOutcome, Session};
+use crate::target::costs::cycles_to_ms;
+use crate::text::thousands;
+
+/// Which selection a flag means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SelectionLetter {
+    /// Neither max row bytes nor total row bytes may grow.
+    A,
+    /// The max row may grow by up to --window bytes.
+    B,
+}
+
+/// The options of `superstep sweep`.
+#[derive(Clone, Debug)]
+pub struct SweepOptions {
+    pub configs: Vec<ConfigList>,
+    pub window: u64,
+    pub write_overrides: Option<PathBuf>,
+    pub select: SelectionLetter,
+    pub apply: Option<SelectionLetter>,
+}
+
+/// The build's headline figures before or after applying a selection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Headline {
+    pub estimate_cycles: u64,
+    pub exchange_table_bytes: u64,
+    pub peak_sram_bytes: u64,
+}
+
+impl Headline {
+    fn of(back: &BackOutcome) -> Headline {
+        Headline {
+            estimate_cycles: back.cycles,
+            exchange_table_bytes: back.exchange_table_bytes_max,
+            peak_sram_bytes: back.peak_sram_bytes,
+        }
+    }
+}
+
+/// One applied override, as `applied.json` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AppliedOverride {
+    pub phase: String,
+    pub policy: String,
+    pub width: String,
+    pub predicted_horizon: u64,
+    pub real_horizon: u64,
+}
+
+/// `applied.json`: what `--apply` changed and measured.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    pub selection: String,
+    pub overrides: Vec<AppliedOverride>,
+    pub built: Headline,
+    /// The build's figures moved by the sum of per-phase predictions: the
+    /// estimate less the selection's saving; the exchange table and peak
+    /// SRAM plus every selected phase's max-row growth (an upper bound:
+    /// rows are shared across phases).
+    pub predicted: Headline,
+    pub real: Headline,
+}
+
+pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let directory = artifacts_directory(&query).join("sweep");
+    preflight::check_output_directory("outputs.directory", &directory)?;
+    if let Some(path) = &options.write_overrides {
+        preflight::check_output_file("sweep --write-overrides", path)?;
+    }
+    let mut session = open_session(arguments, &query)?;
+    let outcome = build_checked(&mut session, &query, arguments)?;
+    let built = outcome
+        .back
+        .as_ref()
+        .map(Headline::of)
+        .ok_or_else(|| CommandError::Internal("the build has no back half".to_string()))?;
+    let configs = chosen_configs(&options.configs);
+    let sweep = session
+        .sweep(&configs)
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    let no_growth = select(&sweep, SelectionRule::NoStorageGrowth);
+    let window = select(
+        &sweep,
+        SelectionRule::MaxRowWindow {
+            bytes: options.window,
+        },
+    );
+    let written = write_sweep(&directory, &query.name, &sweep, &no_growth, &window)
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    print_summary(&query.name, &sweep, &built, &[&no_growth, &window]);
+    for path in &written {
+        if !progress::quiet() {
+            println!("wrote {}", path.display());
+        }
+    }
+    let chosen = |letter: SelectionLetter| match letter {
+        SelectionLetter::A => &no_growth,
+        SelectionLetter::B => &window,
+    };
+    if let Some(path) = &options.write_overrides {
+        let selection = chosen(options.select);
+        write_text(path, &overrides_fragment(&query.name, selection))
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        println!(
+            "wrote {} ({} overrides of selection ({}))",
+            path.display(),
+            selection.chosen().count(),
+            selection.rule.letter()
+        );
+    }
+    let result = match options.apply {
+        Some(letter) => apply(
+            &mut session,
+            &query,
+            &sweep,
+            chosen(letter),
+            &built,
+            &directory,
+        ),
+        None => Ok(()),
+    };
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
+    result
+}
+
+fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Selection]) {
+    let failed = sweep.point_count() - sweep.validated_count();
+    let frontier_points: usize = sweep.phases.iter().map(|phase| frontier(phase).len()).sum();
+    let paired = sweep
+        .phases
+        .iter()
+        .filter(|phase| phase.pairing_eligible)
+        .count();
+    println!(
+        "superstep sweep {name}: {} exchange phases x {} configurations = {} points \
+         (paired64 on the {paired} phases with eligible pieces); {} validated (PASS), {failed} failed; \
+         {frontier_points} on the per-phase frontiers",
+        sweep.phases.len(),
+        sweep.configs.len(),
+        thousands(sweep.point_count() as u64),
+        thousands(sweep.validated_count() as u64),
+    );
+    println!(
+        "as built: {} cycles = {:.4} ms at 1.5 GHz; exchange table {} B/tile; peak SRAM {} B/tile",
+        thousands(built.estimate_cycles),
+        cycles_to_ms(built.estimate_cycles),
+        thousands(built.exchange_table_bytes),
+        thousands(built.peak_sram_bytes)
+    );
+    for selection in selections {
+        let saving = selection.saving_cycles();
+        println!(
+            "saving {}: {} cycles = {:.4} ms ({:.2}% of the estimate) over {} phases, weighted by executions",
+            selection.rule.describe(),
+            thousands(saving),
+            cycles_to_ms(saving),
+            if built.estimate_cycles == 0 {
+                0.0
+            } else {
+                saving as f64 * 100.0 / built.estimate_cycles as f64
+            },
+            selection.chosen().count()
+        );
+        if progress::quiet() {
+            continue;
+        }
+        let mut largest: Vec<_> = selection.chosen().collect();
+        largest
+            .sort_by_key(|(phase, chosen)| (std::cmp::Reverse(chosen.saving_cycles), phase.index));
+        for (phase, chosen) in largest.into_iter().take(5) {
+            println!(
+                "  {:<44} {:<16} {} -> {} cycles x {} = {} saved; max row {} -> {} B, total row {} -> {} B",
+                phase.key,
+                chosen.config.to_string(),
+                thousands(chosen.built_cycles),
+                thousands(chosen.cycles),
+                phase.executions,
+                thousands(chosen.saving_cycles),
+                thousands(sweep.phases[phase.index].built.max_row_bytes),
+                thousands(chosen.figures.max_row_bytes),
+                thousands(sweep.phases[phase.index].built.total_row_bytes),
+                thousands(chosen.figures.total_row_bytes)
+            );
+        }
+    }
+    println!(
+        "  (per-phase savings: horizon and Repeat patching; sharing patches and placement are \
+         measured by --apply)"
+    );
+}
+
+/// `query` with `overrides` replacing any override of the same phases.
+pub fn with_overrides(query: &BuildQuery, overrides: &[PhaseOverride]) -> BuildQuery {
+    let mut applied = query.clone();
+    applied
+        .overrides
+        .retain(|existing| overrides.iter().all(|entry| entry.phase != existing.phase));
+    applied.overrides.extend(overrides.iter().cloned());
+    applied
+}
+
+fn apply(
+    session: &mut Session,
+    query: &BuildQuery,
+    sweep: &Sweep,
+    selection: &Selection,
+    built: &Headline,
+    directory: &Path,
+) -> Result<(), CommandError> {
+    let overrides = selection.overrides();
+    let applied_query = with_overrides(query, &overrides);
+    session.update(&applied_query);
+    let outcome = session
+        .build()
+        .map_err(|error| backend_error(error, Some(query.machine.tiles)))?;
+    let back = outcome
+        .back
+        .as_ref()
+        .ok_or_else(|| CommandError::Internal("the rebuild has no back half".to_string()))?;
+    let real = Headline::of(back);
+    let growth: u64 = selection
+        .chosen()
+        .map(|(phase, chosen)| {
+            let before = sweep
+                .phases
+                .get(phase.index)
+                .map_or(0, |swept| swept.built.max_row_bytes);
+            chosen.figures.max_row_bytes.saturating_sub(before)
+        })
+        .sum();
+    let predicted = Headline {
+        estimate_cycles: built
+            .estimate_cycles
+            .saturating_sub(selection.saving_cycles()),
+        exchange_table_bytes: built.exchange_table_bytes + growth,
+        peak_sram_bytes: built.peak_sram_bytes + growth,
+    };
+    let applied = Applied {
+        selection: selection.rule.letter().to_string(),
+        overrides: selection
+            .chosen()
+            .map(|(phase, chosen)| AppliedOverride {
+                phase: phase.key.clone(),
+                policy: chosen.config.policy.to_string(),
+                width: chosen.config.width.name().to_string(),
+                predicted_horizon: u64::from(chosen.figures.horizon),
+                real_horizon: back
+                    .phases
+                    .get(phase.index)
+                    .map_or(0, |figures| u64::from(figures.horizon)),
+            })
+            .collect(),
+        built: built.clone(),
+        predicted,
+        real,
+    };
+    print_applied(&applied);
+    let path = directory.join("applied.json");
+    super::common::write_json(&path, &applied)?;
+    if !progress::quiet() {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_applied(applied: &Applied) {
+    println!(
+        "applied selection ({}): {} overrides, whole program rebuilt (sharing and placement included)",
+        applied.selection,
+        applied.overrides.len()
+    );
+    println!(
+        "  {:<28} {:>14} {:>14} {:>14} {:>18}",
+        "", "as built", "predicted", "real", "real - predicted"
+    );
+    let line = |label: &str, built: u64, predicted: u64, real: u64| {
+        println!(
+            "  {:<28} {:>14} {:>14} {:>14} {:>18}",
+            label,
+            thousands(built),
+            thousands(predicted),
+            thousands(real),
+            signed(real as i128 - predicted as i128)
+        );
+    };
+    line(
+        "estimate (cycles)",
+        applied.built.estimate_cycles,
+        applied.predicted.estimate_cycles,
+        applied.real.estimate_cycles,
+    );
+    line(
+        "exchange table (B/tile)",
+        applied.built.exchange_table_bytes,
+        applied.predicted.exchange_table_bytes,
+        applied.real.exchange_table_bytes,
+    );
+    line(
+        "peak SRAM (B/tile)",
+        applied.built.peak_sram_bytes,
+        applied.predicted.peak_sram_bytes,
+        applied.real.peak_sram_bytes,
+    );
+    println!(
+        "  (predicted: the estimate less the per-phase savings; table and peak SRAM plus each selected \
+         phase's max-row growth, an upper bound since rows are shared)"
+    );
+    let mismatched = applied
+        .overrides
+        .iter()
+        .filter(|entry| entry.predicted_horizon != entry.real_horizon)
+        .count();
+    println!(
+        "  per-phase horizons: {} of {} as predicted",
+        applied.overrides.len() - mismatched,
+        applied.overrides.len()
+    );
+}
+
+fn signed(value: i128) -> String {
+    if value < 0 {
+        format!("-{}", thousands(value.unsigned_abs()))
+    } else {
+        format!("+{}", thousands(value as u128))
+    }
+}

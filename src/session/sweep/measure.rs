@@ -1,0 +1,107 @@
+//! Measuring a sweep: every (phase, configuration that applies) pair is one
+//! memoized, persistent-cached `sweep_point` query, computed in parallel
+//! over cloned database handles (the only parallelism is here, at the top).
+
+use rayon::prelude::*;
+
+use super::super::Session;
+use super::config::SweepConfig;
+use super::points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};
+use crate::incremental::phases::{
+    EffectivePolicy, PhaseError, PolicyKey, PolicySource, phase_keys,
+};
+use crate::incremental::sweep::{pairing_eligible, sweep_point};
+
+impl Session {
+    /// Every exchange phase under every configuration of `configs` that
+    /// applies to it (a `paired64` one only where some piece may move
+    /// paired), next to the phase as built. A point that fails to schedule
+    /// or to validate is recorded with its error; a phase whose built
+    /// figures are missing fails the sweep.
+    pub fn sweep(&self, configs: &[SweepConfig]) -> Result<Sweep, PhaseError> {
+        let headers: Vec<(BuiltPoint, u64, bool, u32)> = self
+            .map_phases(|phase| {
+                let figures = phase.figures()?;
+                let patches = phase.patches()?;
+                let eligible = pairing_eligible(phase.db, phase.record()?.problem);
+                let built = BuiltPoint {
+                    policy: figures.policy.clone(),
+                    chosen: figures.chosen.clone(),
+                    width: figures.width.clone(),
+                    horizon: u64::from(figures.horizon),
+                    endpoint_bound: u64::from(figures.lower_bound),
+                    max_row_bytes: figures.max_row_bytes,
+                    total_row_bytes: figures.total_row_bytes,
+                    repeat_patch_words: patches.words(),
+                    repeat_patch_cycles: patches.cycles(),
+                };
+                Ok::<_, PhaseError>((
+                    built,
+                    u64::from(figures.executions),
+                    eligible,
+                    phase.policy().row_allowance,
+                ))
+            })
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        let keys = phase_keys(&self.db, self.inputs).clone();
+        let work: Vec<(usize, SweepConfig, u32)> = headers
+            .iter()
+            .enumerate()
+            .flat_map(|(index, (_, _, eligible, row_allowance))| {
+                configs
+                    .iter()
+                    .filter(|config| config.applies(*eligible))
+                    .map(move |&config| (index, config, *row_allowance))
+            })
+            .collect();
+        let progress = self.progress.clone();
+        progress.begin("sweep points", Some(work.len() as u64));
+        let outcomes: Vec<SweepPoint> = work
+            .par_iter()
+            .map_with(self.db.clone(), |db, &(index, config, row_allowance)| {
+                let policy = PolicyKey::of(
+                    &*db,
+                    &EffectivePolicy {
+                        policy: config.policy,
+                        width: config.width,
+                        row_allowance,
+                        source: PolicySource::Override,
+                    },
+                );
+                let outcome = match keys.get(index) {
+                    Some(&key) => sweep_point(&*db, key, policy)
+                        .clone()
+                        .map_err(|error| error.to_string()),
+                    None => Err(format!("phase {index} is not in the program")),
+                };
+                progress.advance(1);
+                SweepPoint { config, outcome }
+            })
+            .collect();
+        progress.end();
+        let mut outcomes = outcomes.into_iter();
+        let mut phases = Vec::with_capacity(headers.len());
+        for (index, (built, executions, eligible, _)) in headers.into_iter().enumerate() {
+            let count = configs
+                .iter()
+                .filter(|config| config.applies(eligible))
+                .count();
+            phases.push(SweepPhase {
+                index,
+                key: keys
+                    .get(index)
+                    .map(|key| key.key(&self.db).clone())
+                    .unwrap_or_default(),
+                executions,
+                pairing_eligible: eligible,
+                built,
+                points: outcomes.by_ref().take(count).collect(),
+            });
+        }
+        Ok(Sweep {
+            configs: configs.to_vec(),
+            phases,
+        })
+    }
+}

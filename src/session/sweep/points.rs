@@ -1,0 +1,99 @@
+//! What a sweep measured: every exchange phase as built and under each
+//! configuration that applies to it.
+
+use super::config::SweepConfig;
+use crate::incremental::sweep::PointFigures;
+
+/// A phase as the build made it (its effective policy, or `auto`'s
+/// winner), per execution.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BuiltPoint {
+    /// The phase's policy (`auto`, or an override's).
+    pub policy: String,
+    /// The order that made the schedule.
+    pub chosen: String,
+    /// The schedule's width (`Word32` or `Paired64`).
+    pub width: String,
+    pub horizon: u64,
+    pub endpoint_bound: u64,
+    pub max_row_bytes: u64,
+    pub total_row_bytes: u64,
+    pub repeat_patch_words: u64,
+    pub repeat_patch_cycles: u64,
+}
+
+impl BuiltPoint {
+    /// Horizon plus Repeat patching: what the phase costs per execution.
+    pub fn cycles(&self) -> u64 {
+        self.horizon + self.repeat_patch_cycles
+    }
+}
+
+/// One phase under one configuration: its figures, or why it has none
+/// (scheduling failed, or the schedule validator or row checker rejected it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepPoint {
+    pub config: SweepConfig,
+    pub outcome: Result<PointFigures, String>,
+}
+
+impl SweepPoint {
+    /// The figures of a validated point.
+    pub fn figures(&self) -> Option<&PointFigures> {
+        self.outcome.as_ref().ok()
+    }
+
+    /// Horizon plus Repeat patching per execution, for a validated point.
+    pub fn cycles(&self) -> Option<u64> {
+        self.figures()
+            .map(|figures| u64::from(figures.horizon) + figures.repeat_patch_cycles)
+    }
+
+    /// (horizon, max row bytes, total row bytes): the frontier's axes.
+    pub fn objectives(&self) -> Option<(u64, u64, u64)> {
+        self.figures().map(|figures| {
+            (
+                u64::from(figures.horizon),
+                figures.max_row_bytes,
+                figures.total_row_bytes,
+            )
+        })
+    }
+}
+
+/// One exchange phase of the sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepPhase {
+    /// Position in program order (the index `phases` and `capture` use).
+    pub index: usize,
+    pub key: String,
+    pub executions: u64,
+    /// Whether some piece may move paired (so `paired64` points exist).
+    pub pairing_eligible: bool,
+    pub built: BuiltPoint,
+    /// One per configuration that applies, in the sweep's configuration order.
+    pub points: Vec<SweepPoint>,
+}
+
+/// Every phase of a build under every configuration that applies to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    pub configs: Vec<SweepConfig>,
+    pub phases: Vec<SweepPhase>,
+}
+
+impl Sweep {
+    /// Points measured in all.
+    pub fn point_count(&self) -> usize {
+        self.phases.iter().map(|phase| phase.points.len()).sum()
+    }
+
+    /// Points the validators accepted.
+    pub fn validated_count(&self) -> usize {
+        self.phases
+            .iter()
+            .flat_map(|phase| &phase.points)
+            .filter(|point| point.outcome.is_ok())
+            .count()
+    }
+}
