@@ -229,6 +229,36 @@ fn the_page_shows_report_json_numbers_and_is_deterministic() {
 }
 
 #[test]
+fn suggestions_zero_measures_none_and_the_page_says_so() {
+    let directory = scratch("html", "no-suggestions");
+    let outputs = format!("outputs.directory={}", directory.display());
+    let output = superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--suggestions",
+        "0",
+        "--verbose",
+        "--set",
+        &outputs,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let page = std::fs::read_to_string(directory.join("vit-tiny").join("report.html"))
+        .expect("report.html written");
+    assert!(page.contains("not measured in this build"));
+    // Measured by default: the page shows the outcome instead.
+    build(&directory, &[]);
+    let page = std::fs::read_to_string(directory.join("vit-tiny").join("report.html"))
+        .expect("report.html written");
+    assert!(!page.contains("not measured in this build"));
+    assert!(page.contains("standard policy"));
+}
+
+#[test]
 fn html_false_writes_no_page() {
     let directory = scratch("html", "off");
     build(&directory, &["outputs.html=false"]);

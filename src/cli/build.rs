@@ -38,6 +38,7 @@ pub fn run(
         print_details(&outcome, &report, show_ops);
     }
     let mut found: Vec<crate::session::Suggestion> = Vec::new();
+    let mut measured = false;
     if let Some(back) = &report.back {
         println!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
@@ -71,8 +72,10 @@ pub fn run(
                 );
             }
         }
-        // Measured once: printed here and shown in report.html.
-        if (suggestions > 0 && !quiet) || query.outputs.html {
+        // Measured once, unless told not to: printed here and shown in
+        // report.html.
+        if suggestions > 0 && (!quiet || query.outputs.html) {
+            measured = true;
             found = session
                 .suggestions(Some(SUGGESTION_CANDIDATES))
                 .map_err(|error| CommandError::Internal(error.to_string()))?;
@@ -105,8 +108,13 @@ pub fn run(
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
     }
-    for path in write_reports(&session, &query, &report, &found)
-        .map_err(|error| CommandError::Internal(error.to_string()))?
+    for path in write_reports(
+        &session,
+        &query,
+        &report,
+        measured.then_some(found.as_slice()),
+    )
+    .map_err(|error| CommandError::Internal(error.to_string()))?
     {
         println!("wrote {}", path.display());
     }

@@ -134,9 +134,12 @@ pub enum Command {
         /// Without a usable record it says so and builds once, cold.
         #[arg(long, verbatim_doc_comment)]
         why: bool,
-        /// How many suggested overrides to end with (0: none). Each is the
-        /// best standard policy of one of the most expensive exchange phases,
-        /// proved by scheduling it; `superstep phases --suggest` lists all.
+        /// How many suggested overrides to end with (0: none, and none are
+        /// measured; report.html then says so). Each is the best standard
+        /// policy of one of the four most expensive exchange phases, proved
+        /// by scheduling it under every standard policy: on a cold cache
+        /// that is the largest part of a SigLIP build's time (memoized and
+        /// cached after); `superstep phases --suggest` lists all.
         #[arg(long, value_name = "N", default_value_t = 3)]
         suggestions: usize,
     },

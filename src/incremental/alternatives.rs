@@ -69,6 +69,39 @@ impl PhaseAlternatives {
     }
 }
 
+/// The policies `phase_alternatives` measures a phase under, with their
+/// keys: every standard policy at the phase's width and storage guard but
+/// the one that made its schedule (itself, or `auto`'s winner, which would
+/// only make it again). The session warms these schedules in parallel
+/// before asking for the alternatives.
+pub fn alternative_policies<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+) -> Result<Vec<(SchedulePolicy, PolicyKey<'db>)>, PhaseError> {
+    let (problem, current_policy) = phase_work(db, phase)?;
+    let effective = phase_policy(db, phase);
+    let chosen = schedule_figures(db, problem, current_policy)
+        .as_ref()
+        .map_err(Clone::clone)?
+        .chosen;
+    Ok(STANDARD_POLICIES
+        .into_iter()
+        .filter(|&policy| policy != chosen)
+        .map(|policy| {
+            let key = PolicyKey::of(
+                db,
+                &EffectivePolicy {
+                    policy,
+                    width: effective.width,
+                    row_allowance: effective.row_allowance,
+                    source: PolicySource::Override,
+                },
+            );
+            (policy, key)
+        })
+        .collect())
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn phase_alternatives<'db>(
     db: &'db dyn Db,
@@ -85,21 +118,7 @@ pub fn phase_alternatives<'db>(
         repeat_patch_cycles: phase_patches(db, phase).clone()?.cycles(),
     };
     let mut alternatives = Vec::with_capacity(STANDARD_POLICIES.len());
-    for policy in STANDARD_POLICIES {
-        // The policy that made the phase's schedule (itself, or `auto`'s
-        // winner) would only make it again.
-        if policy == figures.chosen {
-            continue;
-        }
-        let key = PolicyKey::of(
-            db,
-            &EffectivePolicy {
-                policy,
-                width: effective.width,
-                row_allowance: effective.row_allowance,
-                source: PolicySource::Override,
-            },
-        );
+    for (policy, key) in alternative_policies(db, phase)? {
         let figures = schedule_figures(db, problem, key).clone()?;
         let rows = encoded_rows(db, problem, key).clone()?;
         let patches = repeat_patches(problem.problem(db), &rows, base_selection);

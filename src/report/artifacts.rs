@@ -81,13 +81,13 @@ fn write(path: PathBuf, text: &str) -> Result<PathBuf, ArtifactError> {
 }
 
 /// Writes the CSV files, `report.json` and `report.html` (with the
-/// session's memory view and `suggestions`) that `query.outputs` asks for;
+/// session's memory view and `suggestions`, if measured) that `query.outputs` asks for;
 /// returns the paths written, in order.
 pub fn write_reports(
     session: &Session,
     query: &BuildQuery,
     report: &BuildReport,
-    suggestions: &[Suggestion],
+    suggestions: Option<&[Suggestion]>,
 ) -> Result<Vec<PathBuf>, ArtifactError> {
     let directory = artifacts_directory(query);
     let mut written = Vec::new();

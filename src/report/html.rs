@@ -30,7 +30,9 @@ pub struct ReportPage<'a> {
     pub report: &'a BuildReport,
     pub back: &'a BackReport,
     pub memory: &'a MemoryView,
-    pub suggestions: &'a [Suggestion],
+    /// The suggestions, when the build measured them (`None`: it was told
+    /// not to, `--suggestions 0`).
+    pub suggestions: Option<&'a [Suggestion]>,
     /// How many of the most expensive exchange phases the suggestions measured.
     pub suggestion_candidates: usize,
 }
@@ -466,10 +468,7 @@ fn suggestions(page: &ReportPage) -> Markup {
     html! {
         section id="suggestions" {
             h2 { "Suggestions" }
-            @if page.suggestions.is_empty() {
-                p { "none: no standard policy beats the " (page.suggestion_candidates)
-                    " most expensive exchange phases as built." }
-            } @else {
+            @if let Some(suggestions) = page.suggestions.filter(|found| !found.is_empty()) {
                 p.note {
                     "Overrides that save time among the " (page.suggestion_candidates)
                     " most expensive exchange phases, each measured by scheduling the phase under every standard policy "
@@ -484,7 +483,7 @@ fn suggestions(page: &ReportPage) -> Markup {
                         }
                     }
                     tbody {
-                        @for suggestion in page.suggestions {
+                        @for suggestion in suggestions {
                             tr.suggestion {
                                 td.text { (suggestion.phase) }
                                 td { (suggestion.executions) }
@@ -501,6 +500,12 @@ fn suggestions(page: &ReportPage) -> Markup {
                         }
                     }
                 }
+            } @else if page.suggestions.is_some() {
+                p { "none: no standard policy beats the " (page.suggestion_candidates)
+                    " most expensive exchange phases as built." }
+            } @else {
+                p { "not measured in this build (" code { "--suggestions 0" } "); "
+                    code { "superstep phases --suggest" } " measures every phase." }
             }
         }
     }

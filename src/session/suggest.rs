@@ -5,8 +5,13 @@
 
 use serde::Serialize;
 
+use rayon::prelude::*;
+
 use super::Session;
-use crate::incremental::phases::PhaseError;
+use crate::incremental::alternatives::alternative_policies;
+use crate::incremental::phases::{
+    PhaseError, encoded_rows, phase_keys, phase_work, schedule_figures,
+};
 use crate::target::costs::cycles_to_ms;
 
 /// Exchange phases a build measures under every standard policy for its
@@ -33,6 +38,36 @@ pub struct Suggestion {
 }
 
 impl Session {
+    /// Schedules and encodes every (phase, standard policy) pair that the
+    /// alternatives of the phases at `indices` read, as one flat parallel
+    /// pass over cloned database handles: a phase's policies then run side
+    /// by side instead of one after another inside its alternatives query,
+    /// which afterwards only reads memos.
+    fn warm_alternatives(
+        &self,
+        indices: &std::collections::BTreeSet<usize>,
+    ) -> Result<(), PhaseError> {
+        let keys = phase_keys(&self.db, self.inputs);
+        let mut work = Vec::new();
+        for &index in indices {
+            let Some(&phase) = keys.get(index) else {
+                continue;
+            };
+            let (problem, _) = phase_work(&self.db, phase)?;
+            for (_, policy) in alternative_policies(&self.db, phase)? {
+                work.push((problem, policy));
+            }
+        }
+        // Largest problems first, so that the longest schedules start early.
+        work.sort_by_key(|&(problem, _)| std::cmp::Reverse(problem.problem(&self.db).pieces()));
+        work.par_iter()
+            .for_each_with(self.db.clone(), |db, &(problem, policy)| {
+                let _ = schedule_figures(&*db, problem, policy);
+                let _ = encoded_rows(&*db, problem, policy);
+            });
+        Ok(())
+    }
+
     /// The best override of each phase that has one, most saving first.
     /// `candidates` limits the phases measured to that many of the most
     /// expensive by total cycles (`None`: every phase).
@@ -52,6 +87,7 @@ impl Session {
         phases.truncate(candidates.unwrap_or(usize::MAX));
         let chosen: std::collections::BTreeSet<usize> =
             phases.iter().map(|&(_, index)| index).collect();
+        self.warm_alternatives(&chosen)?;
         let measured = self.map_phases(|phase| {
             if !chosen.contains(&phase.index) {
                 return Ok::<_, PhaseError>(None);

@@ -86,8 +86,8 @@ fn write_artifacts(
     } else {
         Vec::new()
     };
-    let mut written =
-        write_reports(session, query, &report, &suggestions).map_err(|error| error.to_string())?;
+    let mut written = write_reports(session, query, &report, Some(&suggestions))
+        .map_err(|error| error.to_string())?;
     let record_path = artifacts_directory(query).join(STATE_FILE);
     LastBuild::new(&options.path, text, &options.sets, query)
         .save(&record_path)
