@@ -60,11 +60,15 @@ impl Session {
         }
         // Largest problems first, so that the longest schedules start early.
         work.sort_by_key(|&(problem, _)| std::cmp::Reverse(problem.problem(&self.db).pieces()));
+        let progress = self.progress.clone();
+        progress.begin("suggestions (schedules)", Some(work.len() as u64));
         work.par_iter()
             .for_each_with(self.db.clone(), |db, &(problem, policy)| {
                 let _ = schedule_figures(&*db, problem, policy);
                 let _ = encoded_rows(&*db, problem, policy);
+                progress.advance(1);
             });
+        progress.end();
         Ok(())
     }
 
