@@ -119,6 +119,17 @@ impl TileRanges {
         let split = starts.partition_point(|&start| start <= address);
         split > 0 && reach[split - 1] > address
     }
+
+    /// Whether one allocation of `tile` holds all of `start..end`: the
+    /// furthest reach among the allocations starting at or before `start`
+    /// is that of one allocation, which then spans the range.
+    fn covers(&self, tile: usize, start: u64, end: u64) -> bool {
+        let (Some(starts), Some(reach)) = (self.starts.get(tile), self.reach.get(tile)) else {
+            return false;
+        };
+        let split = starts.partition_point(|&first| first <= start);
+        split > 0 && reach[split - 1] >= end && reach[split - 1] > start
+    }
 }
 
 /// The bytes a tile's memory spans.
@@ -260,8 +271,8 @@ impl Verification {
         self.check_repeat_patches(phase);
     }
 
-    /// Tile `tile`'s row of phase `key`: it decodes, its sends start inside
-    /// an allocation of the tile and end inside its memory, and its receive
+    /// Tile `tile`'s row of phase `key`: it decodes, each send lies inside
+    /// one allocation of the tile (and its memory), and its receive
     /// pointers lie inside its memory.
     fn check_row(&mut self, key: &str, tile: usize, row: &[u32], ranges: &TileRanges) {
         let memory = tile_memory();
@@ -296,6 +307,11 @@ impl Verification {
                         self.fail(format!(
                             "phase {key}, tile {tile}: a send of bytes {start:#x}..{end:#x} runs \
                              past the tile's memory"
+                        ));
+                    } else if !ranges.covers(tile, start, end) {
+                        self.fail(format!(
+                            "phase {key}, tile {tile}: a send of bytes {start:#x}..{end:#x} runs \
+                             past the end of the allocation it starts in"
                         ));
                     }
                 }
@@ -353,5 +369,26 @@ impl Verification {
                 Some(_) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::TileRanges;
+
+    #[test]
+    fn a_span_is_covered_only_by_one_allocation() {
+        // Tile 0: two adjacent allocations, 0x100..0x200 and 0x200..0x300.
+        let ranges = TileRanges::new(vec![vec![(0x200, 0x300), (0x100, 0x200)]]);
+        assert!(ranges.covers(0, 0x100, 0x200));
+        assert!(ranges.covers(0, 0x280, 0x300));
+        // Contiguous bytes, but across the boundary of two allocations.
+        assert!(!ranges.covers(0, 0x180, 0x280));
+        assert!(!ranges.covers(0, 0x280, 0x301));
+        assert!(!ranges.covers(0, 0x80, 0x100));
+        assert!(!ranges.covers(1, 0x100, 0x104));
+        // An allocation aliasing both (0x100..0x300) covers the span.
+        let aliased = TileRanges::new(vec![vec![(0x100, 0x200), (0x200, 0x300), (0x100, 0x300)]]);
+        assert!(aliased.covers(0, 0x180, 0x280));
     }
 }
