@@ -121,7 +121,7 @@ fn every_phase_is_measured_under_every_eligible_config_and_validated() {
     assert!(results.iter().all(|row| row["validated"] == "PASS"));
     assert!(
         stdout.contains(&format!(
-            "{} points (paired64 on the {eligible} phases",
+            "paired64 ones only on the {eligible} phases with eligible pieces: {} points",
             sweep.point_count()
         )),
         "{stdout}"
@@ -456,7 +456,8 @@ fn config_flags_choose_the_configurations() {
     assert_eq!(results.len(), 2 * phases.len());
     assert!(
         stdout.contains(&format!(
-            "{} exchange phases x 4 configurations = {} points",
+            "{} exchange phases x 4 configurations, the 2 paired64 ones only on the 0 phases \
+             with eligible pieces: {} points",
             phases.len(),
             results.len()
         )),

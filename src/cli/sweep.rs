@@ -162,10 +162,15 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
         .iter()
         .filter(|phase| phase.pairing_eligible)
         .count();
+    let paired_configs = sweep
+        .configs
+        .iter()
+        .filter(|config| config.width == crate::schedule::TransferWidth::Paired64)
+        .count();
     println!(
-        "superstep sweep {name}: {} exchange phases x {} configurations = {} points \
-         (paired64 on the {paired} phases with eligible pieces); {} validated (PASS), {failed} failed; \
-         {frontier_points} on the per-phase frontiers",
+        "superstep sweep {name}: {} exchange phases x {} configurations, the {paired_configs} \
+         paired64 ones only on the {paired} phases with eligible pieces: {} points; \
+         {} validated (PASS), {failed} failed; {frontier_points} on the per-phase frontiers",
         sweep.phases.len(),
         sweep.configs.len(),
         thousands(sweep.point_count() as u64),
