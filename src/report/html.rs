@@ -37,9 +37,9 @@ pub struct ReportPage<'a> {
     pub suggestion_candidates: usize,
 }
 
-/// The whole page.
-pub fn render(page: &ReportPage) -> String {
-    let title = format!("superstep build report: {}", page.report.name);
+/// A self-contained page: the document head (title, inline style) around
+/// `body`, then `script` if any. Shared by every page superstep writes.
+pub fn document(title: &str, style: &str, body: Markup, script: Option<&str>) -> String {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -47,28 +47,37 @@ pub fn render(page: &ReportPage) -> String {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(style)) }
             }
             body {
-                main {
-                    (headline(page))
-                    (time_split(page.back))
-                    (phase_table(page.back))
-                    (horizon_chart(page.back))
-                    (heat_maps(page.memory))
-                    (memory_over_steps(page.memory, page.report.layers))
-                    (suggestions(page))
-                    (compute_table(page.back))
-                    footer {
-                        "Written by superstep " (env!("CARGO_PKG_VERSION"))
-                        " from the same figures as report.json."
-                    }
+                main { (body) }
+                @if let Some(script) = script {
+                    script { (PreEscaped(script)) }
                 }
-                script { (PreEscaped(SORT_SCRIPT)) }
             }
         }
     }
     .into_string()
+}
+
+/// The whole page.
+pub fn render(page: &ReportPage) -> String {
+    let title = format!("superstep build report: {}", page.report.name);
+    let body = html! {
+        (headline(page))
+        (time_split(page.back))
+        (phase_table(page.back))
+        (horizon_chart(page.back))
+        (heat_maps(page.memory))
+        (memory_over_steps(page.memory, page.report.layers))
+        (suggestions(page))
+        (compute_table(page.back))
+        footer {
+            "Written by superstep " (env!("CARGO_PKG_VERSION"))
+            " from the same figures as report.json."
+        }
+    };
+    document(&title, STYLE, body, Some(SORT_SCRIPT))
 }
 
 const STYLE: &str = "

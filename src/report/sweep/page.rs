@@ -8,7 +8,9 @@
 //! point under selections (a) and (b). Deterministic: the same sweep gives
 //! a byte-identical page. Figures a test reads carry `data-*` attributes.
 
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{Markup, html};
+
+use crate::report::html::document;
 
 use crate::schedule::TransferWidth;
 use crate::session::sweep::{PhaseSelection, Selection, Sweep, SweepPhase, frontier};
@@ -39,40 +41,27 @@ fn coordinate(value: f64) -> String {
 /// The whole page.
 pub fn render(page: &SweepPage) -> String {
     let title = format!("superstep sweep: {}", page.name);
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) }
-                style { (PreEscaped(STYLE)) }
+    let body = html! {
+        h1 { (title) }
+        (headline(page))
+        (summary_table(page))
+        section {
+            h2 { "Horizon against max row bytes, per phase" }
+            p.note {
+                "Circles: word32; triangles: paired64; squares: other widths. Filled: on the phase's \
+                 Pareto frontier (horizon, max row bytes, total row bytes). Ring: the phase as built. \
+                 Rows are encoded bytes before cross-phase sharing; horizons are the modelled \
+                 schedule's, not hardware measurements."
             }
-            body {
-                main {
-                    h1 { (title) }
-                    (headline(page))
-                    (summary_table(page))
-                    section {
-                        h2 { "Horizon against max row bytes, per phase" }
-                        p.note {
-                            "Circles: word32; triangles: paired64; squares: other widths. Filled: on the phase's \
-                             Pareto frontier (horizon, max row bytes, total row bytes). Ring: the phase as built. \
-                             Rows are encoded bytes before cross-phase sharing; horizons are the modelled \
-                             schedule's, not hardware measurements."
-                        }
-                        div.plots {
-                            @for phase in &page.sweep.phases {
-                                (scatter(phase))
-                            }
-                        }
-                    }
-                    footer { "Written by superstep " (env!("CARGO_PKG_VERSION")) " from the figures of results.csv." }
+            div.plots {
+                @for phase in &page.sweep.phases {
+                    (scatter(phase))
                 }
             }
         }
-    }
-    .into_string()
+        footer { "Written by superstep " (env!("CARGO_PKG_VERSION")) " from the figures of results.csv." }
+    };
+    document(&title, STYLE, body, None)
 }
 
 fn headline(page: &SweepPage) -> Markup {
