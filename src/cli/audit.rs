@@ -1,0 +1,249 @@
+//! `superstep audit copies [QUERY]`: the copy-boundary audit (seed 000) of
+//! the build's low program: one line per exchange boundary (the exchanges
+//! before and after it, its copies and fills, how many of its copy/fill
+//! groups may move before the preceding exchange and after the following
+//! one, and what copy motion decided), then the hazard that blocks each
+//! blocked group's direction; `--json` prints the `COPY_BOUNDARY` records.
+//! Only the first half and the phase groups are computed.
+
+use serde::Serialize;
+
+use super::QueryArguments;
+use super::common::{CommandError, finish_cache, load, open_session, stage_error};
+use crate::session::{Blocked, BoundaryAudit, CopyAudit, GroupAudit, Other};
+use crate::text::thousands;
+
+/// The options of `superstep audit copies`.
+#[derive(Clone, Debug)]
+pub struct CopiesOptions {
+    pub json: bool,
+    pub boundary: Option<u32>,
+}
+
+/// The JSON document: the build's name, the totals and the records shown.
+#[derive(Serialize)]
+pub struct AuditDocument<'a> {
+    pub name: &'a str,
+    pub summary: &'a crate::session::AuditSummary,
+    pub boundaries: Vec<&'a BoundaryAudit>,
+}
+
+pub fn run(arguments: &QueryArguments, options: &CopiesOptions) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let mut session = open_session(arguments, &query)?;
+    let tiles = Some(query.machine.tiles);
+    session
+        .build_front()
+        .map_err(|error| stage_error(error, tiles))?;
+    let audit = session
+        .copy_audit()
+        .map_err(|error| stage_error(error, tiles))?;
+    let result = report(&audit, &query.name, options);
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
+    result
+}
+
+/// The text of the audit (what `run` prints without `--json`).
+pub fn render(audit: &CopyAudit, name: &str, boundary: Option<u32>) -> Vec<String> {
+    let summary = &audit.summary;
+    let mut lines = vec![format!(
+        "superstep audit copies {name}: {} exchange boundaries, {} copy/fill groups ({} copies, {} fills); \
+         groups movable before the preceding exchange {}, after the following {}, both {}, neither {}; \
+         copy motion merged {} of them",
+        thousands(summary.boundaries),
+        thousands(summary.groups),
+        thousands(summary.copies),
+        thousands(summary.fills),
+        thousands(summary.movable_before),
+        thousands(summary.movable_after),
+        thousands(summary.movable_both),
+        thousands(summary.movable_neither),
+        thousands(summary.merged),
+    )];
+    lines.push(format!(
+        "{:>5}  {:<40} {:<40} {:>7} {:>6} {:>6} {:>6} {:>6}  motion",
+        "index",
+        "preceding exchange",
+        "following exchange",
+        "copies",
+        "fills",
+        "groups",
+        "before",
+        "after"
+    ));
+    let shown: Vec<&BoundaryAudit> = audit
+        .boundaries
+        .iter()
+        .filter(|record| boundary.is_none_or(|wanted| record.index == wanted))
+        .collect();
+    for record in &shown {
+        lines.push(format!(
+            "{:>5}  {:<40} {:<40} {:>7} {:>6} {:>6} {:>6} {:>6}  {}",
+            record.index,
+            record.preceding.key,
+            record.following.key,
+            thousands(record.copies),
+            thousands(record.fills),
+            record.groups.len(),
+            record.movable_before,
+            record.movable_after,
+            motion_text(record)
+        ));
+    }
+    for record in &shown {
+        for group in &record.groups {
+            // One boundary asked for: every group; otherwise the blocked ones.
+            if boundary.is_none() && group.before.is_none() && group.after.is_none() {
+                continue;
+            }
+            lines.push(group_line(record, group));
+            for (direction, blocked) in [("before", &group.before), ("after", &group.after)] {
+                if let Some(blocked) = blocked {
+                    lines.push(format!(
+                        "      cannot move {direction}: {}",
+                        blocked_text(blocked)
+                    ));
+                }
+            }
+        }
+    }
+    lines
+}
+
+fn motion_text(record: &BoundaryAudit) -> String {
+    match &record.motion {
+        None => "copy motion off".to_string(),
+        Some(view) => {
+            let verdict = if view.merged { "merged" } else { "not merged" };
+            let judged = if view.copies == record.copies && view.fills == record.fills {
+                String::new()
+            } else {
+                format!(
+                    " (judged {} copies, {} fills after {})",
+                    view.copies, view.fills, view.preceding
+                )
+            };
+            format!("{verdict}: {}{judged}", view.outcome)
+        }
+    }
+}
+
+fn group_line(record: &BoundaryAudit, group: &GroupAudit) -> String {
+    format!(
+        "  boundary {} group {} ({} {} of `{}` on {} tiles, step {}): movable {}",
+        record.index,
+        group.index,
+        thousands(group.items),
+        group.kind,
+        group.op,
+        thousands(group.tiles),
+        group
+            .step_path
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join("."),
+        group.movable.name()
+    )
+}
+
+fn access(writes: bool) -> &'static str {
+    if writes { "writes" } else { "reads" }
+}
+
+/// One hazard in words: kind, the group's item and bytes, the other side's
+/// transfer (or group item) and bytes, the alias root and the overlap.
+pub fn blocked_text(blocked: &Blocked) -> String {
+    let item = &blocked.item;
+    let other = match &blocked.other {
+        Other::Transfer {
+            exchange,
+            key,
+            index,
+            source_tile,
+            tile,
+            writes,
+            allocation,
+            start,
+            end,
+        } => format!(
+            "transfer {index} of the {exchange} exchange `{key}` (from tile {source_tile}) {} \
+             allocation {allocation} bytes {start}..{end} on tile {tile}",
+            access(*writes)
+        ),
+        Other::Group {
+            group,
+            item: other_item,
+            index,
+            tile,
+            writes,
+            allocation,
+            start,
+            end,
+        } => format!(
+            "{other_item} {index} of group {group} (which cannot move this way; tile {tile}) {} \
+             allocation {allocation} bytes {start}..{end}",
+            access(*writes)
+        ),
+    };
+    format!(
+        "{} hazard: {} {} (tile {}) {} allocation {} bytes {}..{}; {}; alias root {}, overlap {}..{}",
+        blocked.kind,
+        item.item,
+        item.index,
+        item.tile,
+        access(item.writes),
+        item.allocation,
+        item.start,
+        item.end,
+        other,
+        blocked.alias_root,
+        blocked.overlap_start,
+        blocked.overlap_end
+    )
+}
+
+fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), CommandError> {
+    if let Some(wanted) = options.boundary
+        && wanted >= audit.summary.boundaries
+    {
+        return Err(CommandError::Input(format!(
+            "error: --boundary {wanted}: the build has {} exchange boundaries{}\n  \
+             help: run `superstep audit copies` without --boundary to list them",
+            audit.summary.boundaries,
+            if audit.summary.boundaries == 0 {
+                String::new()
+            } else {
+                format!(" (0..={})", audit.summary.boundaries - 1)
+            }
+        )));
+    }
+    if options.json {
+        let document = AuditDocument {
+            name,
+            summary: &audit.summary,
+            boundaries: audit
+                .boundaries
+                .iter()
+                .filter(|record| options.boundary.is_none_or(|wanted| record.index == wanted))
+                .collect(),
+        };
+        let text = serde_json::to_string_pretty(&document)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let lines = render(audit, name, options.boundary);
+    // --quiet: the headline only.
+    let shown = if super::progress::quiet() {
+        1
+    } else {
+        lines.len()
+    };
+    for line in &lines[..shown] {
+        println!("{line}");
+    }
+    Ok(())
+}
