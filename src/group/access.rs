@@ -178,8 +178,14 @@ mod tests {
         };
         assert_eq!(rows.overlap_with(&gaps), None);
         assert_eq!(gaps.overlap_with(&rows), None);
-        let shifted = Rows { start: 513, ..gaps };
-        assert_eq!(rows.overlap_with(&shifted), None);
+        let narrower = Rows {
+            start: 516,
+            row_bytes: 2552,
+            ..gaps
+        };
+        assert_eq!(rows.overlap_with(&narrower), None);
+        let late = Rows { start: 513, ..gaps };
+        assert_eq!(rows.overlap_with(&late), Some(((3072, 3584), (513, 3073))));
         let early = Rows { start: 511, ..gaps };
         assert_eq!(rows.overlap_with(&early), Some(((0, 512), (511, 3071))));
         assert_eq!(early.overlap_with(&rows), Some(((511, 3071), (0, 512))));
