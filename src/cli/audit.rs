@@ -247,3 +247,94 @@ fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+    use crate::expand::program::{
+        Allocation, AllocationId, Destination, LocalCopy, Location, LowProgram, Provenance, Reason,
+        Step, TransferList,
+    };
+    use crate::layout::format::MemoryClass;
+
+    fn at(allocation: u32, offset: u32) -> Location {
+        Location {
+            allocation: AllocationId(allocation),
+            offset,
+        }
+    }
+
+    #[test]
+    fn a_blocked_group_prints_its_hazard() {
+        let provenance = Provenance {
+            op: 0,
+            value: None,
+            reason: Reason::Rearrange,
+        };
+        let exchange = |source: Location, destination: Location, words: u32| {
+            let mut transfers = TransferList::default();
+            transfers.push(
+                1,
+                source,
+                words,
+                &[Destination {
+                    tile: 0,
+                    location: destination,
+                }],
+            );
+            Step::Exchange {
+                provenance,
+                transfers,
+            }
+        };
+        // The copy writes bytes 3,072..3,584 of allocation 1, which the
+        // following exchange reads from 3,072 on (64 bytes).
+        let program = LowProgram {
+            tiles: 2,
+            names: vec!["op".into()],
+            allocations: (0..4)
+                .map(|id| Allocation {
+                    tile: 0,
+                    bytes: 4096,
+                    alignment: 4,
+                    class: MemoryClass::Standard,
+                    alias_group: id,
+                    iterations: 1,
+                    provenance,
+                })
+                .collect(),
+            steps: vec![
+                exchange(at(0, 0), at(3, 0), 16),
+                Step::Copies {
+                    provenance,
+                    copies: vec![LocalCopy {
+                        tile: 0,
+                        source: at(2, 0),
+                        destination: at(1, 3072),
+                        row_bytes: 512,
+                        rows: 1,
+                        source_stride: 0,
+                        destination_stride: 0,
+                    }],
+                },
+                exchange(at(1, 3072), at(3, 128), 16),
+            ],
+            values: Vec::new(),
+        };
+        let audit = crate::group::audit_copies(&program, &[]);
+        let lines = render(&audit, "hand-built", None);
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines[2].starts_with("    0  op#0"), "{}", lines[2]);
+        assert!(lines[2].ends_with("copy motion off"), "{}", lines[2]);
+        assert_eq!(
+            lines[3],
+            "  boundary 0 group 0 (1 copies of `op` on 1 tiles, step 1): movable before"
+        );
+        assert_eq!(
+            lines[4],
+            "      cannot move after: write/read hazard: copy 0 (tile 0) writes allocation 1 bytes \
+             3072..3584; transfer 0 of the following exchange `op#1` (from tile 1) reads \
+             allocation 1 bytes 3072..3136 on tile 0; alias root 1, overlap 3072..3136"
+        );
+    }
+}

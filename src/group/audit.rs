@@ -113,8 +113,8 @@ pub enum Other {
         key: String,
         index: u32,
         source_tile: u32,
-        /// The tile holding the conflicting bytes (the source tile for a
-        /// read, the destination's tile for a write).
+        /// The tile holding the conflicting bytes (its allocation's tile:
+        /// the source tile for a read, the destination's for a write).
         tile: u32,
         writes: bool,
         allocation: u32,
@@ -589,11 +589,7 @@ impl Walk<'_> {
             .get(index as usize)
             .copied()
             .unwrap_or(0);
-        let tile = if exchange_writes {
-            self.program.allocation(exchange.allocation).tile
-        } else {
-            source_tile
-        };
+        let tile = self.program.allocation(exchange.allocation).tile;
         Blocked {
             kind: kind_name(hazard.kind),
             item: self.item(step, &group, group_writes),
