@@ -260,3 +260,21 @@ fn bad_flags_exit_2_naming_the_flag_and_help_explains_every_flag() {
     let help = superstep(&["audit", "--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("copies"));
 }
+
+/// The default SigLIP build (first half only: cheap): the audit's boundaries
+/// and copies equal the independent count at full scale.
+#[test]
+fn the_siglip_audit_counts_every_boundary() {
+    let mut session = Session::new(&query("queries/siglip-so400m.toml", &[]));
+    session.build_front().expect("first half");
+    let program = session.low_program().expect("low program");
+    let mut expected = (0, 0, 0);
+    count(&program.steps, &mut expected);
+    let audit = session.copy_audit().expect("audit");
+    let summary = &audit.summary;
+    assert_eq!(
+        (summary.boundaries, summary.copies, summary.fills),
+        expected
+    );
+    assert!(expected.0 > 0);
+}
