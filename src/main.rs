@@ -113,12 +113,14 @@ fn main() -> ExitCode {
                     query,
                     json,
                     boundary,
+                    motion,
                 },
         } => audit::run(
             query,
             &audit::CopiesOptions {
                 json: *json,
                 boundary: *boundary,
+                fusion: *motion,
             },
         ),
         Command::Run { query } => run::run(query),

@@ -216,6 +216,34 @@ fn the_tiny_vit_audit_counts_every_boundary_and_prints_its_records() {
         "planning.copy_motion=false",
     ]);
     assert!(off.contains("copy motion off"), "{off}");
+    // Cross-operator motion, run for the audit: it merges where the audit
+    // finds a boundary's groups movable in one piece (nothing else stops it
+    // on the tiny ViT), and moves them before when they may go before.
+    let across = session
+        .copy_audit_across_operators()
+        .expect("audit across operators");
+    assert_eq!(across.summary.boundaries, expected.0);
+    for boundary in &across.boundaries {
+        let motion = boundary.motion.as_ref().expect("decided");
+        assert_eq!(
+            motion.merged,
+            boundary.all_before || boundary.all_after,
+            "{boundary:?}"
+        );
+        if boundary.all_before {
+            assert_eq!(motion.outcome, "moved", "{boundary:?}");
+        }
+    }
+    let (table, _) = run(&[
+        "audit", "copies", TINY, "--cache", cache, "--motion", "across",
+    ]);
+    assert!(
+        table.lines().next().expect("headline").ends_with(&format!(
+            "copy motion merged {} of them",
+            across.summary.merged
+        )),
+        "{table}"
+    );
     let _ = std::fs::remove_dir_all(&directory);
 }
 
@@ -236,6 +264,10 @@ fn bad_flags_exit_2_naming_the_flag_and_help_explains_every_flag() {
         ),
         (&["audit", "copies", TINY, "--jsn"][..], "--jsn"),
         (
+            &["audit", "copies", TINY, "--motion", "sideways"][..],
+            "--motion",
+        ),
+        (
             &["audit", "copies", TINY, "--set", "workload.layers=x"][..],
             "workload.layers",
         ),
@@ -250,6 +282,7 @@ fn bad_flags_exit_2_naming_the_flag_and_help_explains_every_flag() {
     for flag in [
         "--json",
         "--boundary",
+        "--motion",
         "--set",
         "--cache",
         "--no-cache",

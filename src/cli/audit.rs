@@ -18,6 +18,17 @@ use crate::text::thousands;
 pub struct CopiesOptions {
     pub json: bool,
     pub boundary: Option<u32>,
+    pub fusion: MotionFusion,
+}
+
+/// Whose copy-motion decisions the audit shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MotionFusion {
+    /// The build's own pass (same-operator fusion; none when
+    /// planning.copy_motion is false).
+    Build,
+    /// Copy motion with cross-operator fusion, run for the audit only.
+    Across,
 }
 
 /// The JSON document: the build's name, the totals and the records shown.
@@ -35,9 +46,11 @@ pub fn run(arguments: &QueryArguments, options: &CopiesOptions) -> Result<(), Co
     session
         .build_front()
         .map_err(|error| stage_error(error, tiles))?;
-    let audit = session
-        .copy_audit()
-        .map_err(|error| stage_error(error, tiles))?;
+    let audit = match options.fusion {
+        MotionFusion::Build => session.copy_audit(),
+        MotionFusion::Across => session.copy_audit_across_operators(),
+    }
+    .map_err(|error| stage_error(error, tiles))?;
     let result = report(&audit, &query.name, options);
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");

@@ -234,6 +234,24 @@ impl Session {
         ))
     }
 
+    /// [`Session::copy_audit`] beside what copy motion would decide with
+    /// cross-operator fusion (the seed's experiment, `Fusion::AcrossOperators`),
+    /// computed for the audit only: the build keeps its phase groups.
+    pub fn copy_audit_across_operators(&self) -> Result<CopyAudit, StageError> {
+        let program = self.low_program()?;
+        let groups = crate::group::group_phases_with(
+            &program,
+            crate::group::MotionOptions {
+                copy_motion: true,
+                fusion: crate::group::Fusion::AcrossOperators,
+            },
+        );
+        Ok(crate::group::audit::audit_copies(
+            &program,
+            &groups.decisions,
+        ))
+    }
+
     /// The placement of every allocation, the exchange table and patch lists.
     pub fn placement(&self) -> Result<Arc<Placement>, BackendError> {
         placement(&self.db, self.inputs).clone()
