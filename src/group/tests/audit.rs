@@ -376,3 +376,40 @@ fn every_move_the_audit_allows_on_the_tiny_vit_computes_the_same_output() {
         "moving copies far changes nothing: the check is blind"
     );
 }
+
+#[test]
+fn a_fill_is_a_write_the_following_exchange_may_read() {
+    // Four 64-byte rows every 1,024 bytes zeroed in allocation 1; E2 reads
+    // bytes 3,100..3,104 (row 3); E1 reads allocation 1 between the rows.
+    let fill = Step::Fills {
+        provenance: provenance(1),
+        fills: vec![ZeroFill {
+            tile: 0,
+            destination: at(1, 0),
+            row_bytes: 64,
+            rows: 4,
+            stride: 1024,
+        }],
+    };
+    let steps = vec![
+        exchange(0, at(1, 64), at(0, 0), 240),
+        fill,
+        exchange(0, at(1, 3100), at(2, 0), 1),
+    ];
+    let audit = audit_copies(&program(3, steps), &[]);
+    let boundary = &audit.boundaries[0];
+    assert_eq!((boundary.copies, boundary.fills), (0, 1));
+    let group = &boundary.groups[0];
+    assert_eq!((group.kind, group.movable), ("fills", Movable::Before));
+    let after = group.after.as_ref().expect("blocked after");
+    assert_eq!(after.kind, "write/read");
+    assert_eq!(
+        (after.item.item, after.item.start, after.item.end),
+        ("fill", 3072, 3136)
+    );
+    assert_eq!(
+        transfer_other(&after.other),
+        ("following", 0, false, 1, 3100, 3104)
+    );
+    assert_eq!((after.overlap_start, after.overlap_end), (3100, 3104));
+}
