@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    Cli, Command, bench_snapshot, build, capture, diff, explain, phases, preflight, profile,
-    progress, replay, run, simulate, sweep, verify, watch,
+    AuditCommand, Cli, Command, audit, bench_snapshot, build, capture, diff, explain, phases,
+    preflight, profile, progress, replay, run, simulate, sweep, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -107,6 +107,22 @@ fn main() -> ExitCode {
             json: *json,
             cache: cache.clone(),
         }),
+        Command::Audit {
+            what:
+                AuditCommand::Copies {
+                    query,
+                    json,
+                    boundary,
+                    motion,
+                },
+        } => audit::run(
+            query,
+            &audit::CopiesOptions {
+                json: *json,
+                boundary: *boundary,
+                fusion: *motion,
+            },
+        ),
         Command::Run { query } => run::run(query),
         Command::Simulate {
             query,

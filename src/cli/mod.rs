@@ -2,6 +2,7 @@
 //! overrides, `--trace` and `RUST_LOG` tracing. Errors in user input are
 //! rendered with their span into the build file and exit with code 2.
 
+pub mod audit;
 pub mod bench_snapshot;
 pub mod build;
 pub mod capture;
@@ -249,6 +250,11 @@ pub enum Command {
         #[command(flatten)]
         cache: CacheArguments,
     },
+    /// Audits of the build (`superstep audit copies`).
+    Audit {
+        #[command(subcommand)]
+        what: AuditCommand,
+    },
     /// Explain one exchange phase: provenance, transfers, schedule, rows per
     /// tile, patches, and where its policy comes from.
     Explain {
@@ -435,5 +441,49 @@ pub enum Command {
         /// as `[outputs]` asks).
         #[arg(long)]
         no_artifacts: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// The copy-boundary audit (seed 000): compile the first half and the
+    /// phase groups (nothing is scheduled), then, for every exchange
+    /// boundary of the low program (local copies and zero fills standing
+    /// between two exchanges, in program order, the Repeat body on its own;
+    /// kernels, checkpoints and Repeat steps end a boundary), list its
+    /// copy/fill groups (one copy or fill step each) and whether each may
+    /// move before the preceding exchange, after the following one, both or
+    /// neither, from byte ranges of affine copy rows on alias roots (never
+    /// whole allocations). A blocked direction names its hazard: kind
+    /// (write/read, read/write, write/write in program order), the copy or
+    /// fill (index, tile, bytes), the transfer and exchange (or the group it
+    /// would overtake), the allocations, their alias root and the
+    /// overlapping bytes. Each boundary also shows what copy motion decided
+    /// there (merged or not, and why), from its decision log.
+    ///
+    /// The table: one line per boundary (index, exchange keys before and
+    /// after, copies, fills, groups, groups movable before and after, copy
+    /// motion's decision), then each blocked group and its hazards.
+    ///
+    /// Example:
+    ///   superstep audit copies queries/vit-tiny.toml --boundary 0
+    #[command(verbatim_doc_comment)]
+    Copies {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Print the COPY_BOUNDARY records as JSON (an object with the
+        /// build's name, the summary and the boundaries shown).
+        #[arg(long)]
+        json: bool,
+        /// Only boundary N (its index in the table); the table then shows
+        /// every group of it, movable or not.
+        #[arg(long, value_name = "N")]
+        boundary: Option<u32>,
+        /// Whose copy-motion decisions to show beside the audit: build (the
+        /// build's own pass: same-operator fusion) or across (copy motion
+        /// with cross-operator fusion, the seed's experiment, run for the
+        /// audit only; the build is unchanged).
+        #[arg(long, value_enum, default_value = "build", value_name = "build|across")]
+        motion: audit::MotionFusion,
     },
 }

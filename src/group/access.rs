@@ -57,6 +57,35 @@ impl Rows {
         }
         Some(first as u32)
     }
+
+    /// The first pair of overlapping rows of `self` and `other`, as their
+    /// byte spans: walks the rows of whichever has fewer and asks the other
+    /// for the one row that can overlap (rows, never words).
+    pub fn overlap_with(&self, other: &Rows) -> Option<((u32, u32), (u32, u32))> {
+        let (walked, asked, swapped) = if self.rows <= other.rows {
+            (self, other, false)
+        } else {
+            (other, self, true)
+        };
+        (0..walked.rows).find_map(|row| {
+            let span = walked.row_span(row);
+            let hit = asked.row_overlapping(span.0, span.1)?;
+            let found = asked.row_span(hit);
+            Some(if swapped {
+                (found, span)
+            } else {
+                (span, found)
+            })
+        })
+    }
+
+    /// One past the last byte of the last row (saturated).
+    pub fn extent_end(&self) -> u32 {
+        if self.rows == 0 {
+            return self.start;
+        }
+        self.row_span(self.rows - 1).1
+    }
 }
 
 /// Alias resolution: every allocation's root (its alias group) and whether
@@ -130,5 +159,36 @@ mod tests {
         assert_eq!(rows.row_overlapping(0, 1), Some(0));
         assert_eq!(Rows::contiguous(8, 8).row_overlapping(0, 8), None);
         assert_eq!(Rows::contiguous(8, 8).row_overlapping(15, 16), Some(0));
+    }
+
+    #[test]
+    fn two_strided_row_sets_overlap_only_where_rows_meet() {
+        let rows = Rows {
+            start: 0,
+            row_bytes: 512,
+            rows: 7,
+            stride: 3072,
+        };
+        // The gaps of the same pattern: 2,560 bytes after each row.
+        let gaps = Rows {
+            start: 512,
+            row_bytes: 2560,
+            rows: 7,
+            stride: 3072,
+        };
+        assert_eq!(rows.overlap_with(&gaps), None);
+        assert_eq!(gaps.overlap_with(&rows), None);
+        let narrower = Rows {
+            start: 516,
+            row_bytes: 2552,
+            ..gaps
+        };
+        assert_eq!(rows.overlap_with(&narrower), None);
+        let late = Rows { start: 513, ..gaps };
+        assert_eq!(rows.overlap_with(&late), Some(((3072, 3584), (513, 3073))));
+        let early = Rows { start: 511, ..gaps };
+        assert_eq!(rows.overlap_with(&early), Some(((0, 512), (511, 3071))));
+        assert_eq!(early.overlap_with(&rows), Some(((511, 3071), (0, 512))));
+        assert_eq!(rows.extent_end(), 6 * 3072 + 512);
     }
 }

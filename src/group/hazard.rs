@@ -314,3 +314,55 @@ pub fn forwarding(
     }
     None
 }
+
+/// The first hazard between two copy groups of one boundary, `earlier`
+/// before `later` in program order (their accessors number each group's own
+/// items): a later access overlapping an earlier one where either writes.
+/// Roots are visited in increasing order and each group's accesses in start
+/// order, so the answer is deterministic; only accesses whose extents can
+/// meet are compared, row against row.
+pub fn group_against_group(earlier: &GroupIndex, later: &GroupIndex) -> Option<Hazard> {
+    let mut roots: Vec<u32> = later
+        .by_root
+        .keys()
+        .copied()
+        .filter(|root| earlier.by_root.contains_key(root))
+        .collect();
+    roots.sort_unstable();
+    for root in roots {
+        let before = &earlier.by_root[&root];
+        for access in &later.by_root[&root] {
+            let end = access.rows.extent_end();
+            let candidates = before.partition_point(|other| other.rows.start < end);
+            for other in &before[..candidates] {
+                if !(access.write || other.write) || other.rows.extent_end() <= access.rows.start {
+                    continue;
+                }
+                let Some((first, second)) = other.rows.overlap_with(&access.rows) else {
+                    continue;
+                };
+                let kind = match (other.write, access.write) {
+                    (true, true) => HazardKind::WriteAfterWrite,
+                    (true, false) => HazardKind::ReadAfterWrite,
+                    _ => HazardKind::WriteAfterRead,
+                };
+                return Some(Hazard {
+                    kind,
+                    earlier: Access {
+                        accessor: other.accessor,
+                        allocation: other.allocation,
+                        start: first.0,
+                        end: first.1,
+                    },
+                    later: Access {
+                        accessor: access.accessor,
+                        allocation: access.allocation,
+                        start: second.0,
+                        end: second.1,
+                    },
+                });
+            }
+        }
+    }
+    None
+}

@@ -408,3 +408,5 @@ fn tiny_vit_computes_the_same_output_after_motion() {
     assert_eq!(unchanged.steps, program.steps);
     assert!(unchanged.decisions.is_empty());
 }
+
+mod audit;

@@ -16,6 +16,10 @@ pub mod sweep;
 pub mod timeline;
 
 pub use crate::estimate::profile::{ProfileEntry, ProgramProfile, StepKind};
+pub use crate::group::audit::{
+    AuditSummary, Blocked, BoundaryAudit, CopyAudit, ExchangeRef, GroupAudit, ItemAccess,
+    MotionView, Movable, Other,
+};
 pub use crate::incremental::Execution;
 pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
@@ -215,6 +219,37 @@ impl Session {
     /// The phase groups: the grouped steps and each phase's record.
     pub fn phase_groups(&self) -> Result<Arc<PhaseGroups>, StageError> {
         phase_groups(&self.db, self.inputs).clone()
+    }
+
+    /// The copy-boundary audit of the low program: every exchange boundary
+    /// with its copy/fill groups, where each may move and what blocks it,
+    /// beside copy motion's decision there (first half and phase groups
+    /// only; nothing is scheduled).
+    pub fn copy_audit(&self) -> Result<CopyAudit, StageError> {
+        let program = self.low_program()?;
+        let groups = self.phase_groups()?;
+        Ok(crate::group::audit::audit_copies(
+            &program,
+            &groups.decisions,
+        ))
+    }
+
+    /// [`Session::copy_audit`] beside what copy motion would decide with
+    /// cross-operator fusion (the seed's experiment, `Fusion::AcrossOperators`),
+    /// computed for the audit only: the build keeps its phase groups.
+    pub fn copy_audit_across_operators(&self) -> Result<CopyAudit, StageError> {
+        let program = self.low_program()?;
+        let groups = crate::group::group_phases_with(
+            &program,
+            crate::group::MotionOptions {
+                copy_motion: true,
+                fusion: crate::group::Fusion::AcrossOperators,
+            },
+        );
+        Ok(crate::group::audit::audit_copies(
+            &program,
+            &groups.decisions,
+        ))
     }
 
     /// The placement of every allocation, the exchange table and patch lists.
