@@ -49,6 +49,50 @@ fn weight(
 /// `layer.mm = layer.input x layer.w [16, 16] + layer.b` (iterated FP8 and
 /// FP16 weights); the epilogue normalises the carried value (`head.norm`
 /// with `head.gamma`, `head.beta`).
+/// Ends a one-layer-body graph: the Repeat of `iterations` from `initial`
+/// through `carried` to `carried_output`, then a layer norm of the carried
+/// value (with its own gamma and beta, in the epilogue) as the output.
+fn close_with_head_norm(
+    mut graph: Graph,
+    initial: ValueId,
+    carried: ValueId,
+    carried_output: ValueId,
+    iterations: u32,
+) -> Graph {
+    let shape = graph.values[carried.0 as usize].shape;
+    let cols = shape.cols;
+    let gamma = weight(
+        &mut graph,
+        "head.gamma",
+        Shape::matrix(1, cols),
+        Precision::F16,
+        Region::Epilogue,
+    );
+    let beta = weight(
+        &mut graph,
+        "head.beta",
+        Shape::matrix(1, cols),
+        Precision::F16,
+        Region::Epilogue,
+    );
+    let normalised = graph.add_op(
+        "head.norm",
+        OpKind::LayerNorm { epsilon: 1e-6 },
+        vec![carried, gamma, beta],
+        shape,
+        Precision::F16,
+        Region::Epilogue,
+    );
+    graph.repeat = Some(RepeatInfo {
+        iterations,
+        initial,
+        carried_input: carried,
+        carried_output,
+    });
+    graph.output = Some(normalised);
+    graph
+}
+
 fn repeated_product() -> Graph {
     let mut graph = Graph::default();
     let x = graph.add_value(
@@ -87,36 +131,7 @@ fn repeated_product() -> Graph {
         Precision::F16,
         Region::Body,
     );
-    let gamma = weight(
-        &mut graph,
-        "head.gamma",
-        Shape::matrix(1, 16),
-        Precision::F16,
-        Region::Epilogue,
-    );
-    let beta = weight(
-        &mut graph,
-        "head.beta",
-        Shape::matrix(1, 16),
-        Precision::F16,
-        Region::Epilogue,
-    );
-    let normalised = graph.add_op(
-        "head.norm",
-        OpKind::LayerNorm { epsilon: 1e-6 },
-        vec![carried, gamma, beta],
-        Shape::matrix(8, 16),
-        Precision::F16,
-        Region::Epilogue,
-    );
-    graph.repeat = Some(RepeatInfo {
-        iterations: 3,
-        initial: x,
-        carried_input: carried,
-        carried_output: output,
-    });
-    graph.output = Some(normalised);
-    graph
+    close_with_head_norm(graph, x, carried, output, 3)
 }
 
 fn plan(graph: &Graph, settings: PlanningSettings) -> Result<Layouts, LayoutError> {
@@ -321,36 +336,7 @@ fn layered_graph() -> Graph {
         Precision::F16,
         Region::Body,
     );
-    let gamma = weight(
-        &mut graph,
-        "head.gamma",
-        Shape::matrix(1, 32),
-        Precision::F16,
-        Region::Epilogue,
-    );
-    let beta = weight(
-        &mut graph,
-        "head.beta",
-        Shape::matrix(1, 32),
-        Precision::F16,
-        Region::Epilogue,
-    );
-    let normalised = graph.add_op(
-        "head.norm",
-        OpKind::LayerNorm { epsilon: 1e-6 },
-        vec![carried, gamma, beta],
-        Shape::matrix(24, 32),
-        Precision::F16,
-        Region::Epilogue,
-    );
-    graph.repeat = Some(RepeatInfo {
-        iterations: 2,
-        initial: x,
-        carried_input: carried,
-        carried_output: sum,
-    });
-    graph.output = Some(normalised);
-    graph
+    close_with_head_norm(graph, x, carried, sum, 2)
 }
 
 /// Checks that `format` stores every element of its shape exactly once in
