@@ -7,6 +7,7 @@
 //! never name a query; independent per-op and per-phase queries are warmed
 //! in parallel from here, over cloned database handles.
 
+pub mod fan_out;
 pub mod memory;
 pub mod phase;
 pub mod progress;
@@ -32,7 +33,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
+use fan_out::fan_out;
 use salsa::plumbing::AsId;
 
 use crate::build_file::BuildQuery;
@@ -204,16 +205,9 @@ impl Session {
     /// handles; results in program order.
     pub fn map_phases<T: Send>(&self, work: impl Fn(Phase<'_>) -> T + Sync + Send) -> Vec<T> {
         let keys = phase_keys(&self.db, self.inputs);
-        keys.par_iter()
-            .enumerate()
-            .map_with(self.db.clone(), |db, (index, &key)| {
-                work(Phase {
-                    db: &*db,
-                    key,
-                    index,
-                })
-            })
-            .collect()
+        fan_out(&self.db, keys, |db, index, &key| {
+            work(Phase { db, key, index })
+        })
     }
 
     /// The phase groups: the grouped steps and each phase's record.
@@ -377,8 +371,8 @@ impl Session {
         {
             let _span = tracing::info_span!("schedules").entered();
             progress.begin("schedules", Some(keys.len() as u64));
-            keys.par_iter().for_each_with(self.db.clone(), |db, key| {
-                let _span = tracing::debug_span!("phase", key = %key.key(&*db)).entered();
+            fan_out(&self.db, &keys, |db, _, key| {
+                let _span = tracing::debug_span!("phase", key = %key.key(db)).entered();
                 let _ = phase_figures(db, *key);
                 let _ = phase_patches(db, *key);
                 progress.advance(1);
@@ -468,8 +462,8 @@ impl Session {
             let _span = tracing::info_span!("expansion").entered();
             let keys = op_keys(&self.db, self.inputs).clone();
             progress.begin("expansion", Some(keys.len() as u64));
-            keys.par_iter().for_each_with(self.db.clone(), |db, key| {
-                let _span = tracing::debug_span!("op_expansion", op = %key.name(&*db)).entered();
+            fan_out(&self.db, &keys, |db, _, key| {
+                let _span = tracing::debug_span!("op_expansion", op = %key.name(db)).entered();
                 let _ = op_expansion(db, *key);
                 progress.advance(1);
             });

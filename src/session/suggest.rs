@@ -5,8 +5,6 @@
 
 use serde::Serialize;
 
-use rayon::prelude::*;
-
 use super::Session;
 use crate::incremental::alternatives::alternative_policies;
 use crate::incremental::phases::{
@@ -62,12 +60,11 @@ impl Session {
         work.sort_by_key(|&(problem, _)| std::cmp::Reverse(problem.problem(&self.db).pieces()));
         let progress = self.progress.clone();
         progress.begin("suggestions (schedules)", Some(work.len() as u64));
-        work.par_iter()
-            .for_each_with(self.db.clone(), |db, &(problem, policy)| {
-                let _ = schedule_figures(&*db, problem, policy);
-                let _ = encoded_rows(&*db, problem, policy);
-                progress.advance(1);
-            });
+        super::fan_out::fan_out(&self.db, &work, |db, _, &(problem, policy)| {
+            let _ = schedule_figures(db, problem, policy);
+            let _ = encoded_rows(db, problem, policy);
+            progress.advance(1);
+        });
         progress.end();
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! memoized, persistent-cached `sweep_point` query, computed in parallel
 //! over cloned database handles (the only parallelism is here, at the top).
 
-use rayon::prelude::*;
+use crate::session::fan_out::fan_out;
 
 use super::super::Session;
 use super::config::SweepConfig;
@@ -57,11 +57,10 @@ impl Session {
             .collect();
         let progress = self.progress.clone();
         progress.begin("sweep points", Some(work.len() as u64));
-        let outcomes: Vec<SweepPoint> = work
-            .par_iter()
-            .map_with(self.db.clone(), |db, &(index, config, row_allowance)| {
+        let outcomes: Vec<SweepPoint> =
+            fan_out(&self.db, &work, |db, _, &(index, config, row_allowance)| {
                 let policy = PolicyKey::of(
-                    &*db,
+                    db,
                     &EffectivePolicy {
                         policy: config.policy,
                         width: config.width,
@@ -70,15 +69,14 @@ impl Session {
                     },
                 );
                 let outcome = match keys.get(index) {
-                    Some(&key) => sweep_point(&*db, key, policy)
+                    Some(&key) => sweep_point(db, key, policy)
                         .clone()
                         .map_err(|error| error.to_string()),
                     None => Err(format!("phase {index} is not in the program")),
                 };
                 progress.advance(1);
                 SweepPoint { config, outcome }
-            })
-            .collect();
+            });
         progress.end();
         let mut outcomes = outcomes.into_iter();
         let mut phases = Vec::with_capacity(headers.len());
