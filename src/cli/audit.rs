@@ -138,7 +138,14 @@ fn motion_text(record: &BoundaryAudit) -> String {
                     view.copies, view.fills, view.preceding
                 )
             };
-            format!("{verdict}: {}{judged}", view.outcome)
+            let priced = match &view.decision.cost {
+                Some(cost) => format!(
+                    " [merged horizon {} vs separate {} + sync {}]",
+                    cost.merged_horizon, cost.separate_sum, cost.sync_saved
+                ),
+                None => String::new(),
+            };
+            format!("{verdict}: {}{judged}{priced}", view.outcome)
         }
     }
 }

@@ -8,7 +8,10 @@
 //!
 //! Merging is same-operator by default ([`Fusion::SameOperator`]), the rule
 //! the seed retained after its cross-operator experiment ran slower on
-//! hardware; [`Fusion::AcrossOperators`] is an explicit option. In the
+//! hardware; [`Fusion::AcrossOperators`] is an explicit option, and
+//! [`Fusion::Auto`] takes a cross-operator merge only when the caller's
+//! pricer finds the merged horizon below the two separate horizons plus the
+//! barrier saved (`planning.fusion`). In the
 //! current expansion every operator has at most one exchange between kernels,
 //! so the default merges nothing and cross-operator fusion is what removes
 //! phases (e.g. `layer.ln1.gamma.broadcast` with `layer.ln1.beta.broadcast`).
@@ -37,7 +40,9 @@ use serde::Serialize;
 
 pub use audit::{BoundaryAudit, CopyAudit, GroupAudit, Movable, audit_copies};
 pub use hazard::{Access, Accessor, Hazard, HazardKind, Side};
-pub use motion::{Blocker, Fusion, MotionDecision, MotionOptions, MotionOutcome};
+pub use motion::{
+    Blocker, Fusion, FusionCost, FusionPricer, MotionDecision, MotionOptions, MotionOutcome,
+};
 
 use crate::expand::program::{LowProgram, Step};
 
@@ -87,9 +92,22 @@ pub fn group_phases(program: &LowProgram, copy_motion: bool) -> PhaseGroups {
     )
 }
 
+/// Phase groups under `options`; `Fusion::Auto` without a pricer merges
+/// only within an operator (see [`group_phases_priced`]).
 pub fn group_phases_with(program: &LowProgram, options: MotionOptions) -> PhaseGroups {
+    group_phases_priced(program, options, None)
+}
+
+/// Phase groups under `options`, with `pricer` deciding each cross-operator
+/// merge hazards allow under `Fusion::Auto` (greedily, in program order: a
+/// merged phase is priced again against the next exchange).
+pub fn group_phases_priced<'pricer>(
+    program: &LowProgram,
+    options: MotionOptions,
+    pricer: Option<&'pricer mut FusionPricer<'pricer>>,
+) -> PhaseGroups {
     let keys = keys::exchange_keys(program, &program.steps);
-    let mut motion = motion::Motion::new(program, options, keys);
+    let mut motion = motion::Motion::new(program, options, keys, pricer);
     let steps = motion.run(&program.steps);
     let mut phases = Vec::with_capacity(motion.parts.len());
     let mut path = Vec::new();
