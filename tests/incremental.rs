@@ -416,6 +416,28 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
     assert_eq!(runs, expected);
 }
 
+/// Phase grouping reads `[schedule]` only under `planning.fusion = "auto"`:
+/// with the default a global policy change re-runs nothing in phase
+/// grouping; under `auto` it re-prices the boundaries.
+#[test]
+fn global_policy_regroups_phases_only_under_auto_fusion() {
+    let file = "queries/vit-tiny.toml";
+    let mut session = Session::new(&query(file, &["schedule.policy=B256"]));
+    session.build().expect("build");
+    session.update(&query(file, &["schedule.policy=S8"]));
+    let runs = counts(&session.build().expect("rebuild").executions);
+    assert!(!runs.contains_key("phase_groups"), "{runs:?}");
+    assert!(!runs.contains_key("low_program"), "{runs:?}");
+
+    let auto = "planning.fusion=auto";
+    let mut session = Session::new(&query(file, &[auto, "schedule.policy=B256"]));
+    session.build().expect("build");
+    session.update(&query(file, &[auto, "schedule.policy=S8"]));
+    let runs = counts(&session.build().expect("rebuild").executions);
+    assert_eq!(runs.get("phase_groups"), Some(&1), "{runs:?}");
+    assert!(!runs.contains_key("low_program"), "{runs:?}");
+}
+
 /// A new layer count changes the graph (the Repeat's iteration count): the
 /// graph, layouts and every op's plan re-run, but no op is re-expanded (the
 /// Repeat body is expanded once); every phase problem is rebuilt, and
