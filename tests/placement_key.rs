@@ -76,6 +76,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "machine.tiles" => &["machine.tiles=12"],
         "planning.accumulation" => &["planning.accumulation=f32"],
         "planning.copy_motion" => &["planning.copy_motion=false"],
+        "planning.fusion" => &["planning.fusion=across-operators"],
         "planning.repeat_base" => &["planning.repeat_base=false"],
         "planning.reserved_bytes_per_tile" => &["planning.reserved_bytes_per_tile=40000"],
         "planning.max_partition_candidates" => &["planning.max_partition_candidates=2"],

@@ -21,6 +21,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
+pub use crate::group::Fusion;
 use crate::model::config::ModelConfig;
 
 /// The scheduler's vocabulary, which the build file parses into.
@@ -102,6 +103,8 @@ pub struct MachineSettings {
 pub struct PlanningFlags {
     pub accumulation: AccumulationChoice,
     pub copy_motion: bool,
+    /// Which exchanges copy motion may merge (`planning.fusion`).
+    pub fusion: Fusion,
     /// Repeat patches may encode a tile's sender addresses against an
     /// outgoing base register that moves by the most common stride
     /// (fewer patch words); `false` keeps absolute addresses and patches

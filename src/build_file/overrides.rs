@@ -308,6 +308,7 @@ fn assign(
         ("machine.tiles", Integer(number)) => file.machine.tiles = unset(number),
         ("planning.accumulation", Text(text)) => file.planning.accumulation = unset(text),
         ("planning.copy_motion", Boolean(flag)) => file.planning.copy_motion = unset(flag),
+        ("planning.fusion", Text(text)) => file.planning.fusion = unset(text),
         ("planning.repeat_base", Boolean(flag)) => file.planning.repeat_base = unset(flag),
         ("planning.reserved_bytes_per_tile", Integer(number)) => {
             file.planning.reserved_bytes_per_tile = unset(number)

@@ -74,6 +74,7 @@ pub struct MachineSection {
 pub struct PlanningSection {
     pub accumulation: Option<Spanned<String>>,
     pub copy_motion: Option<Spanned<bool>>,
+    pub fusion: Option<Spanned<String>>,
     pub repeat_base: Option<Spanned<bool>>,
     pub reserved_bytes_per_tile: Option<Spanned<i64>>,
     pub max_partition_candidates: Option<Spanned<i64>>,
@@ -199,6 +200,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
         &[
             ("accumulation", KeyKind::String),
             ("copy_motion", KeyKind::Boolean),
+            ("fusion", KeyKind::String),
             ("repeat_base", KeyKind::Boolean),
             ("reserved_bytes_per_tile", KeyKind::Integer),
             ("max_partition_candidates", KeyKind::Integer),

@@ -24,7 +24,7 @@ pub struct CopiesOptions {
 /// Whose copy-motion decisions the audit shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MotionFusion {
-    /// The build's own pass (same-operator fusion; none when
+    /// The build's own pass (under planning.fusion; none when
     /// planning.copy_motion is false).
     Build,
     /// Copy motion with cross-operator fusion, run for the audit only.
@@ -138,7 +138,14 @@ fn motion_text(record: &BoundaryAudit) -> String {
                     view.copies, view.fills, view.preceding
                 )
             };
-            format!("{verdict}: {}{judged}", view.outcome)
+            let priced = match &view.decision.cost {
+                Some(cost) => format!(
+                    " [merged horizon {} vs separate {} + sync {}]",
+                    cost.merged_horizon, cost.separate_sum, cost.sync_saved
+                ),
+                None => String::new(),
+            };
+            format!("{verdict}: {}{judged}{priced}", view.outcome)
         }
     }
 }

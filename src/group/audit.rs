@@ -174,8 +174,9 @@ pub struct GroupAudit {
 /// following exchange).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MotionView {
-    /// `moved`, `stayed`, `adjacent`, `different operators`, `forwarding`
-    /// or `copies` (blocked by the group's hazards both ways).
+    /// `moved`, `stayed`, `adjacent`, `different operators`, `forwarding`,
+    /// `copies` (blocked by the group's hazards both ways), or under
+    /// `planning.fusion = "auto"` `not cheaper` / `unpriced`.
     pub outcome: &'static str,
     pub merged: bool,
     /// The phase the following exchange would join (its first constituent)
@@ -288,6 +289,8 @@ fn motion_view(decision: &MotionDecision) -> MotionView {
         MotionOutcome::Blocked(Blocker::DifferentOperators) => ("different operators", false),
         MotionOutcome::Blocked(Blocker::Forwarding(_)) => ("forwarding", false),
         MotionOutcome::Blocked(Blocker::Copies { .. }) => ("copies", false),
+        MotionOutcome::Blocked(Blocker::NotCheaper) => ("not cheaper", false),
+        MotionOutcome::Blocked(Blocker::Unpriced) => ("unpriced", false),
     };
     MotionView {
         outcome,

@@ -6,11 +6,14 @@
 //! exchange or to stay after the merged one. Every boundary decision is
 //! recorded (moved, stayed, or blocked and by which hazard).
 //!
-//! Merging is same-operator by default ([`Fusion::SameOperator`]), the rule
-//! the seed retained after its cross-operator experiment ran slower on
-//! hardware; [`Fusion::AcrossOperators`] is an explicit option. In the
+//! `planning.fusion` picks the rule: [`Fusion::SameOperator`] (the seed's
+//! retained rule after its cross-operator experiment ran slower on
+//! hardware), [`Fusion::AcrossOperators`] (every boundary hazards allow),
+//! or [`Fusion::Auto`] (the build default): same-operator merges, plus a
+//! cross-operator merge only when the caller's pricer finds the merged
+//! horizon below the two separate horizons plus the barrier saved. In the
 //! current expansion every operator has at most one exchange between kernels,
-//! so the default merges nothing and cross-operator fusion is what removes
+//! so same-operator merges nothing and cross-operator fusion is what removes
 //! phases (e.g. `layer.ln1.gamma.broadcast` with `layer.ln1.beta.broadcast`).
 //!
 //! A merged exchange keeps bulk-synchronous semantics (all sends read memory
@@ -37,7 +40,9 @@ use serde::Serialize;
 
 pub use audit::{BoundaryAudit, CopyAudit, GroupAudit, Movable, audit_copies};
 pub use hazard::{Access, Accessor, Hazard, HazardKind, Side};
-pub use motion::{Blocker, Fusion, MotionDecision, MotionOptions, MotionOutcome};
+pub use motion::{
+    Blocker, Fusion, FusionCost, FusionPricer, MotionDecision, MotionOptions, MotionOutcome,
+};
 
 use crate::expand::program::{LowProgram, Step};
 
@@ -87,9 +92,22 @@ pub fn group_phases(program: &LowProgram, copy_motion: bool) -> PhaseGroups {
     )
 }
 
+/// Phase groups under `options`; `Fusion::Auto` without a pricer merges
+/// only within an operator (see [`group_phases_priced`]).
 pub fn group_phases_with(program: &LowProgram, options: MotionOptions) -> PhaseGroups {
+    group_phases_priced(program, options, None)
+}
+
+/// Phase groups under `options`, with `pricer` deciding each cross-operator
+/// merge hazards allow under `Fusion::Auto` (greedily, in program order: a
+/// merged phase is priced again against the next exchange).
+pub fn group_phases_priced<'pricer>(
+    program: &LowProgram,
+    options: MotionOptions,
+    pricer: Option<&'pricer mut FusionPricer<'pricer>>,
+) -> PhaseGroups {
     let keys = keys::exchange_keys(program, &program.steps);
-    let mut motion = motion::Motion::new(program, options, keys);
+    let mut motion = motion::Motion::new(program, options, keys, pricer);
     let steps = motion.run(&program.steps);
     let mut phases = Vec::with_capacity(motion.parts.len());
     let mut path = Vec::new();

@@ -24,7 +24,47 @@ pub enum Fusion {
     /// Exchanges of any operators (explicit opt-in; the merged phase keeps
     /// the first exchange's provenance and lists every constituent key).
     AcrossOperators,
+    /// Same-operator merges as `SameOperator`; a cross-operator merge that
+    /// hazards allow is priced by the caller's [`FusionPricer`] and taken
+    /// only when [`FusionCost::merges`] says it is cheaper.
+    Auto,
 }
+
+impl Fusion {
+    /// The build-file spelling (`planning.fusion`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fusion::SameOperator => "same-operator",
+            Fusion::AcrossOperators => "across-operators",
+            Fusion::Auto => "auto",
+        }
+    }
+}
+
+/// What an `auto` cross-operator merge costs and saves, in cycles per execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct FusionCost {
+    /// The scheduled horizon of the merged exchange.
+    pub merged_horizon: u64,
+    /// The scheduled horizons of the two exchanges apart, summed.
+    pub separate_sum: u64,
+    /// The phase barrier (sync and setup) a merge saves.
+    pub sync_saved: u64,
+}
+
+impl FusionCost {
+    /// Whether merging is cheaper: merged horizon < separate sum + sync saved.
+    pub fn merges(&self) -> bool {
+        self.merged_horizon < self.separate_sum.saturating_add(self.sync_saved)
+    }
+}
+
+/// Prices a cross-operator merge for [`Fusion::Auto`]: the preceding
+/// exchange's transfers (possibly already merged), the following
+/// exchange's, their merge, and the Repeat iterations around them. `None`
+/// when a list cannot be priced (the merge is then not taken).
+pub type FusionPricer<'pricer> =
+    dyn FnMut(&TransferList, &TransferList, &TransferList, u32) -> Option<FusionCost> + 'pricer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct MotionOptions {
@@ -42,6 +82,11 @@ pub enum Blocker {
     /// The group can neither move before the preceding exchange (`before`)
     /// nor stay after the following one (`after`).
     Copies { before: Hazard, after: Hazard },
+    /// Under `Auto`: hazards allow the merge but it is not cheaper
+    /// (the decision's `cost` holds both numbers).
+    NotCheaper,
+    /// Under `Auto`: the merge could not be priced.
+    Unpriced,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -65,9 +110,12 @@ pub struct MotionDecision {
     pub copies: u32,
     pub fills: u32,
     pub outcome: MotionOutcome,
+    /// Under `Auto`, at a cross-operator boundary hazards allow: the
+    /// pricing the decision followed.
+    pub cost: Option<FusionCost>,
 }
 
-pub struct Motion<'program> {
+pub struct Motion<'program, 'pricer> {
     pub program: &'program LowProgram,
     pub options: MotionOptions,
     pub roots: Roots,
@@ -77,6 +125,11 @@ pub struct Motion<'program> {
     /// Constituent key indices of every emitted exchange, depth-first.
     pub parts: Vec<Vec<usize>>,
     pub decisions: Vec<MotionDecision>,
+    /// Prices cross-operator merges under `Auto` (without one, `Auto`
+    /// merges only within an operator).
+    pricer: Option<&'pricer mut FusionPricer<'pricer>>,
+    /// Iterations of the Repeat being transformed (1 outside).
+    iterations: u32,
 }
 
 fn append(target: &mut TransferList, other: &TransferList) {
@@ -102,12 +155,13 @@ fn counts(group: &[Step]) -> (u32, u32) {
         })
 }
 
-impl<'program> Motion<'program> {
+impl<'program, 'pricer> Motion<'program, 'pricer> {
     pub fn new(
         program: &'program LowProgram,
         options: MotionOptions,
         keys: Vec<String>,
-    ) -> Motion<'program> {
+        pricer: Option<&'pricer mut FusionPricer<'pricer>>,
+    ) -> Motion<'program, 'pricer> {
         Motion {
             program,
             options,
@@ -116,12 +170,19 @@ impl<'program> Motion<'program> {
             next_key: 0,
             parts: Vec::new(),
             decisions: Vec::new(),
+            pricer,
+            iterations: 1,
         }
     }
 
     /// Decides the boundary between `out[pending]` (an exchange) and
     /// `following`, with `out[pending + 1..]` the copy group between them.
-    fn decide(&self, out: &[Step], pending: usize, following: &Step) -> MotionOutcome {
+    fn decide(
+        &mut self,
+        out: &[Step],
+        pending: usize,
+        following: &Step,
+    ) -> (MotionOutcome, Option<FusionCost>) {
         let (
             Step::Exchange {
                 provenance: first,
@@ -133,11 +194,45 @@ impl<'program> Motion<'program> {
             },
         ) = (&out[pending], following)
         else {
-            return MotionOutcome::Blocked(Blocker::DifferentOperators);
+            return (MotionOutcome::Blocked(Blocker::DifferentOperators), None);
         };
-        if self.options.fusion == Fusion::SameOperator && first.op != second.op {
-            return MotionOutcome::Blocked(Blocker::DifferentOperators);
+        let across = first.op != second.op;
+        let priced = match self.options.fusion {
+            Fusion::SameOperator if across => {
+                return (MotionOutcome::Blocked(Blocker::DifferentOperators), None);
+            }
+            Fusion::Auto if across && self.pricer.is_none() => {
+                return (MotionOutcome::Blocked(Blocker::DifferentOperators), None);
+            }
+            Fusion::Auto => across,
+            Fusion::SameOperator | Fusion::AcrossOperators => false,
+        };
+        let outcome = self.hazard_outcome(out, pending, preceding, next);
+        if !priced || matches!(outcome, MotionOutcome::Blocked(_)) {
+            return (outcome, None);
         }
+        let mut merged = preceding.clone();
+        append(&mut merged, next);
+        let iterations = self.iterations;
+        let cost = self
+            .pricer
+            .as_mut()
+            .and_then(|pricer| pricer(preceding, next, &merged, iterations));
+        match cost {
+            Some(cost) if cost.merges() => (outcome, Some(cost)),
+            Some(cost) => (MotionOutcome::Blocked(Blocker::NotCheaper), Some(cost)),
+            None => (MotionOutcome::Blocked(Blocker::Unpriced), None),
+        }
+    }
+
+    /// What hazards allow at the boundary, operators aside.
+    fn hazard_outcome(
+        &self,
+        out: &[Step],
+        pending: usize,
+        preceding: &TransferList,
+        next: &TransferList,
+    ) -> MotionOutcome {
         if let Some(hazard) = forwarding(&self.roots, preceding, next) {
             return MotionOutcome::Blocked(Blocker::Forwarding(hazard));
         }
@@ -173,7 +268,7 @@ impl<'program> Motion<'program> {
                         pending = Some(out.len() - 1);
                         continue;
                     };
-                    let outcome = self.decide(&out, at, step);
+                    let (outcome, cost) = self.decide(&out, at, step);
                     let (copies, fills) = counts(&out[at + 1..]);
                     let preceding = self.parts.last().map_or(0, |parts| parts[0]);
                     self.decisions.push(MotionDecision {
@@ -182,6 +277,7 @@ impl<'program> Motion<'program> {
                         copies,
                         fills,
                         outcome,
+                        cost,
                     });
                     let Step::Exchange {
                         transfers: next, ..
@@ -218,7 +314,9 @@ impl<'program> Motion<'program> {
                     pending = None;
                 }
                 Step::Repeat { iterations, body } => {
+                    let outside = std::mem::replace(&mut self.iterations, *iterations);
                     let body = self.run(body);
+                    self.iterations = outside;
                     out.push(Step::Repeat {
                         iterations: *iterations,
                         body,

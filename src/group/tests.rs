@@ -410,3 +410,54 @@ fn tiny_vit_computes_the_same_output_after_motion() {
 }
 
 mod audit;
+
+/// A pricer that charges each transfer list its total words.
+fn priced_by_words(
+    sync: u64,
+) -> impl FnMut(&TransferList, &TransferList, &TransferList, u32) -> Option<FusionCost> {
+    move |first, second, merged, _iterations| {
+        let words = |list: &TransferList| list.words.iter().map(|&words| u64::from(words)).sum();
+        Some(FusionCost {
+            merged_horizon: words(merged),
+            separate_sum: words(first) + words(second),
+            sync_saved: sync,
+        })
+    }
+}
+
+#[test]
+fn auto_fusion_merges_across_operators_only_when_priced_cheaper() {
+    let steps = vec![
+        exchange(0, at(0, 0), at(1, 0), 4),
+        exchange(1, at(2, 0), at(3, 0), 4),
+        exchange(1, at(0, 64), at(1, 64), 4),
+    ];
+    let options = MotionOptions {
+        copy_motion: true,
+        fusion: Fusion::Auto,
+    };
+    // Without a pricer auto keeps the operator rule (op1#0 and op1#1 merge).
+    let unpriced = group_phases_with(&program(4, steps.clone()), options);
+    assert_eq!(unpriced.phases.len(), 2);
+    // Merging costs the words of both lists; a positive barrier makes it
+    // cheaper, and the merge chains through the third exchange.
+    let mut cheaper = priced_by_words(1);
+    let merged = group_phases_priced(&program(4, steps.clone()), options, Some(&mut cheaper));
+    assert_eq!(merged.phases.len(), 1);
+    assert_eq!(
+        merged.phases[0].merged_from,
+        vec!["op0#0", "op1#0", "op1#1"]
+    );
+    let chained = merged.decisions[1].cost.expect("priced");
+    assert_eq!((chained.merged_horizon, chained.separate_sum), (12, 12));
+    // No barrier saved: equal cost is not cheaper, and both numbers are
+    // logged; the same-operator boundary after it merges unpriced.
+    let mut even = priced_by_words(0);
+    let kept = group_phases_priced(&program(4, steps), options, Some(&mut even));
+    assert_eq!(kept.phases.len(), 2);
+    let first = &kept.decisions[0];
+    assert_eq!(first.outcome, MotionOutcome::Blocked(Blocker::NotCheaper));
+    assert_eq!(first.cost.map(|cost| cost.merged_horizon), Some(8));
+    assert_eq!(kept.decisions[1].outcome, MotionOutcome::Adjacent);
+    assert_eq!(kept.decisions[1].cost, None);
+}

@@ -17,7 +17,9 @@ use super::on_disk::cache_on_disk;
 use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::cache::{CacheKey, StableHasher};
 use crate::expand::program::{AllocationId, Step, TransferList};
-use crate::group::{Phase, PhaseGroups, group_phases};
+use crate::group::{
+    Fusion, FusionCost, MotionOptions, Phase, PhaseGroups, group_phases_priced, group_phases_with,
+};
 use crate::patch::{PhasePatches, repeat_patches};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
 pub use crate::schedule::ScheduleFigures;
@@ -25,6 +27,7 @@ use crate::schedule::{
     AutoSettings, CandidateOutcome, ExchangeProblem, ProblemError, Schedule, ScheduleError,
     ValidationError, schedule_with, validate,
 };
+use crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
 
 /// A phase-level failure (a bug in a stage, caught by its checker).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, salsa::SalsaValue)]
@@ -43,12 +46,56 @@ pub enum PhaseError {
     Stage(String),
 }
 
+/// The phase groups under `planning.copy_motion` and `planning.fusion`.
+/// Under `auto` each cross-operator merge hazards allow is priced with the
+/// memoized (and persistently cached) schedule figures of the two exchange
+/// problems and of their merge, under the build's global policy; only then
+/// does this query read `[schedule]`.
 #[salsa::tracked(returns(ref))]
 pub fn phase_groups(db: &dyn Db, build: BuildInputs) -> Result<Arc<PhaseGroups>, StageError> {
     let program = low_program(db, build).clone()?;
-    Ok(Arc::new(group_phases(
+    let planning = build.planning(db);
+    let options = MotionOptions {
+        copy_motion: planning.copy_motion,
+        fusion: planning.fusion,
+    };
+    if options.fusion != Fusion::Auto || !options.copy_motion {
+        return Ok(Arc::new(group_phases_with(&program, options)));
+    }
+    let schedule = build.schedule(db);
+    let policy = PolicyKey::of(
+        db,
+        &EffectivePolicy {
+            policy: schedule.policy,
+            width: schedule.width,
+            row_allowance: schedule.row_allowance,
+            source: PolicySource::Default,
+        },
+    );
+    let horizon = |transfers: &TransferList, iterations: u32| -> Option<u64> {
+        let (problem, _) = ExchangeProblem::with_origin(
+            transfers,
+            &program.allocations,
+            iterations,
+            program.tiles,
+        )
+        .ok()?;
+        let problem = ProblemKey::new(db, Arc::new(problem));
+        let figures = schedule_figures(db, problem, policy).as_ref().ok()?;
+        Some(u64::from(figures.horizon))
+    };
+    let mut pricer =
+        |first: &TransferList, second: &TransferList, merged: &TransferList, iterations: u32| {
+            Some(FusionCost {
+                merged_horizon: horizon(merged, iterations)?,
+                separate_sum: horizon(first, iterations)? + horizon(second, iterations)?,
+                sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
+            })
+        };
+    Ok(Arc::new(group_phases_priced(
         &program,
-        build.planning(db).copy_motion,
+        options,
+        Some(&mut pricer),
     )))
 }
 

@@ -108,6 +108,11 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
     );
     add(
         "planning",
+        "planning.fusion",
+        planning.fusion.name().to_string(),
+    );
+    add(
+        "planning",
         "planning.repeat_base",
         planning.repeat_base.to_string(),
     );
