@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use superstep::cli::{
-    AuditCommand, Cli, Command, audit, bench_snapshot, build, capture, diff, explain, phases,
-    preflight, profile, progress, replay, run, simulate, sweep, verify, watch,
+    AuditCommand, Cli, Command, audit, bench_snapshot, build, capture, diff, explain, packing,
+    phases, preflight, profile, progress, replay, run, simulate, sweep, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -145,6 +145,25 @@ fn main() -> ExitCode {
                 write_overrides: write_overrides.clone(),
                 select: *select,
                 apply: *apply,
+            },
+        ),
+        Command::Packing {
+            query,
+            phases,
+            top,
+            config,
+            json,
+            snapshot,
+            output,
+        } => packing::run(
+            query,
+            &packing::PackingOptions {
+                phases: phases.clone(),
+                top: *top,
+                config: *config,
+                json: *json,
+                snapshot: snapshot.clone(),
+                output: output.clone(),
             },
         ),
         Command::Replay { query, sample } => replay::run(query, *sample),

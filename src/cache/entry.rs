@@ -31,15 +31,19 @@ pub enum EntryKind {
     /// One `superstep sweep` point: a (problem, policy, width)'s figures,
     /// rows and Repeat patch words.
     SweepPoint = 5,
+    /// One phase's `superstep packing` study under one (policy, width):
+    /// the original and each counterfactual, measured.
+    PackingStudy = 6,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 5] = [
+    pub const ALL: [EntryKind; 6] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
         EntryKind::Placement,
         EntryKind::SweepPoint,
+        EntryKind::PackingStudy,
     ];
 
     pub fn folder(self) -> &'static str {
@@ -49,6 +53,7 @@ impl EntryKind {
             EntryKind::Figures => "figures",
             EntryKind::Placement => "placement",
             EntryKind::SweepPoint => "sweep",
+            EntryKind::PackingStudy => "packing",
         }
     }
 }

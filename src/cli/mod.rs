@@ -11,6 +11,7 @@ pub mod diff;
 pub mod explain;
 pub mod memory;
 pub mod overrides;
+pub mod packing;
 pub mod phases;
 pub mod preflight;
 pub mod profile;
@@ -405,6 +406,73 @@ pub enum Command {
         /// and the difference; also writes sweep/applied.json.
         #[arg(long, value_enum, value_name = "a|b")]
         apply: Option<sweep::SelectionLetter>,
+    },
+    /// The packing counterfactuals (seed 002) of exchange phases: for each
+    /// phase (every one, those --phase names, or the --top N by endpoint
+    /// fragmentation, the most piece endpoints on one tile), the original
+    /// and four alternatives that keep every piece's source tile, recipient
+    /// set and payload bytes:
+    ///   source-packing    each source tile gathers what it sends into one
+    ///                     staging buffer (by route, in destination order)
+    ///   receiver-staging  each receiver takes its pieces into one staging
+    ///                     buffer (by route, in source order), then scatters
+    ///   both              both ends staged: one run per route
+    ///   coalesced-prefix  no copies: the pieces before the first one that
+    ///                     depends on an earlier piece are sorted by route
+    ///                     and source and coalesced; the rest keeps its order
+    /// Each alternative is checked against the original (the same bytes
+    /// delivered, the same words per route, order kept where it matters),
+    /// then scheduled, validated, encoded and row-checked with the real
+    /// scheduler and encoder (memoized and kept in the persistent cache).
+    /// Per alternative: transfers, max row bytes per tile and total row
+    /// bytes (before cross-phase sharing), horizon, endpoint bound, added
+    /// ideal copy cycles (8 B/cycle: the busiest tile's gather plus the
+    /// busiest tile's scatter), the change (horizon + copies - the
+    /// original's horizon), staging KiB on the fullest tile (source and
+    /// receive staging together), contiguous copy runs and greedy affine
+    /// copy groups (over all tiles, and the most on one tile). A phase
+    /// whose pieces read, overwrite or are overwritten by what earlier
+    /// pieces of the same phase touch (under any Repeat binding) is
+    /// refused the three staging alternatives, and the first such piece
+    /// is named. Writes packing.json and packing.html under
+    /// outputs.directory/NAME/packing/.
+    ///
+    /// Example:
+    ///   superstep packing queries/vit-tiny.toml --top 2
+    ///   superstep packing --phase 'layer.mlp.down.a.rearrange#0' --policy B1024
+    ///   superstep packing --snapshot capture.json --top 4
+    #[command(verbatim_doc_comment)]
+    Packing {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// Study this phase (its key, as `superstep phases` lists it).
+        /// Repeatable; default: every phase.
+        #[arg(long = "phase", value_name = "KEY")]
+        phases: Vec<String>,
+        /// Study only the N phases with the most piece endpoints on one tile
+        /// (of those --phase names, if any).
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Schedule the original and every alternative under POLICY[/WIDTH]
+        /// (latency, list, matching, auto, S<W>, B<W>; WIDTH word32 or
+        /// paired64, default word32) instead of each phase's own policy.
+        #[arg(long = "policy", value_name = "P[/WIDTH]")]
+        config: Option<packing::PackingConfig>,
+        /// Print packing.json to standard output instead of the tables.
+        #[arg(long)]
+        json: bool,
+        /// Study the phases of an exchange snapshot (`superstep capture`'s
+        /// schema-4 JSON, the seed's capture format) instead of a build:
+        /// --phase then takes a snapshot phase id or key, and every phase is
+        /// scheduled under --policy (default: auto at word32). No build
+        /// query or --set is read.
+        #[arg(long, value_name = "FILE")]
+        snapshot: Option<PathBuf>,
+        /// Write packing.json and packing.html into DIR (default:
+        /// outputs.directory/NAME/packing, or artifacts/STEM/packing for a
+        /// snapshot). DIR's parent must exist.
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
     },
     /// Check a package file on its own: its header (format, length, BLAKE3
     /// digest), then every row decoded, every patch and every placed address

@@ -99,10 +99,22 @@ fn check_parent(flag: &str, path: &Path) -> Result<(), String> {
 /// checks that files can be created in it; `field` names where the folder
 /// came from (`outputs.directory`).
 pub fn check_output_directory(field: &str, directory: &Path) -> Result<(), CommandError> {
+    check_folder(
+        field,
+        directory,
+        &format!("set {field} (in the build file or with --set {field}=DIR) to a writable folder"),
+    )
+}
+
+/// [`check_output_directory`] for a folder a flag (`flag`) names.
+pub fn check_output_flag_directory(flag: &str, directory: &Path) -> Result<(), CommandError> {
+    check_folder(flag, directory, &format!("give {flag} a writable folder"))
+}
+
+fn check_folder(field: &str, directory: &Path, help: &str) -> Result<(), CommandError> {
     let failure = |reason: String| {
         CommandError::Input(format!(
-            "error: {field}: cannot write outputs to {}: {reason}\n  \
-             help: set {field} (in the build file or with --set {field}=DIR) to a writable folder",
+            "error: {field}: cannot write outputs to {}: {reason}\n  help: {help}",
             directory.display()
         ))
     };

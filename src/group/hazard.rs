@@ -12,7 +12,7 @@ use super::access::{Roots, Rows};
 use crate::expand::program::{AllocationId, Location, Step, TransferList};
 use crate::hashing::FastMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub enum HazardKind {
     /// The later access reads bytes the earlier one writes.
     ReadAfterWrite,

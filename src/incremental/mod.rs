@@ -13,6 +13,7 @@ pub mod inputs;
 pub mod lowering;
 pub mod on_disk;
 pub mod package;
+pub mod packing;
 pub mod phases;
 pub mod sweep;
 pub mod weights;

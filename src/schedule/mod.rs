@@ -16,6 +16,7 @@ pub mod dependencies;
 pub mod figures;
 pub mod list;
 pub mod matching;
+pub mod packing;
 pub mod pairing;
 pub mod placer;
 pub mod policy;

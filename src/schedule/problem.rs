@@ -437,25 +437,11 @@ impl Builder<'_> {
         words: u32,
         receivers: &[(u32, SymbolicAddress)],
     ) {
-        let problem = &mut self.problem;
-        problem.source_tile.push(source_tile);
-        problem.source.push(source);
-        problem.words.push(words);
-        for &(tile, address) in receivers {
-            problem.destination_tile.push(tile);
-            problem.destination.push(address);
-        }
-        problem
-            .destination_start
-            .push(problem.destination_tile.len() as u32);
+        self.problem
+            .push_piece(source_tile, source, words, receivers);
         self.origin.transfers.push(transfer as u32);
     }
 
-    /// Joins a new piece onto the last one when the source and every
-    /// destination continue contiguously, the result stays within the
-    /// logical transfer limit, and no binding of the joined source overlaps a
-    /// joined destination on the same storage (that would erase a
-    /// receive-then-forward dependency inside the piece).
     fn coalesce(
         &mut self,
         source_tile: u32,
@@ -463,7 +449,65 @@ impl Builder<'_> {
         words: u32,
         receivers: &[(u32, SymbolicAddress)],
     ) -> bool {
-        let problem = &self.problem;
+        self.problem
+            .extend_last_piece(source_tile, source, words, receivers)
+    }
+}
+
+impl ExchangeProblem {
+    /// Appends a piece: joined onto the last one when
+    /// [`ExchangeProblem::extend_last_piece`] allows it, otherwise pushed
+    /// as a new piece. Returns whether it was joined.
+    pub fn append_piece(
+        &mut self,
+        source_tile: u32,
+        source: SymbolicAddress,
+        words: u32,
+        receivers: &[(u32, SymbolicAddress)],
+    ) -> bool {
+        if self.extend_last_piece(source_tile, source, words, receivers) {
+            return true;
+        }
+        self.push_piece(source_tile, source, words, receivers);
+        false
+    }
+
+    /// Pushes a new piece (no coalescing).
+    pub fn push_piece(
+        &mut self,
+        source_tile: u32,
+        source: SymbolicAddress,
+        words: u32,
+        receivers: &[(u32, SymbolicAddress)],
+    ) {
+        if self.destination_start.is_empty() {
+            self.destination_start.push(0);
+        }
+        self.source_tile.push(source_tile);
+        self.source.push(source);
+        self.words.push(words);
+        for &(tile, address) in receivers {
+            self.destination_tile.push(tile);
+            self.destination.push(address);
+        }
+        self.destination_start
+            .push(self.destination_tile.len() as u32);
+    }
+
+    /// Joins a new piece onto the last one when the source and every
+    /// destination continue contiguously, the result stays within the
+    /// logical transfer limit, and no binding of the joined source overlaps a
+    /// joined destination on the same storage (that would erase a
+    /// receive-then-forward dependency inside the piece). Returns whether
+    /// it joined.
+    pub fn extend_last_piece(
+        &mut self,
+        source_tile: u32,
+        source: SymbolicAddress,
+        words: u32,
+        receivers: &[(u32, SymbolicAddress)],
+    ) -> bool {
+        let problem = &*self;
         let Some(last) = problem.pieces().checked_sub(1) else {
             return false;
         };
@@ -514,8 +558,7 @@ impl Builder<'_> {
                 }
             }
         }
-        let problem = &mut self.problem;
-        problem.words[last] += words;
+        self.words[last] += words;
         true
     }
 }

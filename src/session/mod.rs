@@ -9,6 +9,7 @@
 
 pub mod fan_out;
 pub mod memory;
+pub mod packing;
 pub mod phase;
 pub mod progress;
 pub mod replay;

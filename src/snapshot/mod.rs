@@ -57,6 +57,7 @@ pub mod capture;
 pub mod format;
 pub mod import;
 pub mod locate;
+pub mod packing;
 
 pub use bench::{BenchOptions, BenchRecord, bench_phase};
 pub use capture::{CaptureError, capture_session, phase_record, snapshot_of};

@@ -312,7 +312,7 @@ fn scatter(phase: &SweepPhase) -> Markup {
     }
 }
 
-const STYLE: &str = "
+pub const STYLE: &str = "
 body { margin: 0; background: #f6f7f9; color: #1d2330;
   font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; }
 main { max-width: 1320px; margin: 0 auto; padding: 24px 32px 48px; }

@@ -1,0 +1,334 @@
+//! `superstep packing [QUERY]`: the packing counterfactuals (seed 002) of
+//! the build's exchange phases, or of the phases `--phase` names, or of the
+//! top N by endpoint fragmentation: per phase the original and source
+//! packing, receiver staging, both, and the coalesced independent prefix,
+//! each checked, scheduled, validated and encoded; a table per phase, then
+//! `packing.json` and `packing.html` under `outputs.directory/NAME/packing/`.
+//! Only the first half, the phase groups and the studied phases' schedules
+//! are computed (no placement or package).
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::QueryArguments;
+use super::common::{
+    CommandError, artifacts_directory, finish_cache, load, open_session, stage_error,
+};
+use super::{overrides, preflight, progress};
+use crate::build_file::validate::{DEFAULT_OUTPUT_DIRECTORY, DEFAULT_POLICY};
+use crate::report::packing::{PackingDocument, write_packing};
+use crate::schedule::SchedulePolicy;
+use crate::schedule::TransferWidth;
+use crate::session::packing::{
+    AlternativeOutcome, ExchangeMeasure, Packing, PackingPhase, PackingRequest, PackingRequestError,
+};
+use crate::session::sweep::SweepConfig;
+use crate::snapshot::packing::snapshot_packing;
+use crate::snapshot::{Snapshot, import_phases};
+use crate::text::thousands;
+
+/// `--policy P[/WIDTH]`: one configuration (a bare policy means word32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackingConfig(pub SweepConfig);
+
+impl FromStr for PackingConfig {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (policy, width) = match text.split_once('/') {
+            Some((policy, width)) => (policy.trim(), Some(width.trim())),
+            None => (text.trim(), None),
+        };
+        let policy: SchedulePolicy = policy.parse().map_err(|error| format!("{error}"))?;
+        let width = match width {
+            Some(width) => width.parse().map_err(|error| format!("{error}"))?,
+            None => TransferWidth::Word32,
+        };
+        Ok(PackingConfig(SweepConfig { policy, width }))
+    }
+}
+
+/// The options of `superstep packing`.
+#[derive(Clone, Debug)]
+pub struct PackingOptions {
+    pub phases: Vec<String>,
+    pub top: Option<usize>,
+    pub config: Option<PackingConfig>,
+    pub json: bool,
+    /// Study an exchange snapshot's phases instead of a build's.
+    pub snapshot: Option<PathBuf>,
+    /// Where packing.json and packing.html go (default: under the build's
+    /// or the snapshot's artifacts folder).
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(arguments: &QueryArguments, options: &PackingOptions) -> Result<(), CommandError> {
+    if options.top == Some(0) {
+        return Err(CommandError::Input(
+            "--top 0 studies no phase; give at least 1 (or leave --top out for every phase)"
+                .to_string(),
+        ));
+    }
+    if let Some(file) = &options.snapshot {
+        return run_snapshot(arguments, options, file);
+    }
+    let query = load(arguments)?;
+    let directory = match &options.output {
+        Some(directory) => {
+            preflight::check_output_flag_directory("--output", directory)?;
+            directory.clone()
+        }
+        None => {
+            let directory = artifacts_directory(&query).join("packing");
+            preflight::check_output_directory("outputs.directory", &directory)?;
+            directory
+        }
+    };
+    let mut session = open_session(arguments, &query)?;
+    let tiles = Some(query.machine.tiles);
+    session
+        .build_front()
+        .map_err(|error| stage_error(error, tiles))?;
+    overrides::check_override_phases(&session, &query, arguments)?;
+    let request = PackingRequest {
+        phases: options.phases.clone(),
+        top: options.top,
+        config: options.config.map(|config| config.0),
+    };
+    let packing = session.packing(&request).map_err(|error| match error {
+        PackingRequestError::UnknownPhase { .. } => CommandError::Input(error.to_string()),
+        PackingRequestError::Phase(error) => CommandError::Internal(error.to_string()),
+    })?;
+    show(&query.name, &packing, &directory, options)?;
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+/// Writes the outputs into `directory` and prints the tables (or the JSON).
+fn show(
+    name: &str,
+    packing: &Packing,
+    directory: &Path,
+    options: &PackingOptions,
+) -> Result<(), CommandError> {
+    let written = write_packing(directory, name, packing)
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    if options.json {
+        let document = PackingDocument { name, packing };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&document)
+                .map_err(|error| CommandError::Internal(error.to_string()))?
+        );
+        return Ok(());
+    }
+    for line in render(name, packing, options.top) {
+        println!("{line}");
+    }
+    if !progress::quiet() {
+        for path in &written {
+            println!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// `--snapshot FILE`: the phases of an exchange snapshot, each scheduled
+/// under --policy (default: the build default policy at word32).
+fn run_snapshot(
+    arguments: &QueryArguments,
+    options: &PackingOptions,
+    file: &Path,
+) -> Result<(), CommandError> {
+    if let Some(query) = &arguments.query {
+        return Err(CommandError::Input(format!(
+            "error: packing --snapshot {} studies the snapshot's phases; drop the build query {} \
+             (or drop --snapshot to study the build)",
+            file.display(),
+            query.display()
+        )));
+    }
+    if !arguments.sets.is_empty() {
+        return Err(CommandError::Input(
+            "error: --set changes a build query; packing --snapshot reads no build query"
+                .to_string(),
+        ));
+    }
+    let name = file
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().to_string())
+        .unwrap_or_else(|| "snapshot".to_string());
+    let directory = options.output.clone().unwrap_or_else(|| {
+        Path::new(DEFAULT_OUTPUT_DIRECTORY)
+            .join(&name)
+            .join("packing")
+    });
+    preflight::check_output_directory("packing --output", &directory)?;
+    let snapshot =
+        Snapshot::read(file).map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let mut selected = Vec::with_capacity(options.phases.len());
+    for wanted in &options.phases {
+        let found = snapshot.phases.iter().find(|phase| {
+            phase.key.as_deref() == Some(wanted.as_str())
+                || wanted.parse::<u32>().is_ok_and(|id| id == phase.phase)
+        });
+        match found {
+            Some(phase) if !selected.contains(&phase.phase) => selected.push(phase.phase),
+            Some(_) => {}
+            None => {
+                return Err(CommandError::Input(format!(
+                    "error: --phase {wanted}: {} has no phase with that id or key ({} phases)",
+                    file.display(),
+                    snapshot.phases.len()
+                )));
+            }
+        }
+    }
+    let total = snapshot.phases.len();
+    let phases = import_phases(&snapshot, &selected).map_err(|error| {
+        CommandError::Input(format!(
+            "error: {} is not a valid snapshot: {error}",
+            file.display()
+        ))
+    })?;
+    drop(snapshot);
+    let config = options.config.map_or(
+        SweepConfig {
+            policy: DEFAULT_POLICY,
+            width: TransferWidth::Word32,
+        },
+        |config| config.0,
+    );
+    let packing =
+        snapshot_packing(&phases, total, config, options.top).map_err(CommandError::Internal)?;
+    show(&name, &packing, &directory, options)
+}
+
+/// The text of the study (what `run` prints without `--json`).
+pub fn render(name: &str, packing: &Packing, top: Option<usize>) -> Vec<String> {
+    let chosen = match top {
+        Some(top) => format!(" (the top {top} by endpoint fragmentation)"),
+        None => String::new(),
+    };
+    let policy = match &packing.config {
+        Some(config) => format!("every alternative scheduled under {config}"),
+        None => "each scheduled under its own policy".to_string(),
+    };
+    let mut lines = vec![format!(
+        "superstep packing {name}: {} of {} exchange phases{chosen}, {policy}; copy cycles are \
+         ideal (8 B/cycle, busiest source tile plus busiest receiver), change = horizon + copies \
+         - the original's horizon",
+        packing.phases.len(),
+        packing.phases_in_build
+    )];
+    for phase in &packing.phases {
+        lines.extend(phase_lines(phase));
+    }
+    lines
+}
+
+fn phase_lines(phase: &PackingPhase) -> Vec<String> {
+    let study = &phase.study;
+    let independence = &study.independence;
+    let dependencies = if independence.is_independent() {
+        "independent".to_string()
+    } else {
+        format!(
+            "{} pieces depend on earlier ones ({} forwarding); independent prefix {}",
+            thousands(u64::from(independence.dependent)),
+            thousands(u64::from(independence.forwarding)),
+            thousands(u64::from(independence.prefix))
+        )
+    };
+    let mut lines = vec![
+        String::new(),
+        format!(
+            "phase {} {}: x{}, {} transfers, {} receives, most endpoints {} on tile {}; policy {}; {dependencies}",
+            phase.index,
+            phase.key,
+            phase.executions,
+            thousands(study.original.transfers),
+            thousands(study.original.receives),
+            thousands(phase.endpoint_fragments),
+            phase.fragment_tile,
+            phase.policy
+        ),
+        format!(
+            "  {:<17} {:>9} {:>10} {:>9} {:>8} {:>8} {:>9} {:>8} {:>18} {:>9} {:>14}  check",
+            "alternative",
+            "transfers",
+            "max row B",
+            "rows KiB",
+            "horizon",
+            "bound",
+            "copy cyc",
+            "change",
+            "staging KiB (tile)",
+            "runs",
+            "affine (max)"
+        ),
+    ];
+    lines.push(measure_line(
+        "original",
+        &study.original,
+        None,
+        &study.original,
+    ));
+    for alternative in &study.alternatives {
+        let name = alternative.alternative.name();
+        lines.push(match &alternative.outcome {
+            AlternativeOutcome::Measured { exchange, copies } => {
+                measure_line(name, exchange, Some(copies), &study.original)
+            }
+            AlternativeOutcome::Refused(refusal) => format!("  {name:<17} {refusal}"),
+            AlternativeOutcome::Failed(message) => format!("  {name:<17} FAIL: {message}"),
+        });
+    }
+    lines
+}
+
+fn measure_line(
+    name: &str,
+    exchange: &ExchangeMeasure,
+    copies: Option<&crate::session::packing::CopyFigures>,
+    original: &ExchangeMeasure,
+) -> String {
+    let added = copies.map_or(0, |copies| copies.added_copy_cycles);
+    let change = i64::from(exchange.horizon) + added as i64 - i64::from(original.horizon);
+    let (staging, runs, affine) = match copies {
+        Some(copies) => (
+            match copies.staging_tile {
+                Some(tile) => format!("{:.1} ({tile})", copies.staging_bytes_max as f64 / 1024.0),
+                None => "0".to_string(),
+            },
+            thousands(copies.copy_runs),
+            format!(
+                "{} ({})",
+                thousands(copies.affine_groups),
+                copies.affine_groups_max_per_tile
+            ),
+        ),
+        None => ("0".to_string(), "0".to_string(), "0".to_string()),
+    };
+    format!(
+        "  {name:<17} {:>9} {:>10} {:>9.1} {:>8} {:>8} {:>9} {:>8} {:>18} {:>9} {:>14}  PASS",
+        thousands(exchange.transfers),
+        thousands(exchange.max_row_bytes),
+        exchange.total_row_bytes as f64 / 1024.0,
+        thousands(u64::from(exchange.horizon)),
+        thousands(u64::from(exchange.endpoint_bound)),
+        thousands(added),
+        if change > 0 {
+            format!("+{}", thousands(change as u64))
+        } else if change < 0 {
+            format!("-{}", thousands(change.unsigned_abs()))
+        } else {
+            "0".to_string()
+        },
+        staging,
+        runs,
+        affine
+    )
+}

@@ -1,0 +1,94 @@
+//! One phase's packing study: the original and every alternative, each
+//! alternative made (or refused), checked against the original, then
+//! measured by a caller-supplied measurement (the query layer schedules and
+//! encodes through memoized queries; a snapshot study schedules directly).
+//! This module owns the study's shape and order, not the measuring.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Alternative, CopyFigures, Independence, Refusal, check_packed, copy_figures, independence, pack,
+};
+use crate::schedule::{ExchangeProblem, SchedulePolicy, TransferWidth};
+
+/// One exchange problem as scheduled and encoded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangeMeasure {
+    pub transfers: u64,
+    pub receives: u64,
+    /// The order that made the schedule (`auto`'s winner).
+    pub chosen: SchedulePolicy,
+    pub width: TransferWidth,
+    pub horizon: u32,
+    /// The endpoint bound: the most words one tile sends or receives.
+    pub endpoint_bound: u32,
+    /// Encoded row bytes of the fullest tile, before cross-phase sharing.
+    pub max_row_bytes: u64,
+    /// Encoded row bytes over all tiles, before cross-phase sharing.
+    pub total_row_bytes: u64,
+}
+
+/// One counterfactual, made, checked and measured (or why not).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AlternativeOutcome {
+    Measured {
+        exchange: ExchangeMeasure,
+        copies: CopyFigures,
+    },
+    /// Not made: the phase's pieces depend on one another.
+    Refused(Refusal),
+    /// Made, but the packing check, the scheduler's validator or the row
+    /// checker rejected it (a bug, shown as FAIL).
+    Failed(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlternativeStudy {
+    pub alternative: Alternative,
+    pub outcome: AlternativeOutcome,
+}
+
+/// A problem's packing study under one policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackingStudy {
+    pub independence: Independence,
+    pub original: ExchangeMeasure,
+    pub alternatives: Vec<AlternativeStudy>,
+}
+
+/// The study of `original`: `measure_original` measures it, `measure`
+/// each alternative (both schedule, validate, encode and check); `Err`
+/// only when the original itself cannot be measured.
+pub fn study(
+    original: &ExchangeProblem,
+    measure_original: impl FnOnce() -> Result<ExchangeMeasure, String>,
+    measure: impl Fn(ExchangeProblem) -> Result<ExchangeMeasure, String>,
+) -> Result<PackingStudy, String> {
+    let measured = measure_original()?;
+    let found = independence(original);
+    let alternatives = Alternative::ALL
+        .iter()
+        .map(|&alternative| AlternativeStudy {
+            alternative,
+            outcome: match pack(original, alternative, &found) {
+                Err(refusal) => AlternativeOutcome::Refused(refusal),
+                Ok(packed) => match check_packed(original, &packed) {
+                    Err(error) => AlternativeOutcome::Failed(error.to_string()),
+                    Ok(()) => {
+                        let copies =
+                            copy_figures(original.tiles, &packed.gathers, &packed.scatters);
+                        match measure(packed.problem) {
+                            Ok(exchange) => AlternativeOutcome::Measured { exchange, copies },
+                            Err(error) => AlternativeOutcome::Failed(error),
+                        }
+                    }
+                },
+            },
+        })
+        .collect();
+    Ok(PackingStudy {
+        independence: found,
+        original: measured,
+        alternatives,
+    })
+}

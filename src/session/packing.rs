@@ -1,0 +1,185 @@
+//! `superstep packing`: the packing counterfactuals of chosen exchange
+//! phases (seed 002's study), each phase one memoized, persistent-cached
+//! `packing_study` query under the phase's own policy (or one given for
+//! every phase), fanned out over the cores. Choosing the phases (by key,
+//! or the top N by endpoint fragmentation) happens here; the study itself
+//! is `crate::incremental::packing`.
+
+use serde::Serialize;
+
+use super::Session;
+use super::fan_out::fan_out;
+use super::sweep::SweepConfig;
+use crate::build_file::overrides::nearest_keys;
+use crate::incremental::packing::packing_study;
+use crate::incremental::phases::{
+    EffectivePolicy, PhaseError, PolicyKey, PolicySource, phase_keys, phase_policy, phase_problem,
+};
+use crate::schedule::packing::endpoint_fragments;
+
+pub use crate::schedule::packing::{
+    Alternative, AlternativeOutcome, AlternativeStudy, Conflict, CopyFigures, ExchangeMeasure,
+    Independence, PackingStudy, Refusal,
+};
+
+/// Which phases to study.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PackingRequest {
+    /// Phase keys; empty means every phase (or the top `top`).
+    pub phases: Vec<String>,
+    /// Only the `top` phases by endpoint fragmentation (after `phases`).
+    pub top: Option<usize>,
+    /// One configuration for every phase and alternative; `None` means
+    /// each phase's own effective policy.
+    pub config: Option<SweepConfig>,
+}
+
+/// A request that names what the build does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PackingRequestError {
+    #[error(
+        "--phase `{key}`: the build has no such exchange phase{}",
+        nearest_text(nearest)
+    )]
+    UnknownPhase { key: String, nearest: Vec<String> },
+    #[error("{0}")]
+    Phase(#[from] PhaseError),
+}
+
+fn nearest_text(nearest: &[String]) -> String {
+    if nearest.is_empty() {
+        String::new()
+    } else {
+        format!("; nearest: {}", nearest.join(", "))
+    }
+}
+
+/// One studied phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PackingPhase {
+    /// Position in program order.
+    pub index: usize,
+    pub key: String,
+    pub executions: u32,
+    /// The most piece endpoints (sends plus receives) on one tile.
+    pub endpoint_fragments: u64,
+    pub fragment_tile: u32,
+    /// The configuration every alternative was scheduled under.
+    pub policy: String,
+    pub study: PackingStudy,
+}
+
+/// The whole study.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Packing {
+    /// Phases in the build.
+    pub phases_in_build: usize,
+    /// The configuration asked for (`None`: each phase's own).
+    pub config: Option<String>,
+    pub phases: Vec<PackingPhase>,
+}
+
+/// Keeps the `top` entries with the most endpoints (all when `None`),
+/// ties to the earlier phase, in phase order. Entries are
+/// `(index, (endpoints, tile))`.
+pub fn keep_top(fragments: &mut Vec<(usize, (u64, u32))>, top: Option<usize>) {
+    if let Some(top) = top {
+        fragments.sort_by_key(|&(index, (count, _))| (std::cmp::Reverse(count), index));
+        fragments.truncate(top);
+        fragments.sort_by_key(|&(index, _)| index);
+    }
+}
+
+impl Session {
+    /// The packing study of the phases `request` chooses, in program order.
+    pub fn packing(&self, request: &PackingRequest) -> Result<Packing, PackingRequestError> {
+        let keys = phase_keys(&self.db, self.inputs).clone();
+        let names: Vec<&str> = keys.iter().map(|key| key.key(&self.db).as_str()).collect();
+        let mut chosen: Vec<usize> = if request.phases.is_empty() {
+            (0..keys.len()).collect()
+        } else {
+            let mut chosen = Vec::with_capacity(request.phases.len());
+            for wanted in &request.phases {
+                let index = names
+                    .iter()
+                    .position(|name| name == wanted)
+                    .ok_or_else(|| PackingRequestError::UnknownPhase {
+                        key: wanted.clone(),
+                        nearest: nearest_keys(wanted, &names, super::SUGGESTIONS)
+                            .into_iter()
+                            .map(str::to_string)
+                            .collect(),
+                    })?;
+                if !chosen.contains(&index) {
+                    chosen.push(index);
+                }
+            }
+            chosen
+        };
+        let mut fragments = Vec::with_capacity(chosen.len());
+        for &index in &chosen {
+            let record = phase_problem(&self.db, keys[index])
+                .as_ref()
+                .map_err(Clone::clone)?;
+            fragments.push((index, endpoint_fragments(record.problem.problem(&self.db))));
+        }
+        keep_top(&mut fragments, request.top);
+        chosen = fragments.iter().map(|&(index, _)| index).collect();
+        let progress = self.progress.clone();
+        progress.begin("packing studies", Some(chosen.len() as u64));
+        let studies = fan_out(&self.db, &chosen, |db, _, &index| {
+            let key = keys[index];
+            let effective = match request.config {
+                Some(config) => EffectivePolicy {
+                    policy: config.policy,
+                    width: config.width,
+                    row_allowance: phase_policy(db, key).row_allowance,
+                    source: PolicySource::Override,
+                },
+                None => phase_policy(db, key).clone(),
+            };
+            let policy = PolicyKey::of(db, &effective);
+            let result = phase_problem(db, key)
+                .as_ref()
+                .map_err(|error| error.to_string())
+                .and_then(|record| {
+                    packing_study(db, record.problem, policy)
+                        .clone()
+                        .map(|study| (record.executions, study))
+                })
+                .map(|(executions, study)| {
+                    (
+                        executions,
+                        SweepConfig {
+                            policy: effective.policy,
+                            width: effective.width,
+                        }
+                        .to_string(),
+                        study,
+                    )
+                });
+            progress.advance(1);
+            result
+        });
+        progress.end();
+        let mut phases = Vec::with_capacity(chosen.len());
+        for ((index, (count, tile)), result) in fragments.into_iter().zip(studies) {
+            let (executions, policy, study) = result
+                .map_err(|message| PhaseError::Stage(format!("{}: {message}", names[index])))?;
+            phases.push(PackingPhase {
+                index,
+                key: names[index].to_string(),
+                executions,
+                endpoint_fragments: count,
+                fragment_tile: tile,
+                policy,
+                study,
+            });
+        }
+        Ok(Packing {
+            phases_in_build: keys.len(),
+            config: request.config.map(|config| config.to_string()),
+            phases,
+        })
+    }
+}
