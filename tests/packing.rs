@@ -165,7 +165,7 @@ fn top_writes_the_most_fragmented_phases_deterministically_and_the_page_agrees()
     ];
     let first = packing_command(&arguments);
     assert!(
-        first.contains("2 of 19 exchange phases (the top 2 by endpoint fragmentation)"),
+        first.contains("2 of the build's 19 exchange phases (the top 2 by endpoint fragmentation)"),
         "{first}"
     );
     let json_path = Path::new(output).join("packing.json");

@@ -217,10 +217,11 @@ pub fn render(name: &str, packing: &Packing, top: Option<usize>) -> Vec<String> 
         None => "each scheduled under its own policy".to_string(),
     };
     let mut lines = vec![format!(
-        "superstep packing {name}: {} of {} exchange phases{chosen}, {policy}; copy cycles are \
+        "superstep packing {name}: {} of the {}'s {} exchange phases{chosen}, {policy}; copy cycles are \
          ideal (8 B/cycle, busiest source tile plus busiest receiver), change = horizon + copies \
          - the original's horizon",
         packing.phases.len(),
+        packing.source,
         packing.phases_in_build
     )];
     for phase in &packing.phases {
@@ -245,7 +246,7 @@ fn phase_lines(phase: &PackingPhase) -> Vec<String> {
     let mut lines = vec![
         String::new(),
         format!(
-            "phase {} {}: x{}, {} transfers, {} receives, most endpoints {} on tile {}; policy {}; {dependencies}",
+            "phase {} {}: x{}, {} transfers, {} receives, most endpoints {} on tile {}; endpoint bound {} cycles; policy {}; {dependencies}",
             phase.index,
             phase.key,
             phase.executions,
@@ -253,16 +254,16 @@ fn phase_lines(phase: &PackingPhase) -> Vec<String> {
             thousands(study.original.receives),
             thousands(phase.endpoint_fragments),
             phase.fragment_tile,
+            thousands(u64::from(study.original.endpoint_bound)),
             phase.policy
         ),
         format!(
-            "  {:<17} {:>9} {:>10} {:>9} {:>8} {:>8} {:>9} {:>8} {:>18} {:>9} {:>14}  check",
+            "  {:<17} {:>9} {:>10} {:>9} {:>8} {:>9} {:>8} {:>18} {:>9} {:>14}  check",
             "alternative",
             "transfers",
             "max row B",
             "rows KiB",
             "horizon",
-            "bound",
             "copy cyc",
             "change",
             "staging KiB (tile)",
@@ -313,12 +314,11 @@ fn measure_line(
         None => ("0".to_string(), "0".to_string(), "0".to_string()),
     };
     format!(
-        "  {name:<17} {:>9} {:>10} {:>9.1} {:>8} {:>8} {:>9} {:>8} {:>18} {:>9} {:>14}  PASS",
+        "  {name:<17} {:>9} {:>10} {:>9.1} {:>8} {:>9} {:>8} {:>18} {:>9} {:>14}  PASS",
         thousands(exchange.transfers),
         thousands(exchange.max_row_bytes),
         exchange.total_row_bytes as f64 / 1024.0,
         thousands(u64::from(exchange.horizon)),
-        thousands(u64::from(exchange.endpoint_bound)),
         thousands(added),
         if change > 0 {
             format!("+{}", thousands(change as u64))

@@ -72,7 +72,9 @@ pub struct PackingPhase {
 /// The whole study.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Packing {
-    /// Phases in the build.
+    /// Where the phases come from: "build" or "snapshot".
+    pub source: &'static str,
+    /// Phases in the build (or the snapshot).
     pub phases_in_build: usize,
     /// The configuration asked for (`None`: each phase's own).
     pub config: Option<String>,
@@ -177,6 +179,7 @@ impl Session {
             });
         }
         Ok(Packing {
+            source: "build",
             phases_in_build: keys.len(),
             config: request.config.map(|config| config.to_string()),
             phases,

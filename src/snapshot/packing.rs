@@ -80,6 +80,7 @@ pub fn snapshot_packing(
         })
         .collect();
     Ok(Packing {
+        source: "snapshot",
         phases_in_build: total,
         config: Some(config.to_string()),
         phases: studied.into_iter().collect::<Result<_, _>>()?,

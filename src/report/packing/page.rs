@@ -27,7 +27,7 @@ pub fn render(name: &str, packing: &Packing) -> String {
     let body = html! {
         h1 { (title) }
         p.note {
-            "Counterfactuals of " (packing.phases.len()) " of the build's "
+            "Counterfactuals of " (packing.phases.len()) " of the " (packing.source) "'s "
             (packing.phases_in_build) " exchange phases, each scheduled under "
             @match &packing.config { Some(config) => { code { (config) } }, None => { "its own policy" } }
             ". Every alternative keeps each piece's source tile, recipient set and payload bytes, \
@@ -44,7 +44,7 @@ pub fn render(name: &str, packing: &Packing) -> String {
             (phase_section(phase))
         }
     };
-    document(&title, STYLE, body, None)
+    document(&title, &format!("{STYLE}{EXTRA_STYLE}"), body, None)
 }
 
 fn measured(study: &AlternativeStudy) -> Option<(&ExchangeMeasure, u64)> {
@@ -56,8 +56,10 @@ fn measured(study: &AlternativeStudy) -> Option<(&ExchangeMeasure, u64)> {
     }
 }
 
-/// The alternative with the lowest horizon plus copy cycles.
+/// The alternative with the lowest horizon plus copy cycles, when it is
+/// below the original's horizon (`None`: the original is the shortest).
 fn best(phase: &PackingPhase) -> Option<(&AlternativeStudy, u64)> {
+    let original = u64::from(phase.study.original.horizon);
     phase
         .study
         .alternatives
@@ -65,6 +67,7 @@ fn best(phase: &PackingPhase) -> Option<(&AlternativeStudy, u64)> {
         .filter_map(|study| {
             measured(study).map(|(exchange, copy)| (study, u64::from(exchange.horizon) + copy))
         })
+        .filter(|&(_, cycles)| cycles < original)
         .min_by_key(|&(study, cycles)| (cycles, study.alternative))
 }
 
@@ -75,7 +78,7 @@ fn summary(packing: &Packing) -> Markup {
             table #summary {
                 thead { tr {
                     th.text { "phase" } th { "executions" } th { "transfers" } th { "most endpoints on a tile" }
-                    th.text { "dependencies" } th { "original horizon" } th.text { "best: horizon + copy" }
+                    th.text { "dependencies" } th { "original horizon" } th.text { "shortest: horizon + copies" }
                     th { "cycles" } th { "change" }
                 } }
                 tbody {
@@ -94,7 +97,7 @@ fn summary(packing: &Packing) -> Markup {
                                     td { (thousands(cycles)) }
                                     td { (signed(cycles as i64 - original as i64)) }
                                 }
-                                None => { td.text { "none measured" } td {} td {} }
+                                None => { td.text { "the original" } td { (thousands(original)) } td { "0" } }
                             }
                         }
                     }
@@ -136,12 +139,13 @@ fn phase_section(phase: &PackingPhase) -> Markup {
             p.note {
                 "Phase " (phase.index) ", " (phase.executions) " executions, policy " code { (phase.policy) }
                 "; " (thousands(original.transfers)) " transfers to " (thousands(original.receives))
-                " receives; " (dependency_text(phase)) "."
+                " receives; endpoint bound " (thousands(u64::from(original.endpoint_bound)))
+                " cycles (the same payload in every alternative); " (dependency_text(phase)) "."
             }
             table.alternatives {
                 thead { tr {
                     th.text { "alternative" } th { "transfers" } th { "max row B/tile" }
-                    th { "total row KiB" } th { "horizon" } th { "endpoint bound" }
+                    th { "total row KiB" } th { "horizon" }
                     th { "added copy cycles" } th { "change" } th { "staging KiB/tile" }
                     th { "copy runs" } th { "affine groups (max/tile)" } th.text { "check" }
                 } }
@@ -155,13 +159,13 @@ fn phase_section(phase: &PackingPhase) -> Markup {
                             AlternativeOutcome::Refused(refusal) => {
                                 tr data-alternative=(study.alternative.name()) data-refused="true" {
                                     td.text { (study.alternative.name()) }
-                                    td.text colspan="11" { (refusal.to_string()) }
+                                    td.text.wrap colspan="10" { (refusal.to_string()) }
                                 }
                             }
                             AlternativeOutcome::Failed(message) => {
                                 tr data-alternative=(study.alternative.name()) data-failed="true" {
                                     td.text { (study.alternative.name()) }
-                                    td.text colspan="10" { (message) }
+                                    td.text.wrap colspan="9" { (message) }
                                     td.text { "FAIL" }
                                 }
                             }
@@ -193,13 +197,14 @@ fn measure_row(
             td { (thousands(exchange.max_row_bytes)) }
             td { (format!("{:.1}", exchange.total_row_bytes as f64 / 1024.0)) }
             td { (thousands(u64::from(exchange.horizon))) }
-            td { (thousands(u64::from(exchange.endpoint_bound))) }
             td { (thousands(added)) }
             td { (signed(change)) }
             @match copies {
                 Some(copies) => {
-                    td { (format!("{:.1}", copies.staging_bytes_max as f64 / 1024.0))
-                        @if let Some(tile) = copies.staging_tile { " (tile " (tile) ")" } }
+                    td { @match copies.staging_tile {
+                        Some(tile) => { (format!("{:.1}", copies.staging_bytes_max as f64 / 1024.0)) " (tile " (tile) ")" }
+                        None => { "0" }
+                    } }
                     td { (thousands(copies.copy_runs)) }
                     td { (thousands(copies.affine_groups)) " (" (copies.affine_groups_max_per_tile) ")" }
                 }
@@ -260,3 +265,9 @@ fn bars(
         }
     }
 }
+
+/// What this page adds to the sweep page's style.
+const EXTRA_STYLE: &str = "
+table.alternatives { font-size: 13px; margin-bottom: 12px; }
+td.wrap { white-space: normal; }
+";
