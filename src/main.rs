@@ -137,6 +137,7 @@ fn main() -> ExitCode {
             write_overrides,
             select,
             apply,
+            shard,
         } => sweep::run(
             query,
             &sweep::SweepOptions {
@@ -145,6 +146,7 @@ fn main() -> ExitCode {
                 write_overrides: write_overrides.clone(),
                 select: *select,
                 apply: *apply,
+                shard: *shard,
             },
         ),
         Command::Packing {

@@ -93,6 +93,9 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "outputs.phases_csv" => &["outputs.phases_csv=false"],
         "outputs.html" => &["outputs.html=false"],
         "outputs.package" => &["outputs.package=false"],
+        "cache.remote" => &["cache.remote=http://127.0.0.1:9/cache"],
+        "cache.remote_timeout_ms" => &["cache.remote_timeout_ms=500"],
+        "cache.remote_deadline_ms" => &["cache.remote_deadline_ms=500"],
         _ => return Err("no edit written: add one to this test"),
     })
 }
@@ -140,7 +143,12 @@ fn the_key_moves_exactly_when_what_placement_reads_moves() {
     for path in ["workload.layers", "machine.tiles", "schedule.policy"] {
         assert!(moved.iter().any(|moved| moved == path), "{path}: {moved:?}");
     }
-    for path in ["outputs.directory", "workload.fp8_scale", "name"] {
+    for path in [
+        "outputs.directory",
+        "workload.fp8_scale",
+        "name",
+        "cache.remote",
+    ] {
         assert!(kept.iter().any(|kept| kept == path), "{path}: {kept:?}");
     }
 }

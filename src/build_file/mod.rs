@@ -147,6 +147,29 @@ pub struct Outputs {
     pub package: bool,
 }
 
+/// `[cache]`: the remote tier behind the persistent cache.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheSettings {
+    /// `http(s)://HOST/PATH` or `s3://BUCKET/PREFIX`; never credentials
+    /// (a token comes from `SUPERSTEP_CACHE_TOKEN`, S3 keys from the usual
+    /// environment).
+    pub remote: Option<String>,
+    /// Bound on one remote request, in milliseconds.
+    pub remote_timeout_ms: u64,
+    /// How long a build waits at its end for its uploads, in milliseconds.
+    pub remote_deadline_ms: u64,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            remote: None,
+            remote_timeout_ms: 2_000,
+            remote_deadline_ms: 2_000,
+        }
+    }
+}
+
 /// A whole validated build query.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BuildQuery {
@@ -160,6 +183,7 @@ pub struct BuildQuery {
     pub schedule: ScheduleSettings,
     pub overrides: Vec<PhaseOverride>,
     pub outputs: Outputs,
+    pub cache: CacheSettings,
 }
 
 /// Reads and validates the build file at `path`, then applies `sets`
@@ -280,6 +304,8 @@ pub fn package_build_key(query: &BuildQuery) -> crate::cache::CacheKey {
     neutral.outputs.phases_csv = false;
     neutral.outputs.html = false;
     neutral.outputs.package = false;
+    // Where results are cached changes nothing in the package.
+    neutral.cache = CacheSettings::default();
     let mut hasher = crate::cache::StableHasher::for_domain("package build");
     neutral.hash(&mut hasher);
     hasher.digest()

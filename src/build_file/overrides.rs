@@ -327,6 +327,13 @@ fn assign(
         ("outputs.phases_csv", Boolean(flag)) => file.outputs.phases_csv = unset(flag),
         ("outputs.html", Boolean(flag)) => file.outputs.html = unset(flag),
         ("outputs.package", Boolean(flag)) => file.outputs.package = unset(flag),
+        ("cache.remote", Text(text)) => file.cache.remote = unset(text),
+        ("cache.remote_timeout_ms", Integer(number)) => {
+            file.cache.remote_timeout_ms = unset(number)
+        }
+        ("cache.remote_deadline_ms", Integer(number)) => {
+            file.cache.remote_deadline_ms = unset(number)
+        }
         _ => {
             return Err(QueryError::set(
                 argument,

@@ -24,6 +24,8 @@ pub struct QueryFile {
     pub schedule: ScheduleSection,
     #[serde(default)]
     pub outputs: OutputsSection,
+    #[serde(default)]
+    pub cache: CacheSection,
 }
 
 /// `[workload]`: the model and how it is run.
@@ -117,6 +119,15 @@ pub struct OutputsSection {
     pub package: Option<Spanned<bool>>,
 }
 
+/// `[cache]`: the shared remote tier behind the local persistent cache.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    pub remote: Option<Spanned<String>>,
+    pub remote_timeout_ms: Option<Spanned<i64>>,
+    pub remote_deadline_ms: Option<Spanned<i64>>,
+}
+
 /// The TOML type a key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
@@ -157,6 +168,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("planning", KeyKind::Table),
             ("schedule", KeyKind::Table),
             ("outputs", KeyKind::Table),
+            ("cache", KeyKind::Table),
         ],
     ),
     (
@@ -232,6 +244,14 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("phases_csv", KeyKind::Boolean),
             ("html", KeyKind::Boolean),
             ("package", KeyKind::Boolean),
+        ],
+    ),
+    (
+        "cache",
+        &[
+            ("remote", KeyKind::String),
+            ("remote_timeout_ms", KeyKind::Integer),
+            ("remote_deadline_ms", KeyKind::Integer),
         ],
     ),
 ];

@@ -15,6 +15,7 @@
 
 pub mod entry;
 pub mod key;
+pub mod remote;
 pub mod store;
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 
 use super::entry::{EntryError, EntryKind, decode, encode};
 use super::key::CacheKey;
+use super::remote::{Fetched, RemoteCache, RemoteReport};
 
 /// The default size limit: 2 GiB.
 pub const DEFAULT_LIMIT_BYTES: u64 = 2 << 30;
@@ -68,6 +69,8 @@ pub struct CacheReport {
     pub warnings: Vec<String>,
     pub statistics: CacheStatistics,
     pub eviction: Eviction,
+    /// The remote tier's use, when there is one.
+    pub remote: Option<RemoteReport>,
 }
 
 impl std::fmt::Display for CacheReport {
@@ -93,6 +96,9 @@ impl std::fmt::Display for CacheReport {
                 megabytes(self.eviction.removed_bytes)
             )?;
         }
+        if let Some(remote) = &self.remote {
+            write!(formatter, "; {remote}")?;
+        }
         Ok(())
     }
 }
@@ -114,6 +120,8 @@ pub struct PersistentCache {
     limit_bytes: u64,
     counters: Counters,
     warnings: Mutex<Vec<String>>,
+    /// The shared tier behind this one (read-through, write-back).
+    remote: Option<RemoteCache>,
 }
 
 impl std::fmt::Debug for PersistentCache {
@@ -145,7 +153,25 @@ impl PersistentCache {
             limit_bytes,
             counters: Counters::default(),
             warnings: Mutex::new(Vec::new()),
+            remote: None,
         })
+    }
+
+    /// This cache with `remote` behind it.
+    pub fn with_remote(mut self, remote: RemoteCache) -> PersistentCache {
+        self.remote = Some(remote);
+        self
+    }
+
+    pub fn remote(&self) -> Option<&RemoteCache> {
+        self.remote.as_ref()
+    }
+
+    /// An entry's place relative to the cache's root, `KIND/XX/KEY` (the
+    /// same on the remote).
+    fn relative(kind: EntryKind, key: &CacheKey) -> String {
+        let hex = key.hex();
+        format!("{}/{}/{hex}", kind.folder(), &hex[..2])
     }
 
     pub fn directory(&self) -> &Path {
@@ -212,13 +238,15 @@ impl PersistentCache {
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) => {
-                self.counters.misses.fetch_add(1, Ordering::Relaxed);
                 if error.kind() != std::io::ErrorKind::NotFound {
                     self.warn(format!(
                         "cache: cannot read {} ({error}); recomputing",
                         path.display()
                     ));
+                } else if let Some(remote) = &self.remote {
+                    return self.load_remote(remote, kind, key, &path, decode_payload);
                 }
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
         };
@@ -248,6 +276,47 @@ impl PersistentCache {
         }
     }
 
+    /// A local miss asked of the remote: the entry is checked like a local
+    /// file, used and kept locally only when every check passes.
+    fn load_remote<T>(
+        &self,
+        remote: &RemoteCache,
+        kind: EntryKind,
+        key: &CacheKey,
+        path: &Path,
+        decode_payload: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Option<T> {
+        let relative = Self::relative(kind, key);
+        let Fetched::Found(bytes) = remote.fetch(&relative) else {
+            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let decoded = decode(&bytes, kind, key)
+            .and_then(|payload| decode_payload(payload).map_err(EntryError::Undecodable));
+        match decoded {
+            Ok(value) => {
+                remote.record_hit();
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .bytes_read
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if let Err(error) = self.write_atomically(path, &bytes) {
+                    self.warn(format!(
+                        "cache: cannot keep {} ({error}); continuing without it",
+                        path.display()
+                    ));
+                }
+                Some(value)
+            }
+            Err(error) => {
+                remote.record_rejected(&relative, &error.to_string());
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
     /// Stores `value` under `key` (atomically; a failure is a warning).
     pub fn store<T: Serialize>(&self, kind: EntryKind, key: &CacheKey, value: &T) {
         match bincode::serialize(value) {
@@ -271,6 +340,9 @@ impl PersistentCache {
                 "cache: cannot write {} ({error}); continuing without it",
                 path.display()
             )),
+        }
+        if let Some(remote) = &self.remote {
+            remote.upload(&Self::relative(kind, key), bytes);
         }
     }
 
@@ -336,6 +408,10 @@ impl PersistentCache {
     /// Ends a build's use of the cache: takes the warnings, evicts beyond
     /// the limit, and reports (statistics are the session's so far).
     pub fn finish(&self) -> CacheReport {
+        let remote = self.remote.as_ref().map(RemoteCache::finish);
+        if let Some(warning) = remote.as_ref().and_then(RemoteCache::warning) {
+            self.warn(warning);
+        }
         let statistics = self.statistics();
         let eviction = self.evict();
         CacheReport {
@@ -344,6 +420,7 @@ impl PersistentCache {
             warnings: self.take_warnings(),
             statistics,
             eviction,
+            remote,
         }
     }
 

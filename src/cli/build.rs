@@ -24,7 +24,7 @@ pub fn run(
     // Every build writes into the outputs folder (at least last-build.json):
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
-    let cache = open_cache(arguments, &query.outputs.directory)?;
+    let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
     let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
     let report = session_report(&session, &query, &outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))?;

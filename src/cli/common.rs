@@ -5,10 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{CacheArguments, DEFAULT_QUERY, QueryArguments, memory, overrides};
-use crate::build_file::{BuildQuery, load_query};
+use crate::build_file::{BuildQuery, CacheSettings, load_query};
 use crate::cache::PersistentCache;
+use crate::cache::remote::{RemoteCache, RemoteSettings};
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
@@ -149,20 +151,43 @@ pub fn default_cache_directory(outputs: &Path) -> PathBuf {
 pub fn open_cache(
     arguments: &QueryArguments,
     outputs: &Path,
+    settings: &CacheSettings,
 ) -> Result<Option<Arc<PersistentCache>>, CommandError> {
-    open_persistent_cache(&arguments.cache, outputs)
+    open_persistent_cache(&arguments.cache, outputs, settings)
 }
 
 /// Opens the persistent cache `--cache`, `--no-cache` and `--cache-limit`
-/// ask for; `outputs` is the build's outputs folder (for the default).
+/// ask for, with the remote tier `--cache-remote` (or the build file's
+/// `cache.remote`) names behind it; `outputs` is the build's outputs
+/// folder (for the default).
 pub fn open_persistent_cache(
     arguments: &CacheArguments,
     outputs: &Path,
+    settings: &CacheSettings,
 ) -> Result<Option<Arc<PersistentCache>>, CommandError> {
     if arguments.no_cache {
         return Ok(None);
     }
-    match &arguments.cache {
+    let remote = match (&arguments.cache_remote, &settings.remote) {
+        (Some(url), _) => Some((url.as_str(), "--cache-remote")),
+        (None, Some(url)) => Some((url.as_str(), "cache.remote")),
+        (None, None) => None,
+    };
+    let remote = match remote {
+        None => None,
+        Some((url, field)) => Some(
+            RemoteCache::open(
+                url,
+                RemoteSettings {
+                    timeout: Duration::from_millis(settings.remote_timeout_ms),
+                    deadline: Duration::from_millis(settings.remote_deadline_ms),
+                    ..RemoteSettings::default()
+                },
+            )
+            .map_err(|error| CommandError::Input(format!("error: {field}: {error}")))?,
+        ),
+    };
+    let local = match &arguments.cache {
         Some(directory) => PersistentCache::open(directory, arguments.cache_limit << 20)
             .map_err(|error| CommandError::Input(format!("error: --cache: {error}"))),
         // The user named no cache folder: the one in the outputs folder is
@@ -175,8 +200,11 @@ pub fn open_persistent_cache(
                      or pass --no-cache"
                 ))
             }),
-    }
-    .map(|cache| Some(Arc::new(cache)))
+    }?;
+    Ok(Some(Arc::new(match remote {
+        Some(remote) => local.with_remote(remote),
+        None => local,
+    })))
 }
 
 /// A session for `query` with the cache the arguments ask for.
@@ -184,7 +212,7 @@ pub fn open_session(
     arguments: &QueryArguments,
     query: &BuildQuery,
 ) -> Result<Session, CommandError> {
-    let cache = open_cache(arguments, &query.outputs.directory)?;
+    let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
     let mut session = Session::with_cache(query, cache);
     session.set_progress(super::progress::bars());
     Ok(session)

@@ -188,7 +188,8 @@ fn build_query(
             if let Some(previous) = previous {
                 finish(previous.session.cache());
             }
-            let cache = open_persistent_cache(&arguments.cache, &query.outputs.directory)?;
+            let cache =
+                open_persistent_cache(&arguments.cache, &query.outputs.directory, &query.cache)?;
             OpenSession {
                 session: Session::with_cache(&query, cache),
                 outputs: query.outputs.directory.clone(),

@@ -107,6 +107,22 @@ pub struct CacheArguments {
     #[arg(long, value_name = "MIB", default_value_t = 2048,
           value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub cache_limit: u64,
+    /// A shared remote tier behind the local cache (overrides the build
+    /// file's cache.remote): http(s)://HOST/PATH, any server that takes PUT
+    /// and GET (nginx with dav_methods PUT, a Bazel HTTP cache), or
+    /// s3://BUCKET/PREFIX (credentials from the usual AWS environment).
+    /// Local misses are read from it, every entry checked like a local
+    /// one; new entries are uploaded in the background. A server that is
+    /// down, slow or wrong never fails a build: it degrades to local work
+    /// with one summary line. A bearer token, if the server needs one,
+    /// comes from SUPERSTEP_CACHE_TOKEN.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "no_cache",
+        verbatim_doc_comment
+    )]
+    pub cache_remote: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -406,6 +422,13 @@ pub enum Command {
         /// and the difference; also writes sweep/applied.json.
         #[arg(long, value_enum, value_name = "a|b")]
         apply: Option<sweep::SelectionLetter>,
+        /// Measure only shard I of N (0 <= I < N): every N-th point of the
+        /// sweep's deterministic order, starting at the I-th, into the
+        /// cache (local and --cache-remote); no reports. Run N shards as a
+        /// job array against one remote cache, then `superstep sweep`
+        /// without --shard: it finds every point cached and writes them.
+        #[arg(long, value_name = "I/N", conflicts_with_all = ["apply", "write_overrides"])]
+        shard: Option<crate::session::sweep::Shard>,
     },
     /// The packing counterfactuals (seed 002) of exchange phases: for each
     /// phase (every one, those --phase names, or the --top N by endpoint

@@ -22,7 +22,8 @@ use crate::build_file::{BuildQuery, PhaseOverride};
 use crate::report::sweep::fragment::overrides_fragment;
 use crate::report::sweep::{write_sweep, write_text};
 use crate::session::sweep::{
-    ConfigList, Selection, SelectionRule, Sweep, chosen_configs, frontier, select,
+    ConfigList, Selection, SelectionRule, Shard, Sweep, SweepOutcome, chosen_configs, frontier,
+    select,
 };
 use crate::session::{BackOutcome, Session};
 use crate::target::costs::cycles_to_ms;
@@ -45,6 +46,8 @@ pub struct SweepOptions {
     pub write_overrides: Option<PathBuf>,
     pub select: SelectionLetter,
     pub apply: Option<SelectionLetter>,
+    /// Only this shard's points, into the caches; no reports.
+    pub shard: Option<Shard>,
 }
 
 /// The build's headline figures before or after applying a selection.
@@ -92,7 +95,10 @@ pub struct Applied {
 pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), CommandError> {
     let query = load(arguments)?;
     let directory = artifacts_directory(&query).join("sweep");
-    preflight::check_output_directory("outputs.directory", &directory)?;
+    // A shard writes no reports, so it needs no output folder.
+    if options.shard.is_none() {
+        preflight::check_output_directory("outputs.directory", &directory)?;
+    }
     if let Some(path) = &options.write_overrides {
         preflight::check_output_file("sweep --write-overrides", path)?;
     }
@@ -104,6 +110,9 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         .map(Headline::of)
         .ok_or_else(|| CommandError::Internal("the build has no back half".to_string()))?;
     let configs = chosen_configs(&options.configs);
+    if let Some(shard) = options.shard {
+        return run_shard(&session, &query.name, &configs, shard);
+    }
     let sweep = session
         .sweep(&configs)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
@@ -152,6 +161,36 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         eprintln!("{line}");
     }
     result
+}
+
+/// `--shard I/N`: this shard's points measured into the caches (local and
+/// remote); the reports are the unsharded sweep's.
+fn run_shard(
+    session: &Session,
+    name: &str,
+    configs: &[crate::session::sweep::SweepConfig],
+    shard: Shard,
+) -> Result<(), CommandError> {
+    let outcome = session
+        .sweep_points(configs, Some(shard))
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    if let SweepOutcome::Shard {
+        points,
+        computed,
+        failed,
+        ..
+    } = outcome
+    {
+        println!(
+            "superstep sweep {name} --shard {shard}: {computed} of the {points} points measured \
+             into the cache ({failed} failed); run `superstep sweep` without --shard, against \
+             the same cache, to write the reports"
+        );
+    }
+    if let Some(line) = finish_cache(session.cache()) {
+        eprintln!("{line}");
+    }
+    Ok(())
 }
 
 fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Selection]) {

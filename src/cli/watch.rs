@@ -34,11 +34,14 @@ pub fn run(
     }
     // The cache folder follows the build file as it is when watching
     // starts (its output folder), or the default when it does not load.
-    let outputs = match load(arguments) {
-        Ok(query) => query.outputs.directory,
-        Err(_) => PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
+    let (outputs, cache_settings) = match load(arguments) {
+        Ok(query) => (query.outputs.directory, query.cache),
+        Err(_) => (
+            PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
+            crate::build_file::CacheSettings::default(),
+        ),
     };
-    let cache = open_cache(arguments, &outputs)?;
+    let cache = open_cache(arguments, &outputs, &cache_settings)?;
     let (sender, events) = mpsc::channel();
     // Watch before the first build, so that saves during it are not missed.
     let _watch = watch_file(&path, sender.clone()).map_err(|error| {

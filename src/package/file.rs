@@ -7,7 +7,7 @@
 //! | 0..8   | magic `SSTPKG03`: `SSTPKG` and the two-digit format version |
 //! | 8..16  | payload length in bytes (u64)                                |
 //! | 16..48 | BLAKE3 digest of the payload                                 |
-//! | 48..80 | build key: BLAKE3 of the compiler version and the effective build query (outputs aside) |
+//! | 48..80 | build key: BLAKE3 of the compiler version and the effective build query (outputs and cache aside) |
 //!
 //! The payload is the bincode encoding of [`Package`]. A reader checks, in
 //! this order and before decoding anything: the magic (a foreign file), the

@@ -17,6 +17,7 @@ use crate::build_file::error::{Issue, Origin};
 use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
+mod cache;
 mod structure;
 mod workload;
 
@@ -129,6 +130,7 @@ pub fn resolve(
     let schedule = resolver.schedule(file)?;
     let overrides = resolver.phase_overrides(file)?;
     let outputs = resolver.outputs(file)?;
+    let cache = resolver.cache(file)?;
     let name = resolver.name(file, source_name, &workload.model)?;
     let field_origin = |path: &str, span: Option<Range<usize>>| {
         origins
@@ -160,6 +162,7 @@ pub fn resolve(
         schedule,
         overrides,
         outputs,
+        cache,
     })
 }
 

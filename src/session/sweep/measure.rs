@@ -8,7 +8,7 @@ use super::super::Session;
 use super::config::SweepConfig;
 use super::points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};
 use crate::incremental::phases::{
-    EffectivePolicy, PhaseError, PolicyKey, PolicySource, phase_keys,
+    EffectivePolicy, PhaseError, PhaseKey, PolicyKey, PolicySource, phase_keys,
 };
 use crate::incremental::sweep::{pairing_eligible, sweep_point};
 
@@ -19,6 +19,21 @@ impl Session {
     /// or to validate is recorded with its error; a phase whose built
     /// figures are missing fails the sweep.
     pub fn sweep(&self, configs: &[SweepConfig]) -> Result<Sweep, PhaseError> {
+        match self.sweep_points(configs, None)? {
+            SweepOutcome::Whole(sweep) => Ok(sweep),
+            SweepOutcome::Shard { .. } => Err(PhaseError::Stage(
+                "the sweep measured a shard where the whole sweep was asked for".to_string(),
+            )),
+        }
+    }
+
+    /// [`Session::sweep`], or with `shard` only that shard's points,
+    /// measured into the caches and counted.
+    pub fn sweep_points(
+        &self,
+        configs: &[SweepConfig],
+        shard: Option<Shard>,
+    ) -> Result<SweepOutcome, PhaseError> {
         let headers: Vec<(BuiltPoint, u64, bool, u32)> = self
             .map_phases(|phase| {
                 let figures = phase.figures()?;
@@ -55,29 +70,25 @@ impl Session {
                     .map(move |&config| (index, config, *row_allowance))
             })
             .collect();
-        let progress = self.progress.clone();
-        progress.begin("sweep points", Some(work.len() as u64));
-        let outcomes: Vec<SweepPoint> =
-            fan_out(&self.db, &work, |db, _, &(index, config, row_allowance)| {
-                let policy = PolicyKey::of(
-                    db,
-                    &EffectivePolicy {
-                        policy: config.policy,
-                        width: config.width,
-                        row_allowance,
-                        source: PolicySource::Override,
-                    },
-                );
-                let outcome = match keys.get(index) {
-                    Some(&key) => sweep_point(db, key, policy)
-                        .clone()
-                        .map_err(|error| error.to_string()),
-                    None => Err(format!("phase {index} is not in the program")),
-                };
-                progress.advance(1);
-                SweepPoint { config, outcome }
+        if let Some(shard) = shard {
+            let mine: Vec<(usize, SweepConfig, u32)> = work
+                .iter()
+                .enumerate()
+                .filter(|(point, _)| shard.owns(*point))
+                .map(|(_, item)| *item)
+                .collect();
+            let outcomes = self.measure_points(&keys, &mine);
+            return Ok(SweepOutcome::Shard {
+                shard,
+                points: work.len(),
+                computed: outcomes.len(),
+                failed: outcomes
+                    .iter()
+                    .filter(|point| point.outcome.is_err())
+                    .count(),
             });
-        progress.end();
+        }
+        let outcomes = self.measure_points(&keys, &work);
         let mut outcomes = outcomes.into_iter();
         let mut phases = Vec::with_capacity(headers.len());
         for (index, (built, executions, eligible, _)) in headers.into_iter().enumerate() {
@@ -97,9 +108,96 @@ impl Session {
                 points: outcomes.by_ref().take(count).collect(),
             });
         }
-        Ok(Sweep {
+        Ok(SweepOutcome::Whole(Sweep {
             configs: configs.to_vec(),
             phases,
-        })
+        }))
     }
+
+    /// Every point of `work` (phase index, configuration, `auto`'s row
+    /// allowance), measured in parallel, in order.
+    fn measure_points(
+        &self,
+        keys: &[PhaseKey<'_>],
+        work: &[(usize, SweepConfig, u32)],
+    ) -> Vec<SweepPoint> {
+        let progress = self.progress.clone();
+        progress.begin("sweep points", Some(work.len() as u64));
+        let outcomes: Vec<SweepPoint> =
+            fan_out(&self.db, work, |db, _, &(index, config, row_allowance)| {
+                let policy = PolicyKey::of(
+                    db,
+                    &EffectivePolicy {
+                        policy: config.policy,
+                        width: config.width,
+                        row_allowance,
+                        source: PolicySource::Override,
+                    },
+                );
+                let outcome = match keys.get(index) {
+                    Some(&key) => sweep_point(db, key, policy)
+                        .clone()
+                        .map_err(|error| error.to_string()),
+                    None => Err(format!("phase {index} is not in the program")),
+                };
+                progress.advance(1);
+                SweepPoint { config, outcome }
+            });
+        progress.end();
+        outcomes
+    }
+}
+
+/// One shard of a sweep: point `p` (in the sweep's deterministic order:
+/// phases in program order, each phase's configurations in the order
+/// given) belongs to shard `p mod count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    pub fn owns(&self, point: usize) -> bool {
+        point % self.count as usize == self.index as usize
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let usage = || {
+            format!(
+                "`{text}` is not a shard; give I/N with 0 <= I < N, e.g. 0/3 \
+                 (the job array's index and its size)"
+            )
+        };
+        let (index, count) = text.split_once('/').ok_or_else(usage)?;
+        let index: u32 = index.trim().parse().map_err(|_| usage())?;
+        let count: u32 = count.trim().parse().map_err(|_| usage())?;
+        if count == 0 || index >= count {
+            return Err(usage());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// A whole sweep, or what one shard of it computed.
+pub enum SweepOutcome {
+    Whole(Sweep),
+    /// Only this shard's points were measured (into the caches).
+    Shard {
+        shard: Shard,
+        /// Points of the whole sweep.
+        points: usize,
+        computed: usize,
+        failed: usize,
+    },
 }

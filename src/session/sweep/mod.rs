@@ -14,6 +14,7 @@ pub mod selection;
 pub use crate::incremental::sweep::PointFigures;
 pub use config::{ConfigList, SweepConfig, chosen_configs, default_configs};
 pub use frontier::{dominates, frontier};
+pub use measure::{Shard, SweepOutcome};
 pub use points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};
 pub use selection::{
     ChosenPoint, DEFAULT_WINDOW_BYTES, PhaseSelection, Selection, SelectionRule, select,

@@ -1,0 +1,89 @@
+//! `[cache]`: the remote URL (a scheme the client speaks, no credentials
+//! in the file) and the remote's timeout and deadline.
+
+use toml::Spanned;
+
+use super::Resolver;
+use crate::build_file::CacheSettings;
+use crate::build_file::error::Issue;
+use crate::build_file::schema::QueryFile;
+
+impl Resolver<'_> {
+    pub(super) fn cache(&self, file: &QueryFile) -> Result<CacheSettings, Issue> {
+        let section = &file.cache;
+        let defaults = CacheSettings::default();
+        let milliseconds = |path: &str, field: &Option<Spanned<i64>>, default: u64| {
+            field.as_ref().map_or(Ok(default), |field| {
+                self.integer(
+                    path,
+                    field,
+                    1,
+                    600_000,
+                    "give milliseconds, e.g. 2000 (at most 600000)",
+                )
+                .map(|value| value as u64)
+            })
+        };
+        let remote = match &section.remote {
+            None => None,
+            Some(field) => Some(self.remote_url(field)?),
+        };
+        Ok(CacheSettings {
+            remote,
+            remote_timeout_ms: milliseconds(
+                "cache.remote_timeout_ms",
+                &section.remote_timeout_ms,
+                defaults.remote_timeout_ms,
+            )?,
+            remote_deadline_ms: milliseconds(
+                "cache.remote_deadline_ms",
+                &section.remote_deadline_ms,
+                defaults.remote_deadline_ms,
+            )?,
+        })
+    }
+
+    fn remote_url(&self, field: &Spanned<String>) -> Result<String, Issue> {
+        let url = field.get_ref().trim();
+        let path = "cache.remote";
+        let scheme_end = url.find("://");
+        let scheme = scheme_end.map(|end| &url[..end]);
+        if !matches!(scheme, Some("http" | "https" | "s3")) {
+            return Err(Issue::new(
+                path,
+                self.origin(path, field),
+                format!("cache.remote = \"{url}\" is not a remote cache URL"),
+            )
+            .label("not http(s):// or s3://")
+            .help(
+                "name a server that takes PUT and GET, e.g. \"http://cache.internal:8080/superstep\", \
+                 or a bucket, e.g. \"s3://team-cache/superstep\"",
+            ));
+        }
+        let rest = &url[scheme_end.unwrap_or(0) + 3..];
+        let authority = rest.split('/').next().unwrap_or("");
+        if authority.is_empty() {
+            return Err(Issue::new(
+                path,
+                self.origin(path, field),
+                format!("cache.remote = \"{url}\" names no host or bucket"),
+            )
+            .label("no host")
+            .help("e.g. \"http://cache.internal:8080/superstep\""));
+        }
+        if authority.contains('@') || url.contains('?') {
+            return Err(Issue::new(
+                path,
+                self.origin(path, field),
+                "cache.remote carries credentials; a build file must not",
+            )
+            .label("credentials in the URL")
+            .help(
+                "drop the user, password or query from the URL; give a bearer token in the \
+                 SUPERSTEP_CACHE_TOKEN environment variable (S3 keys: AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY)",
+            ));
+        }
+        Ok(url.to_string())
+    }
+}
