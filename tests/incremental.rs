@@ -109,13 +109,18 @@ const FIRST_HALF: [&str; 11] = [
     "phase_groups",
 ];
 
+/// (Under the default `planning.fusion = "auto"` phase grouping prices
+/// merges with the global policy, so this pins `same-operator`; see
+/// `global_policy_regroups_phases_only_under_auto_fusion`.)
 #[test]
 fn scheduling_fields_rerun_nothing_in_the_first_half() {
-    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    let same = "planning.fusion=same-operator";
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[same]));
     session.build().expect("build");
     let changed = session.update(&query(
         "queries/vit-tiny.toml",
         &[
+            same,
             "schedule.policy=B256",
             "schedule.width=paired64",
             "schedule.override.layer.attn.qkv#0=S64",
@@ -382,10 +387,13 @@ fn reservations(session: &Session) -> TileReservations {
 #[test]
 fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
     let file = "queries/vit-tiny.toml";
-    let mut session = Session::new(&query(file, &["schedule.policy=B256"]));
+    // Same-operator fusion: under `auto` phase grouping re-prices too
+    // (`global_policy_regroups_phases_only_under_auto_fusion`).
+    let same = "planning.fusion=same-operator";
+    let mut session = Session::new(&query(file, &[same, "schedule.policy=B256"]));
     session.build().expect("build");
     let (table, reserved) = (row_table_of(&session), reservations(&session));
-    let changed = session.update(&query(file, &["schedule.policy=S8"]));
+    let changed = session.update(&query(file, &[same, "schedule.policy=S8"]));
     assert_eq!(changed, vec!["schedule"]);
     let outcome = session.build().expect("rebuild");
     let runs = counts(&outcome.executions);
@@ -416,15 +424,16 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
     assert_eq!(runs, expected);
 }
 
-/// Phase grouping reads `[schedule]` only under `planning.fusion = "auto"`:
-/// with the default a global policy change re-runs nothing in phase
-/// grouping; under `auto` it re-prices the boundaries.
+/// Phase grouping reads `[schedule]` only under `planning.fusion = "auto"`
+/// (the default): with `same-operator` a global policy change re-runs
+/// nothing in phase grouping; under `auto` it re-prices the boundaries.
 #[test]
 fn global_policy_regroups_phases_only_under_auto_fusion() {
     let file = "queries/vit-tiny.toml";
-    let mut session = Session::new(&query(file, &["schedule.policy=B256"]));
+    let same = "planning.fusion=same-operator";
+    let mut session = Session::new(&query(file, &[same, "schedule.policy=B256"]));
     session.build().expect("build");
-    session.update(&query(file, &["schedule.policy=S8"]));
+    session.update(&query(file, &[same, "schedule.policy=S8"]));
     let runs = counts(&session.build().expect("rebuild").executions);
     assert!(!runs.contains_key("phase_groups"), "{runs:?}");
     assert!(!runs.contains_key("low_program"), "{runs:?}");
@@ -447,10 +456,12 @@ fn global_policy_regroups_phases_only_under_auto_fusion() {
 #[test]
 fn layer_count_replans_and_schedules_only_new_problems() {
     let file = "queries/vit-tiny.toml";
-    let mut session = Session::new(&query(file, &["workload.layers=2"]));
+    // Same-operator fusion: `auto` also schedules the merges it prices.
+    let same = "planning.fusion=same-operator";
+    let mut session = Session::new(&query(file, &[same, "workload.layers=2"]));
     session.build().expect("build");
     let before = problem_ids(&session);
-    let changed = session.update(&query(file, &["workload.layers=1"]));
+    let changed = session.update(&query(file, &[same, "workload.layers=1"]));
     assert_eq!(changed, vec!["model"]);
     let outcome = session.build().expect("rebuild");
     let runs = counts(&outcome.executions);

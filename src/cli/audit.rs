@@ -24,7 +24,7 @@ pub struct CopiesOptions {
 /// Whose copy-motion decisions the audit shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MotionFusion {
-    /// The build's own pass (same-operator fusion; none when
+    /// The build's own pass (under planning.fusion; none when
     /// planning.copy_motion is false).
     Build,
     /// Copy motion with cross-operator fusion, run for the audit only.

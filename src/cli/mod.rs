@@ -571,7 +571,7 @@ pub enum AuditCommand {
         #[arg(long, value_name = "N")]
         boundary: Option<u32>,
         /// Whose copy-motion decisions to show beside the audit: build (the
-        /// build's own pass: same-operator fusion) or across (copy motion
+        /// build's own pass, under planning.fusion) or across (copy motion
         /// with cross-operator fusion, the seed's experiment, run for the
         /// audit only; the build is unchanged).
         #[arg(long, value_enum, default_value = "build", value_name = "build|across")]

@@ -6,14 +6,14 @@
 //! exchange or to stay after the merged one. Every boundary decision is
 //! recorded (moved, stayed, or blocked and by which hazard).
 //!
-//! Merging is same-operator by default ([`Fusion::SameOperator`]), the rule
-//! the seed retained after its cross-operator experiment ran slower on
-//! hardware; [`Fusion::AcrossOperators`] is an explicit option, and
-//! [`Fusion::Auto`] takes a cross-operator merge only when the caller's
-//! pricer finds the merged horizon below the two separate horizons plus the
-//! barrier saved (`planning.fusion`). In the
+//! `planning.fusion` picks the rule: [`Fusion::SameOperator`] (the seed's
+//! retained rule after its cross-operator experiment ran slower on
+//! hardware), [`Fusion::AcrossOperators`] (every boundary hazards allow),
+//! or [`Fusion::Auto`] (the build default): same-operator merges, plus a
+//! cross-operator merge only when the caller's pricer finds the merged
+//! horizon below the two separate horizons plus the barrier saved. In the
 //! current expansion every operator has at most one exchange between kernels,
-//! so the default merges nothing and cross-operator fusion is what removes
+//! so same-operator merges nothing and cross-operator fusion is what removes
 //! phases (e.g. `layer.ln1.gamma.broadcast` with `layer.ln1.beta.broadcast`).
 //!
 //! A merged exchange keeps bulk-synchronous semantics (all sends read memory

@@ -212,7 +212,7 @@ fn defaults_apply() {
         PlanningFlags {
             accumulation: AccumulationChoice::Auto,
             copy_motion: true,
-            fusion: crate::group::Fusion::SameOperator,
+            fusion: crate::group::Fusion::Auto,
             repeat_base: true,
             reserved_bytes_per_tile: 65536,
             max_partition_candidates: 64,
