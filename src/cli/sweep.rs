@@ -15,9 +15,9 @@ use serde::Serialize;
 use super::QueryArguments;
 use super::common::{
     CommandError, artifacts_directory, backend_error, build_checked, finish_cache, load,
-    open_session,
+    open_session, stage_error,
 };
-use super::{preflight, progress};
+use super::{overrides, preflight, progress};
 use crate::build_file::{BuildQuery, PhaseOverride};
 use crate::report::sweep::fragment::overrides_fragment;
 use crate::report::sweep::{write_sweep, write_text};
@@ -103,16 +103,23 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         preflight::check_output_file("sweep --write-overrides", path)?;
     }
     let mut session = open_session(arguments, &query)?;
+    let configs = chosen_configs(&options.configs);
+    if let Some(shard) = options.shard {
+        // A shard needs the phase groups, not the placed program: the
+        // merge run builds that (from the phases the shards cached).
+        let tiles = Some(query.machine.tiles);
+        session
+            .build_front()
+            .map_err(|error| stage_error(error, tiles))?;
+        overrides::check_override_phases(&session, &query, arguments)?;
+        return run_shard(&session, &query.name, &configs, shard);
+    }
     let outcome = build_checked(&mut session, &query, arguments)?;
     let built = outcome
         .back
         .as_ref()
         .map(Headline::of)
         .ok_or_else(|| CommandError::Internal("the build has no back half".to_string()))?;
-    let configs = chosen_configs(&options.configs);
-    if let Some(shard) = options.shard {
-        return run_shard(&session, &query.name, &configs, shard);
-    }
     let sweep = session
         .sweep(&configs)
         .map_err(|error| CommandError::Internal(error.to_string()))?;

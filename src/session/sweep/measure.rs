@@ -34,11 +34,18 @@ impl Session {
         configs: &[SweepConfig],
         shard: Option<Shard>,
     ) -> Result<SweepOutcome, PhaseError> {
-        let headers: Vec<(BuiltPoint, u64, bool, u32)> = self
+        // A shard measures the built figures of its own phases only (every
+        // N-th, so that the shards together leave all of them cached).
+        let headers: Vec<(Option<BuiltPoint>, u64, bool, u32)> = self
             .map_phases(|phase| {
+                let eligible = pairing_eligible(phase.db, phase.record()?.problem);
+                let row_allowance = phase.policy().row_allowance;
+                if shard.is_some_and(|shard| !shard.owns(phase.index)) {
+                    let executions = u64::from(phase.record()?.executions);
+                    return Ok::<_, PhaseError>((None, executions, eligible, row_allowance));
+                }
                 let figures = phase.figures()?;
                 let patches = phase.patches()?;
-                let eligible = pairing_eligible(phase.db, phase.record()?.problem);
                 let built = BuiltPoint {
                     policy: figures.policy.clone(),
                     chosen: figures.chosen.clone(),
@@ -50,11 +57,11 @@ impl Session {
                     repeat_patch_words: patches.words(),
                     repeat_patch_cycles: patches.cycles(),
                 };
-                Ok::<_, PhaseError>((
-                    built,
+                Ok((
+                    Some(built),
                     u64::from(figures.executions),
                     eligible,
-                    phase.policy().row_allowance,
+                    row_allowance,
                 ))
             })
             .into_iter()
@@ -92,6 +99,11 @@ impl Session {
         let mut outcomes = outcomes.into_iter();
         let mut phases = Vec::with_capacity(headers.len());
         for (index, (built, executions, eligible, _)) in headers.into_iter().enumerate() {
+            let built = built.ok_or_else(|| {
+                PhaseError::Stage(format!(
+                    "phase {index}: its built figures were not measured"
+                ))
+            })?;
             let count = configs
                 .iter()
                 .filter(|config| config.applies(eligible))
