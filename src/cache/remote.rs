@@ -477,6 +477,20 @@ mod tests {
     }
 
     #[test]
+    fn an_s3_url_opens_without_contacting_anything() {
+        let remote = RemoteCache::open("s3://team-cache/superstep/ci", RemoteSettings::default())
+            .expect("opens");
+        assert_eq!(remote.url(), "s3://team-cache/superstep/ci");
+        assert_eq!(
+            remote.location("rows/ab/abcd").as_ref(),
+            "superstep/ci/rows/ab/abcd"
+        );
+        let error =
+            RemoteCache::open("s3:///prefix", RemoteSettings::default()).expect_err("no bucket");
+        assert!(error.to_string().contains("names no bucket"), "{error}");
+    }
+
+    #[test]
     fn a_url_of_another_scheme_is_refused_by_name() {
         let error =
             RemoteCache::open("ftp://host/x", RemoteSettings::default()).expect_err("refused");
