@@ -18,32 +18,34 @@ pub trait Persisted: Sized {
     fn decode(payload: &[u8]) -> Result<Self, String>;
 }
 
-fn bincode_encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
+pub(crate) fn bincode_encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
     bincode::serialize(value).map_err(|error| error.to_string())
 }
 
-fn bincode_decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, String> {
+pub(crate) fn bincode_decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, String> {
     bincode::deserialize(payload).map_err(|error| error.to_string())
 }
 
-impl Persisted for Schedule {
-    const KIND: EntryKind = EntryKind::Schedule;
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        bincode_encode(self)
-    }
-    fn decode(payload: &[u8]) -> Result<Self, String> {
-        bincode_decode(payload)
-    }
+/// A [`Persisted`] value whose payload is its bincode encoding.
+macro_rules! persisted_by_bincode {
+    ($($type:ty => $kind:ident),* $(,)?) => {
+        $(impl $crate::incremental::on_disk::Persisted for $type {
+            const KIND: $crate::cache::EntryKind = $crate::cache::EntryKind::$kind;
+            fn encode(&self) -> Result<Vec<u8>, String> {
+                $crate::incremental::on_disk::bincode_encode(self)
+            }
+            fn decode(payload: &[u8]) -> Result<Self, String> {
+                $crate::incremental::on_disk::bincode_decode(payload)
+            }
+        })*
+    };
 }
+pub(crate) use persisted_by_bincode;
 
-impl Persisted for ScheduleFigures {
-    const KIND: EntryKind = EntryKind::Figures;
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        bincode_encode(self)
-    }
-    fn decode(payload: &[u8]) -> Result<Self, String> {
-        bincode_decode(payload)
-    }
+persisted_by_bincode! {
+    Schedule => Schedule,
+    ScheduleFigures => Figures,
+    Placement => Placement,
 }
 
 /// Rows use their compact form: a generic serializer visiting every word
@@ -55,16 +57,6 @@ impl Persisted for PhaseRows {
     }
     fn decode(payload: &[u8]) -> Result<Self, String> {
         decode_rows(payload)
-    }
-}
-
-impl Persisted for Placement {
-    const KIND: EntryKind = EntryKind::Placement;
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        bincode_encode(self)
-    }
-    fn decode(payload: &[u8]) -> Result<Self, String> {
-        bincode_decode(payload)
     }
 }
 

@@ -10,21 +10,13 @@
 use std::sync::Arc;
 
 use super::database::Db;
-use super::on_disk::{Persisted, cache_on_disk};
+use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::phases::{PolicyKey, ProblemKey, encoded_rows, problem_digest, schedule_figures};
-use crate::cache::{CacheKey, EntryKind};
+use crate::cache::CacheKey;
 use crate::schedule::ExchangeProblem;
 use crate::schedule::packing::{Alternative, ExchangeMeasure, PackingStudy, study};
 
-impl Persisted for PackingStudy {
-    const KIND: EntryKind = EntryKind::PackingStudy;
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        bincode::serialize(self).map_err(|error| error.to_string())
-    }
-    fn decode(payload: &[u8]) -> Result<Self, String> {
-        bincode::deserialize(payload).map_err(|error| error.to_string())
-    }
-}
+persisted_by_bincode! { PackingStudy => PackingStudy }
 
 /// The study of `problem` under `policy`; `Err` only when the original
 /// itself does not schedule or encode.

@@ -8,12 +8,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::database::Db;
-use super::on_disk::{Persisted, cache_on_disk};
+use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::phases::{
     PhaseError, PhaseKey, PolicyKey, ProblemKey, encoded_rows, phase_problem, problem_digest,
     repeat_base, schedule_figures,
 };
-use crate::cache::{CacheKey, EntryKind};
+use crate::cache::CacheKey;
 use crate::patch::repeat_patches;
 use crate::schedule::timing::paired_eligible;
 use crate::schedule::{SchedulePolicy, TransferWidth};
@@ -40,15 +40,7 @@ pub struct PointFigures {
     pub repeat_patch_cycles: u64,
 }
 
-impl Persisted for PointFigures {
-    const KIND: EntryKind = EntryKind::SweepPoint;
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        bincode::serialize(self).map_err(|error| error.to_string())
-    }
-    fn decode(payload: &[u8]) -> Result<Self, String> {
-        bincode::deserialize(payload).map_err(|error| error.to_string())
-    }
-}
+persisted_by_bincode! { PointFigures => SweepPoint }
 
 /// One phase under one policy key (its policy, width and `auto` storage
 /// guard), measured.

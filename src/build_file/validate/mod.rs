@@ -9,7 +9,7 @@
 //! at the value (a file span, or the `--set` argument that set it).
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use toml::Spanned;
 
@@ -17,14 +17,14 @@ use crate::build_file::error::{Issue, Origin};
 use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
-mod cache;
+mod outputs;
 mod structure;
 mod workload;
 
 pub use structure::{check_structure, serde_issue};
 
 use crate::build_file::{
-    AccumulationChoice, BuildQuery, Fusion, MachineSettings, Outputs, PhaseOverride, PlanningFlags,
+    AccumulationChoice, BuildQuery, Fusion, MachineSettings, PhaseOverride, PlanningFlags,
     SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
 };
 
@@ -625,32 +625,6 @@ impl Resolver<'_> {
             });
         }
         Ok(resolved)
-    }
-
-    fn outputs(&self, file: &QueryFile) -> Result<Outputs, Issue> {
-        let section = &file.outputs;
-        let directory = match &section.directory {
-            Some(field) if field.get_ref().trim().is_empty() => {
-                return Err(Issue::new(
-                    "outputs.directory",
-                    self.origin("outputs.directory", field),
-                    "outputs.directory is empty",
-                )
-                .label("empty path")
-                .help("name a folder, e.g. \"artifacts\" (relative to the current directory)"));
-            }
-            Some(field) => PathBuf::from(field.get_ref()),
-            None => PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
-        };
-        let flag =
-            |field: &Option<Spanned<bool>>| field.as_ref().is_none_or(|value| *value.get_ref());
-        Ok(Outputs {
-            directory,
-            report: flag(&section.report),
-            phases_csv: flag(&section.phases_csv),
-            html: flag(&section.html),
-            package: flag(&section.package),
-        })
     }
 
     fn name(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::report::sweep::{SweepOutputError, write_text};
+use crate::report::sweep::{SweepOutputError, write_files};
 use crate::session::packing::Packing;
 
 /// `packing.json`.
@@ -27,10 +27,6 @@ pub fn write_packing(
     name: &str,
     packing: &Packing,
 ) -> Result<Vec<PathBuf>, SweepOutputError> {
-    std::fs::create_dir_all(directory).map_err(|source| SweepOutputError::Folder {
-        path: directory.to_path_buf(),
-        source,
-    })?;
     let mut json = serde_json::to_string_pretty(&PackingDocument { name, packing })
         .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"));
     json.push('\n');
@@ -38,11 +34,5 @@ pub fn write_packing(
         ("packing.json", json),
         ("packing.html", page::render(name, packing)),
     ];
-    let mut written = Vec::with_capacity(files.len());
-    for (file, text) in files {
-        let path = directory.join(file);
-        write_text(&path, &text)?;
-        written.push(path);
-    }
-    Ok(written)
+    write_files(directory, files)
 }

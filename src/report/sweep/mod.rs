@@ -43,10 +43,6 @@ pub fn write_sweep(
     no_growth: &Selection,
     window: &Selection,
 ) -> Result<Vec<PathBuf>, SweepOutputError> {
-    std::fs::create_dir_all(directory).map_err(|source| SweepOutputError::Folder {
-        path: directory.to_path_buf(),
-        source,
-    })?;
     let files = [
         ("results.csv", tables::results_csv(sweep)),
         ("frontier.csv", tables::frontier_csv(sweep)),
@@ -64,7 +60,20 @@ pub fn write_sweep(
             }),
         ),
     ];
-    let mut written = Vec::with_capacity(files.len());
+    write_files(directory, files)
+}
+
+/// Writes each `(file, text)` into `directory` (created if needed);
+/// returns the paths written, in order.
+pub fn write_files<const COUNT: usize>(
+    directory: &Path,
+    files: [(&str, String); COUNT],
+) -> Result<Vec<PathBuf>, SweepOutputError> {
+    std::fs::create_dir_all(directory).map_err(|source| SweepOutputError::Folder {
+        path: directory.to_path_buf(),
+        source,
+    })?;
+    let mut written = Vec::with_capacity(COUNT);
     for (file, text) in files {
         let path = directory.join(file);
         write_text(&path, &text)?;

@@ -1,14 +1,44 @@
-//! `[cache]`: the remote URL (a scheme the client speaks, no credentials
-//! in the file) and the remote's timeout and deadline.
+//! Where results go: `[outputs]` (the artifacts folder and which files)
+//! and `[cache]` (the remote URL, a scheme the client speaks and no
+//! credentials in the file, and the remote's timeout and deadline).
+
+use std::path::PathBuf;
 
 use toml::Spanned;
 
+use super::DEFAULT_OUTPUT_DIRECTORY;
 use super::Resolver;
-use crate::build_file::CacheSettings;
 use crate::build_file::error::Issue;
 use crate::build_file::schema::QueryFile;
+use crate::build_file::{CacheSettings, Outputs};
 
 impl Resolver<'_> {
+    pub(super) fn outputs(&self, file: &QueryFile) -> Result<Outputs, Issue> {
+        let section = &file.outputs;
+        let directory = match &section.directory {
+            Some(field) if field.get_ref().trim().is_empty() => {
+                return Err(Issue::new(
+                    "outputs.directory",
+                    self.origin("outputs.directory", field),
+                    "outputs.directory is empty",
+                )
+                .label("empty path")
+                .help("name a folder, e.g. \"artifacts\" (relative to the current directory)"));
+            }
+            Some(field) => PathBuf::from(field.get_ref()),
+            None => PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
+        };
+        let flag =
+            |field: &Option<Spanned<bool>>| field.as_ref().is_none_or(|value| *value.get_ref());
+        Ok(Outputs {
+            directory,
+            report: flag(&section.report),
+            phases_csv: flag(&section.phases_csv),
+            html: flag(&section.html),
+            package: flag(&section.package),
+        })
+    }
+
     pub(super) fn cache(&self, file: &QueryFile) -> Result<CacheSettings, Issue> {
         let section = &file.cache;
         let defaults = CacheSettings::default();
