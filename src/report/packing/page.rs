@@ -77,7 +77,7 @@ fn summary(packing: &Packing) -> Markup {
             h2 { "Phases" }
             table #summary {
                 thead { tr {
-                    th.text { "phase" } th { "executions" } th { "transfers" } th { "most endpoints on a tile" }
+                    th.text { "phase" } th { "executions" } th { "transfers" } th { "most endpoints (tile)" }
                     th.text { "dependencies" } th { "original horizon" } th.text { "shortest: horizon + copies" }
                     th { "cycles" } th { "change" }
                 } }
@@ -268,6 +268,6 @@ fn bars(
 
 /// What this page adds to the sweep page's style.
 const EXTRA_STYLE: &str = "
-table.alternatives { font-size: 13px; margin-bottom: 12px; }
+table.alternatives, table#summary { font-size: 13px; margin-bottom: 12px; }
 td.wrap { white-space: normal; }
 ";
