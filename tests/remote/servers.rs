@@ -89,8 +89,7 @@ impl Nginx {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = nginx.child.kill();
-            let _ = nginx.child.wait();
+            Nginx::stop(&mut nginx.child);
             assert!(
                 attempt < 4,
                 "nginx did not start: {:?}",
@@ -125,10 +124,29 @@ impl Nginx {
     }
 }
 
+impl Nginx {
+    /// Stops the master and its workers: SIGTERM is nginx's fast shutdown
+    /// (a SIGKILL would leave the workers running, orphaned).
+    fn stop(child: &mut Child) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Nginx::stop(&mut self.child);
     }
 }
 
