@@ -128,6 +128,10 @@ impl Nginx {
     /// Stops the master and its workers: SIGTERM is nginx's fast shutdown
     /// (a SIGKILL would leave the workers running, orphaned).
     fn stop(child: &mut Child) {
+        // Already reaped (its pid may belong to another process by now).
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(child.id().to_string())
