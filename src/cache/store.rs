@@ -254,10 +254,7 @@ impl PersistentCache {
             .and_then(|payload| decode_payload(payload).map_err(EntryError::Undecodable));
         match decoded {
             Ok(value) => {
-                self.counters.hits.fetch_add(1, Ordering::Relaxed);
-                self.counters
-                    .bytes_read
-                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                self.count_hit(bytes.len());
                 // Least-recently-used eviction goes by modification time.
                 if let Ok(file) = fs::File::options().write(true).open(&path) {
                     let _ = file.set_modified(SystemTime::now());
@@ -265,8 +262,7 @@ impl PersistentCache {
                 Some(value)
             }
             Err(error) => {
-                self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                self.count_rejected();
                 self.warn(format!(
                     "cache: ignoring {}: {error}; recomputing",
                     path.display()
@@ -274,6 +270,19 @@ impl PersistentCache {
                 None
             }
         }
+    }
+
+    fn count_hit(&self, bytes: usize) {
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// An entry that failed a check: a miss, and counted as rejected.
+    fn count_rejected(&self) {
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A local miss asked of the remote: the entry is checked like a local
@@ -296,10 +305,7 @@ impl PersistentCache {
         match decoded {
             Ok(value) => {
                 remote.record_hit();
-                self.counters.hits.fetch_add(1, Ordering::Relaxed);
-                self.counters
-                    .bytes_read
-                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                self.count_hit(bytes.len());
                 if let Err(error) = self.write_atomically(path, &bytes) {
                     self.warn(format!(
                         "cache: cannot keep {} ({error}); continuing without it",
@@ -310,8 +316,7 @@ impl PersistentCache {
             }
             Err(error) => {
                 remote.record_rejected(&relative, &error.to_string());
-                self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                self.count_rejected();
                 None
             }
         }

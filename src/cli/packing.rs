@@ -17,12 +17,11 @@ use super::common::{
 use super::{overrides, preflight, progress};
 use crate::build_file::validate::{DEFAULT_OUTPUT_DIRECTORY, DEFAULT_POLICY};
 use crate::report::packing::{PackingDocument, write_packing};
-use crate::schedule::SchedulePolicy;
 use crate::schedule::TransferWidth;
 use crate::session::packing::{
     AlternativeOutcome, ExchangeMeasure, Packing, PackingPhase, PackingRequest, PackingRequestError,
 };
-use crate::session::sweep::SweepConfig;
+use crate::session::sweep::{ConfigList, SweepConfig};
 use crate::snapshot::packing::snapshot_packing;
 use crate::snapshot::{Snapshot, import_phases};
 use crate::text::thousands;
@@ -35,16 +34,14 @@ impl FromStr for PackingConfig {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let (policy, width) = match text.split_once('/') {
-            Some((policy, width)) => (policy.trim(), Some(width.trim())),
-            None => (text.trim(), None),
-        };
-        let policy: SchedulePolicy = policy.parse().map_err(|error| format!("{error}"))?;
-        let width = match width {
-            Some(width) => width.parse().map_err(|error| format!("{error}"))?,
-            None => TransferWidth::Word32,
-        };
-        Ok(PackingConfig(SweepConfig { policy, width }))
+        // The sweep's `--config` syntax; a bare policy gives every width,
+        // word32 first, and packing takes that one.
+        let list: ConfigList = text.parse().map_err(|error| format!("{error}"))?;
+        list.0
+            .first()
+            .copied()
+            .map(PackingConfig)
+            .ok_or_else(|| format!("`{text}` names no configuration"))
     }
 }
 

@@ -72,15 +72,10 @@ fn measure<'db>(
     let rows = encoded_rows(db, problem, policy)
         .clone()
         .map_err(|error| error.to_string())?;
-    let content = problem.problem(db);
-    Ok(ExchangeMeasure {
-        transfers: content.pieces() as u64,
-        receives: content.receives() as u64,
-        chosen: figures.chosen,
-        width: figures.width,
-        horizon: figures.horizon,
-        endpoint_bound: figures.lower_bound,
-        max_row_bytes: rows.max_bytes(),
-        total_row_bytes: rows.total_bytes(),
-    })
+    Ok(ExchangeMeasure::of(
+        problem.problem(db),
+        &figures,
+        rows.max_bytes(),
+        rows.total_bytes(),
+    ))
 }

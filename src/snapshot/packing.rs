@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::PhaseSnapshot;
 use crate::rows::{check_phase, encode_phase};
 use crate::schedule::packing::{ExchangeMeasure, endpoint_fragments, study};
-use crate::schedule::{AutoSettings, ExchangeProblem, schedule_with, validate};
+use crate::schedule::{AutoSettings, ExchangeProblem, ScheduleFigures, schedule_with, validate};
 use crate::session::packing::{Packing, PackingPhase, keep_top};
 use crate::session::sweep::SweepConfig;
 
@@ -26,16 +26,12 @@ pub fn measure(problem: &ExchangeProblem, config: SweepConfig) -> Result<Exchang
         .map_err(|error| format!("the schedule fails validation: {error}"))?;
     let rows = encode_phase(problem, &schedule).map_err(|error| format!("rows: {error}"))?;
     check_phase(problem, &schedule, &rows).map_err(|error| format!("rows: {error}"))?;
-    Ok(ExchangeMeasure {
-        transfers: problem.pieces() as u64,
-        receives: problem.receives() as u64,
-        chosen: schedule.chosen,
-        width: schedule.width,
-        horizon: schedule.horizon,
-        endpoint_bound: schedule.lower_bound,
-        max_row_bytes: rows.max_bytes(),
-        total_row_bytes: rows.total_bytes(),
-    })
+    Ok(ExchangeMeasure::of(
+        problem,
+        &ScheduleFigures::of(&schedule),
+        rows.max_bytes(),
+        rows.total_bytes(),
+    ))
 }
 
 /// The study of `phases` (the snapshot's `total` phases, or the selected

@@ -99,35 +99,73 @@ struct Delivery {
     bytes: u64,
 }
 
-/// Checks `packed` against `original`.
+/// Words per route (source tile, recipient tiles sorted).
+type Routes = FastMap<(u32, Vec<u32>), u64>;
+
+/// What every alternative of one original is checked against, computed
+/// once: its canonical deliveries, its words per route and (when a
+/// staging alternative asks) its dependency count.
+pub struct PackingChecker<'a> {
+    original: &'a ExchangeProblem,
+    deliveries: Vec<Delivery>,
+    routes: Routes,
+    edges: std::cell::OnceCell<usize>,
+}
+
+/// Checks `packed` against `original` (one alternative; a study checks
+/// its alternatives with one [`PackingChecker`]).
 pub fn check_packed(original: &ExchangeProblem, packed: &Packed) -> Result<(), PackingCheckError> {
-    let alternative = packed.alternative;
-    check_copies_on_tile(packed)?;
-    check_routes(original, packed)?;
-    let expected = canonical(original_deliveries(original));
-    let found = canonical(packed_deliveries(packed)?);
-    if let Some(index) =
-        (0..expected.len().max(found.len())).find(|&index| expected.get(index) != found.get(index))
-    {
-        return Err(PackingCheckError::Deliveries {
-            alternative,
-            packed: found.len(),
-            original: expected.len(),
-            index,
-            detail: format!(
-                "original {:?}, packed {:?}",
-                expected.get(index),
-                found.get(index)
-            ),
-        });
-    }
-    if alternative.stages() {
-        let edges = dependencies(original).edges();
-        if edges > 0 {
-            return Err(PackingCheckError::StagedDependent { alternative, edges });
+    PackingChecker::new(original).check(packed)
+}
+
+impl<'a> PackingChecker<'a> {
+    pub fn new(original: &'a ExchangeProblem) -> PackingChecker<'a> {
+        PackingChecker {
+            original,
+            deliveries: canonical(original_deliveries(original)),
+            routes: routes(original),
+            edges: std::cell::OnceCell::new(),
         }
-        return Ok(());
     }
+
+    /// Checks `packed` against the original.
+    pub fn check(&self, packed: &Packed) -> Result<(), PackingCheckError> {
+        let original = self.original;
+        let alternative = packed.alternative;
+        check_copies_on_tile(packed)?;
+        check_routes(&self.routes, packed)?;
+        let expected = &self.deliveries;
+        let found = canonical(packed_deliveries(packed)?);
+        if let Some(index) = (0..expected.len().max(found.len()))
+            .find(|&index| expected.get(index) != found.get(index))
+        {
+            return Err(PackingCheckError::Deliveries {
+                alternative,
+                packed: found.len(),
+                original: expected.len(),
+                index,
+                detail: format!(
+                    "original {:?}, packed {:?}",
+                    expected.get(index),
+                    found.get(index)
+                ),
+            });
+        }
+        if alternative.stages() {
+            let edges = *self.edges.get_or_init(|| dependencies(original).edges());
+            if edges > 0 {
+                return Err(PackingCheckError::StagedDependent { alternative, edges });
+            }
+            return Ok(());
+        }
+        check_prefix(original, packed)
+    }
+}
+
+/// The coalesced prefix: no dependency inside its reordered part, and the
+/// original's dependent tail after it, unchanged.
+fn check_prefix(original: &ExchangeProblem, packed: &Packed) -> Result<(), PackingCheckError> {
+    let alternative = packed.alternative;
     let graph = dependencies(&packed.problem);
     let prefix = packed.prefix_pieces as usize;
     if let Some(piece) = (0..prefix).find(|&piece| !graph.of(piece).is_empty()) {
@@ -191,20 +229,21 @@ fn check_copies_on_tile(packed: &Packed) -> Result<(), PackingCheckError> {
     Ok(())
 }
 
+/// Words per route of `problem`.
+fn routes(problem: &ExchangeProblem) -> Routes {
+    let mut words = Routes::default();
+    for piece in 0..problem.pieces() {
+        let mut recipients = problem.destination_tile[problem.receives_of(piece)].to_vec();
+        recipients.sort_unstable();
+        *words
+            .entry((problem.source_tile[piece], recipients))
+            .or_default() += u64::from(problem.words[piece]);
+    }
+    words
+}
+
 /// Words per route, the same on both sides.
-fn check_routes(original: &ExchangeProblem, packed: &Packed) -> Result<(), PackingCheckError> {
-    let routes = |problem: &ExchangeProblem| {
-        let mut words: FastMap<(u32, Vec<u32>), u64> = FastMap::default();
-        for piece in 0..problem.pieces() {
-            let mut recipients = problem.destination_tile[problem.receives_of(piece)].to_vec();
-            recipients.sort_unstable();
-            *words
-                .entry((problem.source_tile[piece], recipients))
-                .or_default() += u64::from(problem.words[piece]);
-        }
-        words
-    };
-    let expected = routes(original);
+fn check_routes(expected: &Routes, packed: &Packed) -> Result<(), PackingCheckError> {
     let found = routes(&packed.problem);
     let mut keys: Vec<&(u32, Vec<u32>)> = expected.keys().chain(found.keys()).collect();
     keys.sort_unstable();

@@ -6,10 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Alternative, CopyFigures, Independence, Refusal, check_packed, copy_figures, independence, pack,
-};
-use crate::schedule::{ExchangeProblem, SchedulePolicy, TransferWidth};
+use super::check::PackingChecker;
+use super::{Alternative, CopyFigures, Independence, Refusal, copy_figures, independence, pack};
+use crate::schedule::{ExchangeProblem, ScheduleFigures, SchedulePolicy, TransferWidth};
 
 /// One exchange problem as scheduled and encoded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +25,28 @@ pub struct ExchangeMeasure {
     pub max_row_bytes: u64,
     /// Encoded row bytes over all tiles, before cross-phase sharing.
     pub total_row_bytes: u64,
+}
+
+impl ExchangeMeasure {
+    /// The measure of `problem` scheduled with `figures` and encoded into
+    /// rows of `max_row_bytes` on the fullest tile, `total_row_bytes` in all.
+    pub fn of(
+        problem: &ExchangeProblem,
+        figures: &ScheduleFigures,
+        max_row_bytes: u64,
+        total_row_bytes: u64,
+    ) -> ExchangeMeasure {
+        ExchangeMeasure {
+            transfers: problem.pieces() as u64,
+            receives: problem.receives() as u64,
+            chosen: figures.chosen,
+            width: figures.width,
+            horizon: figures.horizon,
+            endpoint_bound: figures.lower_bound,
+            max_row_bytes,
+            total_row_bytes,
+        }
+    }
 }
 
 /// One counterfactual, made, checked and measured (or why not).
@@ -66,13 +87,14 @@ pub fn study(
 ) -> Result<PackingStudy, String> {
     let measured = measure_original()?;
     let found = independence(original);
+    let checker = PackingChecker::new(original);
     let alternatives = Alternative::ALL
         .iter()
         .map(|&alternative| AlternativeStudy {
             alternative,
             outcome: match pack(original, alternative, &found) {
                 Err(refusal) => AlternativeOutcome::Refused(refusal),
-                Ok(packed) => match check_packed(original, &packed) {
+                Ok(packed) => match checker.check(&packed) {
                     Err(error) => AlternativeOutcome::Failed(error.to_string()),
                     Ok(()) => {
                         let copies =
