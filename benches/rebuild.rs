@@ -9,6 +9,10 @@
 //! - the global stream policy changed (likewise a new wave width each time);
 //! - the FP8 scale changed (alternating -4 and -3);
 //! - the layer count changed (alternating 27 and 26);
+//! - one local-step trial of the layout search: a layout override of
+//!   `layer.mlp.down` never tried before in the session (the next of its
+//!   valid partitions in every tile order), re-planned, re-expanded,
+//!   re-grouped, re-scheduled where problems changed, placed and estimated;
 //! - a fresh process with a warm persistent cache: a new database (as a new
 //!   `superstep build` process makes) over a cache folder that an earlier
 //!   build filled, with the same query, and with one phase's policy
@@ -146,7 +150,50 @@ fn rebuilds(criterion: &mut Criterion) {
             black_box(session.build().expect("rebuild").summary.total.transfers)
         })
     });
+    let mut session = Session::new(&base);
+    session.build().expect("build");
+    let trials = layout_trials();
+    let mut next = 0;
+    group.bench_function("siglip-so400m-27/layout-search-trial", |bencher| {
+        bencher.iter(|| {
+            let partition = &trials[next % trials.len()];
+            next += 1;
+            session.update(&query(&[&format!(
+                "layout.override.layer.mlp.down={partition}"
+            )]));
+            // A trial that does not fit is a rejected trial: timed all the same.
+            black_box(
+                session
+                    .build()
+                    .map(|outcome| outcome.summary.total.transfers)
+                    .ok(),
+            )
+        })
+    });
     group.finish();
+}
+
+/// Partitions of SigLIP's `layer.mlp.down` ([729, 4304] x [4304, 1152]) the
+/// search would try: the cost model's cheapest valid ones, in every order.
+fn layout_trials() -> Vec<String> {
+    use superstep::layout::candidates::matmul_search_candidates;
+    use superstep::layout::cost::{MatMulProblem, TileOrder};
+    let problem = MatMulProblem {
+        m: 729,
+        k: 4304,
+        n: 1152,
+        tiles: 1472,
+        working_budget: 400 * 1024,
+        accumulation: superstep::numerics::dot::Accumulation::F32,
+        candidate_limit: 64,
+    };
+    let mut trials = Vec::new();
+    for order in TileOrder::ALL {
+        for plan in matmul_search_candidates(&problem, &[], 16, 0) {
+            trials.push(format!("{}/{}", plan.partition(), order.name()));
+        }
+    }
+    trials
 }
 
 criterion_group!(benches, rebuilds);

@@ -7,6 +7,7 @@
 use crate::expand::assemble::assemble;
 use crate::expand::program::LowProgram;
 use crate::expand::{ExpandError, expand_op};
+use crate::layout::overrides::LayoutOverride;
 use crate::layout::plan::Layouts;
 use crate::layout::planner::{
     CostOracle, DirectCosts, LayoutError, PlanningSettings, plan_layouts,
@@ -46,13 +47,15 @@ pub fn build_query_graph(query: &BuildQuery) -> Graph {
     build_graph(&query.workload.model, graph_knobs(query))
 }
 
-/// Layouts and low program from a graph, costing through `oracle`.
+/// Layouts and low program from a graph under layout `overrides`, costing
+/// through `oracle`.
 pub fn lower(
     graph: &Graph,
     settings: PlanningSettings,
+    overrides: &[LayoutOverride],
     oracle: &mut dyn CostOracle,
 ) -> Result<(Layouts, LowProgram), CompileError> {
-    let layouts = plan_layouts(graph, settings, oracle)?;
+    let layouts = plan_layouts(graph, settings, overrides, oracle)?;
     let expansions = layouts
         .ops
         .iter()
@@ -73,7 +76,12 @@ pub fn lower(
 /// The whole first half without a database.
 pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), CompileError> {
     let graph = build_query_graph(query);
-    let (layouts, program) = lower(&graph, planning_settings(query), &mut DirectCosts)?;
+    let (layouts, program) = lower(
+        &graph,
+        planning_settings(query),
+        &query.planning.layout_overrides,
+        &mut DirectCosts,
+    )?;
     Ok((graph, layouts, program))
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use superstep::cli::{
     AuditCommand, Cli, Command, audit, bench_snapshot, build, capture, diff, explain, packing,
-    phases, preflight, profile, progress, replay, run, simulate, sweep, verify, watch,
+    phases, preflight, profile, progress, replay, run, search, simulate, sweep, verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -168,6 +168,29 @@ fn main() -> ExitCode {
                 output: output.clone(),
             },
         ),
+        Command::Search {
+            query,
+            beam_width,
+            rounds,
+            cheapest,
+            aligned,
+            no_orders,
+            write_overrides,
+            json,
+        } => search::run(
+            query,
+            &search::SearchOptions {
+                settings: crate_search_settings(
+                    *beam_width,
+                    *rounds,
+                    *cheapest,
+                    *aligned,
+                    !*no_orders,
+                ),
+                write_overrides: write_overrides.clone(),
+                json: *json,
+            },
+        ),
         Command::Replay { query, sample } => replay::run(query, *sample),
         Command::Explain { query, phase } => explain::run(query, phase),
         Command::Profile {
@@ -207,5 +230,25 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => error.exit(),
+    }
+}
+
+fn crate_search_settings(
+    beam_width: u32,
+    rounds: u32,
+    cheapest: u32,
+    aligned: u32,
+    orders: bool,
+) -> superstep::session::layout_search::SearchSettings {
+    superstep::session::layout_search::SearchSettings {
+        beam: (beam_width > 0).then_some(superstep::session::layout_beam::BeamSettings {
+            width: beam_width,
+            cheapest,
+            aligned,
+        }),
+        rounds,
+        cheapest,
+        aligned,
+        orders,
     }
 }

@@ -1,5 +1,6 @@
-//! Number formatting shared by every message and report: digit grouping.
-//! It owns text only; it must not know what the numbers mean.
+//! Text shared by every message and report: digit grouping, edit distance
+//! and the nearest names of a closed vocabulary (did-you-mean). It owns
+//! text only; it must not know what the numbers or names mean.
 
 /// `1234567` as `1,234,567`.
 pub fn thousands(value: impl Into<u128>) -> String {
@@ -12,6 +13,59 @@ pub fn thousands(value: impl Into<u128>) -> String {
         out.push(character);
     }
     out
+}
+
+/// Edit distance over characters (optimal string alignment: insertions,
+/// deletions, substitutions and transpositions of neighbours each cost 1, so
+/// `widht` is one edit from `width`).
+pub fn edit_distance(first: &str, second: &str) -> usize {
+    let first: Vec<char> = first.chars().collect();
+    let second: Vec<char> = second.chars().collect();
+    let mut before_previous: Vec<usize> = Vec::new();
+    let mut previous: Vec<usize> = (0..=second.len()).collect();
+    for (row, &first_char) in first.iter().enumerate() {
+        let mut current = Vec::with_capacity(second.len() + 1);
+        current.push(row + 1);
+        for (column, &second_char) in second.iter().enumerate() {
+            let substitution = previous[column] + usize::from(first_char != second_char);
+            let deletion = previous[column + 1] + 1;
+            let insertion = current[column] + 1;
+            let mut best = substitution.min(deletion).min(insertion);
+            if row > 0
+                && column > 0
+                && first_char == second[column - 1]
+                && first[row - 1] == second_char
+            {
+                best = best.min(before_previous[column - 1] + 1);
+            }
+            current.push(best);
+        }
+        before_previous = std::mem::replace(&mut previous, current);
+    }
+    previous.last().copied().unwrap_or(0)
+}
+
+/// The keys (phase keys, op names) of `known` nearest to `wanted`, at most `count`: keys
+/// that contain its operator part (before `#`) first, then by edit
+/// distance, ties in key order.
+pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'a str> {
+    let stem = wanted.split('#').next().unwrap_or(wanted);
+    let mut scored: Vec<(bool, usize, &str)> = known
+        .iter()
+        .map(|key| {
+            (
+                stem.is_empty() || !key.contains(stem),
+                edit_distance(wanted, key),
+                *key,
+            )
+        })
+        .collect();
+    scored.sort_unstable();
+    scored
+        .into_iter()
+        .take(count)
+        .map(|(_, _, key)| key)
+        .collect()
 }
 
 #[cfg(test)]

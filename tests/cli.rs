@@ -263,3 +263,77 @@ fn verbosity_flags_and_no_progress_when_piped() {
     );
     std::fs::remove_dir_all(&directory).ok();
 }
+
+/// `[[layout.override]]` errors: a missing op, a partition the product's
+/// blocks cannot form, a malformed partition, a duplicate entry; each exit
+/// 2 with the span of the entry and the nearest valid choices.
+#[test]
+fn layout_override_errors_are_exit_2_with_the_entry_and_the_nearest_choices() {
+    let directory = scratch("cli", "layout-override");
+    let base = std::fs::read_to_string("queries/vit-tiny.toml").expect("vit-tiny");
+    let cases: [(&str, &str, &[&str]); 5] = [
+        (
+            "missing-op",
+            "[[layout.override]]\nop = \"layer.mlp.dwn\"\npartition = \"1x1x16\"\n",
+            &[
+                "layer.mlp.dwn",
+                "op = \"layer.mlp.dwn\"",
+                "`layer.mlp.down`",
+            ],
+        ),
+        (
+            "impossible",
+            "[[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"7x1x1\"\n",
+            &[
+                "partition = \"7x1x1\"",
+                "not the ones asked for",
+                "nearest valid choices",
+            ],
+        ),
+        (
+            "malformed",
+            "[[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"1xax16\"\n",
+            &["partition = \"1xax16\"", "not a positive whole number"],
+        ),
+        (
+            "bad-order",
+            "[[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"1x1x16\"\norder = \"abc\"\n",
+            &["order = \"abc\"", "unknown tile order `abc`", "`rck`"],
+        ),
+        (
+            "twice",
+            "[[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"1x1x16\"\n\
+             [[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"1x2x8\"\n",
+            &["overridden once", "first override of this op"],
+        ),
+    ];
+    for (name, fragment, expected) in cases {
+        let path = directory.join(format!("{name}.toml"));
+        std::fs::write(&path, format!("{base}\n{fragment}")).expect("write");
+        let output = superstep(&["build", path.to_str().expect("path"), "--no-cache"]);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{name}: {message}");
+        assert!(!message.contains("panicked"), "{name}: {message}");
+        for text in expected {
+            assert!(
+                message.contains(text),
+                "{name}: `{text}` missing from {message}"
+            );
+        }
+    }
+    // The same from the command line names the `--set` argument.
+    let output = superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--set",
+        "layout.override.layer.mlp.down=7x1x1",
+    ]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("--set layout.override.layer.mlp.down=7x1x1"),
+        "{message}"
+    );
+    assert!(message.contains("nearest valid choices"), "{message}");
+}

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use salsa::plumbing::AsId;
 
 use common::{assert_query_was_not_run, assert_query_was_run, counts, expanded_ops, query};
+use superstep::expand::summary::StepCounts;
 use superstep::incremental::phases::{phase_keys, phase_problem};
 use superstep::incremental::whole_program::{row_table, tile_reservations};
 use superstep::layout::plan::{Layouts, OpPlan};
@@ -530,4 +531,168 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
     };
     assert_eq!(policy_of(phase_a).as_deref(), Some("S64"));
     assert_eq!(policy_of(phase_b).as_deref(), Some("B64"));
+}
+
+/// A layout override for one matrix product re-plans from the memoized
+/// costings, re-expands exactly the ops whose plan or operand formats
+/// changed (the product and the conversions around it) and schedules
+/// exactly the phase problems not seen before.
+#[test]
+fn layout_override_reexpands_one_op_and_reschedules_only_changed_phases() {
+    let file = "queries/vit-tiny.toml";
+    // Same-operator fusion: `auto` also schedules the merges it prices.
+    let same = "planning.fusion=same-operator";
+    let mut session = Session::new(&query(file, &[same]));
+    session.build().expect("build");
+    let before = session.layouts().expect("layouts");
+    let problems_before = problem_ids(&session);
+    let changed = session.update(&query(
+        file,
+        &[same, "layout.override.layer.mlp.down=1x1x16"],
+    ));
+    assert_eq!(changed, vec!["planning"]);
+    let outcome = session.build().expect("rebuild");
+    let after = session.layouts().expect("layouts");
+    let runs = counts(&outcome.executions);
+    assert_eq!(runs.get("matmul_costing"), None, "{runs:?}");
+    assert_eq!(runs.get("attention_costing"), None, "{runs:?}");
+    let expanded = expanded_ops(&session, &outcome.executions);
+    assert_eq!(expanded, changed_ops(&before, &after));
+    assert!(expanded.contains("layer.mlp.down"), "{expanded:?}");
+    for untouched in [
+        "layer.attn.qkv",
+        "layer.attn.core",
+        "layer.attn.out",
+        "layer.mlp.up",
+        "layer.ln1",
+    ] {
+        assert!(!expanded.contains(untouched), "{untouched}: {expanded:?}");
+    }
+    let new_problems = problem_ids(&session).difference(&problems_before).count();
+    assert!(new_problems > 0);
+    assert_eq!(
+        runs.get("scheduled").copied().unwrap_or(0),
+        new_problems,
+        "{runs:?}"
+    );
+}
+
+/// The column-then-reduction pair: the MLP's up projection split by output
+/// columns over 16 tiles and the down projection split by reduction over
+/// the same 16 tiles in the same order; the down projection's operand is
+/// then on the tiles that produced it, and its conversion moves nothing
+/// over the exchange (local copies only). The cost model alone does not
+/// choose it; a layout override does, and the search's candidates hold it.
+#[test]
+fn column_then_reduction_pair_needs_no_conversion_exchange() {
+    let file = "queries/vit-tiny.toml";
+    let mut session = Session::new(&query(file, &["layout.override.layer.mlp.down=1x1x16"]));
+    session.build().expect("build");
+    let layouts = session.layouts().expect("layouts");
+    let up = layouts
+        .ops
+        .iter()
+        .find(|op| op.name == "layer.mlp.up")
+        .expect("up");
+    let OpPlan::MatMul(up_plan) = up.plan else {
+        panic!("up is a product")
+    };
+    assert_eq!(
+        up_plan.partition(),
+        "1x16x1",
+        "the up projection is split by columns"
+    );
+    let names: Vec<String> = layouts.ops.iter().map(|op| op.name.clone()).collect();
+    let expansions = session.op_expansions().expect("expansions");
+    let conversion = names
+        .iter()
+        .position(|name| name == "layer.mlp.down.a.rearrange")
+        .expect("the operand conversion exists (memory class and padding differ)");
+    let counts = step_counts(&expansions[conversion]);
+    assert_eq!(
+        counts.transfers, 0,
+        "no exchange between the pair: {counts:?}"
+    );
+    assert!(counts.local_copies > 0, "the operand is copied locally");
+
+    // Without the override the cost model's plan converts over the exchange.
+    let mut plain = Session::new(&query(file, &[]));
+    plain.build().expect("build");
+    let layouts = plain.layouts().expect("layouts");
+    let position = layouts
+        .ops
+        .iter()
+        .position(|op| op.name == "layer.mlp.down.a.rearrange")
+        .expect("conversion");
+    assert!(step_counts(&plain.op_expansions().expect("expansions")[position]).transfers > 0);
+}
+
+fn step_counts(expansion: &superstep::expand::expansion::OpExpansion) -> StepCounts {
+    let mut counts = StepCounts::default();
+    for step in &expansion.steps {
+        counts.add_step(step);
+    }
+    counts
+}
+
+/// The search by the real estimate, on a tiny ViT with a wide MLP: it
+/// finds the column-then-reduction pair (the down projection split by
+/// reduction over the tiles that hold the up projection's column blocks,
+/// so its operand conversion moves nothing over the exchange), its
+/// estimate equals a plain build with the overrides it writes, cycle for
+/// cycle, and every accepted step lowered the estimate.
+#[test]
+fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_overrides() {
+    use superstep::session::layout_search::{SearchSettings, Silent};
+    let file = "queries/vit-tiny.toml";
+    let wide = "workload.mlp=2048";
+    let start = query(file, &[wide]);
+    let mut session = Session::new(&start);
+    let outcome = session
+        .search_layouts(&start, SearchSettings::default(), &Silent)
+        .expect("search");
+    assert!(outcome.best_cycles < outcome.baseline_cycles, "{outcome:?}");
+    // The local steps start from the beam's plan when it compiled cheaper.
+    let beam = outcome
+        .beam
+        .as_ref()
+        .expect("the default search runs the beam");
+    let mut before = if beam.taken {
+        assert!(beam.best_cycles < outcome.baseline_cycles, "{outcome:?}");
+        beam.best_cycles
+    } else {
+        outcome.baseline_cycles
+    };
+    for step in &outcome.steps {
+        assert_eq!(step.cycles_before, before, "{outcome:?}");
+        assert!(step.cycles_after < step.cycles_before, "{step:?}");
+        before = step.cycles_after;
+    }
+    assert_eq!(before, outcome.best_cycles);
+    let down = outcome
+        .overrides
+        .iter()
+        .find(|(op, _)| op == "layer.mlp.down")
+        .map(|(_, partition)| partition.as_str());
+    assert_eq!(down, Some("1x1x16"), "{outcome:?}");
+
+    // A plain build of the written overrides: the same estimate.
+    let sets: Vec<String> = outcome
+        .overrides
+        .iter()
+        .map(|(op, partition)| format!("layout.override.{op}={partition}"))
+        .chain([wide.to_string()])
+        .collect();
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let mut plain = Session::new(&query(file, &sets));
+    let built = plain.build().expect("plain build with the overrides");
+    assert_eq!(built.back.expect("back").cycles, outcome.best_cycles);
+    let layouts = plain.layouts().expect("layouts");
+    let position = layouts
+        .ops
+        .iter()
+        .position(|op| op.name == "layer.mlp.down.a.rearrange")
+        .expect("conversion");
+    let counts = step_counts(&plain.op_expansions().expect("expansions")[position]);
+    assert_eq!(counts.transfers, 0, "{counts:?}");
 }

@@ -81,6 +81,10 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "planning.reserved_bytes_per_tile" => &["planning.reserved_bytes_per_tile=40000"],
         "planning.max_partition_candidates" => &["planning.max_partition_candidates=2"],
         "planning.auto_f16_max_parts" => &["planning.auto_f16_max_parts=0"],
+        "layout.override.op" | "layout.override.partition" => {
+            &["layout.override.layer.mlp.down=1x4x4"]
+        }
+        "layout.override.order" => &["layout.override.layer.mlp.down=1x2x6/kcr"],
         "schedule.policy" => &["schedule.policy=B64"],
         "schedule.width" => &["schedule.width=paired64"],
         "schedule.row_allowance" => &["schedule.row_allowance=0"],

@@ -22,6 +22,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use crate::group::Fusion;
+pub use crate::layout::overrides::{LayoutOverride, Partition};
 use crate::model::config::ModelConfig;
 
 /// The scheduler's vocabulary, which the build file parses into.
@@ -115,6 +116,9 @@ pub struct PlanningFlags {
     /// `auto` accumulation: FP16 partial sums for a product split into at
     /// most this many reduction parts, when that is cheaper (0: never).
     pub auto_f16_max_parts: u32,
+    /// `[[layout.override]]`: partitions that replace the cost model's
+    /// choice for the ops they name (sorted by op).
+    pub layout_overrides: Vec<LayoutOverride>,
 }
 
 /// `[schedule]`, resolved.
@@ -290,6 +294,71 @@ pub fn override_error(
         .label(label)
         .help(help)
         .into_error(&path.display().to_string(), &text)
+}
+
+/// An error about the `[[layout.override]]` entry (or the
+/// `--set layout.override.OP=...` argument) of `op` in the build file at
+/// `path` with `sets`, pointing at its `partition` value (its `op` value
+/// when the op itself is wrong). The planner's checks, which need the
+/// graph, report through this.
+pub fn layout_override_error(
+    path: &Path,
+    sets: &[String],
+    problem: &crate::layout::overrides::OverrideError,
+    op_is_wrong: bool,
+) -> QueryError {
+    let op = problem.op.as_str();
+    let message = problem.to_string();
+    let help = problem.help();
+    let plain = || {
+        QueryError::set(
+            &format!("layout.override.{op}"),
+            Some("layout.override"),
+            message.clone(),
+            Some(help.clone()),
+        )
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return plain();
+    };
+    let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
+        return plain();
+    };
+    if overrides::apply_sets(&mut file, sets).is_err() {
+        return plain();
+    }
+    let found = file.layout.overrides.iter().enumerate().find(|(_, entry)| {
+        entry
+            .op
+            .as_ref()
+            .is_some_and(|field| field.get_ref().trim() == op)
+    });
+    let Some((index, entry)) = found else {
+        return plain();
+    };
+    let (field_name, field) = match (op_is_wrong, &entry.partition) {
+        (false, Some(partition)) => ("partition", partition),
+        _ => match &entry.op {
+            Some(op_field) => ("op", op_field),
+            None => return plain(),
+        },
+    };
+    let origin = match &entry.set_argument {
+        Some(argument) => error::Origin::Set(argument.clone()),
+        None => error::Origin::File(field.span()),
+    };
+    error::Issue::new(
+        format!("layout.override[{index}].{field_name}"),
+        origin,
+        message,
+    )
+    .label(if op_is_wrong {
+        "no such op"
+    } else {
+        "this partition cannot be used"
+    })
+    .help(help)
+    .into_error(&path.display().to_string(), &text)
 }
 
 /// The build key of a query: the compiler version and every field of the

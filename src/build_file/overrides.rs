@@ -19,7 +19,7 @@ use toml::Spanned;
 
 use crate::build_file::error::QueryError;
 use crate::build_file::schema::{
-    self, KeyKind, OverrideEntry, QueryFile, WeightsSection, WorkloadSection, edit_distance,
+    self, KeyKind, LayoutOverrideEntry, OverrideEntry, QueryFile, WeightsSection, WorkloadSection,
 };
 
 /// The paths each `--set` argument set, mapped to the argument that set them.
@@ -27,6 +27,10 @@ pub type SetOrigins = BTreeMap<String, String>;
 
 /// The key prefix of per-phase policy overrides: `schedule.override.PHASE=POLICY`.
 pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
+
+/// The key prefix of per-operator layout overrides:
+/// `layout.override.OP=PARTITION[/ORDER]`.
+pub const LAYOUT_OVERRIDE_PREFIX: &str = "layout.override.";
 
 /// Applies every `--set` argument in order (a later one wins) and returns
 /// which paths they set.
@@ -77,6 +81,9 @@ fn apply_set(
 
     if let Some(phase) = key.strip_prefix(PHASE_OVERRIDE_PREFIX) {
         return set_phase_override(file, argument, key, phase, raw_value);
+    }
+    if let Some(op) = key.strip_prefix(LAYOUT_OVERRIDE_PREFIX) {
+        return set_layout_override(file, argument, key, op, raw_value);
     }
 
     let kind = find_kind(argument, key)?;
@@ -148,6 +155,17 @@ fn find_kind(argument: &str, key: &str) -> Result<KeyKind, QueryError> {
                     Some(key),
                     format!("`{path}` is a table, not a value; set one of its keys: {keys}"),
                     Some(format!("e.g. --set {path}.{}=...", first_key(&path))),
+                ));
+            }
+            KeyKind::TableArray if path == "layout.override" => {
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    format!("`{path}` entries are set one op at a time"),
+                    Some(String::from(
+                        "write --set layout.override.OP=PARTITION[/ORDER], e.g. \
+                         --set layout.override.layer.mlp.down=8x8x23",
+                    )),
                 ));
             }
             KeyKind::TableArray => {
@@ -388,28 +406,60 @@ fn set_phase_override(
     Ok(())
 }
 
-/// The phase keys of `known` nearest to `wanted`, at most `count`: keys
-/// that contain its operator part (before `#`) first, then by edit
-/// distance, ties in key order.
-pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'a str> {
-    let stem = wanted.split('#').next().unwrap_or(wanted);
-    let mut scored: Vec<(bool, usize, &str)> = known
-        .iter()
-        .map(|key| {
-            (
-                stem.is_empty() || !key.contains(stem),
-                edit_distance(wanted, key),
-                *key,
-            )
-        })
-        .collect();
-    scored.sort_unstable();
-    scored
-        .into_iter()
-        .take(count)
-        .map(|(_, _, key)| key)
-        .collect()
+/// `layout.override.OP=PARTITION[/ORDER]`: replaces the file's entry for
+/// OP or adds one.
+fn set_layout_override(
+    file: &mut QueryFile,
+    argument: &str,
+    key: &str,
+    op: &str,
+    raw_value: &str,
+) -> Result<(), QueryError> {
+    if op.is_empty() {
+        return Err(QueryError::set(
+            argument,
+            Some(key),
+            "the op name after `layout.override.` is empty",
+            Some(String::from(
+                "name the op, e.g. --set layout.override.layer.mlp.down=8x8x23",
+            )),
+        ));
+    }
+    let SetValue::String(value) = convert(argument, key, KeyKind::String, raw_value)? else {
+        return Err(QueryError::set(
+            argument,
+            Some(key),
+            "a layout override takes a partition such as `8x8x23` or `23x4/kq`",
+            None,
+        ));
+    };
+    let (partition, order) = match value.split_once('/') {
+        Some((partition, order)) => (
+            partition.trim().to_string(),
+            unset(order.trim().to_string()),
+        ),
+        None => (value, None),
+    };
+    let entry = LayoutOverrideEntry {
+        op: unset(op.to_string()),
+        partition: unset(partition),
+        order,
+        set_argument: Some(argument.to_string()),
+    };
+    let existing = file.layout.overrides.iter_mut().find(|candidate| {
+        candidate
+            .op
+            .as_ref()
+            .is_some_and(|existing| existing.get_ref() == op)
+    });
+    match existing {
+        Some(slot) => *slot = entry,
+        None => file.layout.overrides.push(entry),
+    }
+    Ok(())
 }
+
+pub use crate::text::nearest_keys;
 
 #[cfg(test)]
 mod tests {
@@ -433,7 +483,7 @@ mod tests {
                     KeyKind::String => "text",
                     KeyKind::Table | KeyKind::TableArray => continue,
                 };
-                if *table == "schedule.override" {
+                if *table == "schedule.override" || *table == "layout.override" {
                     continue;
                 }
                 let mut file = QueryFile::default();

@@ -21,6 +21,8 @@ pub struct QueryFile {
     #[serde(default)]
     pub planning: PlanningSection,
     #[serde(default)]
+    pub layout: LayoutSection,
+    #[serde(default)]
     pub schedule: ScheduleSection,
     #[serde(default)]
     pub outputs: OutputsSection,
@@ -81,6 +83,27 @@ pub struct PlanningSection {
     pub reserved_bytes_per_tile: Option<Spanned<i64>>,
     pub max_partition_candidates: Option<Spanned<i64>>,
     pub auto_f16_max_parts: Option<Spanned<i64>>,
+}
+
+/// `[layout]` and its `[[layout.override]]` entries.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutSection {
+    #[serde(default, rename = "override")]
+    pub overrides: Vec<LayoutOverrideEntry>,
+}
+
+/// One `[[layout.override]]` entry: an op, its partition and optionally its
+/// tile order.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutOverrideEntry {
+    pub op: Option<Spanned<String>>,
+    pub partition: Option<Spanned<String>>,
+    pub order: Option<Spanned<String>>,
+    /// The `--set` argument that created this entry, if it did not come from the file.
+    #[serde(skip)]
+    pub set_argument: Option<String>,
 }
 
 /// `[schedule]` and its `[[schedule.override]]` entries.
@@ -166,6 +189,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("workload", KeyKind::Table),
             ("machine", KeyKind::Table),
             ("planning", KeyKind::Table),
+            ("layout", KeyKind::Table),
             ("schedule", KeyKind::Table),
             ("outputs", KeyKind::Table),
             ("cache", KeyKind::Table),
@@ -217,6 +241,15 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("reserved_bytes_per_tile", KeyKind::Integer),
             ("max_partition_candidates", KeyKind::Integer),
             ("auto_f16_max_parts", KeyKind::Integer),
+        ],
+    ),
+    ("layout", &[("override", KeyKind::TableArray)]),
+    (
+        "layout.override",
+        &[
+            ("op", KeyKind::String),
+            ("partition", KeyKind::String),
+            ("order", KeyKind::String),
         ],
     ),
     (
@@ -299,32 +332,4 @@ pub fn closest_key(table_path: &str, unknown: &str) -> Option<&'static str> {
         .map(|(name, _)| name)
 }
 
-/// Edit distance over characters (optimal string alignment: insertions,
-/// deletions, substitutions and transpositions of neighbours each cost 1, so
-/// `widht` is one edit from `width`).
-pub fn edit_distance(first: &str, second: &str) -> usize {
-    let first: Vec<char> = first.chars().collect();
-    let second: Vec<char> = second.chars().collect();
-    let mut before_previous: Vec<usize> = Vec::new();
-    let mut previous: Vec<usize> = (0..=second.len()).collect();
-    for (row, &first_char) in first.iter().enumerate() {
-        let mut current = Vec::with_capacity(second.len() + 1);
-        current.push(row + 1);
-        for (column, &second_char) in second.iter().enumerate() {
-            let substitution = previous[column] + usize::from(first_char != second_char);
-            let deletion = previous[column + 1] + 1;
-            let insertion = current[column] + 1;
-            let mut best = substitution.min(deletion).min(insertion);
-            if row > 0
-                && column > 0
-                && first_char == second[column - 1]
-                && first[row - 1] == second_char
-            {
-                best = best.min(before_previous[column - 1] + 1);
-            }
-            current.push(best);
-        }
-        before_previous = std::mem::replace(&mut previous, current);
-    }
-    previous.last().copied().unwrap_or(0)
-}
+pub use crate::text::edit_distance;

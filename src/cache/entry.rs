@@ -34,16 +34,20 @@ pub enum EntryKind {
     /// One phase's `superstep packing` study under one (policy, width):
     /// the original and each counterfactual, measured.
     PackingStudy = 6,
+    /// One `superstep search`: the starting build's key and the search
+    /// settings, and the steps and overrides found.
+    LayoutSearch = 7,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 6] = [
+    pub const ALL: [EntryKind; 7] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
         EntryKind::Placement,
         EntryKind::SweepPoint,
         EntryKind::PackingStudy,
+        EntryKind::LayoutSearch,
     ];
 
     pub fn folder(self) -> &'static str {
@@ -54,6 +58,7 @@ impl EntryKind {
             EntryKind::Placement => "placement",
             EntryKind::SweepPoint => "sweep",
             EntryKind::PackingStudy => "packing",
+            EntryKind::LayoutSearch => "search",
         }
     }
 }

@@ -56,6 +56,9 @@ pub fn stage_error(error: StageError, tiles: Option<u32>) -> CommandError {
         StageError::Layout(LayoutError::Cost { .. }) => {
             CommandError::Input(format!("error: {error}"))
         }
+        StageError::Layout(LayoutError::Override(problem)) => {
+            CommandError::Input(format!("error: {problem}\nhelp: {}", problem.help()))
+        }
         StageError::Expand(_) => CommandError::Internal(error.to_string()),
     }
 }
@@ -92,9 +95,12 @@ pub fn build_checked(
     arguments: &QueryArguments,
 ) -> Result<BuildOutcome, CommandError> {
     let tiles = Some(query.machine.tiles);
-    let mut front = session
-        .build_front()
-        .map_err(|error| stage_error(error, tiles))?;
+    let mut front = session.build_front().map_err(|error| match error {
+        StageError::Layout(LayoutError::Override(problem)) => {
+            layout_override_error(arguments, &problem, session.graph())
+        }
+        error => stage_error(error, tiles),
+    })?;
     // The check forms the phase groups (when there are overrides): its time
     // is shown as its own stage, so that "phase groups" is not misread.
     let started = std::time::Instant::now();
@@ -108,6 +114,35 @@ pub fn build_checked(
     session
         .build_back(front)
         .map_err(|error| backend_error(error, tiles))
+}
+
+/// A layout override the planner refused, pointed back at its entry.
+pub fn layout_override_error(
+    arguments: &QueryArguments,
+    problem: &crate::layout::overrides::OverrideError,
+    graph: &Graph,
+) -> CommandError {
+    let op_is_wrong = !has_heavy_op(graph, &problem.op);
+    let error = crate::build_file::layout_override_error(
+        &query_path(arguments),
+        &arguments.sets,
+        problem,
+        op_is_wrong,
+    );
+    CommandError::Input(render_query_error(&error))
+}
+
+/// Whether `graph` has a matrix product or attention named `op`.
+fn has_heavy_op(graph: &Graph, op: &str) -> bool {
+    graph.op_ids().any(|id| {
+        let candidate = graph.op(id);
+        candidate.name == op
+            && matches!(
+                candidate.kind,
+                crate::model::graph::OpKind::MatMul { .. }
+                    | crate::model::graph::OpKind::Attention { .. }
+            )
+    })
 }
 
 pub fn query_path(arguments: &QueryArguments) -> PathBuf {

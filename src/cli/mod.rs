@@ -18,6 +18,7 @@ pub mod profile;
 pub mod progress;
 pub mod replay;
 pub mod run;
+pub mod search;
 pub mod simulate;
 pub mod sweep;
 pub mod verify;
@@ -496,6 +497,53 @@ pub enum Command {
         /// snapshot). DIR's parent must exist.
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
+    },
+    /// Search layouts for the whole program by its own estimate. First a
+    /// beam over the matrix products and attention in program order (width
+    /// --beam-width), each state priced without scheduling: the cost
+    /// model's cycles of every product plus the endpoint bound of every
+    /// conversion the planner inserts, with Pareto retention (price,
+    /// largest working set) per output format; its best plan is compiled
+    /// and kept when the real estimate beats the build's. Then, from there,
+    /// local steps that try the next partitions of one
+    /// matrix product or attention at a time (the cost model's cheapest,
+    /// the least memory, and those whose blocks line up with the value they
+    /// read or with whole heads), then the accepted partition's other tile
+    /// orders. A step is accepted only when the whole program, re-planned,
+    /// scheduled under the build's policy, placed and estimated, is cheaper
+    /// and still fits. Each trial is an incremental rebuild; the result is
+    /// kept in the persistent cache, so a second search of the same build
+    /// and settings computes nothing.
+    ///
+    /// Example:
+    ///   superstep search --write-overrides queries/siglip-so400m.layout.toml
+    ///   superstep build --set layout.override.layer.mlp.down=8x8x23
+    #[command(verbatim_doc_comment)]
+    Search {
+        #[command(flatten)]
+        query: QueryArguments,
+        /// States the beam keeps per op (0: no beam, local steps from the
+        /// build's layouts).
+        #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
+        beam_width: u32,
+        /// Passes over the operators (a pass that improves nothing ends the search).
+        #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+        rounds: u32,
+        /// Partitions per operator that the cost model ranks cheapest.
+        #[arg(long, default_value_t = 6, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+        cheapest: u32,
+        /// Partitions per alignment with a neighbour's blocks or whole heads.
+        #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+        aligned: u32,
+        /// Do not try other tile orders of the accepted partitions.
+        #[arg(long)]
+        no_orders: bool,
+        /// Write the chosen plan as a [[layout.override]] fragment to FILE.
+        #[arg(long, value_name = "FILE")]
+        write_overrides: Option<PathBuf>,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Check a package file on its own: its header (format, length, BLAKE3
     /// digest), then every row decoded, every patch and every placed address

@@ -21,7 +21,8 @@ use crate::layout::cost::{
     plan_matmul,
 };
 use crate::layout::format::TensorFormat;
-use crate::layout::plan::{Layouts, PlannedOp};
+use crate::layout::overrides::LayoutOverride;
+use crate::layout::plan::{Layouts, PlannedOp, PlannedValueId};
 use crate::layout::planner::{CostOracle, LayoutError, PlanningSettings, plan_layouts};
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
@@ -98,7 +99,15 @@ impl CostOracle for QueryCosts<'_> {
 pub fn layouts(db: &dyn Db, build: BuildInputs) -> Result<Arc<Layouts>, LayoutError> {
     let graph = graph(db, build);
     let settings = planning_settings(db, build);
-    plan_layouts(graph, settings, &mut QueryCosts { db }).map(Arc::new)
+    let overrides = layout_overrides(db, build);
+    plan_layouts(graph, settings, overrides, &mut QueryCosts { db }).map(Arc::new)
+}
+
+/// Firewall: the per-operator layout overrides alone, so that a change to
+/// another planning flag does not re-plan through them.
+#[salsa::tracked(returns(ref))]
+pub fn layout_overrides(db: &dyn Db, build: BuildInputs) -> Vec<LayoutOverride> {
+    build.planning(db).layout_overrides.clone()
 }
 
 /// An op, identified by its provenance path.
@@ -152,8 +161,18 @@ pub fn planned_op<'db>(db: &'db dyn Db, key: OpKey<'db>) -> Option<PlannedOpView
     let layouts = layouts(db, build).as_ref().ok()?;
     let position = *op_positions(db, build).get(key.name(db))?;
     let op = layouts.ops.get(position as usize)?;
+    // Value ids are positions in the layouts' value list: a change to one
+    // op (a weight broadcast more or less) renumbers every later value.
+    // Expansion reads the formats, never the ids, so the view carries
+    // slot numbers instead, and an op whose formats did not change is not
+    // re-expanded because its neighbours' values were renumbered.
+    let mut normalized = op.clone();
+    for (slot, input) in normalized.inputs.iter_mut().enumerate() {
+        *input = PlannedValueId(slot as u32);
+    }
+    normalized.output = PlannedValueId(u32::MAX);
     Some(PlannedOpView {
-        op: op.clone(),
+        op: normalized,
         inputs: op
             .inputs
             .iter()

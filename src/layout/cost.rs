@@ -27,6 +27,74 @@ pub struct MatMulProblem {
     pub candidate_limit: u32,
 }
 
+/// Which partition coordinate varies slowest and which fastest when the
+/// coordinates of a plan are numbered onto consecutive logical tiles. The
+/// innermost axis decides which peers share a physical tile pair (logical
+/// tiles `2i` and `2i + 1`), and so which peers read the same multicast
+/// payload through one pair's receive resources.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum TileOrder {
+    /// Row blocks outermost, reduction (or key) blocks innermost: the
+    /// cost model's default.
+    #[default]
+    RowsColumnsReduction,
+    RowsReductionColumns,
+    ColumnsRowsReduction,
+    ColumnsReductionRows,
+    ReductionRowsColumns,
+    ReductionColumnsRows,
+}
+
+impl TileOrder {
+    pub const ALL: [TileOrder; 6] = [
+        TileOrder::RowsColumnsReduction,
+        TileOrder::RowsReductionColumns,
+        TileOrder::ColumnsRowsReduction,
+        TileOrder::ColumnsReductionRows,
+        TileOrder::ReductionRowsColumns,
+        TileOrder::ReductionColumnsRows,
+    ];
+
+    /// The axes (0 rows, 1 columns, 2 reduction) from outermost to innermost.
+    pub fn axes(self) -> [usize; 3] {
+        match self {
+            TileOrder::RowsColumnsReduction => [0, 1, 2],
+            TileOrder::RowsReductionColumns => [0, 2, 1],
+            TileOrder::ColumnsRowsReduction => [1, 0, 2],
+            TileOrder::ColumnsReductionRows => [1, 2, 0],
+            TileOrder::ReductionRowsColumns => [2, 0, 1],
+            TileOrder::ReductionColumnsRows => [2, 1, 0],
+        }
+    }
+
+    /// The build-file spelling: the axes' initials, outermost first
+    /// (`rck`: rows, columns, reduction; for attention `q` and `k` stand for
+    /// queries and keys, read as rows and reduction, groups outermost).
+    pub fn name(self) -> &'static str {
+        match self {
+            TileOrder::RowsColumnsReduction => "rck",
+            TileOrder::RowsReductionColumns => "rkc",
+            TileOrder::ColumnsRowsReduction => "crk",
+            TileOrder::ColumnsReductionRows => "ckr",
+            TileOrder::ReductionRowsColumns => "krc",
+            TileOrder::ReductionColumnsRows => "kcr",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TileOrder> {
+        TileOrder::ALL
+            .into_iter()
+            .find(|order| order.name() == text)
+    }
+
+    /// The linear index of `coordinate` (rows, columns, reduction) in a grid
+    /// of `parts` (the same axes) under this order.
+    pub fn linear(self, coordinate: [u32; 3], parts: [u32; 3]) -> u32 {
+        let [outer, middle, inner] = self.axes();
+        (coordinate[outer] * parts[middle] + coordinate[middle]) * parts[inner] + coordinate[inner]
+    }
+}
+
 /// The chosen partition of a matrix product: tile `(i, j, k)` computes the
 /// partial product of row block `i`, column block `j` over reduction block
 /// `k`; partial sums are reduce-scattered over the `k` tiles.
@@ -41,6 +109,8 @@ pub struct MatMulPlan {
     pub accumulation: Accumulation,
     pub cycles: u64,
     pub working_bytes: u32,
+    /// How partition coordinates are numbered onto tiles.
+    pub order: TileOrder,
 }
 
 impl MatMulPlan {
@@ -50,7 +120,18 @@ impl MatMulPlan {
 
     /// Linear tile of partition coordinate `(i, j, k)`.
     pub fn tile(&self, row: u32, col: u32, reduction: u32) -> u32 {
-        (row * self.col_parts + col) * self.reduction_parts + reduction
+        self.order.linear(
+            [row, col, reduction],
+            [self.row_parts, self.col_parts, self.reduction_parts],
+        )
+    }
+
+    /// The partition as the build file writes it: `ROWSxCOLSxREDUCTION`.
+    pub fn partition(&self) -> String {
+        format!(
+            "{}x{}x{}",
+            self.row_parts, self.col_parts, self.reduction_parts
+        )
     }
 
     pub fn partial_bytes(&self) -> u32 {
@@ -138,10 +219,30 @@ fn matmul_candidate(
     if tiles_for_columns == 0 {
         return None;
     }
+    let col_parts_wanted = tiles_for_columns.min(ceil_div(problem.n, 2));
+    matmul_partition(problem, row_parts, col_parts_wanted, reduction_parts)
+}
+
+/// Cost of the partition into (about) `row_parts x col_parts_wanted x
+/// reduction_parts` blocks, or `None` when its blocks do not make sense or
+/// it needs more tiles than the problem has.
+pub fn matmul_partition(
+    problem: &MatMulProblem,
+    row_parts: u32,
+    col_parts_wanted: u32,
+    reduction_parts: u32,
+) -> Option<MatMulPlan> {
+    if row_parts == 0 || reduction_parts == 0 || col_parts_wanted == 0 {
+        return None;
+    }
+    if u64::from(row_parts) * u64::from(col_parts_wanted) * u64::from(reduction_parts)
+        > u64::from(problem.tiles)
+    {
+        return None;
+    }
     let block_rows = round_up(ceil_div(problem.m, row_parts), reduction_parts);
     // FP8 weight columns are exchanged as whole 32-bit words.
     let block_reduction = round_up(ceil_div(problem.k, reduction_parts), 4);
-    let col_parts_wanted = tiles_for_columns.min(ceil_div(problem.n, 2));
     let block_cols = round_up(ceil_div(problem.n, col_parts_wanted), 2);
     let row_parts = ceil_div(problem.m, block_rows);
     let reduction_parts_real = ceil_div(problem.k, block_reduction);
@@ -191,6 +292,7 @@ fn matmul_candidate(
         accumulation: problem.accumulation,
         cycles,
         working_bytes: 0,
+        order: TileOrder::default(),
     };
     let working: u64 = plan.working_parts().iter().map(|(_, bytes)| bytes).sum();
     plan.working_bytes = u32::try_from(working).unwrap_or(u32::MAX);
@@ -295,12 +397,57 @@ pub struct AttentionPlan {
     pub method: AttentionMethod,
     pub cycles: u64,
     pub working_bytes: u32,
+    /// Whether key blocks (the default) or query blocks are numbered
+    /// fastest inside each group block.
+    pub order: AttentionOrder,
+}
+
+/// Which attention coordinate varies fastest on consecutive logical tiles
+/// (group blocks are always outermost).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum AttentionOrder {
+    /// Key blocks innermost: the key tiles that combine one query block's
+    /// partial statistics are neighbours.
+    #[default]
+    KeysInner,
+    /// Query blocks innermost: the tiles that read one key block are neighbours.
+    QueriesInner,
+}
+
+impl AttentionOrder {
+    pub const ALL: [AttentionOrder; 2] = [AttentionOrder::KeysInner, AttentionOrder::QueriesInner];
+
+    /// The build-file spelling, outermost axis first: `qk` or `kq`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionOrder::KeysInner => "qk",
+            AttentionOrder::QueriesInner => "kq",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<AttentionOrder> {
+        AttentionOrder::ALL
+            .into_iter()
+            .find(|order| order.name() == text)
+    }
 }
 
 impl AttentionPlan {
     /// Linear tile of `(group block, query block, key block)`.
     pub fn tile(&self, group_block: u32, query_block: u32, key_block: u32) -> u32 {
-        (group_block * self.query_parts + query_block) * self.key_parts + key_block
+        match self.order {
+            AttentionOrder::KeysInner => {
+                (group_block * self.query_parts + query_block) * self.key_parts + key_block
+            }
+            AttentionOrder::QueriesInner => {
+                (group_block * self.key_parts + key_block) * self.query_parts + query_block
+            }
+        }
+    }
+
+    /// The partition as the build file writes it: `QUERIESxKEYS`.
+    pub fn partition(&self) -> String {
+        format!("{}x{}", self.query_parts, self.key_parts)
     }
 
     /// Bytes of one query row's partial statistics: max, sum and `dimension` weighted sums.
@@ -353,6 +500,22 @@ fn attention_candidate(
     key_parts: u32,
     method: AttentionMethod,
 ) -> Option<AttentionPlan> {
+    attention_partition(problem, None, key_parts, method)
+}
+
+/// Cost of attention split into `key_parts` key blocks and (about)
+/// `query_parts` query blocks (`None`: as many as the tiles allow), or
+/// `None` when the blocks do not make sense or need more tiles than the
+/// problem has.
+pub fn attention_partition(
+    problem: &AttentionProblem,
+    query_parts: Option<u32>,
+    key_parts: u32,
+    method: AttentionMethod,
+) -> Option<AttentionPlan> {
+    if key_parts == 0 || query_parts == Some(0) {
+        return None;
+    }
     let (groups, queries, keys, dimension) = (
         problem.groups,
         problem.queries,
@@ -369,7 +532,17 @@ fn attention_candidate(
     }
     let block_groups = ceil_div(groups, tiles_per_key_part).max(1);
     let group_blocks = ceil_div(groups, block_groups);
-    let query_parts_wanted = (tiles_per_key_part / group_blocks).clamp(1, queries);
+    let query_parts_wanted = match query_parts {
+        Some(wanted) => {
+            if u64::from(wanted) * u64::from(group_blocks) * u64::from(key_parts)
+                > u64::from(problem.tiles)
+            {
+                return None;
+            }
+            wanted.min(queries)
+        }
+        None => (tiles_per_key_part / group_blocks).clamp(1, queries),
+    };
     // Query blocks split evenly over the key tiles for the combine.
     let block_queries = round_up(ceil_div(queries, query_parts_wanted), key_parts);
     let query_parts = ceil_div(queries, block_queries);
@@ -423,6 +596,7 @@ fn attention_candidate(
             + exchange_cycles(received_words)
             + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE,
         working_bytes: 0,
+        order: AttentionOrder::default(),
     };
     let working: u64 = plan
         .working_parts(dimension)

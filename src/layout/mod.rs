@@ -6,10 +6,12 @@
 //! layer lives in `crate::incremental`.
 
 pub mod accumulation;
+pub mod candidates;
 pub mod capacity;
 pub mod cost;
 pub mod format;
 pub mod operand_formats;
+pub mod overrides;
 pub mod plan;
 pub mod planner;
 pub mod validate;
@@ -17,3 +19,7 @@ pub mod validate;
 #[cfg(test)]
 #[path = "planner_tests.rs"]
 mod planner_tests;
+
+#[cfg(test)]
+#[path = "planner_override_tests.rs"]
+mod planner_override_tests;

@@ -29,6 +29,7 @@ use super::format::TensorFormat;
 pub use super::operand_formats::{
     AttentionFormats, MatMulFormats, attention_formats, canonical_format, matmul_formats,
 };
+use super::overrides::{LayoutOverride, OverrideError};
 use super::plan::{
     Layouts, OpPlan, PlannedOp, PlannedRepeat, PlannedValue, PlannedValueId, RearrangeReason,
 };
@@ -73,6 +74,8 @@ pub enum LayoutError {
     },
     #[error("{0}")]
     DoesNotFit(Box<CapacityShortfall>),
+    #[error("{0}")]
+    Override(Box<OverrideError>),
     #[error(
         "the resident weights need {needed} bytes on tile {tile}, but only {available} bytes per tile remain after \
          planning.reserved_bytes_per_tile; use more tiles (machine.tiles), fewer layers (workload.layers) or a smaller reservation"
@@ -92,14 +95,16 @@ struct Planner<'graph> {
 }
 
 /// Plans every op and value of `graph`: the three passes in turn, then the
-/// check that the resident weights fit.
+/// check that the resident weights fit. `overrides` replace the cost
+/// model's partition of the ops they name.
 pub fn plan_layouts(
     graph: &Graph,
     settings: PlanningSettings,
+    overrides: &[LayoutOverride],
     oracle: &mut dyn CostOracle,
 ) -> Result<Layouts, LayoutError> {
     let budget = MemoryBudget::of(graph, settings.tiles, settings.reserved_bytes_per_tile);
-    let plans = plan_operators(graph, settings, &budget, oracle)?;
+    let plans = plan_operators(graph, settings, overrides, &budget, oracle)?;
     let heavy = heavy_formats(graph, &plans);
     let consumers = consumers(graph);
     let mut planner = Planner {

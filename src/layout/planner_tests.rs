@@ -135,7 +135,7 @@ fn repeated_product() -> Graph {
 }
 
 fn plan(graph: &Graph, settings: PlanningSettings) -> Result<Layouts, LayoutError> {
-    plan_layouts(graph, settings, &mut DirectCosts)
+    plan_layouts(graph, settings, &[], &mut DirectCosts)
 }
 
 #[test]

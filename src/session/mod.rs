@@ -8,6 +8,8 @@
 //! in parallel from here, over cloned database handles.
 
 pub mod fan_out;
+pub mod layout_beam;
+pub mod layout_search;
 pub mod memory;
 pub mod packing;
 pub mod phase;

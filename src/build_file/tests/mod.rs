@@ -217,6 +217,7 @@ fn defaults_apply() {
             reserved_bytes_per_tile: 65536,
             max_partition_candidates: 64,
             auto_f16_max_parts: 16,
+            layout_overrides: Vec::new(),
         }
     );
     assert_eq!(

@@ -254,3 +254,79 @@ fn integer_beyond_64_bits_names_the_field() {
     let text = edit(SIGLIP, "batch = 1", "batch = 99999999999999999999");
     expect_file_error(&text, "workload.batch", "99999999999999999999");
 }
+
+// --- layout overrides -----------------------------------------------------------
+
+#[test]
+fn layout_overrides_come_from_the_file_and_from_set_sorted_by_op() {
+    let text = format!(
+        "{SIGLIP}\n[[layout.override]]\nop = \"layer.mlp.up\"\npartition = \"8x46x4\"\norder = \"rkc\"\n"
+    );
+    let query = parse(
+        &text,
+        &[
+            "layout.override.layer.mlp.down=8x8x23",
+            "layout.override.layer.attn.core=23x4/kq",
+            // A later --set replaces the file's entry for the same op.
+            "layout.override.layer.mlp.up=7x42x5",
+        ],
+    )
+    .expect("overrides apply");
+    let written: Vec<(String, String)> = query
+        .planning
+        .layout_overrides
+        .iter()
+        .map(|entry| (entry.op.clone(), entry.partition.to_string()))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("layer.attn.core", "23x4/kq"),
+            ("layer.mlp.down", "8x8x23"),
+            ("layer.mlp.up", "7x42x5"),
+        ]
+        .map(|(op, partition)| (op.to_string(), partition.to_string()))
+    );
+    // The package depends on the overrides: the build key moves.
+    let plain = parse(SIGLIP, &[]).expect("plain");
+    assert_ne!(
+        crate::build_file::package_build_key(&plain),
+        crate::build_file::package_build_key(&query)
+    );
+}
+
+#[test]
+fn layout_override_entries_are_checked_with_spans() {
+    for (fragment, expected) in [
+        (
+            "[[layout.override]]\npartition = \"8x8x23\"\n",
+            "has no `op`",
+        ),
+        (
+            "[[layout.override]]\nop = \"layer.mlp.down\"\n",
+            "has no `partition`",
+        ),
+        (
+            "[[layout.override]]\nop = \"layer.mlp.down#0\"\npartition = \"8x8x23\"\n",
+            "is not an op name",
+        ),
+        (
+            "[[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"8x8\"\norder = \"rck\"\n",
+            "unknown tile order `rck` for attention",
+        ),
+        (
+            "[[layout.override]]\nop = \"layer.mlp.down\"\npartition = \"8x8x23\"\nwidth = 3\n",
+            "width",
+        ),
+        ("[[layout]]\n", "layout"),
+    ] {
+        let text = format!("{SIGLIP}\n{fragment}");
+        let error = parse(&text, &[]).expect_err(fragment);
+        let rendered = format!("{error:?} {error}");
+        assert!(rendered.contains(expected), "{fragment}: {rendered}");
+    }
+    let error = parse(SIGLIP, &["layout.override.=8x8x23"]).expect_err("empty op");
+    assert!(format!("{error}").contains("empty"), "{error}");
+    let error = parse(SIGLIP, &["layout.override=8x8x23"]).expect_err("whole table");
+    assert!(format!("{error}").contains("one op at a time"), "{error}");
+}

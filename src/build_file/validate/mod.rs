@@ -17,6 +17,7 @@ use crate::build_file::error::{Issue, Origin};
 use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
+mod layout;
 mod outputs;
 mod structure;
 mod workload;
@@ -459,6 +460,7 @@ impl Resolver<'_> {
             reserved_bytes_per_tile,
             max_partition_candidates,
             auto_f16_max_parts,
+            layout_overrides: self.layout_overrides(file)?,
         })
     }
 

@@ -523,6 +523,7 @@ fn a_plan_that_does_not_fit_its_op_kind_is_an_error() {
             block_keys: 1,
             cycles: 0,
             working_bytes: 0,
+            order: Default::default(),
         }),
         inputs: Vec::new(),
         output: PlannedValueId(0),
@@ -589,7 +590,8 @@ fn one_product_on_one_tile_lowers_to_a_copy_and_one_kernel() {
     // interleaved memory, so `mm.a.rearrange` copies the whole 8 x 16 x 2
     // = 256-byte block on tile 0; the weight and bias are stored as the
     // product reads them.
-    let (layouts, program) = lower(&one_product(), one_tile(), &mut DirectCosts).expect("lowers");
+    let (layouts, program) =
+        lower(&one_product(), one_tile(), &[], &mut DirectCosts).expect("lowers");
     let names: Vec<&str> = layouts.ops.iter().map(|op| op.name.as_str()).collect();
     assert_eq!(names, vec!["mm.a.rearrange", "mm"]);
     // x, w, b, y and the operand copy `mm.a`: one block each.

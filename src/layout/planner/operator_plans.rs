@@ -3,13 +3,15 @@
 //! hard one), the worst capacity shortfall when some fit neither, and the
 //! operand and output formats those plans need.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{CostOracle, LayoutError, PlanningSettings};
+use crate::layout::candidates::{attention_partitions, matmul_partitions, nearest_partitions};
 use crate::layout::capacity::{CapacityShortfall, MemoryBudget, PlannedMemory};
 use crate::layout::cost::{AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem};
 use crate::layout::format::{TensorFormat, ceil_div};
 use crate::layout::operand_formats::{attention_formats, matmul_formats};
+use crate::layout::overrides::{LayoutOverride, OverrideError, Partition};
 use crate::model::graph::{Graph, Op, OpId, OpKind};
 
 /// Pass 1's plans: one per matrix product and per attention.
@@ -68,6 +70,7 @@ fn shortfall(
 pub(super) fn plan_operators(
     graph: &Graph,
     settings: PlanningSettings,
+    overrides: &[LayoutOverride],
     budget: &MemoryBudget,
     oracle: &mut dyn CostOracle,
 ) -> Result<OperatorPlans, LayoutError> {
@@ -75,9 +78,19 @@ pub(super) fn plan_operators(
         matmul: HashMap::new(),
         attention: HashMap::new(),
     };
+    let by_op = overrides_by_op(graph, overrides)?;
     let mut shortfalls: Vec<CapacityShortfall> = Vec::new();
     for op_id in graph.op_ids() {
         let op = graph.op(op_id);
+        if let Some(&partition) = by_op.get(op.name.as_str()) {
+            let plan = overridden_plan(graph, op, partition, settings, budget)
+                .map_err(|error| LayoutError::Override(Box::new(error)))?;
+            match plan {
+                Overridden::MatMul(plan) => plans.matmul.insert(op_id, plan).map(|_| ()),
+                Overridden::Attention(plan) => plans.attention.insert(op_id, plan).map(|_| ()),
+            };
+            continue;
+        }
         match op.kind {
             OpKind::MatMul { .. } => match plan_matmul_op(graph, op, settings, budget, oracle) {
                 Ok(Some(plan)) => {
@@ -230,4 +243,229 @@ pub(super) fn heavy_formats(graph: &Graph, plans: &OperatorPlans) -> HeavyFormat
         }
     }
     HeavyFormats { required, outputs }
+}
+
+/// The overrides by op name, each checked to name a matrix product or an
+/// attention of `graph` with a partition of its kind.
+fn overrides_by_op<'a>(
+    graph: &Graph,
+    overrides: &'a [LayoutOverride],
+) -> Result<BTreeMap<&'a str, Partition>, LayoutError> {
+    let heavy: Vec<&Op> = graph
+        .op_ids()
+        .map(|id| graph.op(id))
+        .filter(|op| matches!(op.kind, OpKind::MatMul { .. } | OpKind::Attention { .. }))
+        .collect();
+    let mut by_op = BTreeMap::new();
+    for layout_override in overrides {
+        let error = |message: String, nearest: Vec<String>| {
+            LayoutError::Override(Box::new(OverrideError {
+                op: layout_override.op.clone(),
+                message,
+                nearest,
+            }))
+        };
+        let Some(op) = heavy.iter().find(|op| op.name == layout_override.op) else {
+            let names: Vec<&str> = heavy.iter().map(|op| op.name.as_str()).collect();
+            let nearest = crate::text::nearest_keys(&layout_override.op, &names, 3);
+            let plain = graph
+                .op_ids()
+                .any(|id| graph.op(id).name == layout_override.op);
+            return Err(error(
+                if plain {
+                    String::from(
+                        "this op has no partition to choose (only matrix products and \
+                         attention do)",
+                    )
+                } else {
+                    String::from("the build has no such matrix product or attention")
+                },
+                nearest
+                    .into_iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect(),
+            ));
+        };
+        let kind_matches = matches!(
+            (&op.kind, layout_override.partition),
+            (OpKind::MatMul { .. }, Partition::MatMul { .. })
+                | (OpKind::Attention { .. }, Partition::Attention { .. })
+        );
+        if !kind_matches {
+            return Err(error(
+                match op.kind {
+                    OpKind::MatMul { .. } => {
+                        String::from("a matrix product takes ROWSxCOLSxREDUCTION (three numbers)")
+                    }
+                    _ => String::from("attention takes QUERIESxKEYS (two numbers)"),
+                },
+                Vec::new(),
+            ));
+        }
+        if by_op
+            .insert(layout_override.op.as_str(), layout_override.partition)
+            .is_some()
+        {
+            return Err(error(
+                String::from("the op is overridden twice; keep one entry"),
+                Vec::new(),
+            ));
+        }
+    }
+    Ok(by_op)
+}
+
+/// An overridden op's plan.
+enum Overridden {
+    MatMul(MatMulPlan),
+    Attention(AttentionPlan),
+}
+
+/// The plan `partition` asks for `op`, costed; an error with the nearest
+/// valid partitions when its blocks do not come out at exactly the parts
+/// asked for or its working set does not fit the hard budget.
+fn overridden_plan(
+    graph: &Graph,
+    op: &Op,
+    partition: Partition,
+    settings: PlanningSettings,
+    budget: &MemoryBudget,
+) -> Result<Overridden, OverrideError> {
+    let hard_budget = budget.hard_budget();
+    let refuse = |message: String, valid: Vec<Partition>| OverrideError {
+        op: op.name.clone(),
+        message,
+        nearest: nearest_partitions(&partition, &valid, 3)
+            .into_iter()
+            .map(|valid| format!("`{valid}`"))
+            .collect(),
+    };
+    match partition {
+        Partition::MatMul {
+            rows,
+            cols,
+            reduction,
+            order,
+        } => {
+            let a = graph.value(op.inputs[0]).shape;
+            let w = graph.value(op.inputs[1]).shape;
+            let problem = |accumulation| MatMulProblem {
+                m: a.rows,
+                k: a.cols,
+                n: w.cols,
+                tiles: settings.tiles,
+                working_budget: hard_budget,
+                accumulation,
+                candidate_limit: settings.candidate_limit,
+            };
+            let mut chosen: Option<MatMulPlan> = None;
+            for &accumulation in settings.accumulation.candidates(op.region) {
+                let Some(mut plan) = crate::layout::cost::matmul_partition(
+                    &problem(accumulation),
+                    rows,
+                    cols,
+                    reduction,
+                ) else {
+                    continue;
+                };
+                if (plan.row_parts, plan.col_parts, plan.reduction_parts) != (rows, cols, reduction)
+                    || plan.working_bytes > hard_budget
+                {
+                    continue;
+                }
+                plan.order = order;
+                if settings.accumulation.admits(&plan, chosen.as_ref()) {
+                    chosen = Some(plan);
+                }
+            }
+            chosen.map(Overridden::MatMul).ok_or_else(|| {
+                let first = *settings.accumulation.candidates(op.region).first().unwrap_or(
+                    &crate::numerics::dot::Accumulation::F32,
+                );
+                let valid = matmul_partitions(&problem(first), order);
+                let message = match crate::layout::cost::matmul_partition(
+                    &problem(first),
+                    rows,
+                    cols,
+                    reduction,
+                ) {
+                    None => format!(
+                        "{rows}x{cols}x{reduction} does not split the {} x {} x {} product on {} tiles",
+                        a.rows, a.cols, w.cols, settings.tiles
+                    ),
+                    Some(plan)
+                        if (plan.row_parts, plan.col_parts, plan.reduction_parts)
+                            != (rows, cols, reduction) =>
+                    {
+                        format!(
+                            "{rows}x{cols}x{reduction} gives blocks of {} x {} x {} that form {} parts \
+                             of the {} x {} x {} product, not the ones asked for",
+                            plan.block_rows,
+                            plan.block_cols,
+                            plan.block_reduction,
+                            plan.partition(),
+                            a.rows,
+                            a.cols,
+                            w.cols
+                        )
+                    }
+                    Some(plan) => format!(
+                        "{rows}x{cols}x{reduction} needs {} bytes of working SRAM per tile, more \
+                         than the {hard_budget} available",
+                        plan.working_bytes
+                    ),
+                };
+                refuse(message, valid)
+            })
+        }
+        Partition::Attention {
+            queries,
+            keys,
+            order,
+        } => {
+            let q = graph.value(op.inputs[0]).shape;
+            let k = graph.value(op.inputs[1]).shape;
+            let problem = AttentionProblem {
+                groups: q.groups,
+                queries: q.rows,
+                keys: k.rows,
+                dimension: q.cols,
+                tiles: settings.tiles,
+                working_budget: hard_budget,
+                forced_flash: settings.forced_flash,
+            };
+            let valid = attention_partitions(&problem, order);
+            let best = valid_attention(&problem, queries, keys);
+            match best {
+                Some(mut plan) => {
+                    plan.order = order;
+                    Ok(Overridden::Attention(plan))
+                }
+                None => Err(refuse(
+                    format!(
+                        "{queries}x{keys} does not split {} groups of {} queries over {} keys into \
+                         exactly those parts within {hard_budget} bytes per tile on {} tiles",
+                        q.groups, q.rows, k.rows, settings.tiles
+                    ),
+                    valid,
+                )),
+            }
+        }
+    }
+}
+
+/// The cheapest method's plan of attention split into exactly
+/// `queries x keys` parts that fits the problem's budget.
+fn valid_attention(problem: &AttentionProblem, queries: u32, keys: u32) -> Option<AttentionPlan> {
+    crate::layout::candidates::attention_methods(problem)
+        .into_iter()
+        .filter_map(|method| {
+            crate::layout::cost::attention_partition(problem, Some(queries), keys, method)
+        })
+        .filter(|plan| {
+            plan.query_parts == queries
+                && plan.key_parts == keys
+                && plan.working_bytes <= problem.working_budget
+        })
+        .min_by_key(|plan| (plan.cycles, plan.working_bytes))
 }

@@ -1,0 +1,199 @@
+//! `superstep search [QUERY]`: the layout search by the compiled program's
+//! own estimate (`crate::session::layout_search`). Prints the accepted
+//! steps (op, partition before and after, the estimate before and after,
+//! the trials it took and what the accepted trial recomputed), the
+//! figures of the search (trials, trials per minute, rejected trials),
+//! and with `--write-overrides FILE` the chosen plan as a
+//! `[[layout.override]]` fragment that a plain `superstep build` applies
+//! without searching.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::QueryArguments;
+use super::common::{CommandError, finish_cache, load, open_session};
+use super::progress::quiet;
+use crate::layout::overrides::overrides_toml;
+use crate::session::Session;
+use crate::session::layout_search::{
+    SearchOutcome, SearchProgress, SearchSettings, cached_search, store_search,
+};
+use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
+use crate::text::thousands;
+
+/// The options of `superstep search`.
+#[derive(Clone, Debug)]
+pub struct SearchOptions {
+    pub settings: SearchSettings,
+    pub write_overrides: Option<PathBuf>,
+    pub json: bool,
+}
+
+/// A bar with the trial count and the best estimate so far.
+struct Bar(Option<ProgressBar>);
+
+impl SearchProgress for Bar {
+    fn trial(&self, trials: u32, best_cycles: u64, op: &str) {
+        if let Some(bar) = &self.0 {
+            bar.set_position(u64::from(trials));
+            bar.set_message(format!(
+                "best {:.4} ms; trying {op}",
+                cycles_to_milliseconds(best_cycles)
+            ));
+        }
+    }
+}
+
+pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), CommandError> {
+    let query = load(arguments)?;
+    let session = open_session(arguments, &query)?;
+    let cached = session
+        .cache()
+        .and_then(|cache| cached_search(cache, &query, options.settings));
+    let outcome = match cached {
+        Some(outcome) => outcome,
+        None => {
+            // The trials run in a session of their own without the
+            // persistent cache: only the outcome is kept.
+            let mut trials = Session::new(&query);
+            let bar = (std::io::stderr().is_terminal() && !quiet()).then(|| {
+                let bar = ProgressBar::new_spinner();
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner} search: {pos} trials, {elapsed} ({msg})",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.enable_steady_tick(Duration::from_millis(120));
+                bar
+            });
+            let progress = Bar(bar);
+            let outcome = trials
+                .search_layouts(&query, options.settings, &progress)
+                .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+            if let Some(bar) = progress.0 {
+                bar.finish_and_clear();
+            }
+            if let Some(cache) = session.cache() {
+                store_search(cache, &query, options.settings, &outcome);
+            }
+            outcome
+        }
+    };
+    if options.json {
+        let text = serde_json::to_string_pretty(&outcome)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        println!("{text}");
+    } else {
+        print_outcome(&query.name, &outcome);
+    }
+    if let Some(path) = &options.write_overrides {
+        let text = format!(
+            "# Layout overrides found by `superstep search` for {} (estimate {} -> {} cycles).\n\
+             # Paste into the build file, or append: a plain build applies them without searching.\n\n{}",
+            query.name,
+            thousands(outcome.baseline_cycles),
+            thousands(outcome.best_cycles),
+            overrides_toml(&outcome.layout_overrides())
+        );
+        write_atomically(path, text.as_bytes()).map_err(|error| {
+            CommandError::Internal(format!("writing {}: {error}", path.display()))
+        })?;
+        if !quiet() {
+            println!("wrote {}", path.display());
+        }
+    }
+    if let Some(line) = finish_cache(session.cache())
+        && !quiet()
+    {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn print_outcome(name: &str, outcome: &SearchOutcome) {
+    let minutes = outcome.seconds / 60.0;
+    println!(
+        "superstep search {name}: {} -> {} cycles ({:.4} -> {:.4} ms, {:+.2}%)",
+        thousands(outcome.baseline_cycles),
+        thousands(outcome.best_cycles),
+        cycles_to_milliseconds(outcome.baseline_cycles),
+        cycles_to_milliseconds(outcome.best_cycles),
+        (outcome.best_cycles as f64 / outcome.baseline_cycles.max(1) as f64 - 1.0) * 100.0
+    );
+    if outcome.seconds > 0.0 {
+        println!(
+            "trials: {} ({} did not build or fit) in {:.1} s, {:.1} trials per minute",
+            outcome.trials,
+            outcome.rejected,
+            outcome.seconds,
+            f64::from(outcome.trials) / minutes.max(1e-9)
+        );
+    } else {
+        println!(
+            "trials: {} ({} did not build or fit); loaded from the cache",
+            outcome.trials, outcome.rejected
+        );
+    }
+    if quiet() {
+        return;
+    }
+    if let Some(beam) = &outcome.beam {
+        println!(
+            "beam: {} states priced in {:.1} s; proxy {} -> {} cycles; its plan compiles to {} cycles ({})",
+            beam.states,
+            beam.seconds,
+            thousands(beam.start_price),
+            thousands(beam.best_price),
+            if beam.best_cycles == u64::MAX {
+                String::from("-")
+            } else {
+                thousands(beam.best_cycles)
+            },
+            if beam.taken {
+                "taken: the local steps start from it"
+            } else {
+                "not better than the build's plan: the local steps start from the build's"
+            }
+        );
+    }
+    if outcome.steps.is_empty() {
+        println!("no step improved the estimate: the build's layouts are kept");
+        return;
+    }
+    println!(
+        "{:<4} {:<22} {:>14} {:>14} {:>14} {:>14} {:>7} {:>10} {:>10}",
+        "step", "op", "from", "to", "before", "after", "trials", "queries", "schedules"
+    );
+    for (index, step) in outcome.steps.iter().enumerate() {
+        println!(
+            "{:<4} {:<22} {:>14} {:>14} {:>14} {:>14} {:>7} {:>10} {:>10}",
+            index + 1,
+            step.op,
+            step.from,
+            step.to,
+            thousands(step.cycles_before),
+            thousands(step.cycles_after),
+            step.trials,
+            step.recomputed_queries,
+            step.recomputed_schedules
+        );
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it over
+/// `path`, so that a reader never sees half a file.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
+}
