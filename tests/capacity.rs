@@ -16,13 +16,18 @@ use superstep::session::Session;
 use superstep::session::StageError;
 use superstep::target::memory::{LOADABLE_LIMIT, TILE_BASE_ADDRESS};
 
+/// The shipped build files carry the layout search's batch-1 partitions
+/// (an attention split of 16 heads cannot take 32 or 80 groups): capacity
+/// is studied on the cost model's own plans.
+const COST_MODEL_PLANS: &str = "layout.override=auto";
+
 /// Broadcast weights' storage is Standard; the operands their broadcasts
 /// make (what the matrix kernels read) are Interleaved.
 #[test]
 fn broadcast_weight_storage_is_ordinary_memory() {
     let session = Session::new(&query(
         "queries/siglip-so400m.toml",
-        &["workload.layers=1", "workload.batch=2"],
+        &["workload.layers=1", "workload.batch=2", COST_MODEL_PLANS],
     ));
     let layouts = session.layouts().expect("layouts");
     let mut broadcast_storage = 0;
@@ -64,7 +69,14 @@ fn pe_core_batch_two_places_and_passes_the_placement_checker() {
 /// Builds `file` at batch 2, places it and checks the placement with the
 /// independent checker; prints the figures.
 fn places_and_passes_the_checker(file: &str, label: &str) {
-    let mut session = Session::new(&query(file, &["workload.batch=2", "outputs.package=false"]));
+    let mut session = Session::new(&query(
+        file,
+        &[
+            "workload.batch=2",
+            "outputs.package=false",
+            COST_MODEL_PLANS,
+        ],
+    ));
     let outcome = session.build().expect("builds and places");
     let back = outcome.back.expect("back half");
     let program = session.low_program().expect("program");
@@ -92,7 +104,8 @@ fn places_and_passes_the_checker(file: &str, label: &str) {
 
 /// The planner's shortfall for SigLIP with `sets`.
 fn shortfall(sets: &[&str]) -> CapacityShortfall {
-    let session = Session::new(&query("queries/siglip-so400m.toml", sets));
+    let sets: Vec<&str> = sets.iter().copied().chain([COST_MODEL_PLANS]).collect();
+    let session = Session::new(&query("queries/siglip-so400m.toml", &sets));
     match session.layouts() {
         Err(StageError::Layout(LayoutError::DoesNotFit(shortfall))) => *shortfall,
         other => panic!("expected a capacity shortfall, got {:?}", other.map(|_| ())),
@@ -134,7 +147,7 @@ fn siglip_batch_five_names_the_memory_and_a_layer_count_that_fits() {
     let layers_set = format!("workload.layers={layers}");
     let session = Session::new(&query(
         "queries/siglip-so400m.toml",
-        &["workload.batch=5", &layers_set],
+        &["workload.batch=5", &layers_set, COST_MODEL_PLANS],
     ));
     assert!(session.layouts().is_ok(), "{layers_set} should fit");
     let one_more = format!(
@@ -143,7 +156,7 @@ fn siglip_batch_five_names_the_memory_and_a_layer_count_that_fits() {
     );
     let session = Session::new(&query(
         "queries/siglip-so400m.toml",
-        &["workload.batch=5", &one_more],
+        &["workload.batch=5", &one_more, COST_MODEL_PLANS],
     ));
     assert!(session.layouts().is_err(), "{one_more} is still over");
 }
@@ -174,7 +187,13 @@ fn siglip_batch_eight_overflows_region_one() {
 /// The command line prints the planner's shortfall as an input error.
 #[test]
 fn batch_five_is_an_input_error_that_names_region_capacity_and_hint() {
-    let output = common::superstep(&["build", "--set", "workload.batch=5"]);
+    let output = common::superstep(&[
+        "build",
+        "--set",
+        "workload.batch=5",
+        "--set",
+        COST_MODEL_PLANS,
+    ]);
     assert_eq!(output.status.code(), Some(2));
     let text = String::from_utf8_lossy(&output.stderr);
     for part in [

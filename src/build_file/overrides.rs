@@ -82,6 +82,11 @@ fn apply_set(
     if let Some(phase) = key.strip_prefix(PHASE_OVERRIDE_PREFIX) {
         return set_phase_override(file, argument, key, phase, raw_value);
     }
+    if key == LAYOUT_OVERRIDE_PREFIX.trim_end_matches('.') && raw_value == "auto" {
+        // Every op back to the cost model's plan.
+        file.layout.overrides.clear();
+        return Ok(());
+    }
     if let Some(op) = key.strip_prefix(LAYOUT_OVERRIDE_PREFIX) {
         return set_layout_override(file, argument, key, op, raw_value);
     }
@@ -164,7 +169,8 @@ fn find_kind(argument: &str, key: &str) -> Result<KeyKind, QueryError> {
                     format!("`{path}` entries are set one op at a time"),
                     Some(String::from(
                         "write --set layout.override.OP=PARTITION[/ORDER], e.g. \
-                         --set layout.override.layer.mlp.down=8x8x23",
+                         --set layout.override.layer.mlp.down=8x8x23 (OP=auto drops one \
+                         entry, --set layout.override=auto every entry)",
                     )),
                 ));
             }
@@ -407,7 +413,8 @@ fn set_phase_override(
 }
 
 /// `layout.override.OP=PARTITION[/ORDER]`: replaces the file's entry for
-/// OP or adds one.
+/// OP or adds one; `layout.override.OP=auto` removes it (the cost model
+/// chooses).
 fn set_layout_override(
     file: &mut QueryFile,
     argument: &str,
@@ -433,6 +440,16 @@ fn set_layout_override(
             None,
         ));
     };
+    if value.trim() == "auto" {
+        // `auto`: the cost model's own plan; drops the file's entry.
+        file.layout.overrides.retain(|candidate| {
+            candidate
+                .op
+                .as_ref()
+                .is_none_or(|existing| existing.get_ref().trim() != op)
+        });
+        return Ok(());
+    }
     let (partition, order) = match value.split_once('/') {
         Some((partition, order)) => (
             partition.trim().to_string(),

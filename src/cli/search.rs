@@ -160,6 +160,34 @@ fn print_outcome(name: &str, outcome: &SearchOutcome) {
             }
         );
     }
+    if !outcome.calibration.is_empty() {
+        let (proxy, real) = outcome
+            .calibration
+            .iter()
+            .fold((0u64, 0u64), |(proxy, real), row| {
+                (proxy + row.proxy_cycles, real + row.real_cycles)
+            });
+        println!(
+            "beam proxy against the schedules (conversion-only phases of the chosen plan, per execution): {} against {} cycles in all ({:+.1}%)",
+            thousands(proxy),
+            thousands(real),
+            (proxy as f64 / real.max(1) as f64 - 1.0) * 100.0
+        );
+        println!(
+            "  {:<44} {:>5} {:>10} {:>10} {:>8}",
+            "phase", "ops", "proxy", "scheduled", "error"
+        );
+        for row in &outcome.calibration {
+            println!(
+                "  {:<44} {:>5} {:>10} {:>10} {:>+7.1}%",
+                row.phase,
+                row.conversions,
+                thousands(row.proxy_cycles),
+                thousands(row.real_cycles),
+                (row.proxy_cycles as f64 / row.real_cycles.max(1) as f64 - 1.0) * 100.0
+            );
+        }
+    }
     if outcome.steps.is_empty() {
         println!("no step improved the estimate: the build's layouts are kept");
         return;

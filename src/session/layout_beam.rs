@@ -210,6 +210,21 @@ fn program_price(layouts: &Layouts, memo: &mut PriceMemo) -> u64 {
     total
 }
 
+/// The proxy cycles of the conversion op `name` of `layouts` (endpoint
+/// bound plus the phase overhead plus its copies), if it is a conversion.
+pub fn conversion_proxy(layouts: &Layouts, name: &str) -> Option<u64> {
+    let op = layouts.ops.iter().find(|op| op.name == name)?;
+    if !matches!(op.plan, OpPlan::Rearrange { .. }) {
+        return None;
+    }
+    let inputs: Vec<&TensorFormat> = op
+        .inputs
+        .iter()
+        .map(|&input| &layouts.value(input).format)
+        .collect();
+    Some(conversion_price(op, &inputs, &layouts.value(op.output).format).cycles())
+}
+
 /// The largest working set of the heavy ops' plans, bytes.
 fn largest_working_set(layouts: &Layouts) -> u32 {
     layouts

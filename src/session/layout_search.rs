@@ -23,7 +23,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::Session;
-use super::layout_beam::{BeamSettings, beam_search, op_candidates};
+use super::layout_beam::{BeamSettings, beam_search, conversion_proxy, op_candidates};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
 use crate::incremental::on_disk::Persisted;
@@ -102,12 +102,60 @@ pub struct BeamReport {
     pub seconds: f64,
 }
 
+/// The beam's price of one exchange phase made only of conversions,
+/// against what the build's policy scheduled (horizon plus the fixed
+/// overhead above it), per execution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub phase: String,
+    /// The conversions merged into it.
+    pub conversions: u32,
+    pub proxy_cycles: u64,
+    pub real_cycles: u64,
+}
+
+/// The calibration of the beam's proxy on the session's current build:
+/// every exchange phase whose ops are all conversions.
+pub fn calibrate(session: &Session) -> Vec<Calibration> {
+    let Ok(layouts) = session.layouts() else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for phase in session.phases() {
+        let Ok(figures) = phase.figures() else {
+            continue;
+        };
+        let mut ops: Vec<&str> = std::iter::once(phase.key())
+            .chain(figures.merged_from.iter().map(String::as_str))
+            .map(|key| key.split('#').next().unwrap_or(key))
+            .collect();
+        ops.sort_unstable();
+        ops.dedup();
+        let proxies: Option<Vec<u64>> = ops
+            .iter()
+            .map(|op| conversion_proxy(&layouts, op))
+            .collect();
+        if let Some(proxies) = proxies {
+            rows.push(Calibration {
+                phase: phase.key().to_string(),
+                conversions: ops.len() as u32,
+                proxy_cycles: proxies.iter().sum(),
+                real_cycles: u64::from(figures.horizon)
+                    + crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
+            });
+        }
+    }
+    rows
+}
+
 /// What a search found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchOutcome {
     pub baseline_cycles: u64,
     /// The beam's part, when it ran.
     pub beam: Option<BeamReport>,
+    /// The beam's proxy against the scheduled phases, on the chosen plan.
+    pub calibration: Vec<Calibration>,
     pub best_cycles: u64,
     pub overrides: Vec<(String, String)>,
     pub steps: Vec<SearchStep>,
@@ -353,9 +401,11 @@ impl Session {
         let overrides = as_overrides(&chosen);
         let final_cycles = search.evaluate(&overrides).map_err(SearchError)?.cycles;
         debug_assert_eq!(final_cycles, best);
+        let calibration = calibrate(search.session);
         let outcome = SearchOutcome {
             baseline_cycles: baseline,
             beam: beam_report,
+            calibration,
             best_cycles: final_cycles,
             overrides: overrides
                 .iter()

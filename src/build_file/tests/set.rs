@@ -257,10 +257,19 @@ fn integer_beyond_64_bits_names_the_field() {
 
 // --- layout overrides -----------------------------------------------------------
 
+/// The SigLIP build file without the layout overrides it ships.
+fn siglip_without_layouts() -> &'static str {
+    SIGLIP
+        .split("# Per-operator layouts found")
+        .next()
+        .unwrap_or(SIGLIP)
+}
+
 #[test]
 fn layout_overrides_come_from_the_file_and_from_set_sorted_by_op() {
     let text = format!(
-        "{SIGLIP}\n[[layout.override]]\nop = \"layer.mlp.up\"\npartition = \"8x46x4\"\norder = \"rkc\"\n"
+        "{}\n[[layout.override]]\nop = \"layer.mlp.up\"\npartition = \"8x46x4\"\norder = \"rkc\"\n",
+        siglip_without_layouts()
     );
     let query = parse(
         &text,
@@ -287,8 +296,28 @@ fn layout_overrides_come_from_the_file_and_from_set_sorted_by_op() {
         ]
         .map(|(op, partition)| (op.to_string(), partition.to_string()))
     );
+    // `auto` drops an entry, the file's or an earlier --set's.
+    let dropped = parse(
+        &text,
+        &[
+            "layout.override.layer.mlp.down=8x8x23",
+            "layout.override.layer.mlp.down=auto",
+            "layout.override.layer.mlp.up=auto",
+        ],
+    )
+    .expect("auto applies");
+    assert!(dropped.planning.layout_overrides.is_empty());
+    let cleared = parse(
+        &text,
+        &[
+            "layout.override.layer.mlp.down=8x8x23",
+            "layout.override=auto",
+        ],
+    )
+    .expect("auto clears");
+    assert!(cleared.planning.layout_overrides.is_empty());
     // The package depends on the overrides: the build key moves.
-    let plain = parse(SIGLIP, &[]).expect("plain");
+    let plain = parse(siglip_without_layouts(), &[]).expect("plain");
     assert_ne!(
         crate::build_file::package_build_key(&plain),
         crate::build_file::package_build_key(&query)
@@ -320,7 +349,7 @@ fn layout_override_entries_are_checked_with_spans() {
         ),
         ("[[layout]]\n", "layout"),
     ] {
-        let text = format!("{SIGLIP}\n{fragment}");
+        let text = format!("{}\n{fragment}", siglip_without_layouts());
         let error = parse(&text, &[]).expect_err(fragment);
         let rendered = format!("{error:?} {error}");
         assert!(rendered.contains(expected), "{fragment}: {rendered}");
