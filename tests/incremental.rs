@@ -650,13 +650,21 @@ fn step_counts(expansion: &superstep::expand::expansion::OpExpansion) -> StepCou
 /// cycle, and every accepted step lowered the estimate.
 #[test]
 fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_overrides() {
+    use superstep::session::layout_beam::BeamSettings;
     use superstep::session::layout_search::{SearchSettings, Silent};
     let file = "queries/vit-tiny.toml";
     let wide = "workload.mlp=2048";
     let start = query(file, &[wide]);
     let mut session = Session::new(&start);
     let outcome = session
-        .search_layouts(&start, SearchSettings::default(), &Silent)
+        .search_layouts(
+            &start,
+            SearchSettings {
+                beam: Some(BeamSettings::default()),
+                ..SearchSettings::default()
+            },
+            &Silent,
+        )
         .expect("search");
     assert!(outcome.best_cycles < outcome.baseline_cycles, "{outcome:?}");
     // The local steps start from the beam's plan when it compiled cheaper.

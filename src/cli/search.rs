@@ -53,6 +53,7 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
     let cached = session
         .cache()
         .and_then(|cache| cached_search(cache, &query, options.settings));
+    let loaded = cached.is_some();
     let outcome = match cached {
         Some(outcome) => outcome,
         None => {
@@ -88,7 +89,7 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         println!("{text}");
     } else {
-        print_outcome(&query.name, &outcome);
+        print_outcome(&query.name, &outcome, loaded);
     }
     if let Some(path) = &options.write_overrides {
         let text = format!(
@@ -114,7 +115,7 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
     Ok(())
 }
 
-fn print_outcome(name: &str, outcome: &SearchOutcome) {
+fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
     let minutes = outcome.seconds / 60.0;
     println!(
         "superstep search {name}: {} -> {} cycles ({:.4} -> {:.4} ms, {:+.2}%)",
@@ -124,20 +125,18 @@ fn print_outcome(name: &str, outcome: &SearchOutcome) {
         cycles_to_milliseconds(outcome.best_cycles),
         (outcome.best_cycles as f64 / outcome.baseline_cycles.max(1) as f64 - 1.0) * 100.0
     );
-    if outcome.seconds > 0.0 {
-        println!(
-            "trials: {} ({} did not build or fit) in {:.1} s, {:.1} trials per minute",
-            outcome.trials,
-            outcome.rejected,
-            outcome.seconds,
-            f64::from(outcome.trials) / minutes.max(1e-9)
-        );
-    } else {
-        println!(
-            "trials: {} ({} did not build or fit); loaded from the cache",
-            outcome.trials, outcome.rejected
-        );
-    }
+    println!(
+        "trials: {} ({} did not build or fit) in {:.1} s, {:.1} trials per minute{}",
+        outcome.trials,
+        outcome.rejected,
+        outcome.seconds,
+        f64::from(outcome.trials) / minutes.max(1e-9),
+        if loaded {
+            "; this outcome was loaded from the cache (nothing searched now)"
+        } else {
+            ""
+        }
+    );
     if quiet() {
         return;
     }
