@@ -16,6 +16,7 @@ mod operands;
 mod operator_plans;
 mod output_formats;
 
+pub use operator_plans::{attention_problem, matmul_problem};
 use operator_plans::{heavy_formats, plan_operators};
 use output_formats::consumers;
 

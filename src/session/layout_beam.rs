@@ -28,11 +28,13 @@ use crate::expand::expand_op;
 use crate::expand::program::Step;
 use crate::layout::candidates::{Alignment, attention_search_candidates, matmul_search_candidates};
 use crate::layout::capacity::MemoryBudget;
-use crate::layout::cost::{AttentionOrder, AttentionProblem, MatMulProblem, TileOrder};
+use crate::layout::cost::{AttentionOrder, TileOrder};
 use crate::layout::format::TensorFormat;
 use crate::layout::overrides::{LayoutOverride, Partition};
 use crate::layout::plan::{Layouts, OpPlan, PlannedOp};
-use crate::layout::planner::{CostOracle, DirectCosts, PlanningSettings, plan_layouts};
+use crate::layout::planner::{
+    CostOracle, DirectCosts, PlanningSettings, attention_problem, matmul_problem, plan_layouts,
+};
 use crate::model::graph::{Graph, OpKind, Region};
 use crate::target::costs;
 
@@ -292,17 +294,13 @@ pub fn op_candidates(
     let budget = MemoryBudget::of(graph, settings.tiles, settings.reserved_bytes_per_tile);
     match op.kind {
         OpKind::MatMul { .. } => {
-            let a = graph.value(op.inputs[0]).shape;
-            let w = graph.value(op.inputs[1]).shape;
-            let problem = MatMulProblem {
-                m: a.rows,
-                k: a.cols,
-                n: w.cols,
-                tiles: settings.tiles,
-                working_budget: budget.soft_budget(),
-                accumulation: crate::numerics::dot::Accumulation::F32,
-                candidate_limit: settings.candidate_limit,
-            };
+            let problem = matmul_problem(
+                graph,
+                op,
+                settings,
+                budget.soft_budget(),
+                crate::numerics::dot::Accumulation::F32,
+            );
             let mut alignments = Vec::new();
             let planned = layouts.ops.iter().find(|planned| planned.name == op_name);
             if let Some(planned) = planned {
@@ -359,17 +357,7 @@ pub fn op_candidates(
                 .collect()
         }
         OpKind::Attention { .. } => {
-            let q = graph.value(op.inputs[0]).shape;
-            let k = graph.value(op.inputs[1]).shape;
-            let problem = AttentionProblem {
-                groups: q.groups,
-                queries: q.rows,
-                keys: k.rows,
-                dimension: q.cols,
-                tiles: settings.tiles,
-                working_budget: budget.soft_budget(),
-                forced_flash: settings.forced_flash,
-            };
+            let problem = attention_problem(graph, op, settings, budget.soft_budget());
             attention_search_candidates(&problem, cheapest as usize * 2)
                 .iter()
                 .map(|plan| Partition::Attention {

@@ -117,6 +117,49 @@ pub(super) fn plan_operators(
     }
 }
 
+/// The costing problem of matrix product `op` under `working_budget` and
+/// `accumulation` (one constructor for the planner, overrides and the
+/// layout search).
+pub fn matmul_problem(
+    graph: &Graph,
+    op: &Op,
+    settings: PlanningSettings,
+    working_budget: u32,
+    accumulation: crate::numerics::dot::Accumulation,
+) -> MatMulProblem {
+    let a = graph.value(op.inputs[0]).shape;
+    let w = graph.value(op.inputs[1]).shape;
+    MatMulProblem {
+        m: a.rows,
+        k: a.cols,
+        n: w.cols,
+        tiles: settings.tiles,
+        working_budget,
+        accumulation,
+        candidate_limit: settings.candidate_limit,
+    }
+}
+
+/// The costing problem of attention `op` under `working_budget`.
+pub fn attention_problem(
+    graph: &Graph,
+    op: &Op,
+    settings: PlanningSettings,
+    working_budget: u32,
+) -> AttentionProblem {
+    let q = graph.value(op.inputs[0]).shape;
+    let k = graph.value(op.inputs[1]).shape;
+    AttentionProblem {
+        groups: q.groups,
+        queries: q.rows,
+        keys: k.rows,
+        dimension: q.cols,
+        tiles: settings.tiles,
+        working_budget,
+        forced_flash: settings.forced_flash,
+    }
+}
+
 /// The plan of one matrix product: each accumulation the policy allows is
 /// costed under the soft budget, then the hard one, and the policy admits
 /// the plans in turn. Without a plan, the error whose smallest working set
@@ -128,16 +171,8 @@ fn plan_matmul_op(
     budget: &MemoryBudget,
     oracle: &mut dyn CostOracle,
 ) -> Result<Option<MatMulPlan>, CostError> {
-    let a = graph.value(op.inputs[0]).shape;
-    let w = graph.value(op.inputs[1]).shape;
-    let problem = |working_budget, accumulation| MatMulProblem {
-        m: a.rows,
-        k: a.cols,
-        n: w.cols,
-        tiles: settings.tiles,
-        working_budget,
-        accumulation,
-        candidate_limit: settings.candidate_limit,
+    let problem = |working_budget, accumulation| {
+        matmul_problem(graph, op, settings, working_budget, accumulation)
     };
     let (soft_budget, hard_budget) = (budget.soft_budget(), budget.hard_budget());
     let mut chosen: Option<MatMulPlan> = None;
@@ -179,17 +214,7 @@ fn plan_attention_op(
     budget: &MemoryBudget,
     oracle: &mut dyn CostOracle,
 ) -> Result<AttentionPlan, CostError> {
-    let q = graph.value(op.inputs[0]).shape;
-    let k = graph.value(op.inputs[1]).shape;
-    let problem = |working_budget| AttentionProblem {
-        groups: q.groups,
-        queries: q.rows,
-        keys: k.rows,
-        dimension: q.cols,
-        tiles: settings.tiles,
-        working_budget,
-        forced_flash: settings.forced_flash,
-    };
+    let problem = |working_budget| attention_problem(graph, op, settings, working_budget);
     oracle
         .attention(problem(budget.soft_budget()))
         .or_else(|_| oracle.attention(problem(budget.hard_budget())))
@@ -349,15 +374,8 @@ fn overridden_plan(
         } => {
             let a = graph.value(op.inputs[0]).shape;
             let w = graph.value(op.inputs[1]).shape;
-            let problem = |accumulation| MatMulProblem {
-                m: a.rows,
-                k: a.cols,
-                n: w.cols,
-                tiles: settings.tiles,
-                working_budget: hard_budget,
-                accumulation,
-                candidate_limit: settings.candidate_limit,
-            };
+            let problem =
+                |accumulation| matmul_problem(graph, op, settings, hard_budget, accumulation);
             let mut chosen: Option<MatMulPlan> = None;
             for &accumulation in settings.accumulation.candidates(op.region) {
                 let Some(mut plan) = crate::layout::cost::matmul_partition(
@@ -425,15 +443,7 @@ fn overridden_plan(
         } => {
             let q = graph.value(op.inputs[0]).shape;
             let k = graph.value(op.inputs[1]).shape;
-            let problem = AttentionProblem {
-                groups: q.groups,
-                queries: q.rows,
-                keys: k.rows,
-                dimension: q.cols,
-                tiles: settings.tiles,
-                working_budget: hard_budget,
-                forced_flash: settings.forced_flash,
-            };
+            let problem = attention_problem(graph, op, settings, hard_budget);
             let valid = attention_partitions(&problem, order);
             let best = valid_attention(&problem, queries, keys);
             match best {
