@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::cost::{AttentionPlan, MatMulPlan};
 use super::format::TensorFormat;
+use super::overrides::Partition;
 use crate::model::graph::{OpId, OpKind, Region, ValueId, ValueKind, ViewKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -52,6 +53,27 @@ pub enum OpPlan {
         view: ViewKind,
         reason: RearrangeReason,
     },
+}
+
+impl OpPlan {
+    /// The partition of a matrix product or attention plan, as a layout
+    /// override would write it.
+    pub fn partition(&self) -> Option<Partition> {
+        match self {
+            OpPlan::MatMul(plan) => Some(Partition::MatMul {
+                rows: plan.row_parts,
+                cols: plan.col_parts,
+                reduction: plan.reduction_parts,
+                order: plan.order,
+            }),
+            OpPlan::Attention(plan) => Some(Partition::Attention {
+                queries: plan.query_parts,
+                keys: plan.key_parts,
+                order: plan.order,
+            }),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

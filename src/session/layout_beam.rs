@@ -260,7 +260,16 @@ pub struct BeamOutcome {
     pub states: u32,
 }
 
-fn overrides_of(choices: &BTreeMap<String, Partition>) -> Vec<LayoutOverride> {
+/// The overrides as choices by op name.
+pub(super) fn choices_of(overrides: &[LayoutOverride]) -> BTreeMap<String, Partition> {
+    overrides
+        .iter()
+        .map(|entry| (entry.op.clone(), entry.partition))
+        .collect()
+}
+
+/// The overrides of `choices`, by op name.
+pub(super) fn overrides_of(choices: &BTreeMap<String, Partition>) -> Vec<LayoutOverride> {
     choices
         .iter()
         .map(|(op, partition)| LayoutOverride {
@@ -385,10 +394,7 @@ pub fn beam_search(
     let plan = |choices: &BTreeMap<String, Partition>, oracle: &mut dyn CostOracle| {
         plan_layouts(graph, settings, &overrides_of(choices), oracle).ok()
     };
-    let initial: BTreeMap<String, Partition> = start
-        .iter()
-        .map(|entry| (entry.op.clone(), entry.partition))
-        .collect();
+    let initial = choices_of(start);
     let first = plan(&initial, &mut oracle)?;
     let start_price = program_price(&first, &mut memo);
     let heavy: Vec<String> = first
@@ -465,21 +471,12 @@ pub fn beam_search(
 }
 
 fn current_partition(layouts: &Layouts, op_name: &str) -> Option<Partition> {
-    let op = layouts.ops.iter().find(|op| op.name == op_name)?;
-    match &op.plan {
-        OpPlan::MatMul(plan) => Some(Partition::MatMul {
-            rows: plan.row_parts,
-            cols: plan.col_parts,
-            reduction: plan.reduction_parts,
-            order: plan.order,
-        }),
-        OpPlan::Attention(plan) => Some(Partition::Attention {
-            queries: plan.query_parts,
-            keys: plan.key_parts,
-            order: plan.order,
-        }),
-        _ => None,
-    }
+    layouts
+        .ops
+        .iter()
+        .find(|op| op.name == op_name)?
+        .plan
+        .partition()
 }
 
 /// Pareto retention per signature (price, largest working set), then the

@@ -23,7 +23,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::Session;
-use super::layout_beam::{BeamSettings, beam_search, conversion_proxy, op_candidates};
+use super::layout_beam::{
+    BeamSettings, beam_search, choices_of, conversion_proxy, op_candidates, overrides_of,
+};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
 use crate::incremental::on_disk::Persisted;
@@ -205,25 +207,11 @@ impl SearchProgress for Silent {
 
 /// The heavy ops of `layouts` with their current partitions.
 fn current_partitions(layouts: &Layouts) -> BTreeMap<String, Partition> {
-    let mut partitions = BTreeMap::new();
-    for op in &layouts.ops {
-        let partition = match &op.plan {
-            OpPlan::MatMul(plan) => Partition::MatMul {
-                rows: plan.row_parts,
-                cols: plan.col_parts,
-                reduction: plan.reduction_parts,
-                order: plan.order,
-            },
-            OpPlan::Attention(plan) => Partition::Attention {
-                queries: plan.query_parts,
-                keys: plan.key_parts,
-                order: plan.order,
-            },
-            _ => continue,
-        };
-        partitions.insert(op.name.clone(), partition);
-    }
-    partitions
+    layouts
+        .ops
+        .iter()
+        .filter_map(|op| Some((op.name.clone(), op.plan.partition()?)))
+        .collect()
 }
 
 /// The outcome of an earlier search of `query` under `settings`, from
@@ -277,12 +265,7 @@ impl Session {
             .evaluate(&query.planning.layout_overrides)
             .map_err(SearchError)?
             .cycles;
-        let mut chosen: BTreeMap<String, Partition> = query
-            .planning
-            .layout_overrides
-            .iter()
-            .map(|entry| (entry.op.clone(), entry.partition))
-            .collect();
+        let mut chosen = choices_of(&query.planning.layout_overrides);
         let mut best = baseline;
         let mut beam_report = None;
         if let Some(beam) = settings.beam {
@@ -300,11 +283,7 @@ impl Session {
                 let taken = cycles < best;
                 if taken {
                     best = cycles;
-                    chosen = found
-                        .overrides
-                        .iter()
-                        .map(|entry| (entry.op.clone(), entry.partition))
-                        .collect();
+                    chosen = choices_of(&found.overrides);
                 } else {
                     // Back to the build's plan for the local steps.
                     search
@@ -350,7 +329,7 @@ impl Session {
                         }
                         let mut trial = chosen.clone();
                         trial.insert(op.clone(), partition);
-                        let overrides = as_overrides(&trial);
+                        let overrides = overrides_of(&trial);
                         if let Ok(result) = search.evaluate(&overrides)
                             && op_best
                                 .as_ref()
@@ -400,7 +379,7 @@ impl Session {
             }
         }
         // Leave the session at the best plan.
-        let overrides = as_overrides(&chosen);
+        let overrides = overrides_of(&chosen);
         let final_cycles = search.evaluate(&overrides).map_err(SearchError)?.cycles;
         debug_assert_eq!(final_cycles, best);
         let calibration = calibrate(search.session);
@@ -425,16 +404,6 @@ impl Session {
 /// The cache key of a search: the starting build and the settings.
 fn search_key(query: &BuildQuery, settings: SearchSettings) -> CacheKey {
     CacheKey::of("layout search", &(package_build_key(query), settings))
-}
-
-fn as_overrides(chosen: &BTreeMap<String, Partition>) -> Vec<LayoutOverride> {
-    chosen
-        .iter()
-        .map(|(op, partition)| LayoutOverride {
-            op: op.clone(),
-            partition: *partition,
-        })
-        .collect()
 }
 
 /// The partition in every other tile order.
