@@ -51,7 +51,12 @@ fn auto_merges_exactly_where_the_merged_horizon_is_cheaper() {
     for decision in &auto.decisions {
         let cost = decision.cost.expect("every tiny boundary is priced");
         assert!(cost.sync_saved > 0);
-        let cheaper = cost.merged_horizon < cost.separate_sum + cost.sync_saved;
+        // A merge is scheduled unless its bound already rules it out.
+        assert!(cost.merged_bound <= cost.merged_horizon.unwrap_or(u64::MAX));
+        assert_eq!(cost.merged_horizon.is_none(), !cost.may_merge());
+        let cheaper = cost
+            .merged_horizon
+            .is_some_and(|horizon| horizon < cost.separate_sum + cost.sync_saved);
         assert_eq!(merged(&decision.outcome), cheaper, "{decision:?}");
         if !cheaper {
             assert_eq!(

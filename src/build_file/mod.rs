@@ -122,13 +122,30 @@ pub struct PlanningFlags {
 }
 
 /// `[schedule]`, resolved.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleSettings {
     pub policy: SchedulePolicy,
     pub width: TransferWidth,
     /// `auto`'s storage guard: bytes a candidate's largest row may exceed
     /// the smallest candidate's largest row by.
     pub row_allowance: u32,
+    /// Skip scheduling what a lower bound shows cannot win: an `auto`
+    /// fusion merge whose merged latency-aware bound is already no cheaper
+    /// than the two exchanges apart, and a suggestion's policy on a phase
+    /// already at its bound. `false` schedules every one of them (slower;
+    /// the same program, which is what it is for checking).
+    pub prune_by_bounds: bool,
+}
+
+/// Hashes what the program depends on: `prune_by_bounds` only decides
+/// whether losers are scheduled, so a package's build key (and every other
+/// digest of a query) is the same with it on or off.
+impl std::hash::Hash for ScheduleSettings {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.policy.hash(state);
+        self.width.hash(state);
+        self.row_allowance.hash(state);
+    }
 }
 
 /// One `[[schedule.override]]`: a phase key (`provenance#ordinal`), its
@@ -373,7 +390,8 @@ pub fn package_build_key(query: &BuildQuery) -> crate::cache::CacheKey {
     neutral.outputs.phases_csv = false;
     neutral.outputs.html = false;
     neutral.outputs.package = false;
-    // Where results are cached changes nothing in the package.
+    // Where results are cached changes nothing in the package (nor does
+    // `schedule.prune_by_bounds`, which the hash of `ScheduleSettings` leaves out).
     neutral.cache = CacheSettings::default();
     let mut hasher = crate::cache::StableHasher::for_domain("package build");
     neutral.hash(&mut hasher);

@@ -346,6 +346,7 @@ fn assign(
         ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
         ("schedule.width", Text(text)) => file.schedule.width = unset(text),
         ("schedule.row_allowance", Integer(number)) => file.schedule.row_allowance = unset(number),
+        ("schedule.prune_by_bounds", Boolean(flag)) => file.schedule.prune_by_bounds = unset(flag),
         ("outputs.directory", Text(text)) => file.outputs.directory = unset(text),
         ("outputs.report", Boolean(flag)) => file.outputs.report = unset(flag),
         ("outputs.phases_csv", Boolean(flag)) => file.outputs.phases_csv = unset(flag),

@@ -113,6 +113,7 @@ pub struct ScheduleSection {
     pub policy: Option<Spanned<String>>,
     pub width: Option<Spanned<String>>,
     pub row_allowance: Option<Spanned<i64>>,
+    pub prune_by_bounds: Option<Spanned<bool>>,
     #[serde(default, rename = "override")]
     pub overrides: Vec<OverrideEntry>,
 }
@@ -258,6 +259,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("policy", KeyKind::String),
             ("width", KeyKind::String),
             ("row_allowance", KeyKind::Integer),
+            ("prune_by_bounds", KeyKind::Boolean),
             ("override", KeyKind::TableArray),
         ],
     ),

@@ -13,8 +13,10 @@ use std::hash::{Hash, Hasher};
 /// Bytes buffered before they are fed to BLAKE3 (small writes are common).
 const BUFFER_BYTES: usize = 64 * 1024;
 
-/// The version of the cache's file format and key derivation. Bump it
-/// whenever either changes meaning.
+/// The version of the cache's key derivation (and of every digest made with
+/// [`StableHasher::for_domain`], such as a package's build key). Bump it
+/// whenever a key changes meaning; the entry file's own layout has its
+/// version in `super::entry::ENTRY_FORMAT_VERSION`.
 pub const CACHE_FORMAT_VERSION: u32 = 2;
 
 /// The compiler that computes cached results: its package version and a

@@ -251,7 +251,7 @@ impl PersistentCache {
             }
         };
         let decoded = decode(&bytes, kind, key)
-            .and_then(|payload| decode_payload(payload).map_err(EntryError::Undecodable));
+            .and_then(|payload| decode_payload(&payload).map_err(EntryError::Undecodable));
         match decoded {
             Ok(value) => {
                 self.count_hit(bytes.len());
@@ -301,7 +301,7 @@ impl PersistentCache {
             return None;
         };
         let decoded = decode(&bytes, kind, key)
-            .and_then(|payload| decode_payload(payload).map_err(EntryError::Undecodable));
+            .and_then(|payload| decode_payload(&payload).map_err(EntryError::Undecodable));
         match decoded {
             Ok(value) => {
                 remote.record_hit();
@@ -332,7 +332,13 @@ impl PersistentCache {
 
     /// Stores an already encoded payload under `key`.
     pub fn store_payload(&self, kind: EntryKind, key: &CacheKey, payload: &[u8]) {
-        let bytes = encode(kind, key, payload);
+        let bytes = match encode(kind, key, payload) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                self.warn(format!("cache: cannot encode a {kind:?} entry: {error}"));
+                return;
+            }
+        };
         let path = self.path(kind, key);
         match self.write_atomically(&path, &bytes) {
             Ok(()) => {

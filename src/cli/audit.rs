@@ -139,10 +139,16 @@ fn motion_text(record: &BoundaryAudit) -> String {
                 )
             };
             let priced = match &view.decision.cost {
-                Some(cost) => format!(
-                    " [merged horizon {} vs separate {} + sync {}]",
-                    cost.merged_horizon, cost.separate_sum, cost.sync_saved
-                ),
+                Some(cost) => match cost.merged_horizon {
+                    Some(horizon) => format!(
+                        " [merged horizon {horizon} (bound {}) vs separate {} + sync {}]",
+                        cost.merged_bound, cost.separate_sum, cost.sync_saved
+                    ),
+                    None => format!(
+                        " [merged bound {} >= separate {} + sync {}: not scheduled]",
+                        cost.merged_bound, cost.separate_sum, cost.sync_saved
+                    ),
+                },
                 None => String::new(),
             };
             format!("{verdict}: {}{judged}{priced}", view.outcome)

@@ -174,6 +174,17 @@ fn print_candidates(candidates: &[CandidateOutcome], row_allowance: u32) {
         "order", "pairing", "horizon", "max row words", "total row words"
     );
     for candidate in candidates {
+        if candidate.pruned {
+            println!(
+                "    {:<10} {:<9} {:>9} {:>13} {:>15}  pruned: bound to exceed the best horizon before it",
+                candidate.policy.to_string(),
+                format!("{:?}", candidate.pairing).to_lowercase(),
+                format!(">={}", candidate.horizon),
+                "-",
+                "-"
+            );
+            continue;
+        }
         let verdict = if candidate.chosen {
             "chosen"
         } else if !candidate.admitted {

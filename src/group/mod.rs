@@ -42,9 +42,10 @@ pub use audit::{BoundaryAudit, CopyAudit, GroupAudit, Movable, audit_copies};
 pub use hazard::{Access, Accessor, Hazard, HazardKind, Side};
 pub use motion::{
     Blocker, Fusion, FusionCost, FusionPricer, MotionDecision, MotionOptions, MotionOutcome,
+    merged_transfers,
 };
 
-use crate::expand::program::{LowProgram, Step};
+use crate::expand::program::{LowProgram, Step, TransferList};
 
 /// One exchange phase of the transformed step sequence.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -124,6 +125,57 @@ pub fn group_phases_priced<'pricer>(
         phases,
         decisions: motion.decisions,
     }
+}
+
+/// A run of cross-operator boundaries `auto` fusion prices one after
+/// another: each boundary's preceding exchange is the previous one's
+/// following exchange (merged with it when that merge is taken), so the
+/// greedy decisions along a chain depend on one another but on nothing
+/// outside it. As seen with no cross-operator merge taken: the chain's first
+/// exchange, each following exchange in order, and the Repeat iterations
+/// around them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusionChain {
+    pub first: TransferList,
+    pub following: Vec<TransferList>,
+    pub iterations: u32,
+}
+
+/// What `Fusion::Auto` will ask its pricer, found without pricing: the
+/// chains of boundaries hazards allow a cross-operator merge at, in program
+/// order, and how many boundaries the pass decides in all (priced or not;
+/// the same whatever the pricer answers). A caller can walk each chain's
+/// greedy decisions ahead, chains in parallel, so that
+/// [`group_phases_priced`] finds every merge priced.
+pub fn fusion_chains(program: &LowProgram) -> (Vec<FusionChain>, usize) {
+    let mut chains: Vec<FusionChain> = Vec::new();
+    let decisions = {
+        let mut recorder = |preceding: &TransferList,
+                            following: &TransferList,
+                            _merged: &TransferList,
+                            iterations: u32| {
+            let continues = chains.last().is_some_and(|chain| {
+                chain.iterations == iterations && chain.following.last() == Some(preceding)
+            });
+            match chains.last_mut() {
+                Some(chain) if continues => chain.following.push(following.clone()),
+                _ => chains.push(FusionChain {
+                    first: preceding.clone(),
+                    following: vec![following.clone()],
+                    iterations,
+                }),
+            }
+            None
+        };
+        let options = MotionOptions {
+            copy_motion: true,
+            fusion: Fusion::Auto,
+        };
+        group_phases_priced(program, options, Some(&mut recorder))
+            .decisions
+            .len()
+    };
+    (chains, decisions)
 }
 
 fn list_phases(

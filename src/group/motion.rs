@@ -44,8 +44,13 @@ impl Fusion {
 /// What an `auto` cross-operator merge costs and saves, in cycles per execution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct FusionCost {
-    /// The scheduled horizon of the merged exchange.
-    pub merged_horizon: u64,
+    /// The scheduled horizon of the merged exchange; `None` when it was not
+    /// scheduled because its lower bound already showed the merge cannot
+    /// be cheaper (pruned).
+    pub merged_horizon: Option<u64>,
+    /// A lower bound of every merged schedule's horizon (the larger of the
+    /// latency-aware and the dependency bound, `crate::schedule::bound`).
+    pub merged_bound: u64,
     /// The scheduled horizons of the two exchanges apart, summed.
     pub separate_sum: u64,
     /// The phase barrier (sync and setup) a merge saves.
@@ -53,9 +58,27 @@ pub struct FusionCost {
 }
 
 impl FusionCost {
-    /// Whether merging is cheaper: merged horizon < separate sum + sync saved.
+    /// What a merged horizon must stay below for the merge to pay.
+    pub fn threshold(&self) -> u64 {
+        self.separate_sum.saturating_add(self.sync_saved)
+    }
+
+    /// Whether a merged schedule could pay at all: its lower bound is below
+    /// the threshold (when not, scheduling the merge is pointless).
+    pub fn may_merge(&self) -> bool {
+        self.merged_bound < self.threshold()
+    }
+
+    /// Whether merging is cheaper: merged horizon < separate sum + sync
+    /// saved (a pruned merge never is: its bound is not).
     pub fn merges(&self) -> bool {
-        self.merged_horizon < self.separate_sum.saturating_add(self.sync_saved)
+        self.merged_horizon
+            .is_some_and(|horizon| horizon < self.threshold())
+    }
+
+    /// Whether the merge was decided by its bound alone (not scheduled).
+    pub fn pruned(&self) -> bool {
+        self.merged_horizon.is_none()
     }
 }
 
@@ -130,6 +153,13 @@ pub struct Motion<'program, 'pricer> {
     pricer: Option<&'pricer mut FusionPricer<'pricer>>,
     /// Iterations of the Repeat being transformed (1 outside).
     iterations: u32,
+}
+
+/// `first` followed by `second`: the transfer list of their merge.
+pub fn merged_transfers(first: &TransferList, second: &TransferList) -> TransferList {
+    let mut merged = first.clone();
+    append(&mut merged, second);
+    merged
 }
 
 fn append(target: &mut TransferList, other: &TransferList) {
@@ -211,8 +241,7 @@ impl<'program, 'pricer> Motion<'program, 'pricer> {
         if !priced || matches!(outcome, MotionOutcome::Blocked(_)) {
             return (outcome, None);
         }
-        let mut merged = preceding.clone();
-        append(&mut merged, next);
+        let merged = merged_transfers(preceding, next);
         let iterations = self.iterations;
         let cost = self
             .pricer

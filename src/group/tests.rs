@@ -418,7 +418,8 @@ fn priced_by_words(
     move |first, second, merged, _iterations| {
         let words = |list: &TransferList| list.words.iter().map(|&words| u64::from(words)).sum();
         Some(FusionCost {
-            merged_horizon: words(merged),
+            merged_horizon: Some(words(merged)),
+            merged_bound: 0,
             separate_sum: words(first) + words(second),
             sync_saved: sync,
         })
@@ -449,7 +450,10 @@ fn auto_fusion_merges_across_operators_only_when_priced_cheaper() {
         vec!["op0#0", "op1#0", "op1#1"]
     );
     let chained = merged.decisions[1].cost.expect("priced");
-    assert_eq!((chained.merged_horizon, chained.separate_sum), (12, 12));
+    assert_eq!(
+        (chained.merged_horizon, chained.separate_sum),
+        (Some(12), 12)
+    );
     // No barrier saved: equal cost is not cheaper, and both numbers are
     // logged; the same-operator boundary after it merges unpriced.
     let mut even = priced_by_words(0);
@@ -457,7 +461,7 @@ fn auto_fusion_merges_across_operators_only_when_priced_cheaper() {
     assert_eq!(kept.phases.len(), 2);
     let first = &kept.decisions[0];
     assert_eq!(first.outcome, MotionOutcome::Blocked(Blocker::NotCheaper));
-    assert_eq!(first.cost.map(|cost| cost.merged_horizon), Some(8));
+    assert_eq!(first.cost.and_then(|cost| cost.merged_horizon), Some(8));
     assert_eq!(kept.decisions[1].outcome, MotionOutcome::Adjacent);
     assert_eq!(kept.decisions[1].cost, None);
 }

@@ -15,7 +15,14 @@ use crate::cache::PersistentCache;
 pub trait Db: salsa::Database {
     /// The persistent cache, when the session has one.
     fn cache(&self) -> Option<&PersistentCache>;
+
+    /// Reports `items` more done of the stage the caller is showing (a
+    /// side channel for progress only: nothing computed may depend on it).
+    fn advance_progress(&self, items: u64);
 }
+
+/// Where a database reports progress (`Db::advance_progress`).
+pub type ProgressSink = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// One query execution: the query's name and the id of its key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,6 +37,7 @@ pub struct CompilerDatabase {
     storage: salsa::Storage<Self>,
     log: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>>,
     cache: Option<Arc<PersistentCache>>,
+    progress: Option<ProgressSink>,
 }
 
 impl Default for CompilerDatabase {
@@ -46,6 +54,7 @@ impl Default for CompilerDatabase {
             }))),
             log,
             cache: None,
+            progress: None,
         }
     }
 }
@@ -58,6 +67,12 @@ impl Db for CompilerDatabase {
     fn cache(&self) -> Option<&PersistentCache> {
         self.cache.as_deref()
     }
+
+    fn advance_progress(&self, items: u64) {
+        if let Some(sink) = &self.progress {
+            sink(items);
+        }
+    }
 }
 
 impl CompilerDatabase {
@@ -67,6 +82,11 @@ impl CompilerDatabase {
             cache,
             ..CompilerDatabase::default()
         }
+    }
+
+    /// Reports queries' progress (`Db::advance_progress`) to `sink`.
+    pub fn set_progress(&mut self, sink: ProgressSink) {
+        self.progress = Some(sink);
     }
 
     /// The queries executed since the last call, in execution order.

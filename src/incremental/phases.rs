@@ -16,7 +16,7 @@ use super::lowering::{StageError, low_program};
 use super::on_disk::cache_on_disk;
 use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::cache::{CacheKey, StableHasher};
-use crate::expand::program::{AllocationId, Step, TransferList};
+use crate::expand::program::{AllocationId, LowProgram, Step, TransferList};
 use crate::group::{
     Fusion, FusionCost, MotionOptions, Phase, PhaseGroups, group_phases_priced, group_phases_with,
 };
@@ -25,7 +25,7 @@ use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
 pub use crate::schedule::ScheduleFigures;
 use crate::schedule::{
     AutoSettings, CandidateOutcome, ExchangeProblem, ProblemError, Schedule, ScheduleError,
-    ValidationError, schedule_with, validate,
+    ValidationError, dependencies, phase_bound, schedule_with, validate,
 };
 use crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
 
@@ -62,41 +62,104 @@ pub fn phase_groups(db: &dyn Db, build: BuildInputs) -> Result<Arc<PhaseGroups>,
     if options.fusion != Fusion::Auto || !options.copy_motion {
         return Ok(Arc::new(group_phases_with(&program, options)));
     }
-    let schedule = build.schedule(db);
-    let policy = PolicyKey::of(
-        db,
-        &EffectivePolicy {
-            policy: schedule.policy,
-            width: schedule.width,
-            row_allowance: schedule.row_allowance,
-            source: PolicySource::Default,
-        },
-    );
-    let horizon = |transfers: &TransferList, iterations: u32| -> Option<u64> {
-        let (problem, _) = ExchangeProblem::with_origin(
-            transfers,
-            &program.allocations,
-            iterations,
-            program.tiles,
-        )
-        .ok()?;
-        let problem = ProblemKey::new(db, Arc::new(problem));
-        let figures = schedule_figures(db, problem, policy).as_ref().ok()?;
-        Some(u64::from(figures.horizon))
-    };
+    let pricing = FusionPricing::of(db, build);
     let mut pricer =
         |first: &TransferList, second: &TransferList, merged: &TransferList, iterations: u32| {
-            Some(FusionCost {
-                merged_horizon: horizon(merged, iterations)?,
-                separate_sum: horizon(first, iterations)? + horizon(second, iterations)?,
-                sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
-            })
+            let cost = pricing.price(db, &program, first, second, merged, iterations);
+            db.advance_progress(1);
+            cost
         };
     Ok(Arc::new(group_phases_priced(
         &program,
         options,
         Some(&mut pricer),
     )))
+}
+
+/// How `auto` fusion prices a merge: the build's global policy (memoized
+/// and persistently cached schedule figures of each list under it) and
+/// whether a merge its bound rules out is still scheduled.
+#[derive(Clone, Copy)]
+pub struct FusionPricing<'db> {
+    policy: PolicyKey<'db>,
+    prune_by_bounds: bool,
+}
+
+impl<'db> FusionPricing<'db> {
+    /// The pricing of `build` (reads `[schedule]`).
+    pub fn of(db: &'db dyn Db, build: BuildInputs) -> FusionPricing<'db> {
+        let schedule = build.schedule(db);
+        let policy = PolicyKey::of(
+            db,
+            &EffectivePolicy {
+                policy: schedule.policy,
+                width: schedule.width,
+                row_allowance: schedule.row_allowance,
+                source: PolicySource::Default,
+            },
+        );
+        FusionPricing {
+            policy,
+            prune_by_bounds: schedule.prune_by_bounds,
+        }
+    }
+
+    fn problem(
+        program: &LowProgram,
+        transfers: &TransferList,
+        iterations: u32,
+    ) -> Option<ExchangeProblem> {
+        ExchangeProblem::with_origin(transfers, &program.allocations, iterations, program.tiles)
+            .ok()
+            .map(|(problem, _)| problem)
+    }
+
+    fn horizon(&self, db: &'db dyn Db, problem: ExchangeProblem) -> Option<u64> {
+        let problem = ProblemKey::new(db, Arc::new(problem));
+        let figures = schedule_figures(db, problem, self.policy).as_ref().ok()?;
+        Some(u64::from(figures.horizon))
+    }
+
+    /// The scheduled horizon of one transfer list (`None`: it cannot be
+    /// scheduled, and the merge is not taken).
+    pub fn list_horizon(
+        &self,
+        db: &'db dyn Db,
+        program: &LowProgram,
+        transfers: &TransferList,
+        iterations: u32,
+    ) -> Option<u64> {
+        self.horizon(db, Self::problem(program, transfers, iterations)?)
+    }
+
+    /// Prices one merge: the separate exchanges first; with their horizons
+    /// known, a merge whose lower bound (latency-aware or dependency chain)
+    /// already reaches their sum
+    /// plus the barrier saved cannot pay under any schedule, and is not
+    /// scheduled (unless `schedule.prune_by_bounds` is off).
+    pub fn price(
+        &self,
+        db: &'db dyn Db,
+        program: &LowProgram,
+        first: &TransferList,
+        second: &TransferList,
+        merged: &TransferList,
+        iterations: u32,
+    ) -> Option<FusionCost> {
+        let separate_sum = self.list_horizon(db, program, first, iterations)?
+            + self.list_horizon(db, program, second, iterations)?;
+        let merged = Self::problem(program, merged, iterations)?;
+        let mut cost = FusionCost {
+            merged_horizon: None,
+            merged_bound: u64::from(phase_bound(&merged, &dependencies(&merged))),
+            separate_sum,
+            sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
+        };
+        if cost.may_merge() || !self.prune_by_bounds {
+            cost.merged_horizon = Some(self.horizon(db, merged)?);
+        }
+        Some(cost)
+    }
 }
 
 /// An exchange phase, identified by its key.
@@ -281,6 +344,7 @@ impl<'db> PolicyKey<'db> {
     pub fn auto_settings(self, db: &'db dyn Db) -> AutoSettings {
         AutoSettings {
             row_allowance_bytes: self.row_allowance(db),
+            ..AutoSettings::default()
         }
     }
 }

@@ -21,6 +21,14 @@
 //! parallel (rayon) and the choice depends on their figures only, so it is
 //! deterministic. Every candidate tried is recorded with its figures, and
 //! which won.
+//!
+//! The second and third stages place each candidate under a cutoff of the
+//! best admitted horizon so far (fixed before the stage starts, so the
+//! record is deterministic too): a candidate whose running lower bound
+//! passes it could only end with a longer horizon, so it can never be
+//! chosen, and it stops there, recorded as pruned with the bound it
+//! reached (`Placer::set_cutoff`). The schedule chosen is the one an
+//! unpruned run chooses.
 
 use rayon::prelude::*;
 
@@ -43,12 +51,17 @@ pub struct AutoSettings {
     /// How many bytes a candidate's maximum row may exceed the smallest
     /// candidate's maximum row by.
     pub row_allowance_bytes: u32,
+    /// Stop a later-stage candidate once its horizon is bound to exceed the
+    /// best admitted one (the schedule chosen is the same either way; see
+    /// the module notes). Builds always prune; tests compare both.
+    pub prune_by_bounds: bool,
 }
 
 impl Default for AutoSettings {
     fn default() -> Self {
         AutoSettings {
             row_allowance_bytes: DEFAULT_ROW_ALLOWANCE_BYTES,
+            prune_by_bounds: true,
         }
     }
 }
@@ -81,6 +94,10 @@ pub struct CandidateOutcome {
     pub admitted: bool,
     /// The candidate the phase keeps.
     pub chosen: bool,
+    /// Stopped early: its horizon was bound to exceed the best admitted
+    /// one before its stage (`horizon` is then the bound it reached, and
+    /// the row words are 0).
+    pub pruned: bool,
 }
 
 /// The baseline order: the compact balanced stream the exchange table was
@@ -143,7 +160,7 @@ pub fn choose(
         TransferWidth::Auto => vec![(Pairing::None, &none)],
     };
     let bound = u64::from(latency_bound(problem));
-    let mut tried = run_stage(prepared, &FIRST_STAGE, &pairings)?;
+    let mut tried = run_stage(prepared, &FIRST_STAGE, &pairings, None)?;
     let reference = tried
         .iter()
         .filter(|(_, outcome)| outcome.policy == BASELINE_POLICY)
@@ -151,13 +168,23 @@ pub fn choose(
         .min()
         .unwrap_or(0);
     let allowance = u64::from(settings.row_allowance_bytes) / ROW_WORD_BYTES;
-    let admit = |tried: &mut Vec<(Schedule, CandidateOutcome)>| {
+    let admit = |tried: &mut Vec<(Option<Schedule>, CandidateOutcome)>| {
         for (_, outcome) in tried.iter_mut() {
-            outcome.admitted = outcome.max_row_words <= reference + allowance;
+            outcome.admitted = !outcome.pruned && outcome.max_row_words <= reference + allowance;
         }
     };
     admit(&mut tried);
-    let within = |tried: &[(Schedule, CandidateOutcome)], percent: u64| {
+    // A later candidate can only be chosen with a horizon at most the best
+    // admitted one's (ties go by rows): one bound to exceed it is pruned.
+    let incumbent = |tried: &[(Option<Schedule>, CandidateOutcome)]| {
+        tried
+            .iter()
+            .filter(|(_, outcome)| outcome.admitted)
+            .map(|(_, outcome)| outcome.horizon.saturating_add(1))
+            .min()
+            .filter(|_| settings.prune_by_bounds)
+    };
+    let within = |tried: &[(Option<Schedule>, CandidateOutcome)], percent: u64| {
         tried.iter().any(|(_, outcome)| {
             outcome.admitted && u64::from(outcome.horizon) * 100 <= bound * (100 + percent)
         })
@@ -167,7 +194,8 @@ pub fn choose(
         (&THIRD_STAGE[..], FAR_FROM_BOUND_PERCENT),
     ] {
         if !within(&tried, percent) {
-            tried.extend(run_stage(prepared, stage, &pairings)?);
+            let cutoff = incumbent(&tried);
+            tried.extend(run_stage(prepared, stage, &pairings, cutoff)?);
             admit(&mut tried);
         }
     }
@@ -188,19 +216,26 @@ pub fn choose(
     tried[best].1.chosen = true;
     let outcomes: Vec<CandidateOutcome> =
         tried.iter().map(|(_, outcome)| outcome.clone()).collect();
-    let (mut winner, _) = tried.swap_remove(best);
+    let (winner, _) = tried.swap_remove(best);
+    // The winner is admitted (or the first candidate, which no cutoff
+    // applies to), so it was placed in full.
+    let Some(mut winner) = winner else {
+        unreachable!("a pruned candidate is never chosen");
+    };
     winner.policy = SchedulePolicy::Auto;
     winner.candidates = outcomes;
     Ok(winner)
 }
 
 /// Places every (policy, pairing) combination of one stage, in parallel,
-/// and returns them in (policy, pairing) order.
+/// and returns them in (policy, pairing) order; under a cutoff, a candidate
+/// bound to reach it comes back pruned, without a schedule.
 fn run_stage(
     prepared: &Prepared<'_>,
     policies: &[SchedulePolicy],
     pairings: &[(Pairing, &[bool])],
-) -> Result<Vec<(Schedule, CandidateOutcome)>, ScheduleError> {
+    cutoff: Option<u32>,
+) -> Result<Vec<(Option<Schedule>, CandidateOutcome)>, ScheduleError> {
     let combinations: Vec<(SchedulePolicy, Pairing, &[bool])> = policies
         .iter()
         .flat_map(|&policy| {
@@ -217,7 +252,22 @@ fn run_stage(
             } else {
                 TransferWidth::Word32
             };
-            let schedule = prepared.place(policy, paired, width)?;
+            let schedule = match prepared.place_below(policy, paired, width, cutoff) {
+                Err(ScheduleError::AboveCutoff { bound, .. }) => {
+                    let outcome = CandidateOutcome {
+                        policy,
+                        pairing,
+                        horizon: u32::try_from(bound).unwrap_or(u32::MAX),
+                        max_row_words: 0,
+                        total_row_words: 0,
+                        admitted: false,
+                        chosen: false,
+                        pruned: true,
+                    };
+                    return Ok((None, outcome));
+                }
+                placed => placed?,
+            };
             let (max_row_words, total_row_words) = row_words_estimate(prepared.problem, &schedule);
             let outcome = CandidateOutcome {
                 policy,
@@ -227,8 +277,9 @@ fn run_stage(
                 total_row_words,
                 admitted: false,
                 chosen: false,
+                pruned: false,
             };
-            Ok((schedule, outcome))
+            Ok((Some(schedule), outcome))
         })
         .collect()
 }

@@ -31,7 +31,7 @@ pub mod windows;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use bound::latency_bound;
+pub use bound::{dependency_bound, latency_bound, phase_bound};
 pub use candidates::{AutoSettings, CandidateOutcome};
 pub use dependencies::{Dependencies, dependencies};
 pub use figures::ScheduleFigures;
@@ -101,4 +101,8 @@ pub enum ScheduleError {
     NoFeasibleEvent { piece: usize, from: i64 },
     #[error("piece {piece}: tile {tile} is outside the {tiles} tiles of the problem")]
     TileOutOfRange { piece: usize, tile: u32, tiles: u32 },
+    /// Not a failure: a placement given a cutoff stopped because its
+    /// horizon is bound to reach it (`Placer::set_cutoff`).
+    #[error("the horizon is at least {bound} events, not below the cutoff of {cutoff}")]
+    AboveCutoff { bound: i64, cutoff: i64 },
 }

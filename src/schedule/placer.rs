@@ -25,6 +25,15 @@
 //! placed next is the caller's decision (`order`, `list`); this module owns
 //! only the placement of one piece and must not re-check its own output
 //! (see `validate`).
+//!
+//! A placement may carry a cutoff ([`Placer::set_cutoff`]): it then keeps a
+//! running lower bound of its final horizon and gives up
+//! ([`ScheduleError::AboveCutoff`]) as soon as that bound reaches the
+//! cutoff. Frontiers only grow and nothing fills gaps, so every future send
+//! of a tile starts at or after its send frontier and every future receive
+//! selects at or after its receive frontier: the frontier plus the events
+//! the tile has still to send (or to receive, plus the guard) bounds the
+//! tile's end from below, and it never decreases as pieces are placed.
 
 use super::dependencies::Dependencies;
 use super::problem::{ExchangeProblem, WORD_BYTES};
@@ -110,6 +119,34 @@ pub struct Placer<'a> {
     /// Per receive: (`time_to_mux + c`, payload start minus select), fixed
     /// for the whole placement (computed once, read on every evaluation).
     delays: Vec<(i32, i32)>,
+    /// The cutoff and its running bound, when the caller set one.
+    cutoff: Option<Cutoff>,
+}
+
+/// A placement's cutoff: the events each tile has still to send and to
+/// receive, and the lower bound of the horizon so far.
+struct Cutoff {
+    limit: i64,
+    bound: i64,
+    remaining_send: Vec<i64>,
+    remaining_receive: Vec<i64>,
+}
+
+impl Cutoff {
+    fn raise(&mut self, bound: i64) {
+        self.bound = self.bound.max(bound);
+    }
+
+    fn reached(&self) -> Result<(), ScheduleError> {
+        if self.bound >= self.limit {
+            Err(ScheduleError::AboveCutoff {
+                bound: self.bound,
+                cutoff: self.limit,
+            })
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// Checks what the placer assumes of every piece once, before anything is
@@ -224,7 +261,41 @@ impl<'a> Placer<'a> {
             plans: Vec::new(),
             pointers: Vec::new(),
             delays: receive_delays(problem, paired),
+            cutoff: None,
         }
+    }
+
+    /// Gives up (with [`ScheduleError::AboveCutoff`]) once the horizon is
+    /// bound to reach `limit`: call before placing anything. Fails at once
+    /// when the endpoint work alone reaches it.
+    pub fn set_cutoff(&mut self, limit: u32) -> Result<(), ScheduleError> {
+        let problem = self.problem;
+        let tiles = problem.tiles as usize;
+        let mut cutoff = Cutoff {
+            limit: i64::from(limit),
+            bound: 0,
+            remaining_send: vec![0; tiles],
+            remaining_receive: vec![0; tiles],
+        };
+        for piece in 0..problem.pieces() {
+            let events = i64::from(piece_events(
+                problem.words[piece],
+                self.schedule.paired[piece],
+            ));
+            cutoff.remaining_send[problem.source_tile[piece] as usize] += events;
+            for receive in problem.receives_of(piece) {
+                cutoff.remaining_receive[problem.destination_tile[receive] as usize] += events;
+            }
+        }
+        for tile in 0..tiles {
+            cutoff.raise(cutoff.remaining_send[tile]);
+            if cutoff.remaining_receive[tile] > 0 {
+                cutoff.raise(cutoff.remaining_receive[tile] + RECEIVE_GUARD_EVENTS);
+            }
+        }
+        let reached = cutoff.reached();
+        self.cutoff = Some(cutoff);
+        reached
     }
 
     /// The earliest start the frontiers allow for `piece` (its sender's
@@ -472,6 +543,27 @@ impl<'a> Placer<'a> {
             self.schedule.deselect[plan.receive] = event(piece, select + events)?;
         }
         self.ready[piece] = ready;
+        if let Some(cutoff) = &mut self.cutoff {
+            let own = &self.tiles[sender];
+            cutoff.remaining_send[sender] -= events;
+            cutoff.raise(
+                own.end
+                    .max(own.send_frontier + cutoff.remaining_send[sender]),
+            );
+            for plan in &self.plans {
+                let state = &self.tiles[plan.tile];
+                let remaining = &mut cutoff.remaining_receive[plan.tile];
+                *remaining -= events;
+                let receiving = if *remaining > 0 {
+                    state.receive_source_end + *remaining + RECEIVE_GUARD_EVENTS
+                } else {
+                    0
+                };
+                let bound = state.end.max(receiving);
+                cutoff.raise(bound);
+            }
+            cutoff.reached()?;
+        }
         Ok(())
     }
 

@@ -82,8 +82,23 @@ impl<'a> Prepared<'a> {
         paired: &[bool],
         width: TransferWidth,
     ) -> Result<Schedule, ScheduleError> {
+        self.place_below(policy, paired, width, None)
+    }
+
+    /// [`Prepared::place`], giving up with [`ScheduleError::AboveCutoff`]
+    /// once the horizon is bound to reach `cutoff` (when given).
+    pub fn place_below(
+        &self,
+        policy: SchedulePolicy,
+        paired: &[bool],
+        width: TransferWidth,
+        cutoff: Option<u32>,
+    ) -> Result<Schedule, ScheduleError> {
         let problem = self.problem;
         let mut placer = Placer::new(problem, &self.dependencies, paired, policy, width);
+        if let Some(cutoff) = cutoff {
+            placer.set_cutoff(cutoff)?;
+        }
         match order(problem, &self.dependencies, policy) {
             Some(order) => {
                 for &piece in &order {

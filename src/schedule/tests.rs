@@ -175,6 +175,7 @@ pub(crate) const WIDTHS: [TransferWidth; 3] = [
 fn random_phases_schedule_and_validate() {
     let mut paired = 0;
     let mut chains = 0;
+    let mut tight_chains = 0;
     for seed in 0..40 {
         let problem = random_problem(seed, 16, 20 + (seed as usize % 30));
         chains += dependencies(&problem).edges();
@@ -190,12 +191,23 @@ fn random_phases_schedule_and_validate() {
                     schedule.horizon,
                     schedule.latency_bound
                 );
+                let chain = dependency_bound(&problem, &dependencies(&problem));
+                assert!(
+                    schedule.horizon >= chain,
+                    "seed {seed} {policy} {width:?}: horizon {} below the dependency bound {chain}",
+                    schedule.horizon,
+                );
+                tight_chains += usize::from(chain > schedule.latency_bound);
                 paired += schedule.paired.iter().filter(|&&paired| paired).count();
             }
         }
     }
     assert!(paired > 0, "some pieces move paired");
     assert!(chains > 0, "some receive-then-forward chains exist");
+    assert!(
+        tight_chains > 0,
+        "on some phase the dependency bound is the stronger one"
+    );
 }
 
 #[test]
@@ -547,6 +559,7 @@ fn a_zero_allowance_admits_nothing_with_larger_rows_than_the_baseline() {
     let problem = random_problem(7, 16, 60);
     let settings = AutoSettings {
         row_allowance_bytes: 0,
+        ..AutoSettings::default()
     };
     let chosen = schedule_with(
         &problem,

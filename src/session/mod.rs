@@ -13,6 +13,7 @@ pub mod layout_search;
 pub mod memory;
 pub mod packing;
 pub mod phase;
+pub mod pricing;
 pub mod progress;
 pub mod replay;
 pub mod suggest;
@@ -152,6 +153,9 @@ impl Session {
 
     /// Reports the session's stages and items to `observer` from now on.
     pub fn set_progress(&mut self, observer: Arc<dyn progress::Progress>) {
+        let sink = observer.clone();
+        self.db
+            .set_progress(Arc::new(move |items| sink.advance(items)));
         self.progress = observer;
     }
 
@@ -364,7 +368,12 @@ impl Session {
         let start = Instant::now();
         {
             let _span = tracing::info_span!("phase_groups").entered();
-            progress.begin("phase groups", None);
+            let program = low_program(&self.db, build).clone()?;
+            let priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
+            progress.begin(
+                "phase groups",
+                Some(priced as u64).filter(|&count| count > 0),
+            );
             phase_groups(&self.db, build).clone()?;
             progress.end();
         }

@@ -146,6 +146,11 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         "schedule.row_allowance",
         query.schedule.row_allowance.to_string(),
     );
+    add(
+        "schedule",
+        "schedule.prune_by_bounds",
+        query.schedule.prune_by_bounds.to_string(),
+    );
     for phase_override in &query.overrides {
         add(
             "overrides",

@@ -226,6 +226,7 @@ fn defaults_apply() {
             policy: SchedulePolicy::Auto,
             width: TransferWidth::Auto,
             row_allowance: 256,
+            prune_by_bounds: true,
         }
     );
     assert!(query.overrides.is_empty());

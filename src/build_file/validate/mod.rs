@@ -52,6 +52,8 @@ pub const DEFAULT_COPY_MOTION: bool = true;
 /// "Fusion by cost".
 pub const DEFAULT_FUSION: Fusion = Fusion::Auto;
 pub const DEFAULT_REPEAT_BASE: bool = true;
+/// The default of `schedule.prune_by_bounds`.
+pub const DEFAULT_PRUNE_BY_BOUNDS: bool = true;
 pub const DEFAULT_RESERVED_BYTES_PER_TILE: u32 = 65536;
 pub const DEFAULT_MAX_PARTITION_CANDIDATES: u32 = 64;
 
@@ -506,10 +508,15 @@ impl Resolver<'_> {
             )?,
             None => DEFAULT_ROW_ALLOWANCE_BYTES,
         };
+        let prune_by_bounds = section
+            .prune_by_bounds
+            .as_ref()
+            .map_or(DEFAULT_PRUNE_BY_BOUNDS, |field| *field.get_ref());
         Ok(ScheduleSettings {
             policy,
             width,
             row_allowance,
+            prune_by_bounds,
         })
     }
 

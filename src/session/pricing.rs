@@ -1,0 +1,70 @@
+//! Fusion pricing ahead of phase grouping. `auto` fusion prices its
+//! cross-operator merges greedily, one boundary after another, because a
+//! merge changes what the next boundary compares; but that dependence runs
+//! only along a chain of boundaries (each one's preceding exchange is the
+//! previous one's following exchange), and chains are independent of one
+//! another. [`warm_fusion_pricing`] walks every chain's greedy decisions
+//! with the same pricing code the `phase_groups` query runs, chains spread
+//! over the machine's cores (one database clone per thread, from the top
+//! level, as `fan_out` requires), largest first; the query then finds every
+//! price in salsa's memo. The program is the same either way: only when and
+//! where the work happens changes.
+
+use super::fan_out::fan_out;
+use super::progress::Progress;
+use crate::expand::program::LowProgram;
+use crate::group::{Fusion, FusionChain, fusion_chains, merged_transfers};
+use crate::incremental::phases::FusionPricing;
+use crate::incremental::{BuildInputs, CompilerDatabase};
+
+/// Prices (in parallel) every merge the phase grouping of `program` will
+/// price, reporting one item per boundary to `progress` as stage "pricing
+/// fusion"; returns how many boundaries that is (what the grouping then
+/// prices again, from the memo). Does nothing (and returns 0) unless the
+/// build's fusion is `auto` with copy motion.
+pub fn warm_fusion_pricing(
+    database: &CompilerDatabase,
+    build: BuildInputs,
+    program: &LowProgram,
+    progress: &dyn Progress,
+) -> usize {
+    let planning = build.planning(database);
+    if planning.fusion != Fusion::Auto || !planning.copy_motion {
+        return 0;
+    }
+    let (mut chains, _) = fusion_chains(program);
+    let boundaries: usize = chains.iter().map(|chain| chain.following.len()).sum();
+    let size = |chain: &FusionChain| {
+        chain.first.words.len()
+            + chain
+                .following
+                .iter()
+                .map(|list| list.words.len())
+                .sum::<usize>()
+    };
+    chains.sort_by_key(|chain| std::cmp::Reverse(size(chain)));
+    progress.begin("pricing fusion", Some(boundaries as u64));
+    fan_out(database, &chains, |db, _, chain: &FusionChain| {
+        let pricing = FusionPricing::of(db, build);
+        let mut preceding = chain.first.clone();
+        for following in &chain.following {
+            let merged = merged_transfers(&preceding, following);
+            let cost = pricing.price(
+                db,
+                program,
+                &preceding,
+                following,
+                &merged,
+                chain.iterations,
+            );
+            preceding = if cost.is_some_and(|cost| cost.merges()) {
+                merged
+            } else {
+                following.clone()
+            };
+            progress.advance(1);
+        }
+    });
+    progress.end();
+    boundaries
+}
