@@ -41,7 +41,8 @@ pub const MAXIMUM_PAYLOAD_BYTES: u64 = 1 << 30;
 /// What an entry holds (also the name of its sub-folder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryKind {
-    /// A validated exchange schedule of (problem, policy, width).
+    /// An exchange schedule of (problem, policy, width), as the scheduler
+    /// made it (validated when the program uses it).
     Schedule = 1,
     /// The checked rows of (problem, policy, width).
     Rows = 2,
@@ -58,10 +59,13 @@ pub enum EntryKind {
     /// One `superstep search`: the starting build's key and the search
     /// settings, and the steps and overrides found.
     LayoutSearch = 7,
+    /// A phase under one standard policy, measured only as far as it could
+    /// beat the phase as built (a suggestion's candidate).
+    Alternative = 8,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 7] = [
+    pub const ALL: [EntryKind; 8] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -69,6 +73,7 @@ impl EntryKind {
         EntryKind::SweepPoint,
         EntryKind::PackingStudy,
         EntryKind::LayoutSearch,
+        EntryKind::Alternative,
     ];
 
     pub fn folder(self) -> &'static str {
@@ -80,6 +85,7 @@ impl EntryKind {
             EntryKind::SweepPoint => "sweep",
             EntryKind::PackingStudy => "packing",
             EntryKind::LayoutSearch => "search",
+            EntryKind::Alternative => "alternative",
         }
     }
 }

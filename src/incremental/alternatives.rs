@@ -1,20 +1,29 @@
 //! What a phase would cost under each standard policy, measured by
-//! actually scheduling, encoding and patching it (every schedule memoized
-//! and kept in the persistent cache like any other), and the best override
-//! a phase could take. `superstep build`'s suggestions and `superstep
-//! phases --suggest` read these.
+//! actually scheduling, encoding and patching it, and the best override a
+//! phase could take. `superstep build`'s suggestions and `superstep phases
+//! --suggest` read these.
 //!
 //! A phase's cost here is its horizon plus its Repeat patching per
 //! execution: what an override of that phase alone moves. Sharing patches
 //! (which depend on every phase's rows) and the placement are left out.
+//!
+//! Most standard policies do not beat the phase as built, so each is placed
+//! under a cutoff of the phase's current cost (`schedule_below`): a policy
+//! whose horizon is bound to reach it is pruned there, since patching only
+//! adds to it. The rest are scheduled, validated, encoded, row-checked and
+//! patched in full. Each outcome is memoized and kept in the persistent
+//! cache (a small entry: two numbers, or "pruned").
 
 use super::database::Db;
+use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::phases::{
-    EffectivePolicy, PhaseError, PhaseKey, PolicyKey, PolicySource, encoded_rows, phase_patches,
+    EffectivePolicy, PhaseError, PhaseKey, PolicyKey, PolicySource, phase_cache_key, phase_patches,
     phase_policy, phase_problem, phase_work, repeat_base, schedule_figures,
 };
+use crate::cache::CacheKey;
 use crate::patch::repeat_patches;
-use crate::schedule::SchedulePolicy;
+use crate::rows::{check_phase, encode_phase};
+use crate::schedule::{SchedulePolicy, schedule_below, validate};
 
 /// The policies every phase is measured under.
 pub const STANDARD_POLICIES: [SchedulePolicy; 7] = [
@@ -49,8 +58,27 @@ pub struct PhaseAlternatives {
     pub executions: u64,
     /// The phase as built.
     pub current: PolicyOutcome,
+    /// The policies measured in full (those that might beat `current`).
     pub alternatives: Vec<PolicyOutcome>,
+    /// The policies whose horizon was bound to reach `current`'s cost: not
+    /// scheduled in full.
+    pub pruned: Vec<SchedulePolicy>,
 }
+
+/// One standard policy on one phase, measured only as far as it could beat
+/// the phase as built.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum BoundedOutcome {
+    /// Its horizon is bound to reach the phase's current cost.
+    Pruned,
+    /// Scheduled in full: horizon and Repeat patch cycles per execution.
+    Measured {
+        horizon: u64,
+        repeat_patch_cycles: u64,
+    },
+}
+
+persisted_by_bincode! { BoundedOutcome => Alternative }
 
 impl PhaseAlternatives {
     /// The cheapest alternative that beats the phase as built, with the
@@ -110,7 +138,6 @@ pub fn phase_alternatives<'db>(
     let record = phase_problem(db, phase).as_ref().map_err(Clone::clone)?;
     let (problem, current_policy) = phase_work(db, phase)?;
     let effective = phase_policy(db, phase);
-    let base_selection = repeat_base(db, phase.build(db));
     let figures = schedule_figures(db, problem, current_policy).clone()?;
     let current = PolicyOutcome {
         policy: effective.policy,
@@ -118,19 +145,71 @@ pub fn phase_alternatives<'db>(
         repeat_patch_cycles: phase_patches(db, phase).clone()?.cycles(),
     };
     let mut alternatives = Vec::with_capacity(STANDARD_POLICIES.len());
+    let mut pruned = Vec::new();
     for (policy, key) in alternative_policies(db, phase)? {
-        let figures = schedule_figures(db, problem, key).clone()?;
-        let rows = encoded_rows(db, problem, key).clone()?;
-        let patches = repeat_patches(problem.problem(db), &rows, base_selection);
-        alternatives.push(PolicyOutcome {
-            policy,
-            horizon: u64::from(figures.horizon),
-            repeat_patch_cycles: patches.cycles(),
-        });
+        match alternative_outcome(db, phase, key).clone()? {
+            BoundedOutcome::Pruned => pruned.push(policy),
+            BoundedOutcome::Measured {
+                horizon,
+                repeat_patch_cycles,
+            } => alternatives.push(PolicyOutcome {
+                policy,
+                horizon,
+                repeat_patch_cycles,
+            }),
+        }
     }
     Ok(PhaseAlternatives {
         executions: u64::from(record.executions),
         current,
         alternatives,
+        pruned,
     })
+}
+
+/// `phase` under `policy` (a standard policy), measured only as far as it
+/// could beat the phase as built (see the module notes).
+#[salsa::tracked(returns(ref))]
+pub fn alternative_outcome<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+    policy: PolicyKey<'db>,
+) -> Result<BoundedOutcome, PhaseError> {
+    let (problem, current_policy) = phase_work(db, phase)?;
+    let base_selection = repeat_base(db, phase.build(db));
+    let figures = schedule_figures(db, problem, current_policy).clone()?;
+    let current_cycles = u64::from(figures.horizon) + phase_patches(db, phase).clone()?.cycles();
+    let cutoff = u32::try_from(current_cycles).unwrap_or(u32::MAX);
+    let prune = phase.build(db).schedule(db).prune_by_bounds;
+    let content = problem.problem(db);
+    cache_on_disk(
+        db,
+        || {
+            Ok(CacheKey::of(
+                "bounded alternative",
+                &(
+                    phase_cache_key(db, problem, policy),
+                    cutoff,
+                    base_selection,
+                    prune,
+                ),
+            ))
+        },
+        |_| true,
+        || {
+            let limit = if prune { cutoff } else { u32::MAX };
+            let Some(schedule) =
+                schedule_below(content, policy.policy(db), policy.width(db), limit)?
+            else {
+                return Ok(BoundedOutcome::Pruned);
+            };
+            validate(content, &schedule)?;
+            let rows = encode_phase(content, &schedule)?;
+            check_phase(content, &schedule, &rows)?;
+            Ok(BoundedOutcome::Measured {
+                horizon: u64::from(schedule.horizon),
+                repeat_patch_cycles: repeat_patches(content, &rows, base_selection).cycles(),
+            })
+        },
+    )
 }

@@ -349,8 +349,10 @@ impl<'db> PolicyKey<'db> {
     }
 }
 
-/// The validated schedule of a problem under a policy (shared by every
-/// phase with the same content).
+/// The schedule of a problem under a policy (shared by every phase with
+/// the same content), as the scheduler made it: fusion pricing reads only
+/// its figures. A schedule the program uses goes through
+/// [`validated_schedule`] before anything is encoded from it.
 #[salsa::tracked(returns(ref))]
 pub fn scheduled<'db>(
     db: &'db dyn Db,
@@ -367,20 +369,34 @@ pub fn scheduled<'db>(
     let content = problem.problem(db);
     cache_on_disk(
         db,
-        || Ok(cache_key(db, problem, policy)),
+        || Ok(phase_cache_key(db, problem, policy)),
         |cached| schedule_fits(content, cached),
         || {
-            let result = schedule_with(
+            Ok(schedule_with(
                 content,
                 policy.policy(db),
                 policy.width(db),
                 &policy.auto_settings(db),
-            )?;
-            validate(content, &result)?;
-            Ok(result)
+            )?)
         },
     )
     .map(Arc::new)
+}
+
+/// [`scheduled`], checked by the schedule validator (independent of the
+/// scheduler): what rows are encoded from and reports show. Validated once
+/// per (problem, policy) and session; merges priced but not taken and
+/// candidates that lost are never validated, since nothing uses them.
+#[salsa::tracked(returns(ref))]
+pub fn validated_schedule<'db>(
+    db: &'db dyn Db,
+    problem: ProblemKey<'db>,
+    policy: PolicyKey<'db>,
+) -> Result<Arc<Schedule>, PhaseError> {
+    let schedule = scheduled(db, problem, policy).clone()?;
+    let _span = tracing::debug_span!("validate", pieces = problem.problem(db).pieces()).entered();
+    validate(problem.problem(db), &schedule)?;
+    Ok(schedule)
 }
 
 /// The digest of a problem's content (computed once per problem, and only
@@ -393,7 +409,11 @@ pub fn problem_digest<'db>(db: &'db dyn Db, problem: ProblemKey<'db>) -> CacheKe
 }
 
 /// The persistent cache's key of a (problem, policy) pair's results.
-fn cache_key<'db>(db: &'db dyn Db, problem: ProblemKey<'db>, policy: PolicyKey<'db>) -> CacheKey {
+pub fn phase_cache_key<'db>(
+    db: &'db dyn Db,
+    problem: ProblemKey<'db>,
+    policy: PolicyKey<'db>,
+) -> CacheKey {
     CacheKey::of(
         "phase results",
         &(
@@ -405,8 +425,9 @@ fn cache_key<'db>(db: &'db dyn Db, problem: ProblemKey<'db>, policy: PolicyKey<'
     )
 }
 
-/// A cached schedule must at least have the problem's shape (its content
-/// was validated before it was stored, and the entry is digest-checked).
+/// A cached schedule must at least have the problem's shape before anything
+/// reads it (the entry is digest-checked; the validator checks its content
+/// when the program uses it).
 fn schedule_fits(problem: &ExchangeProblem, schedule: &Schedule) -> bool {
     schedule.send_start.len() == problem.pieces()
         && schedule.paired.len() == problem.pieces()
@@ -428,7 +449,7 @@ pub fn schedule_figures<'db>(
 ) -> Result<ScheduleFigures, PhaseError> {
     cache_on_disk(
         db,
-        || Ok(cache_key(db, problem, policy)),
+        || Ok(phase_cache_key(db, problem, policy)),
         |_| true,
         || {
             let result = scheduled(db, problem, policy).clone()?;
@@ -449,10 +470,10 @@ pub fn encoded_rows<'db>(
     let content = problem.problem(db);
     cache_on_disk(
         db,
-        || Ok(cache_key(db, problem, policy)),
+        || Ok(phase_cache_key(db, problem, policy)),
         |cached: &PhaseRows| cached.rows.len() == content.tiles as usize,
         || {
-            let result = scheduled(db, problem, policy).clone()?;
+            let result = validated_schedule(db, problem, policy).clone()?;
             let rows = encode_phase(content, &result)?;
             check_phase(content, &result, &rows)?;
             Ok(rows)

@@ -159,7 +159,8 @@ pub fn choose(
         }
         TransferWidth::Auto => vec![(Pairing::None, &none)],
     };
-    let bound = u64::from(latency_bound(problem));
+    let latency = latency_bound(problem);
+    let bound = u64::from(latency);
     let mut tried = run_stage(prepared, &FIRST_STAGE, &pairings, None)?;
     let reference = tried
         .iter()
@@ -224,6 +225,7 @@ pub fn choose(
     };
     winner.policy = SchedulePolicy::Auto;
     winner.candidates = outcomes;
+    winner.latency_bound = latency;
     Ok(winner)
 }
 

@@ -150,8 +150,7 @@ fn sweep(
     iteration: u32,
     edges: &mut Vec<(u32, u32)>,
 ) {
-    let mut segments: BTreeMap<u64, Segment> = BTreeMap::new();
-    for access in accesses {
+    let range = |access: &Access| {
         let binding = iteration.min(problem.bindings(access.allocation) - 1);
         let low = problem.bound_offset(
             super::problem::SymbolicAddress {
@@ -160,7 +159,29 @@ fn sweep(
             },
             binding,
         );
-        let high = low + u64::from(access.words) * u64::from(WORD_BYTES);
+        (low, low + u64::from(access.words) * u64::from(WORD_BYTES))
+    };
+    // Edges only ever join accesses whose byte ranges overlap. Most storages
+    // of a phase have none (each piece lands in bytes of its own): one sort
+    // shows it, and the segment sweep below is skipped.
+    let mut ranges: Vec<(u64, u64)> = accesses
+        .iter()
+        .map(range)
+        .filter(|(low, high)| low < high)
+        .collect();
+    ranges.sort_unstable();
+    let mut reach = 0;
+    let overlapping = ranges.iter().any(|&(low, high)| {
+        let overlaps = low < reach;
+        reach = reach.max(high);
+        overlaps
+    });
+    if !overlapping {
+        return;
+    }
+    let mut segments: BTreeMap<u64, Segment> = BTreeMap::new();
+    for access in accesses {
+        let (low, high) = range(access);
         split(&mut segments, low);
         split(&mut segments, high);
         let mut link = |from: u32| {

@@ -38,7 +38,7 @@ pub use figures::ScheduleFigures;
 pub use problem::{
     ExchangeProblem, ExplicitBinding, LocalAllocation, ProblemError, ProblemOrigin, SymbolicAddress,
 };
-pub use scheduler::{schedule, schedule_with};
+pub use scheduler::{schedule, schedule_below, schedule_with};
 pub use validate::{ValidationError, validate};
 
 pub use vocabulary::{SchedulePolicy, TransferWidth};

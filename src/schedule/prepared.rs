@@ -48,29 +48,69 @@ impl<'a> Prepared<'a> {
         policy: SchedulePolicy,
         width: TransferWidth,
     ) -> Result<Schedule, ScheduleError> {
+        match self.with_width_below(policy, width, None)? {
+            Some(schedule) => Ok(schedule),
+            None => unreachable!("nothing is pruned without a cutoff"),
+        }
+    }
+
+    /// [`Prepared::with_width`], or `None` when its schedule is bound to
+    /// have a horizon of at least `cutoff` (each width is placed under the
+    /// cutoff; when a compact policy's row-based width choice needs a width
+    /// that was stopped, that width is placed again in full, so `Some` is
+    /// always exactly what `with_width` returns).
+    pub fn with_width_below(
+        &self,
+        policy: SchedulePolicy,
+        width: TransferWidth,
+        cutoff: Option<u32>,
+    ) -> Result<Option<Schedule>, ScheduleError> {
         let none = vec![false; self.problem.pieces()];
+        let below = |paired: &[bool], width: TransferWidth| match self
+            .place_below(policy, paired, width, cutoff)
+        {
+            Ok(schedule) => Ok(Some(schedule)),
+            Err(ScheduleError::AboveCutoff { .. }) => Ok(None),
+            Err(error) => Err(error),
+        };
         match width {
-            TransferWidth::Word32 => self.place(policy, &none, width),
-            TransferWidth::Paired64 => self.place(policy, &self.eligible, width),
+            TransferWidth::Word32 => below(&none, width),
+            TransferWidth::Paired64 => below(&self.eligible, width),
             TransferWidth::Auto => {
-                let ordinary = self.place(policy, &none, TransferWidth::Word32)?;
+                let ordinary = below(&none, TransferWidth::Word32)?;
                 if !self.any_eligible() {
                     return Ok(ordinary);
                 }
-                let paired = self.place(policy, &self.eligible, TransferWidth::Paired64)?;
-                let better = match policy {
-                    SchedulePolicy::Latency | SchedulePolicy::List | SchedulePolicy::Auto => {
-                        paired.horizon < ordinary.horizon
+                let paired = below(&self.eligible, TransferWidth::Paired64)?;
+                let by_horizon = matches!(
+                    policy,
+                    SchedulePolicy::Latency | SchedulePolicy::List | SchedulePolicy::Auto
+                );
+                let (ordinary, paired) = match (ordinary, paired) {
+                    (None, None) => return Ok(None),
+                    // A stopped width has the longer horizon: by horizon,
+                    // the other one wins.
+                    (Some(ordinary), None) if by_horizon => return Ok(Some(ordinary)),
+                    (None, Some(paired)) if by_horizon => return Ok(Some(paired)),
+                    (Some(ordinary), None) => (
+                        ordinary,
+                        self.place(policy, &self.eligible, TransferWidth::Paired64)?,
+                    ),
+                    (None, Some(paired)) => {
+                        (self.place(policy, &none, TransferWidth::Word32)?, paired)
                     }
-                    _ => {
-                        let cost = |schedule: &Schedule| {
-                            let (maximum, total) = row_words_estimate(self.problem, schedule);
-                            (maximum, total, schedule.horizon)
-                        };
-                        cost(&paired) < cost(&ordinary)
-                    }
+                    (Some(ordinary), Some(paired)) => (ordinary, paired),
                 };
-                Ok(if better { paired } else { ordinary })
+                let better = if by_horizon {
+                    paired.horizon < ordinary.horizon
+                } else {
+                    let cost = |schedule: &Schedule| {
+                        let (maximum, total) = row_words_estimate(self.problem, schedule);
+                        (maximum, total, schedule.horizon)
+                    };
+                    cost(&paired) < cost(&ordinary)
+                };
+                Ok(Some(if better { paired } else { ordinary }))
             }
         }
     }

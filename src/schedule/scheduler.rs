@@ -37,11 +37,37 @@ pub fn schedule_with(
 ) -> Result<Schedule, ScheduleError> {
     let prepared = Prepared::new(problem);
     check_pieces(problem, &prepared.eligible)?;
-    let mut result = if policy == SchedulePolicy::Auto {
-        choose(&prepared, width, settings)?
-    } else {
-        prepared.with_width(policy, width)?
-    };
+    if policy == SchedulePolicy::Auto {
+        // `choose` computes the latency-aware bound for its stages and
+        // records it.
+        return choose(&prepared, width, settings);
+    }
+    let mut result = prepared.with_width(policy, width)?;
     result.latency_bound = latency_bound(problem);
+    Ok(result)
+}
+
+/// The schedule of a concrete (non-`auto`) `policy` that [`schedule`] makes,
+/// or `None` when its horizon is bound to be at least `cutoff`: each width
+/// is placed under the cutoff and stops as soon as its running lower bound
+/// reaches it (`Placer::set_cutoff`). For the cheap question "can this
+/// policy beat `cutoff`?", asked of policies that mostly cannot.
+pub fn schedule_below(
+    problem: &ExchangeProblem,
+    policy: SchedulePolicy,
+    width: TransferWidth,
+    cutoff: u32,
+) -> Result<Option<Schedule>, ScheduleError> {
+    debug_assert_ne!(
+        policy,
+        SchedulePolicy::Auto,
+        "auto is not a concrete policy"
+    );
+    let prepared = Prepared::new(problem);
+    check_pieces(problem, &prepared.eligible)?;
+    let mut result = prepared.with_width_below(policy, width, Some(cutoff))?;
+    if let Some(schedule) = &mut result {
+        schedule.latency_bound = latency_bound(problem);
+    }
     Ok(result)
 }

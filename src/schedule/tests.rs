@@ -507,6 +507,7 @@ fn large_synthetic_phase_schedules_validly() {
 #[test]
 fn auto_keeps_the_best_admitted_candidate_and_records_all() {
     let mut stage_two = 0;
+    let mut pruned = 0;
     for seed in 0..20 {
         let problem = random_problem(100 + seed, 16, 40);
         let chosen = schedule(&problem, SchedulePolicy::Auto, TransferWidth::Auto).unwrap();
@@ -525,14 +526,24 @@ fn auto_keeps_the_best_admitted_candidate_and_records_all() {
                 "seed {seed}: {winner:?} chosen over {candidate:?}"
             );
         }
-        // Every candidate's horizon is what that order alone produces.
+        // Every candidate's horizon is what that order alone produces; a
+        // pruned one's is a lower bound of it, above the winner's.
         for candidate in &chosen.candidates {
             if candidate.pairing == candidates::Pairing::None {
                 let alone = schedule(&problem, candidate.policy, TransferWidth::Word32).unwrap();
-                assert_eq!(
-                    alone.horizon, candidate.horizon,
-                    "seed {seed}: {candidate:?}"
-                );
+                if candidate.pruned {
+                    assert!(
+                        candidate.horizon <= alone.horizon && alone.horizon > winner.horizon,
+                        "seed {seed}: {candidate:?} alone {}",
+                        alone.horizon
+                    );
+                    pruned += 1;
+                } else {
+                    assert_eq!(
+                        alone.horizon, candidate.horizon,
+                        "seed {seed}: {candidate:?}"
+                    );
+                }
             }
         }
         let baseline = chosen
@@ -552,6 +563,54 @@ fn auto_keeps_the_best_admitted_candidate_and_records_all() {
         }
     }
     assert!(stage_two > 0, "some random phases need the second stage");
+    assert!(pruned > 0, "some later-stage candidates are pruned");
+}
+
+/// Pruning auto's later candidates (and the cutoff a suggestion's policy
+/// is placed under) changes which candidates run to the end, never the
+/// schedule chosen.
+#[test]
+fn pruning_by_bounds_never_changes_a_schedule() {
+    let unpruned = AutoSettings {
+        prune_by_bounds: false,
+        ..AutoSettings::default()
+    };
+    let mut differing_records = 0;
+    for seed in 0..30 {
+        let problem = random_problem(300 + seed, 16, 30 + seed as usize);
+        for width in WIDTHS {
+            let pruned = schedule(&problem, SchedulePolicy::Auto, width).unwrap();
+            let full = schedule_with(&problem, SchedulePolicy::Auto, width, &unpruned).unwrap();
+            assert_eq!(
+                Schedule {
+                    candidates: Vec::new(),
+                    ..pruned.clone()
+                },
+                Schedule {
+                    candidates: Vec::new(),
+                    ..full.clone()
+                },
+                "seed {seed} {width:?}"
+            );
+            differing_records += usize::from(pruned.candidates != full.candidates);
+            for policy in POLICIES.into_iter().filter(|&p| p != SchedulePolicy::Auto) {
+                let alone = schedule(&problem, policy, width).unwrap();
+                for cutoff in [alone.horizon, alone.horizon + 1, alone.horizon / 2] {
+                    let below = schedule_below(&problem, policy, width, cutoff).unwrap();
+                    match below {
+                        Some(schedule) => assert_eq!(schedule, alone, "seed {seed} {policy}"),
+                        None => assert!(alone.horizon >= cutoff, "seed {seed} {policy}"),
+                    }
+                }
+                assert_eq!(
+                    schedule_below(&problem, policy, width, alone.horizon + 1).unwrap(),
+                    Some(alone.clone()),
+                    "seed {seed} {policy}: a schedule under its cutoff is never pruned"
+                );
+            }
+        }
+    }
+    assert!(differing_records > 0, "pruning stopped some candidates");
 }
 
 #[test]

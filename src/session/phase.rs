@@ -10,7 +10,7 @@ use crate::incremental::CompilerDatabase;
 use crate::incremental::alternatives::{PhaseAlternatives, phase_alternatives};
 use crate::incremental::phases::{
     EffectivePolicy, PhaseError, PhaseFigures, PhaseKey, PhaseProblem, encoded_rows, phase_figures,
-    phase_patches, phase_policy, phase_problem, phase_work, scheduled,
+    phase_patches, phase_policy, phase_problem, phase_work, validated_schedule,
 };
 use crate::patch::PhasePatches;
 use crate::rows::PhaseRows;
@@ -53,7 +53,7 @@ impl<'session> Phase<'session> {
     /// figures alone are cheaper).
     pub fn schedule(&self) -> Result<Arc<Schedule>, PhaseError> {
         let (problem, policy) = phase_work(self.db, self.key)?;
-        scheduled(self.db, problem, policy).clone()
+        validated_schedule(self.db, problem, policy).clone()
     }
 
     /// The encoded and checked rows.

@@ -6,10 +6,8 @@
 use serde::Serialize;
 
 use super::Session;
-use crate::incremental::alternatives::alternative_policies;
-use crate::incremental::phases::{
-    PhaseError, encoded_rows, phase_keys, phase_work, schedule_figures,
-};
+use crate::incremental::alternatives::{alternative_outcome, alternative_policies};
+use crate::incremental::phases::{PhaseError, phase_keys, phase_work};
 use crate::target::costs::cycles_to_ms;
 
 /// Exchange phases a build measures under every standard policy for its
@@ -36,11 +34,12 @@ pub struct Suggestion {
 }
 
 impl Session {
-    /// Schedules and encodes every (phase, standard policy) pair that the
-    /// alternatives of the phases at `indices` read, as one flat parallel
-    /// pass over cloned database handles: a phase's policies then run side
-    /// by side instead of one after another inside its alternatives query,
-    /// which afterwards only reads memos.
+    /// Measures every (phase, standard policy) pair that the alternatives
+    /// of the phases at `indices` read (each pruned by the phase's current
+    /// cost, `alternative_outcome`), as one flat parallel pass over cloned
+    /// database handles: a phase's policies then run side by side instead
+    /// of one after another inside its alternatives query, which afterwards
+    /// only reads memos.
     fn warm_alternatives(
         &self,
         indices: &std::collections::BTreeSet<usize>,
@@ -53,16 +52,15 @@ impl Session {
             };
             let (problem, _) = phase_work(&self.db, phase)?;
             for (_, policy) in alternative_policies(&self.db, phase)? {
-                work.push((problem, policy));
+                work.push((problem.problem(&self.db).pieces(), phase, policy));
             }
         }
         // Largest problems first, so that the longest schedules start early.
-        work.sort_by_key(|&(problem, _)| std::cmp::Reverse(problem.problem(&self.db).pieces()));
+        work.sort_by_key(|&(pieces, _, _)| std::cmp::Reverse(pieces));
         let progress = self.progress.clone();
         progress.begin("suggestions (schedules)", Some(work.len() as u64));
-        super::fan_out::fan_out(&self.db, &work, |db, _, &(problem, policy)| {
-            let _ = schedule_figures(db, problem, policy);
-            let _ = encoded_rows(db, problem, policy);
+        super::fan_out::fan_out(&self.db, &work, |db, _, &(_, phase, policy)| {
+            let _ = alternative_outcome(db, phase, policy);
             progress.advance(1);
         });
         progress.end();

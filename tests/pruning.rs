@@ -1,0 +1,92 @@
+//! Pruning by lower bounds (`schedule.prune_by_bounds`, on by default)
+//! only skips work that cannot win: fusion merges whose bound rules them
+//! out, `auto`'s later candidates bound to exceed the best one so far, and
+//! suggestion policies bound to exceed the phase as built. Built with and
+//! without it, every shipped model's small build and every tiny variant
+//! compiles to the same package bytes, the same estimate to the cycle and
+//! the same suggestions, and pruning did stop something.
+
+mod common;
+
+use common::{TINY_VARIANTS, query};
+use superstep::session::Session;
+
+struct Built {
+    package: Vec<u8>,
+    cycles: u64,
+    suggestions: String,
+    pruned_candidates: usize,
+    pruned_alternatives: usize,
+}
+
+fn built(file: &str, sets: &[&str], prune: bool) -> Built {
+    let flag = format!("schedule.prune_by_bounds={prune}");
+    let mut sets = sets.to_vec();
+    sets.push(&flag);
+    let mut session = Session::new(&query(file, &sets));
+    let outcome = session.build().expect("builds");
+    let package = session
+        .package()
+        .expect("package")
+        .encode()
+        .expect("encodes");
+    let suggestions = session.suggestions(None).expect("suggestions");
+    let mut pruned_candidates = 0;
+    let mut pruned_alternatives = 0;
+    for phase in session.phases() {
+        let figures = phase.figures().expect("figures");
+        pruned_candidates += figures.candidates.iter().filter(|c| c.pruned).count();
+        pruned_alternatives += phase.alternatives().expect("alternatives").pruned.len();
+    }
+    Built {
+        package,
+        cycles: outcome.back.expect("back half").cycles,
+        suggestions: format!("{suggestions:?}"),
+        pruned_candidates,
+        pruned_alternatives,
+    }
+}
+
+fn assert_same(file: &str, sets: &[&str]) -> (usize, usize) {
+    let pruned = built(file, sets, true);
+    let full = built(file, sets, false);
+    assert!(
+        pruned.package == full.package,
+        "{file} {sets:?}: package bytes differ"
+    );
+    assert_eq!(pruned.cycles, full.cycles, "{file} {sets:?}");
+    assert_eq!(pruned.suggestions, full.suggestions, "{file} {sets:?}");
+    assert_eq!(
+        full.pruned_alternatives, 0,
+        "{file} {sets:?}: nothing pruned when off"
+    );
+    (pruned.pruned_candidates, pruned.pruned_alternatives)
+}
+
+#[test]
+fn pruning_changes_no_tiny_build() {
+    let mut stopped = (0, 0);
+    for sets in std::iter::once(&[][..]).chain(TINY_VARIANTS.iter().copied()) {
+        let (candidates, alternatives) = assert_same("queries/vit-tiny.toml", sets);
+        stopped.0 += candidates;
+        stopped.1 += alternatives;
+    }
+    assert!(
+        stopped.1 > 0,
+        "suggestion policies were pruned: {stopped:?}"
+    );
+}
+
+#[test]
+fn pruning_changes_no_shipped_model_on_two_layers() {
+    let mut alternatives = 0;
+    for file in [
+        "queries/siglip-so400m.toml",
+        "queries/pe-core-l14.toml",
+        "queries/vit-b16.toml",
+    ] {
+        let (_, pruned) = assert_same(file, &["workload.layers=2"]);
+        alternatives += pruned;
+    }
+    assert!(alternatives > 0);
+}
