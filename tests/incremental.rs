@@ -412,6 +412,7 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
         ("phase_figures", phases),
         ("phase_patches", phases),
         ("scheduled", problems),
+        ("validated_schedule", problems),
         ("schedule_figures", problems),
         ("encoded_rows", problems),
         ("row_table", 1),

@@ -88,6 +88,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "schedule.policy" => &["schedule.policy=B64"],
         "schedule.width" => &["schedule.width=paired64"],
         "schedule.row_allowance" => &["schedule.row_allowance=0"],
+        "schedule.prune_by_bounds" => &["schedule.prune_by_bounds=false"],
         "schedule.override.phase" | "schedule.override.policy" => {
             &["schedule.override.layer.attn.qkv#0=S64"]
         }

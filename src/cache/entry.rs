@@ -62,10 +62,13 @@ pub enum EntryKind {
     /// A phase under one standard policy, measured only as far as it could
     /// beat the phase as built (a suggestion's candidate).
     Alternative = 8,
+    /// A problem's lower bound (latency-aware and dependency chain), as
+    /// fusion pricing reads it.
+    Bound = 9,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 8] = [
+    pub const ALL: [EntryKind; 9] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -74,6 +77,7 @@ impl EntryKind {
         EntryKind::PackingStudy,
         EntryKind::LayoutSearch,
         EntryKind::Alternative,
+        EntryKind::Bound,
     ];
 
     pub fn folder(self) -> &'static str {
@@ -86,6 +90,7 @@ impl EntryKind {
             EntryKind::PackingStudy => "packing",
             EntryKind::LayoutSearch => "search",
             EntryKind::Alternative => "alternative",
+            EntryKind::Bound => "bound",
         }
     }
 }

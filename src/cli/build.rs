@@ -72,15 +72,38 @@ pub fn run(
                 );
             }
         }
-        // Measured once, unless told not to: printed here and shown in
-        // report.html.
-        if suggestions > 0 && (!quiet || query.outputs.html) {
-            measured = true;
-            found = session
-                .suggestions(Some(SUGGESTION_CANDIDATES))
-                .map_err(|error| CommandError::Internal(error.to_string()))?;
-        }
-        if suggestions > 0 && !quiet {
+    }
+    if query.outputs.package && report.back.is_some() {
+        let package = session
+            .package()
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        let path = artifacts_directory(&query).join("package.bin");
+        let bytes = package
+            .write(&path, &build_key(&query))
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
+    }
+    // Advice, not the build: measured once the package is on disk (each
+    // standard policy pruned by the phase's current cost), shown in
+    // report.html and printed after every output is written.
+    if suggestions > 0 && report.back.is_some() && (!quiet || query.outputs.html) {
+        measured = true;
+        found = session
+            .suggestions(Some(SUGGESTION_CANDIDATES))
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+    }
+    for path in write_reports(
+        &session,
+        &query,
+        &report,
+        measured.then_some(found.as_slice()),
+    )
+    .map_err(|error| CommandError::Internal(error.to_string()))?
+    {
+        println!("wrote {}", path.display());
+    }
+    if let Some(back) = report.back.as_ref().filter(|_| !quiet) {
+        if suggestions > 0 {
             if found.is_empty() {
                 println!(
                     "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
@@ -97,26 +120,7 @@ pub fn run(
                 println!("{}", super::phases::SUGGESTION_NOTE);
             }
         }
-    }
-    if query.outputs.package && report.back.is_some() {
-        let package = session
-            .package()
-            .map_err(|error| CommandError::Internal(error.to_string()))?;
-        let path = artifacts_directory(&query).join("package.bin");
-        let bytes = package
-            .write(&path, &build_key(&query))
-            .map_err(|error| CommandError::Internal(error.to_string()))?;
-        println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
-    }
-    for path in write_reports(
-        &session,
-        &query,
-        &report,
-        measured.then_some(found.as_slice()),
-    )
-    .map_err(|error| CommandError::Internal(error.to_string()))?
-    {
-        println!("wrote {}", path.display());
+        println!("{}", pruning_line(&session, back, measured)?);
     }
     if let Some(explanation) = explanation {
         print!("{explanation}");
@@ -267,6 +271,46 @@ fn print_back_details(back: &BackReport) {
         quality.worst_phase,
         quality.worst_latency_ratio
     );
+}
+
+/// What pruning by lower bounds skipped, per stage (`schedule.prune_by_bounds`).
+fn pruning_line(
+    session: &crate::session::Session,
+    back: &BackReport,
+    suggestions_measured: bool,
+) -> Result<String, CommandError> {
+    let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
+    let groups = session.phase_groups().map_err(|error| internal(&error))?;
+    let priced: Vec<_> = groups
+        .decisions
+        .iter()
+        .filter_map(|decision| decision.cost)
+        .collect();
+    let merges = priced.iter().filter(|cost| cost.pruned()).count();
+    let candidates: Vec<_> = back
+        .phases
+        .iter()
+        .flat_map(|phase| &phase.candidates)
+        .collect();
+    let stopped = candidates
+        .iter()
+        .filter(|candidate| candidate.pruned)
+        .count();
+    let mut line = format!(
+        "pruned by lower bounds: {merges} of {} fusion merges priced (merged bound already at the separate horizons plus the barrier); {stopped} of {} auto candidates of the program's phases (bound to exceed the best horizon before their stage)",
+        priced.len(),
+        candidates.len()
+    );
+    if suggestions_measured {
+        let (measured, pruned) = session
+            .suggestion_pruning(Some(SUGGESTION_CANDIDATES))
+            .map_err(|error| internal(&error))?;
+        line.push_str(&format!(
+            "; {pruned} of {} suggestion policies (bound to reach the phase as built)",
+            measured + pruned
+        ));
+    }
+    Ok(line)
 }
 
 /// The report of a built session (as `build` writes it), for commands that

@@ -114,8 +114,7 @@ impl<'db> FusionPricing<'db> {
             .map(|(problem, _)| problem)
     }
 
-    fn horizon(&self, db: &'db dyn Db, problem: ExchangeProblem) -> Option<u64> {
-        let problem = ProblemKey::new(db, Arc::new(problem));
+    fn horizon(&self, db: &'db dyn Db, problem: ProblemKey<'db>) -> Option<u64> {
         let figures = schedule_figures(db, problem, self.policy).as_ref().ok()?;
         Some(u64::from(figures.horizon))
     }
@@ -129,7 +128,8 @@ impl<'db> FusionPricing<'db> {
         transfers: &TransferList,
         iterations: u32,
     ) -> Option<u64> {
-        self.horizon(db, Self::problem(program, transfers, iterations)?)
+        let problem = ProblemKey::new(db, Arc::new(Self::problem(program, transfers, iterations)?));
+        self.horizon(db, problem)
     }
 
     /// Prices one merge: the separate exchanges first; with their horizons
@@ -148,10 +148,10 @@ impl<'db> FusionPricing<'db> {
     ) -> Option<FusionCost> {
         let separate_sum = self.list_horizon(db, program, first, iterations)?
             + self.list_horizon(db, program, second, iterations)?;
-        let merged = Self::problem(program, merged, iterations)?;
+        let merged = ProblemKey::new(db, Arc::new(Self::problem(program, merged, iterations)?));
         let mut cost = FusionCost {
             merged_horizon: None,
-            merged_bound: u64::from(phase_bound(&merged, &dependencies(&merged))),
+            merged_bound: u64::from(*problem_bound(db, merged)),
             separate_sum,
             sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
         };
@@ -161,6 +161,34 @@ impl<'db> FusionPricing<'db> {
         Some(cost)
     }
 }
+
+/// The larger of a problem's latency-aware and dependency bounds: no
+/// schedule of it is shorter. Kept in the persistent cache, since a warm
+/// build would otherwise build every merged problem's dependency DAG again
+/// only to find its figures cached.
+#[salsa::tracked(returns(ref))]
+pub fn problem_bound<'db>(db: &'db dyn Db, problem: ProblemKey<'db>) -> u32 {
+    let content = problem.problem(db);
+    let Bound(bound) = cache_on_disk(
+        db,
+        || {
+            Ok::<_, std::convert::Infallible>(CacheKey::of(
+                "problem bound",
+                &problem_digest(db, problem),
+            ))
+        },
+        |_| true,
+        || Ok(Bound(phase_bound(content, &dependencies(content)))),
+    )
+    .unwrap_or_else(|never| match never {});
+    bound
+}
+
+/// A problem's lower bound, as the persistent cache stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Bound(pub u32);
+
+super::on_disk::persisted_by_bincode! { Bound => Bound }
 
 /// An exchange phase, identified by its key.
 #[salsa::interned(debug)]

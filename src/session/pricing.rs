@@ -43,7 +43,7 @@ pub fn warm_fusion_pricing(
                 .sum::<usize>()
     };
     chains.sort_by_key(|chain| std::cmp::Reverse(size(chain)));
-    progress.begin("pricing fusion", Some(boundaries as u64));
+    progress.begin("fusion: boundaries priced", Some(boundaries as u64));
     fan_out(database, &chains, |db, _, chain: &FusionChain| {
         let pricing = FusionPricing::of(db, build);
         let mut preceding = chain.first.clone();

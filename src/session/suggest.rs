@@ -67,10 +67,12 @@ impl Session {
         Ok(())
     }
 
-    /// The best override of each phase that has one, most saving first.
-    /// `candidates` limits the phases measured to that many of the most
+    /// The phases [`Session::suggestions`] measures: the `candidates` most
     /// expensive by total cycles (`None`: every phase).
-    pub fn suggestions(&self, candidates: Option<usize>) -> Result<Vec<Suggestion>, PhaseError> {
+    fn suggestion_phases(
+        &self,
+        candidates: Option<usize>,
+    ) -> Result<std::collections::BTreeSet<usize>, PhaseError> {
         let mut phases: Vec<(u64, usize)> = self
             .map_phases(|phase| {
                 let cost = phase.figures().map(|figures| {
@@ -84,8 +86,32 @@ impl Session {
             .collect::<Result<_, _>>()?;
         phases.sort_by_key(|&(cost, index)| (std::cmp::Reverse(cost), index));
         phases.truncate(candidates.unwrap_or(usize::MAX));
-        let chosen: std::collections::BTreeSet<usize> =
-            phases.iter().map(|&(_, index)| index).collect();
+        Ok(phases.iter().map(|&(_, index)| index).collect())
+    }
+
+    /// How many standard policies the suggestions of `candidates` measured
+    /// in full and how many their cutoff pruned: (measured, pruned).
+    pub fn suggestion_pruning(
+        &self,
+        candidates: Option<usize>,
+    ) -> Result<(usize, usize), PhaseError> {
+        let chosen = self.suggestion_phases(candidates)?;
+        let mut counts = (0, 0);
+        for phase in self.phases() {
+            if chosen.contains(&phase.index) {
+                let alternatives = phase.alternatives()?;
+                counts.0 += alternatives.alternatives.len();
+                counts.1 += alternatives.pruned.len();
+            }
+        }
+        Ok(counts)
+    }
+
+    /// The best override of each phase that has one, most saving first.
+    /// `candidates` limits the phases measured to that many of the most
+    /// expensive by total cycles (`None`: every phase).
+    pub fn suggestions(&self, candidates: Option<usize>) -> Result<Vec<Suggestion>, PhaseError> {
+        let chosen = self.suggestion_phases(candidates)?;
         self.warm_alternatives(&chosen)?;
         let measured = self.map_phases(|phase| {
             if !chosen.contains(&phase.index) {
