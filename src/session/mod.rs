@@ -122,6 +122,8 @@ pub struct Session {
     db: CompilerDatabase,
     inputs: BuildInputs,
     progress: Arc<dyn progress::Progress>,
+    /// What fusion pricing was last warmed for (`pricing::Warmed`).
+    warmed: Option<pricing::Warmed>,
 }
 
 impl Session {
@@ -138,6 +140,7 @@ impl Session {
             db,
             inputs,
             progress: progress::silent(),
+            warmed: None,
         }
     }
 
@@ -369,7 +372,12 @@ impl Session {
         {
             let _span = tracing::info_span!("phase_groups").entered();
             let program = low_program(&self.db, build).clone()?;
-            let priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
+            let warmed = pricing::Warmed::of(&self.db, build, &program);
+            let mut priced = 0;
+            if self.warmed.as_ref() != Some(&warmed) {
+                priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
+                self.warmed = Some(warmed);
+            }
             progress.begin(
                 "phase groups",
                 Some(priced as u64).filter(|&count| count > 0),

@@ -10,12 +10,55 @@
 //! price in salsa's memo. The program is the same either way: only when and
 //! where the work happens changes.
 
+use std::sync::{Arc, Weak};
+
 use super::fan_out::fan_out;
 use super::progress::Progress;
+use crate::build_file::ScheduleSettings;
 use crate::expand::program::LowProgram;
 use crate::group::{Fusion, FusionChain, fusion_chains, merged_transfers};
 use crate::incremental::phases::FusionPricing;
 use crate::incremental::{BuildInputs, CompilerDatabase};
+
+/// What one warming of fusion pricing read: the low program (by identity:
+/// salsa hands out the same `Arc` while its memo stands) and the settings
+/// pricing depends on. A build whose `Warmed` equals the last one's skips
+/// the warming (a no-op rebuild, or an edit that leaves the program and
+/// the global policy alone); anything else warms again, which is never
+/// wrong, only work.
+#[derive(Clone, Debug)]
+pub struct Warmed {
+    program: Weak<LowProgram>,
+    schedule: ScheduleSettings,
+    fusion: Fusion,
+    copy_motion: bool,
+}
+
+impl Warmed {
+    pub fn of(
+        database: &CompilerDatabase,
+        build: BuildInputs,
+        program: &Arc<LowProgram>,
+    ) -> Warmed {
+        let planning = build.planning(database);
+        Warmed {
+            program: Arc::downgrade(program),
+            schedule: build.schedule(database).clone(),
+            fusion: planning.fusion,
+            copy_motion: planning.copy_motion,
+        }
+    }
+}
+
+impl PartialEq for Warmed {
+    fn eq(&self, other: &Warmed) -> bool {
+        self.program.ptr_eq(&other.program)
+            && self.program.strong_count() > 0
+            && self.schedule == other.schedule
+            && self.fusion == other.fusion
+            && self.copy_motion == other.copy_motion
+    }
+}
 
 /// Prices (in parallel) every merge the phase grouping of `program` will
 /// price, reporting one item per boundary to `progress` as stage "pricing
