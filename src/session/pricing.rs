@@ -75,7 +75,11 @@ pub fn warm_fusion_pricing(
     if planning.fusion != Fusion::Auto || !planning.copy_motion {
         return 0;
     }
-    let (mut chains, _) = fusion_chains(program);
+    let (mut chains, _) = {
+        let _span = tracing::info_span!("fusion_chains").entered();
+        fusion_chains(program)
+    };
+    let _span = tracing::info_span!("warm_fusion_pricing", chains = chains.len()).entered();
     let boundaries: usize = chains.iter().map(|chain| chain.following.len()).sum();
     let size = |chain: &FusionChain| {
         chain.first.words.len()
