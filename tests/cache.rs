@@ -57,8 +57,9 @@ fn entries(directory: &Path, kind: EntryKind) -> Vec<PathBuf> {
 
 /// Under the default `planning.fusion = "auto"` phase grouping reads the
 /// schedule figures of the exchanges it prices as well (both sides of every
-/// priced boundary and their merge), so a warm build reads more figures than
-/// it encodes rows; under `same-operator` exactly one per encoded problem.
+/// priced boundary and their merge) and each merge's lower bound, so a warm
+/// build reads more figures than it encodes rows; under `same-operator`
+/// exactly one per encoded problem.
 #[test]
 fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
     for fusion in ["auto", "same-operator"] {
@@ -91,9 +92,12 @@ fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
         } else {
             assert!(figures_read > problems, "auto prices nothing: {runs:?}");
         }
+        // Plus the placement, and under `auto` each priced merge's bound.
+        let bounds = runs.get("problem_bound").copied().unwrap_or(0);
+        assert_eq!(bounds > 0, fusion == "auto", "{runs:?}");
         assert_eq!(
             statistics.hits,
-            (figures_read + problems) as u64 + 1,
+            (figures_read + problems + bounds) as u64 + 1,
             "{fusion}: {statistics:?}"
         );
 

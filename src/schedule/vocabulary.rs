@@ -73,7 +73,11 @@ impl FromStr for SchedulePolicy {
         let make: fn(u32) -> SchedulePolicy = match kind {
             'S' => |words| SchedulePolicy::Stream { words },
             'B' => |words| SchedulePolicy::Balanced { words },
-            _ => return Err(failure("it starts with neither `S` nor `B`")),
+            _ => {
+                return Err(failure(
+                    "it is none of the named policies and starts with neither `S` nor `B`",
+                ));
+            }
         };
         if digits.is_empty() {
             return Err(failure("the wave size is missing"));

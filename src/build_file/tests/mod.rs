@@ -17,6 +17,7 @@ const VIT_TINY: &str = include_str!("../../../queries/vit-tiny.toml");
 
 mod override_width;
 mod set;
+mod shapes;
 
 fn queries_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("queries")

@@ -184,8 +184,15 @@ pub fn policy_suggestion(text: &str) -> Option<String> {
             compact[first.len_utf8()..].to_lowercase()
         ));
     }
-    if schema::edit_distance(&compact.to_lowercase(), "latency") <= 2 {
-        candidates.push(String::from("latency"));
+    // A misspelled named policy: the nearest name within two edits.
+    let lowered = compact.to_lowercase();
+    if let Some((distance, name)) = ["auto", "list", "matching", "latency"]
+        .into_iter()
+        .map(|name| (schema::edit_distance(&lowered, name), name))
+        .min()
+        && distance <= 2
+    {
+        candidates.push(name.to_string());
     }
     candidates
         .into_iter()

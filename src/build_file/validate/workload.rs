@@ -235,6 +235,44 @@ impl Resolver<'_> {
                  even; choose an even width",
             ));
         }
+        if !mlp.value.is_multiple_of(2) {
+            return Err(Issue::new(
+                "workload.mlp",
+                mlp.origin.clone(),
+                format!("workload.mlp = {} is odd", mlp.value),
+            )
+            .label("odd MLP width")
+            .help(format!(
+                "the MLP's hidden activations move as 32-bit words of two FP16 values, so its \
+                 width must be even; choose {} or {}",
+                mlp.value - 1,
+                mlp.value + 1
+            )));
+        }
+        if !patch.value.is_multiple_of(2) {
+            return Err(Issue::new(
+                "workload.patch",
+                patch.origin.clone(),
+                format!(
+                    "workload.patch = {} gives patches of 3 x {} x {} = {} values, an odd count",
+                    patch.value,
+                    patch.value,
+                    patch.value,
+                    3 * u64::from(patch.value) * u64::from(patch.value)
+                ),
+            )
+            .label("odd patch side")
+            .help(format!(
+                "a patch's pixels (3 channels x patch x patch) move as 32-bit words of two FP16 \
+                 values, so the patch side must be even; choose {}{}",
+                if patch.value > 1 {
+                    format!("{} or ", patch.value - 1)
+                } else {
+                    String::new()
+                },
+                patch.value + 1
+            )));
+        }
         let (head_path, head_origin) = if heads.explicit || !width.explicit {
             ("workload.heads", heads.origin.clone())
         } else {
@@ -506,6 +544,31 @@ impl Resolver<'_> {
             )
             .label("does not divide the width")
             .help(suggestion));
+        }
+        let pooling_dim = width.value / pooling_heads;
+        if !pooling_dim.is_multiple_of(2) {
+            let origin = if section.pooling_heads.is_some() || !width.explicit {
+                heads_origin
+            } else {
+                width.origin.clone()
+            };
+            let suggestion = nearest_divisor(width.value, pooling_heads, |dim| dim % 2 == 0)
+                .map(|divisor| format!("; e.g. workload.pooling_heads = {divisor}"))
+                .unwrap_or_default();
+            return Err(Issue::new(
+                "workload.pooling_heads",
+                origin,
+                format!(
+                    "workload.width / workload.pooling_heads = {} / {pooling_heads} = \
+                     {pooling_dim} is not a usable pooling head dimension (it must be even)",
+                    width.value
+                ),
+            )
+            .label(format!("pooling head dimension {pooling_dim}"))
+            .help(format!(
+                "the pooling head's heads are split along 32-bit words of two FP16 values, so \
+                 each must have an even number of channels{suggestion}"
+            )));
         }
         Ok(match kind {
             Kind::Map => Pooling::Map {
