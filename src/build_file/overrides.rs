@@ -257,6 +257,33 @@ fn convert(argument: &str, key: &str, kind: KeyKind, raw: &str) -> Result<SetVal
         _ => None,
     };
     converted.ok_or_else(|| {
+        // A run of digits TOML could not read is out of the 64-bit range:
+        // too large (or too small), not the wrong type.
+        let digits = raw.trim().trim_start_matches(['+', '-']);
+        if matches!(kind, KeyKind::Integer | KeyKind::Float)
+            && !digits.is_empty()
+            && digits.bytes().all(|byte| byte.is_ascii_digit())
+        {
+            let side = if raw.trim().starts_with('-') {
+                "too small"
+            } else {
+                "too large"
+            };
+            return QueryError::set(
+                argument,
+                Some(key),
+                format!(
+                    "`{key}` expects {}, but {} is {side} for any number a build file holds \
+                     (64-bit integers: -9,223,372,036,854,775,808 to 9,223,372,036,854,775,807)",
+                    kind.describe(),
+                    raw.trim()
+                ),
+                Some(format!(
+                    "give a value in the range `{key}` accepts (the shipped build files, \
+                     queries/*.toml, state each field's range)"
+                )),
+            );
+        }
         let example = match kind {
             KeyKind::Integer => "2",
             KeyKind::Float => "1e-6",

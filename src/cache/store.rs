@@ -381,7 +381,11 @@ impl PersistentCache {
         result
     }
 
-    /// Every entry file: (path, bytes, modification time).
+    /// Every entry file: (path, bytes, modification time). Only files
+    /// named as entries are (`KIND/XX/KEY`, KEY 64 hex digits starting
+    /// with XX): anything else a user put in the folder is neither counted
+    /// nor ever evicted. A temporary file a dead writer left behind (killed
+    /// between writing and renaming) is removed on the way.
     fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
         let mut entries = Vec::new();
         for kind in EntryKind::ALL {
@@ -389,13 +393,22 @@ impl PersistentCache {
                 continue;
             };
             for shard in shards.flatten() {
+                let shard_name = shard.file_name().to_string_lossy().into_owned();
                 let Ok(files) = fs::read_dir(shard.path()) else {
                     continue;
                 };
                 for file in files.flatten() {
+                    let name = file.file_name().to_string_lossy().into_owned();
                     // Another process's entry being written is not an entry
-                    // yet: neither counted nor evicted.
-                    if file.file_name().to_string_lossy().starts_with(".tmp-") {
+                    // yet: neither counted nor evicted (unless its writer
+                    // is gone).
+                    if name.starts_with(".tmp-") {
+                        if abandoned(&name, &file) {
+                            let _ = fs::remove_file(file.path());
+                        }
+                        continue;
+                    }
+                    if !is_entry_name(&shard_name, &name) {
                         continue;
                     }
                     let Ok(metadata) = file.metadata() else {
@@ -472,4 +485,41 @@ impl PersistentCache {
         }
         eviction
     }
+}
+
+/// Whether `name` in shard folder `shard` names an entry: 64 lowercase hex
+/// digits, the first two of which are the shard's name.
+fn is_entry_name(shard: &str, name: &str) -> bool {
+    name.len() == 64
+        && name.starts_with(shard)
+        && shard.len() == 2
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+}
+
+/// How old a temporary file must be before it counts as abandoned even if
+/// its writer's process id is alive again (ids are reused).
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Whether a temporary file (`.tmp-PID-SERIAL-NAME`) was left by a writer
+/// that no longer runs: its process is gone (on Linux, no `/proc/PID`), or
+/// it is older than [`ABANDONED_AFTER`].
+fn abandoned(name: &str, file: &fs::DirEntry) -> bool {
+    let old = file
+        .metadata()
+        .and_then(|metadata| metadata.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|age| age > ABANDONED_AFTER);
+    let pid: Option<u32> = name
+        .strip_prefix(".tmp-")
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|pid| pid.parse().ok());
+    let gone = pid.is_some_and(|pid| {
+        pid != std::process::id()
+            && Path::new("/proc/self").exists()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+    });
+    old || gone
 }

@@ -74,3 +74,57 @@ fn evicts_least_recently_used_first() {
     assert!(one.path(EntryKind::Schedule, &keys[3]).exists());
     assert!(!one.path(EntryKind::Schedule, &keys[0]).exists());
 }
+
+/// Eviction removes entries only: a file a user put into the cache folder
+/// is neither counted nor deleted, however small the limit.
+#[test]
+fn eviction_never_deletes_what_is_not_an_entry() {
+    let directory = scratch("foreign-files");
+    let cache = PersistentCache::open(&directory, u64::MAX).expect("cache");
+    let key = CacheKey::of("test", "entry");
+    cache.store(EntryKind::Rows, &key, &vec![1u8; 1000]);
+    let shard = cache
+        .path(EntryKind::Rows, &key)
+        .parent()
+        .expect("shard")
+        .to_path_buf();
+    let notes = shard.join("notes.txt");
+    std::fs::write(&notes, "mine").expect("write");
+    let top = directory.join("rows").join("README");
+    std::fs::write(&top, "mine too").expect("write");
+    let entry_bytes = cache.size_on_disk();
+    let none = PersistentCache::open(&directory, 0).expect("cache");
+    let eviction = none.evict();
+    assert_eq!(eviction.entries, 1, "{eviction:?}");
+    assert_eq!(eviction.bytes_before, entry_bytes);
+    assert_eq!(eviction.removed_entries, 1);
+    assert!(notes.exists() && top.exists());
+    assert!(!cache.path(EntryKind::Rows, &key).exists());
+}
+
+/// A temporary file whose writer died (`kill -9` between writing and
+/// renaming) is removed by the next process's pass over the folder; one
+/// this process is writing is left alone.
+#[test]
+fn temporary_files_of_dead_writers_are_cleaned() {
+    let directory = scratch("temporary");
+    let cache = PersistentCache::open(&directory, u64::MAX).expect("cache");
+    let key = CacheKey::of("test", "entry");
+    cache.store(EntryKind::Schedule, &key, &vec![1u8; 100]);
+    let shard = cache
+        .path(EntryKind::Schedule, &key)
+        .parent()
+        .expect("shard")
+        .to_path_buf();
+    // Process ids are below 2^22 on Linux: this one cannot be running.
+    let dead = shard.join(format!(".tmp-4294967-0-{}", key.hex()));
+    let live = shard.join(format!(".tmp-{}-9-{}", std::process::id(), key.hex()));
+    std::fs::write(&dead, "partial").expect("write");
+    std::fs::write(&live, "partial").expect("write");
+    let eviction = cache.evict();
+    assert_eq!(eviction.entries, 1);
+    assert!(live.exists(), "this process's write in progress stays");
+    if std::path::Path::new("/proc/self").exists() {
+        assert!(!dead.exists(), "a dead writer's temporary file is removed");
+    }
+}

@@ -1,6 +1,8 @@
-//! Shapes the expansion cannot move as whole 32-bit words (two FP16
-//! values) are refused by validation, naming the field and the nearest
-//! values that work, instead of failing in expansion with exit code 1.
+//! Values that used to get past validation or got a misleading message:
+//! shapes the expansion cannot move as whole 32-bit words (two FP16 values)
+//! are refused naming the field and the nearest values that work, instead of
+//! failing in expansion with exit code 1; a misspelled policy names the
+//! nearest one; an integer beyond 64 bits is too large, not a string.
 
 use super::*;
 
@@ -68,4 +70,26 @@ fn a_misspelled_policy_names_the_nearest_policy() {
     let text = edit(SIGLIP, "policy = \"auto\"", "policy = \"greedy\"");
     let rendered = expect_file_error(&text, "schedule.policy", "\"greedy\"");
     assert!(rendered.contains("expected `auto`, `list`"), "{rendered}");
+}
+
+#[test]
+fn an_integer_beyond_64_bits_is_too_large_not_the_wrong_type() {
+    let message = expect_set_error(
+        SIGLIP,
+        &["machine.tiles=99999999999999999999"],
+        "machine.tiles=99999999999999999999",
+        Some("machine.tiles"),
+    );
+    assert!(message.contains("is too large"), "{message}");
+    assert!(
+        !message.contains("but the value is the string"),
+        "{message}"
+    );
+    let message = expect_set_error(
+        SIGLIP,
+        &["workload.fp8_scale=-99999999999999999999"],
+        "workload.fp8_scale=-99999999999999999999",
+        Some("workload.fp8_scale"),
+    );
+    assert!(message.contains("is too small"), "{message}");
 }
