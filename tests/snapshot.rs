@@ -221,3 +221,26 @@ fn capture_then_import_is_exact_on_the_full_size_builds() {
         assert!(recaptured == bytes, "{file}: re-capture differs");
     }
 }
+
+/// A build on one tile has no exchange phases; its capture still says how
+/// many tiles it has (it said 0, which no importer accepts).
+#[test]
+fn a_capture_without_phases_names_its_tiles() {
+    let directory = scratch("snapshot", "one-tile");
+    let file = directory.join("one-tile.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_superstep"))
+        .args(["capture", "queries/vit-tiny.toml", "--no-cache", "-q"])
+        .args(["--set", "machine.tiles=1", "-o"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let snapshot =
+        Snapshot::from_slice(&std::fs::read(&file).expect("written"), "one tile").expect("parses");
+    assert_eq!(snapshot.tile_count, 1);
+    assert!(import_snapshot(&snapshot).is_ok());
+}

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{CommandError, build_checked, finish_cache, load, open_session};
-use crate::snapshot::{capture_session, snapshot_of};
+use crate::snapshot::{capture_session, snapshot_of_build};
 
 pub fn run(
     arguments: &QueryArguments,
@@ -28,7 +28,7 @@ pub fn run(
             for phase in &mut phases {
                 phase.symbolic = !without_allocations;
             }
-            snapshot_of(&phases)
+            snapshot_of_build(&phases, query.machine.tiles)
         })
         .map_err(|error| CommandError::Internal(format!("capture: {error}")))?;
     let bytes = phases.to_bytes();

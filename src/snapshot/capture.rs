@@ -92,7 +92,18 @@ fn capture_phase(
 
 /// A snapshot of phases (tile count from the first phase; 0 without any).
 pub fn snapshot_of(phases: &[PhaseSnapshot]) -> Result<Snapshot, CaptureError> {
-    let tile_count = phases.first().map_or(0, |phase| phase.problem.tiles);
+    snapshot_of_build(
+        phases,
+        phases.first().map_or(0, |phase| phase.problem.tiles),
+    )
+}
+
+/// A snapshot of a build's phases on its `tiles` tiles (a build without
+/// exchange phases, such as one on a single tile, still names its tiles).
+pub fn snapshot_of_build(
+    phases: &[PhaseSnapshot],
+    tile_count: u32,
+) -> Result<Snapshot, CaptureError> {
     Ok(Snapshot {
         schema_version: SCHEMA_VERSION,
         tile_count,

@@ -60,7 +60,7 @@ pub mod locate;
 pub mod packing;
 
 pub use bench::{BenchOptions, BenchRecord, bench_phase};
-pub use capture::{CaptureError, capture_session, phase_record, snapshot_of};
+pub use capture::{CaptureError, capture_session, phase_record, snapshot_of, snapshot_of_build};
 pub use format::{SCHEMA_VERSION, Snapshot, SnapshotPhase, SnapshotTransfer, SnapshotWidth};
 pub use import::{ImportError, import_phases, import_snapshot};
 
