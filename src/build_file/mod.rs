@@ -122,7 +122,7 @@ pub struct PlanningFlags {
 }
 
 /// `[schedule]`, resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ScheduleSettings {
     pub policy: SchedulePolicy,
     pub width: TransferWidth,
@@ -135,17 +135,6 @@ pub struct ScheduleSettings {
     /// already at its bound. `false` schedules every one of them (slower;
     /// the same program, which is what it is for checking).
     pub prune_by_bounds: bool,
-}
-
-/// Hashes what the program depends on: `prune_by_bounds` only decides
-/// whether losers are scheduled, so a package's build key (and every other
-/// digest of a query) is the same with it on or off.
-impl std::hash::Hash for ScheduleSettings {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.policy.hash(state);
-        self.width.hash(state);
-        self.row_allowance.hash(state);
-    }
 }
 
 /// One `[[schedule.override]]`: a phase key (`provenance#ordinal`), its
@@ -390,9 +379,10 @@ pub fn package_build_key(query: &BuildQuery) -> crate::cache::CacheKey {
     neutral.outputs.phases_csv = false;
     neutral.outputs.html = false;
     neutral.outputs.package = false;
-    // Where results are cached changes nothing in the package (nor does
-    // `schedule.prune_by_bounds`, which the hash of `ScheduleSettings` leaves out).
+    // Where results are cached, and whether candidates a bound rules out
+    // are scheduled to the end, change nothing in the package.
     neutral.cache = CacheSettings::default();
+    neutral.schedule.prune_by_bounds = true;
     let mut hasher = crate::cache::StableHasher::for_domain("package build");
     neutral.hash(&mut hasher);
     hasher.digest()

@@ -169,6 +169,10 @@ pub fn display_url(url: &str) -> String {
     }
 }
 
+/// Why an http(s) URL without a host is refused.
+const NO_HOST: &str =
+    "names no host (http(s)://HOST/PATH, e.g. http://cache.internal:8080/superstep)";
+
 impl RemoteCache {
     /// A remote at `url` (`http(s)://HOST/PATH` or `s3://BUCKET/PREFIX`).
     /// Nothing is contacted here.
@@ -187,54 +191,50 @@ impl RemoteCache {
             .with_timeout(settings.timeout)
             .with_connect_timeout(settings.timeout)
             .with_allow_http(true);
-        let (store, prefix): (Arc<dyn ObjectStore>, String) = if let Some(rest) =
-            url.strip_prefix("s3://")
-        {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            if bucket.is_empty() {
-                return Err(failure("names no bucket (s3://BUCKET/PREFIX)".to_string()));
-            }
-            let store = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .with_client_options(options)
-                .with_retry(retry)
-                .build()
-                .map_err(|error| failure(error.to_string()))?;
-            (Arc::new(store), prefix.to_string())
-        } else if let Some(rest) = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))
-        {
-            let authority = rest.split('/').next().unwrap_or("");
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            if host.is_empty() || host.starts_with(':') {
+        let (store, prefix): (Arc<dyn ObjectStore>, String) =
+            if let Some(rest) = url.strip_prefix("s3://") {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(failure("names no bucket (s3://BUCKET/PREFIX)".to_string()));
+                }
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_client_options(options)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|error| failure(error.to_string()))?;
+                (Arc::new(store), prefix.to_string())
+            } else if let Some(rest) = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"))
+            {
+                let authority = rest.split('/').next().unwrap_or("");
+                let host = authority.rsplit('@').next().unwrap_or(authority);
+                if host.is_empty() || host.starts_with(':') {
+                    return Err(failure(NO_HOST.to_string()));
+                }
+                if let Ok(token) = std::env::var(TOKEN_VARIABLE) {
+                    let mut headers = HeaderMap::new();
+                    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+                        .map_err(|_| {
+                            failure(format!("{TOKEN_VARIABLE} is not a valid header value"))
+                        })?;
+                    value.set_sensitive(true);
+                    headers.insert("authorization", value);
+                    options = options.with_default_headers(headers);
+                }
+                let store = object_store::http::HttpBuilder::new()
+                    .with_url(url)
+                    .with_client_options(options)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|error| failure(error.to_string()))?;
+                (Arc::new(store), String::new())
+            } else {
                 return Err(failure(
-                        "names no host (http(s)://HOST/PATH, e.g. http://cache.internal:8080/superstep)"
-                            .to_string(),
-                    ));
-            }
-            if let Ok(token) = std::env::var(TOKEN_VARIABLE) {
-                let mut headers = HeaderMap::new();
-                let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-                    .map_err(|_| {
-                        failure(format!("{TOKEN_VARIABLE} is not a valid header value"))
-                    })?;
-                value.set_sensitive(true);
-                headers.insert("authorization", value);
-                options = options.with_default_headers(headers);
-            }
-            let store = object_store::http::HttpBuilder::new()
-                .with_url(url)
-                .with_client_options(options)
-                .with_retry(retry)
-                .build()
-                .map_err(|error| failure(error.to_string()))?;
-            (Arc::new(store), String::new())
-        } else {
-            return Err(failure(
-                "is neither http(s)://HOST/PATH nor s3://BUCKET/PREFIX".to_string(),
-            ));
-        };
+                    "is neither http(s)://HOST/PATH nor s3://BUCKET/PREFIX".to_string(),
+                ));
+            };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("superstep-remote")

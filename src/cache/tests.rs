@@ -75,6 +75,11 @@ fn evicts_least_recently_used_first() {
     assert!(!one.path(EntryKind::Schedule, &keys[0]).exists());
 }
 
+/// The shard folder an entry is stored in.
+fn shard_of(cache: &PersistentCache, kind: EntryKind, key: &CacheKey) -> std::path::PathBuf {
+    cache.path(kind, key).parent().expect("shard").to_path_buf()
+}
+
 /// Eviction removes entries only: a file a user put into the cache folder
 /// is neither counted nor deleted, however small the limit.
 #[test]
@@ -83,11 +88,7 @@ fn eviction_never_deletes_what_is_not_an_entry() {
     let cache = PersistentCache::open(&directory, u64::MAX).expect("cache");
     let key = CacheKey::of("test", "entry");
     cache.store(EntryKind::Rows, &key, &vec![1u8; 1000]);
-    let shard = cache
-        .path(EntryKind::Rows, &key)
-        .parent()
-        .expect("shard")
-        .to_path_buf();
+    let shard = shard_of(&cache, EntryKind::Rows, &key);
     let notes = shard.join("notes.txt");
     std::fs::write(&notes, "mine").expect("write");
     let top = directory.join("rows").join("README");
@@ -111,11 +112,7 @@ fn temporary_files_of_dead_writers_are_cleaned() {
     let cache = PersistentCache::open(&directory, u64::MAX).expect("cache");
     let key = CacheKey::of("test", "entry");
     cache.store(EntryKind::Schedule, &key, &vec![1u8; 100]);
-    let shard = cache
-        .path(EntryKind::Schedule, &key)
-        .parent()
-        .expect("shard")
-        .to_path_buf();
+    let shard = shard_of(&cache, EntryKind::Schedule, &key);
     // Process ids are below 2^22 on Linux: this one cannot be running.
     let dead = shard.join(format!(".tmp-4294967-0-{}", key.hex()));
     let live = shard.join(format!(".tmp-{}-9-{}", std::process::id(), key.hex()));
