@@ -27,6 +27,7 @@ pub mod incremental;
 pub mod layout;
 pub mod model;
 pub mod numerics;
+pub mod output_file;
 pub mod package;
 pub mod patch;
 pub mod place;

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use superstep::cli::{
     AuditCommand, Cli, Command, audit, bench_snapshot, build, capture, diff, explain, packing,
-    phases, preflight, profile, progress, replay, run, search, simulate, sweep, verify, watch,
+    phases, preflight, profile, progress, replay, run, search, simulate, sweep, trace_output,
+    verify, watch,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -30,17 +31,18 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter);
-    let (chrome_layer, _guard) = match &cli.trace {
+    let (chrome_layer, guard, trace_outcome) = match &cli.trace {
         Some(path) => {
             let file = match preflight::create_trace(path) {
                 Ok(file) => file,
                 Err(error) => return error.exit(),
             };
+            let (writer, outcome) = trace_output::trace_writer(path, file);
             // Spans carry their fields (phase key, op, policy) as arguments;
             // events are named by level and target, never by a source path
             // of the machine that built the binary.
             let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
-                .writer(file)
+                .writer(writer)
                 .include_args(true)
                 .include_locations(false)
                 .name_fn(Box::new(|event_or_span| match event_or_span {
@@ -50,9 +52,9 @@ fn main() -> ExitCode {
                     tracing_chrome::EventOrSpan::Span(span) => span.metadata().name().to_string(),
                 }))
                 .build();
-            (Some(layer), Some(guard))
+            (Some(layer), Some(guard), Some(outcome))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     tracing_subscriber::registry()
         .with(fmt_layer)
@@ -227,9 +229,26 @@ fn main() -> ExitCode {
             no_artifacts,
         } => watch::run(query, *exit_after, *debounce_ms, *no_artifacts),
     };
-    match result {
+    // The trace layer writes the rest of the trace when its guard drops.
+    drop(guard);
+    let result = result.and_then(|()| {
+        trace_outcome
+            .as_ref()
+            .map_or(Ok(()), trace_output::TraceOutcome::check)
+    });
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => error.exit(),
+    };
+    // A closed pipe ended the output quietly; any other failure to write
+    // standard output (a full disk) is an error even when the command
+    // itself succeeded.
+    match superstep::cli::stdout::finish() {
+        Ok(()) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -321,9 +321,19 @@ fn a_patch_outside_the_row_is_detected() {
             word: 1 << 20,
             step_words: 16,
         });
+    // Refused before anything runs: the admission check (verify's bounds)
+    // names the phase, the tile and the word.
     let fault = built.simulate(&package).expect_err("patch outside the row");
-    assert_names_tile_step_phase(&fault, "patch outside the row");
-    assert!(fault.message.contains("outside the row"), "{fault}");
+    let key = &package.phases[phase].key;
+    assert!(fault.message.contains("cannot be executed"), "{fault}");
+    assert!(fault.message.contains(key.as_str()), "{fault}");
+    assert!(fault.message.contains(", tile "), "{fault}");
+    assert!(
+        fault
+            .message
+            .contains("a Repeat patch rewrites word 1048576"),
+        "{fault}"
+    );
 }
 
 /// A tiny build whose Repeat body broadcasts per-layer weights, compiled

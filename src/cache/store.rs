@@ -8,7 +8,6 @@
 //! corrupt file is a miss with a warning, and a failed write is a warning.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,7 +110,6 @@ struct Counters {
     writes: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
-    temporary: AtomicU64,
 }
 
 /// A persistent, content-addressed cache in one directory.
@@ -358,27 +356,10 @@ impl PersistentCache {
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        let parent = path.parent().unwrap_or(&self.directory);
-        fs::create_dir_all(parent)?;
-        let serial = self.counters.temporary.fetch_add(1, Ordering::Relaxed);
-        let temporary = parent.join(format!(
-            ".tmp-{}-{serial}-{}",
-            std::process::id(),
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .unwrap_or("entry")
-        ));
-        let result = (|| {
-            let mut file = fs::File::create(&temporary)?;
-            file.write_all(bytes)?;
-            file.flush()?;
-            drop(file);
-            fs::rename(&temporary, path)
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&temporary);
-        }
-        result
+        crate::output_file::write_atomically(path, bytes).map_err(|error| match error {
+            crate::output_file::OutputFileError::Write { source, .. } => source,
+            other => std::io::Error::other(other),
+        })
     }
 
     /// Every entry file: (path, bytes, modification time). Only files

@@ -258,7 +258,7 @@ fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), 
         };
         let text = serde_json::to_string_pretty(&document)
             .map_err(|error| CommandError::Internal(error.to_string()))?;
-        println!("{text}");
+        print_line!("{text}");
         return Ok(());
     }
     let lines = render(audit, name, options.boundary);
@@ -269,7 +269,7 @@ fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), 
         lines.len()
     };
     for line in &lines[..shown] {
-        println!("{line}");
+        print_line!("{line}");
     }
     Ok(())
 }

@@ -66,7 +66,7 @@ pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
         ))
     })?;
     drop(snapshot);
-    println!(
+    print_line!(
         "read {} in {:.0} ms; imported {} phases in {:.0} ms",
         arguments.file.display(),
         parsed.as_secs_f64() * 1e3,
@@ -98,7 +98,7 @@ pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
     }
     progress.end();
     let failures = records.iter().filter(|record| !record.passed()).count();
-    println!(
+    print_line!(
         "total {:.0} ms: {} phases x {} policies, {} failed",
         started.elapsed().as_secs_f64() * 1e3,
         phases.len(),

@@ -3,11 +3,15 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, artifacts_directory, finish_cache, load, open_cache};
+use super::common::{
+    CommandError, artifacts_directory, finish_cache, load, open_cache, output_error,
+};
 use super::{preflight, progress, why};
 use crate::build_file::package_build_key as build_key;
+use crate::package::PackageError;
 use crate::report::BackReport;
-use crate::report::artifacts::{session_report, write_reports};
+use crate::report::artifacts::{ArtifactError, session_report, write_reports};
+use crate::report::manifest;
 
 use crate::text::thousands;
 
@@ -30,9 +34,13 @@ pub fn run(
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     let summary = &outcome.summary;
     let quiet = progress::quiet();
-    println!(
+    print_line!(
         "superstep build {}: {} ({} layers, batch {}) on {} tiles",
-        query.name, query.workload.model.name, report.layers, query.workload.batch, summary.tiles
+        query.name,
+        query.workload.model.name,
+        report.layers,
+        query.workload.batch,
+        summary.tiles
     );
     if !quiet {
         print_details(&outcome, &report, show_ops);
@@ -40,7 +48,7 @@ pub fn run(
     let mut found: Vec<crate::session::Suggestion> = Vec::new();
     let mut measured = false;
     if let Some(back) = &report.back {
-        println!(
+        print_line!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
             thousands(back.total_cycles),
             back.milliseconds,
@@ -54,12 +62,18 @@ pub fn run(
             print_back_details(back);
         }
         if show_ops && !quiet {
-            println!(
+            print_line!(
                 "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9}",
-                "op", "runs", "cycles/run", "total", "share", "MACs", "roofline"
+                "op",
+                "runs",
+                "cycles/run",
+                "total",
+                "share",
+                "MACs",
+                "roofline"
             );
             for line in &back.compute_by_op {
-                println!(
+                print_line!(
                     "  {:<48} {:>6} {:>14} {:>14} {:>6.2}% {:>16} {:>9}",
                     line.op.op,
                     line.op.executions,
@@ -73,15 +87,24 @@ pub fn run(
             }
         }
     }
+    // The folder's record goes first and comes back last: while the
+    // outputs are written no record describes the folder.
+    let directory = artifacts_directory(&query);
+    let previous = manifest::begin(&directory);
+    let mut written = Vec::new();
     if query.outputs.package && report.back.is_some() {
         let package = session
             .package()
             .map_err(|error| CommandError::Internal(error.to_string()))?;
-        let path = artifacts_directory(&query).join("package.bin");
+        let path = directory.join("package.bin");
         let bytes = package
             .write(&path, &build_key(&query))
-            .map_err(|error| CommandError::Internal(error.to_string()))?;
-        println!("wrote {} ({} bytes)", path.display(), thousands(bytes));
+            .map_err(|error| match error {
+                PackageError::Output(error) => output_error(error),
+                other => CommandError::Internal(other.to_string()),
+            })?;
+        print_line!("wrote {} ({} bytes)", path.display(), thousands(bytes));
+        written.push(path);
     }
     // Advice, not the build: measured once the package is on disk (each
     // standard policy pruned by the phase's current cost), shown in
@@ -98,38 +121,43 @@ pub fn run(
         &report,
         measured.then_some(found.as_slice()),
     )
-    .map_err(|error| CommandError::Internal(error.to_string()))?
-    {
-        println!("wrote {}", path.display());
+    .map_err(|error| match error {
+        ArtifactError::Write(error) => output_error(error),
+        other => CommandError::Internal(other.to_string()),
+    })? {
+        print_line!("wrote {}", path.display());
+        written.push(path);
     }
     if let Some(back) = report.back.as_ref().filter(|_| !quiet) {
         if suggestions > 0 {
             if found.is_empty() {
-                println!(
+                print_line!(
                     "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
                 );
             } else {
-                println!(
+                print_line!(
                     "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
                     found.len().min(suggestions)
                 );
                 let shown = &found[..found.len().min(suggestions)];
                 for line in super::phases::render_suggestions(shown) {
-                    println!("{line}");
+                    print_line!("{line}");
                 }
-                println!("{}", super::phases::SUGGESTION_NOTE);
+                print_line!("{}", super::phases::SUGGESTION_NOTE);
             }
         }
-        println!("{}", pruning_line(&session, back, measured)?);
+        print_line!("{}", pruning_line(&session, back, measured)?);
     }
     if let Some(explanation) = explanation {
-        print!("{explanation}");
+        print_text!("{explanation}");
     }
-    why::record_build(arguments, &query);
+    written.extend(why::record_build(arguments, &query));
+    manifest::finish(&directory, &query, &written, previous.as_ref())
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
     if let Some(line) = finish_cache(session.cache()) {
-        println!("{line}");
+        print_line!("{line}");
     }
-    println!("total {:.3} s", started.elapsed().as_secs_f64());
+    print_line!("total {:.3} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -141,25 +169,26 @@ fn print_details(
     show_ops: bool,
 ) {
     let summary = &outcome.summary;
-    println!("stage times:");
+    print_line!("stage times:");
     for time in &outcome.times {
-        println!(
+        print_line!(
             "  {:<12} {:>10.3} ms",
             time.stage,
             time.elapsed.as_secs_f64() * 1e3
         );
     }
     if progress::verbose() {
-        println!("queries executed:");
+        print_line!("queries executed:");
         for (query_name, count) in outcome.executions_by_query() {
-            println!("  {query_name:<24} {count:>6}");
+            print_line!("  {query_name:<24} {count:>6}");
         }
     }
     let total = &summary.total;
     let body = &summary.repeat_body;
-    println!(
+    print_line!(
         "counts:                     {:>14} {:>14}",
-        "program", "repeat body"
+        "program",
+        "repeat body"
     );
     let rows: [(&str, u64, u64); 10] = [
         ("ops (planned)", report.planned_ops as u64, 0),
@@ -178,20 +207,20 @@ fn print_details(
         ("words moved", total.transfer_words, body.transfer_words),
     ];
     for (label, program_count, body_count) in rows {
-        println!(
+        print_line!(
             "  {label:<24} {:>14} {:>14}",
             thousands(program_count),
             thousands(body_count)
         );
     }
-    println!(
+    print_line!(
         "  graph: {} ops, {} values, {} parameters; {} rearranges inserted",
         report.graph_ops,
         report.graph_values,
         thousands(report.parameters),
         report.rearranges
     );
-    println!(
+    print_line!(
         "  resident weights: {} bytes on the fullest tile ({}); {} exchange phases executed with {} iterations",
         thousands(report.resident_weight_bytes_max),
         report.resident_weight_tile,
@@ -200,7 +229,7 @@ fn print_details(
     );
     let split = report.f16_partials.len() + report.f32_partials.len();
     if split > 0 {
-        println!(
+        print_line!(
             "  accumulation: FP16 partial sums on {} of {split} split matrix products{}",
             report.f16_partials.len(),
             if report.f16_partials.is_empty() {
@@ -212,7 +241,7 @@ fn print_details(
     }
     if show_ops {
         for op in &report.ops {
-            println!(
+            print_line!(
                 "  {:<36} {:<70} transfers {:>8} copies {:>6} runs {:>6}",
                 op.name,
                 op.plan,
@@ -226,7 +255,7 @@ fn print_details(
 
 /// Memory, contention, compute, the longest phase and exchange quality.
 fn print_back_details(back: &BackReport) {
-    println!(
+    print_line!(
         "memory: exchange table {} B/tile (max), peak SRAM {} B on tile {}; patch words: {} Repeat (per iteration, all tiles), {} sharing",
         thousands(back.exchange_table_bytes_per_tile_max),
         thousands(back.peak_sram_bytes_per_tile),
@@ -234,12 +263,12 @@ fn print_back_details(back: &BackReport) {
         thousands(back.repeat_patch_words),
         thousands(back.sharing_patch_words)
     );
-    println!(
+    print_line!(
         "element contention (exchange x tile x element, not charged): {} where sends and receives share an element, {} beside the exchange code's fetch",
         thousands(back.element_conflicts),
         thousands(back.fetch_conflicts)
     );
-    println!(
+    print_line!(
         "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
         thousands(back.compute_cycles),
         back.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
@@ -250,7 +279,7 @@ fn print_back_details(back: &BackReport) {
         .iter()
         .max_by_key(|phase| phase.horizon as u64 * phase.executions as u64);
     if let Some(worst) = worst {
-        println!(
+        print_line!(
             "phases: {} validated and checked; longest {} (horizon {}, lower bound {}, {} transfers, x{})",
             back.phases.len(),
             worst.key,
@@ -261,7 +290,7 @@ fn print_back_details(back: &BackReport) {
         );
     }
     let quality = &back.exchange_quality;
-    println!(
+    print_line!(
         "exchange: {} cycles = {:.3}x the endpoint bound ({}), {:.3}x the latency-aware bound ({}); furthest from its bound: {} at {:.2}x",
         thousands(quality.horizon_cycles),
         quality.endpoint_ratio,

@@ -32,9 +32,7 @@ pub fn run(
         })
         .map_err(|error| CommandError::Internal(format!("capture: {error}")))?;
     let bytes = phases.to_bytes();
-    std::fs::write(output, &bytes).map_err(|error| {
-        CommandError::Internal(format!("writing {}: {error}", output.display()))
-    })?;
+    super::common::write_output(output, &bytes)?;
     let transfers: usize = phases
         .phases
         .iter()
@@ -46,7 +44,7 @@ pub fn run(
         .flat_map(|phase| &phase.transfers)
         .map(|transfer| transfer.destinations.len())
         .sum();
-    println!(
+    print_line!(
         "captured {} phases of {} ({} transfers, {} destinations) to {}: {:.1} MB; build {:.2} s, \
          capture {:.2} s",
         phases.phases.len(),

@@ -14,6 +14,7 @@ use crate::cache::remote::{RemoteCache, RemoteSettings};
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
+use crate::output_file::{OutputFileError, write_atomically};
 use crate::session::BackendError;
 use crate::session::StageError;
 use crate::session::{BuildOutcome, Session, StageTime, WeightsError};
@@ -162,17 +163,27 @@ pub fn artifacts_directory(query: &BuildQuery) -> PathBuf {
 }
 
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CommandError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|error| {
-            CommandError::Internal(format!("creating {}: {error}", parent.display()))
-        })?;
-    }
     let mut text = serde_json::to_string_pretty(value).map_err(|error| {
         CommandError::Internal(format!("serialising {}: {error}", path.display()))
     })?;
     text.push('\n');
-    std::fs::write(path, text)
-        .map_err(|error| CommandError::Internal(format!("writing {}: {error}", path.display())))
+    write_output(path, text.as_bytes())
+}
+
+/// Writes a file a command was asked for, whole ([`write_atomically`]): a
+/// link or folder in its place is an input error (exit 2), a failed write
+/// (a full disk) an error naming the file (exit 1).
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<(), CommandError> {
+    write_atomically(path, bytes).map_err(output_error)
+}
+
+/// The command error of a file that could not be written.
+pub fn output_error(error: OutputFileError) -> CommandError {
+    if error.is_input() {
+        CommandError::Input(format!("error: {error}"))
+    } else {
+        CommandError::Internal(error.to_string())
+    }
 }
 
 /// The cache folder used when `--cache` is not given: `.cache` in the

@@ -282,7 +282,7 @@ pub fn run(arguments: &DiffArguments) -> Result<(), CommandError> {
         })
     } else {
         for line in render(&sources, &diff) {
-            println!("{line}");
+            print_line!("{line}");
         }
         Ok(())
     }
@@ -291,7 +291,7 @@ pub fn run(arguments: &DiffArguments) -> Result<(), CommandError> {
 fn print_json(output: &DiffOutput<'_>) -> Result<(), CommandError> {
     let text = serde_json::to_string_pretty(output)
         .map_err(|error| CommandError::Internal(format!("serialising the comparison: {error}")))?;
-    println!("{text}");
+    print_line!("{text}");
     Ok(())
 }
 

@@ -49,9 +49,9 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
     let patches = view.patches().map_err(|error| internal(&error))?;
     let policy = view.policy();
 
-    println!("phase {phase} of {}", query.name);
-    println!("  provenance: {}", record.merged_from.join(" + "));
-    println!(
+    print_line!("phase {phase} of {}", query.name);
+    print_line!("  provenance: {}", record.merged_from.join(" + "));
+    print_line!(
         "  runs {} time(s){}",
         record.executions,
         if record.in_repeat {
@@ -69,7 +69,7 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
             received[problem.destination_tile[receive] as usize] += words;
         }
     }
-    println!(
+    print_line!(
         "  transfers: {} pieces to {} destinations, {} words; largest {} words; {} sending tiles, {} receiving tiles; max {} words sent / {} received by one tile",
         problem.pieces(),
         problem.receives(),
@@ -99,11 +99,14 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
             None => String::from("an override in [[schedule.override]]"),
         },
     };
-    println!(
+    print_line!(
         "  policy: {} ({why}); order {}; width {:?} (asked {:?})",
-        policy.policy, schedule.chosen, schedule.width, policy.width
+        policy.policy,
+        schedule.chosen,
+        schedule.width,
+        policy.width
     );
-    println!(
+    print_line!(
         "  schedule: horizon {} events; endpoint bound {} ({:.2}x); latency-aware bound {} ({:.2}x)",
         schedule.horizon,
         schedule.lower_bound,
@@ -122,20 +125,20 @@ pub fn run(arguments: &QueryArguments, phase: &str) -> Result<(), CommandError> 
         };
         histogram.entry(key).or_insert_with(|| (bucket(bytes), 0)).1 += 1;
     }
-    println!(
+    print_line!(
         "  rows: {} B on the largest tile, {} B in total; tiles by row size:",
         rows.max_bytes(),
         rows.total_bytes()
     );
     for (label, count) in histogram.values() {
-        println!("    {label:>16} {count:>6} tiles");
+        print_line!("    {label:>16} {count:>6} tiles");
     }
     let moving = patches
         .tiles
         .iter()
         .filter(|tile| matches!(tile.base, BaseChoice::Moving { .. }))
         .count();
-    println!(
+    print_line!(
         "  Repeat patches: {} words on {} tiles (max {} on one tile, {} cycles); moving base on {} tiles, zero base saved {} words",
         patches.words(),
         patches.calls(),
@@ -163,19 +166,23 @@ fn print_candidates(candidates: &[CandidateOutcome], row_allowance: u32) {
         .map(|candidate| candidate.max_row_words)
         .min()
         .unwrap_or(0);
-    println!(
+    print_line!(
         "  auto: {} candidates tried, best horizon, then max row, then total row; a candidate's \
          max row may exceed the baseline {BASELINE_POLICY}'s ({reference} words) by at most \
          {row_allowance} B:",
         candidates.len(),
     );
-    println!(
+    print_line!(
         "    {:<10} {:<9} {:>9} {:>13} {:>15}  verdict",
-        "order", "pairing", "horizon", "max row words", "total row words"
+        "order",
+        "pairing",
+        "horizon",
+        "max row words",
+        "total row words"
     );
     for candidate in candidates {
         if candidate.pruned {
-            println!(
+            print_line!(
                 "    {:<10} {:<9} {:>9} {:>13} {:>15}  pruned: bound to exceed the best horizon before it",
                 candidate.policy.to_string(),
                 format!("{:?}", candidate.pairing).to_lowercase(),
@@ -192,7 +199,7 @@ fn print_candidates(candidates: &[CandidateOutcome], row_allowance: u32) {
         } else {
             ""
         };
-        println!(
+        print_line!(
             "    {:<10} {:<9} {:>9} {:>13} {:>15}  {verdict}",
             candidate.policy.to_string(),
             format!("{:?}", candidate.pairing).to_lowercase(),

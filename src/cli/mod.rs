@@ -2,6 +2,10 @@
 //! overrides, `--trace` and `RUST_LOG` tracing. Errors in user input are
 //! rendered with their span into the build file and exit with code 2.
 
+// First: its output macros are used by every command below.
+#[macro_use]
+pub mod stdout;
+
 pub mod audit;
 pub mod bench_snapshot;
 pub mod build;
@@ -21,6 +25,7 @@ pub mod run;
 pub mod search;
 pub mod simulate;
 pub mod sweep;
+pub mod trace_output;
 pub mod verify;
 pub mod watch;
 pub mod why;

@@ -114,7 +114,7 @@ fn show(
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     if options.json {
         let document = PackingDocument { name, packing };
-        println!(
+        print_line!(
             "{}",
             serde_json::to_string_pretty(&document)
                 .map_err(|error| CommandError::Internal(error.to_string()))?
@@ -122,11 +122,11 @@ fn show(
         return Ok(());
     }
     for line in render(name, packing, options.top) {
-        println!("{line}");
+        print_line!("{line}");
     }
     if !progress::quiet() {
         for path in &written {
-            println!("wrote {}", path.display());
+            print_line!("wrote {}", path.display());
         }
     }
     Ok(())

@@ -271,20 +271,20 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
             .suggestions(None)
             .map_err(|error| internal(&error))?;
         if options.json {
-            println!(
+            print_line!(
                 "{}",
                 serde_json::to_string_pretty(&suggestions).map_err(|error| internal(&error))?
             );
             return Ok(());
         }
-        println!(
+        print_line!(
             "superstep phases {name} --suggest: {} phases have a cheaper standard policy",
             suggestions.len()
         );
         for line in render_suggestions(&suggestions) {
-            println!("{line}");
+            print_line!("{line}");
         }
-        println!("{SUGGESTION_NOTE}");
+        print_line!("{SUGGESTION_NOTE}");
         return Ok(());
     }
     let profile = session.profile()?;
@@ -308,7 +308,7 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
                 )));
             };
             if !options.json {
-                println!(
+                print_line!(
                     "cycle {} is in execution {} of `{}`, which starts at cycle {}{}",
                     thousands(cycle),
                     placed
@@ -331,14 +331,14 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
         None => select(lines, options),
     };
     if options.json {
-        println!(
+        print_line!(
             "{}",
             serde_json::to_string_pretty(&selected).map_err(|error| internal(&error))?
         );
         return Ok(());
     }
     let shown: u64 = selected.iter().map(|line| line.total_cycles).sum();
-    println!(
+    print_line!(
         "superstep phases {name}: {} of {count} lines (exchange phases and compute steps), \
          {:.2}% of the estimate's {} cycles ({:.3} ms, modelled)",
         selected.len(),
@@ -350,12 +350,18 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
         thousands(estimate.total_cycles),
         estimate.milliseconds
     );
-    println!(
+    print_line!(
         "{:>5}  {:<44} {:<8} {:>5}   {:>10}   {:>12}  {:>7}",
-        "index", "key", "kind", "execs", "cycles", "total", "share"
+        "index",
+        "key",
+        "kind",
+        "execs",
+        "cycles",
+        "total",
+        "share"
     );
     for line in &selected {
-        println!("{}", render_line(line));
+        print_line!("{}", render_line(line));
     }
     Ok(())
 }

@@ -11,13 +11,28 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::common::CommandError;
-use super::{Cli, Command};
+use super::common::{CommandError, query_path};
+use super::{AuditCommand, Cli, Command, QueryArguments};
 
 /// Checks the outputs named by flags, known before the build query is read:
 /// `capture -o FILE` and `bench-snapshot --json OUT` (`--trace` is created by
 /// [`create_trace`]).
 pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
+    let inputs = command_inputs(cli);
+    for (flag, output) in command_outputs(cli) {
+        if let Some(input) = inputs.iter().find(|input| same_file(input, output)) {
+            return Err(CommandError::Input(format!(
+                "error: {flag}: {} is {}, which this command reads; writing it would destroy it\n  \
+                 help: give {flag} another file",
+                output.display(),
+                if input == output {
+                    String::from("an input")
+                } else {
+                    format!("the same file as the input {}", input.display())
+                }
+            )));
+        }
+    }
     match &cli.command {
         Command::Capture { output, .. } => check_output_file("capture -o", output),
         Command::Profile { output, .. } => check_output_file("profile -o", output),
@@ -25,6 +40,97 @@ pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
             json: Some(json), ..
         } => check_output_file("bench-snapshot --json", json),
         _ => Ok(()),
+    }
+}
+
+/// The files the command reads, known from its flags: the build file (the
+/// default one when none is named), diff's two builds, a snapshot, a
+/// package.
+fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
+    let query = |arguments: &QueryArguments| vec![query_path(arguments)];
+    match &cli.command {
+        Command::Build {
+            query: arguments, ..
+        }
+        | Command::Phases {
+            query: arguments, ..
+        }
+        | Command::Profile {
+            query: arguments, ..
+        }
+        | Command::Explain {
+            query: arguments, ..
+        }
+        | Command::Replay {
+            query: arguments, ..
+        }
+        | Command::Run {
+            query: arguments, ..
+        }
+        | Command::Capture {
+            query: arguments, ..
+        }
+        | Command::Sweep {
+            query: arguments, ..
+        }
+        | Command::Search {
+            query: arguments, ..
+        }
+        | Command::Watch {
+            query: arguments, ..
+        }
+        | Command::Audit {
+            what: AuditCommand::Copies {
+                query: arguments, ..
+            },
+        } => query(arguments),
+        Command::Packing {
+            query: arguments,
+            snapshot,
+            ..
+        } => snapshot.iter().cloned().chain(query(arguments)).collect(),
+        Command::Simulate {
+            query: arguments,
+            package,
+            ..
+        } => package.iter().cloned().chain(query(arguments)).collect(),
+        Command::Diff { a, b, .. } => vec![a.clone(), b.clone()],
+        Command::BenchSnapshot { file, .. } | Command::Verify { file, .. } => vec![file.clone()],
+    }
+}
+
+/// The files the command writes that a flag names, with the flag.
+fn command_outputs(cli: &Cli) -> Vec<(&'static str, &Path)> {
+    let mut outputs: Vec<(&'static str, &Path)> = Vec::new();
+    if let Some(trace) = &cli.trace {
+        outputs.push(("--trace", trace));
+    }
+    match &cli.command {
+        Command::Capture { output, .. } => outputs.push(("capture -o", output)),
+        Command::Profile { output, .. } => outputs.push(("profile -o", output)),
+        Command::BenchSnapshot {
+            json: Some(json), ..
+        } => outputs.push(("bench-snapshot --json", json)),
+        Command::Sweep {
+            write_overrides: Some(file),
+            ..
+        } => outputs.push(("sweep --write-overrides", file)),
+        Command::Search {
+            write_overrides: Some(file),
+            ..
+        } => outputs.push(("search --write-overrides", file)),
+        _ => {}
+    }
+    outputs
+}
+
+/// Whether two paths name one existing file (the same device and inode:
+/// through links, `..` or a hard link).
+fn same_file(first: &Path, second: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(first), std::fs::metadata(second)) {
+        (Ok(first), Ok(second)) => first.dev() == second.dev() && first.ino() == second.ino(),
+        _ => false,
     }
 }
 

@@ -144,14 +144,9 @@ pub fn run(
         .map_err(|error| internal(&error))?;
     let trace = program_trace(&query.name, &profile, &labels, &chosen, &activity);
     let text = serde_json::to_string(&trace).map_err(|error| internal(&error))?;
-    std::fs::write(output, &text).map_err(|error| {
-        CommandError::Input(format!(
-            "error: -o: cannot write {}: {error}",
-            output.display()
-        ))
-    })?;
+    super::common::write_output(output, text.as_bytes())?;
     let events = trace["traceEvents"].as_array().map_or(0, Vec::len);
-    println!(
+    print_line!(
         "wrote {} ({} bytes, {} events; {} cycles = {:.3} ms modelled; tiles {}) in {:.3} s",
         output.display(),
         thousands(text.len() as u64),
@@ -165,7 +160,7 @@ pub fn run(
             .join(", "),
         started.elapsed().as_secs_f64()
     );
-    println!("open it in ui.perfetto.dev or chrome://tracing");
+    print_line!("open it in ui.perfetto.dev or chrome://tracing");
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");
     }

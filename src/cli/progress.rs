@@ -59,10 +59,10 @@ impl Bars {
     pub fn print_line(&self, line: &str) {
         match self.current.lock() {
             Ok(current) => match current.as_ref() {
-                Some(bar) => bar.suspend(|| println!("{line}")),
-                None => println!("{line}"),
+                Some(bar) => bar.suspend(|| print_line!("{line}")),
+                None => print_line!("{line}"),
             },
-            Err(_) => println!("{line}"),
+            Err(_) => print_line!("{line}"),
         }
     }
 

@@ -26,7 +26,7 @@ pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> 
                 deliveries += report.deliveries;
                 words += report.checked_words;
                 if !super::progress::quiet() {
-                    println!(
+                    print_line!(
                         "  {:<48} PASS  {:>9} deliveries, {:>10} words checked",
                         replay.key,
                         thousands(report.deliveries),
@@ -36,11 +36,11 @@ pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> 
             }
             Err(error) => {
                 failures += 1;
-                println!("  {:<48} FAIL  {error}", replay.key);
+                print_line!("  {:<48} FAIL  {error}", replay.key);
             }
         }
     }
-    println!(
+    print_line!(
         "replayed {} phases of {} in {:.3} s: {} deliveries, {} words checked, {} failed",
         replays.len(),
         query.name,

@@ -36,14 +36,14 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     let interpret_time = started.elapsed();
     let (reference, reference_time) = reference_output(graph, &weights, progress.as_ref())?;
     let agreement = compare(&interpretation.output, &reference);
-    println!(
+    print_line!(
         "superstep run {}: {} ({} layers) on {} tiles",
         query.name,
         query.workload.model.name,
         graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
         query.machine.tiles
     );
-    println!(
+    print_line!(
         "  compile {:.3} s, weights {:.3} s, interpreter {:.3} s, FP32 reference {:.3} s",
         compile_time.as_secs_f64(),
         weights_time.as_secs_f64(),
@@ -51,10 +51,14 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         reference_time.as_secs_f64()
     );
     let counts = interpretation.counts;
-    println!(
+    print_line!(
         "  executed {} kernel runs, {} transfers ({} words received), {} copy rows, {} fills",
-        counts.kernel_runs, counts.transfers, counts.words_received, counts.copy_rows, counts.fills
+        counts.kernel_runs,
+        counts.transfers,
+        counts.words_received,
+        counts.copy_rows,
+        counts.fills
     );
-    println!("  {agreement}");
+    print_line!("  {agreement}");
     Ok(())
 }

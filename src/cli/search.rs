@@ -87,7 +87,7 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
     if options.json {
         let text = serde_json::to_string_pretty(&outcome)
             .map_err(|error| CommandError::Internal(error.to_string()))?;
-        println!("{text}");
+        print_line!("{text}");
     } else {
         print_outcome(&query.name, &outcome, loaded);
     }
@@ -100,24 +100,22 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
             thousands(outcome.best_cycles),
             overrides_toml(&outcome.layout_overrides())
         );
-        write_atomically(path, text.as_bytes()).map_err(|error| {
-            CommandError::Internal(format!("writing {}: {error}", path.display()))
-        })?;
+        super::common::write_output(path, text.as_bytes())?;
         if !quiet() {
-            println!("wrote {}", path.display());
+            print_line!("wrote {}", path.display());
         }
     }
     if let Some(line) = finish_cache(session.cache())
         && !quiet()
     {
-        println!("{line}");
+        print_line!("{line}");
     }
     Ok(())
 }
 
 fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
     let minutes = outcome.seconds / 60.0;
-    println!(
+    print_line!(
         "superstep search {name}: {} -> {} cycles ({:.4} -> {:.4} ms, {:+.2}%)",
         thousands(outcome.baseline_cycles),
         thousands(outcome.best_cycles),
@@ -125,7 +123,7 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
         cycles_to_milliseconds(outcome.best_cycles),
         (outcome.best_cycles as f64 / outcome.baseline_cycles.max(1) as f64 - 1.0) * 100.0
     );
-    println!(
+    print_line!(
         "trials: {} ({} did not build or fit) in {:.1} s, {:.1} trials per minute{}",
         outcome.trials,
         outcome.rejected,
@@ -141,7 +139,7 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
         return;
     }
     if let Some(beam) = &outcome.beam {
-        println!(
+        print_line!(
             "beam: {} states priced in {:.1} s; proxy {} -> {} cycles; its plan compiles to {} cycles ({})",
             beam.states,
             beam.seconds,
@@ -166,18 +164,22 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
             .fold((0u64, 0u64), |(proxy, real), row| {
                 (proxy + row.proxy_cycles, real + row.real_cycles)
             });
-        println!(
+        print_line!(
             "beam proxy against the schedules (conversion-only phases of the chosen plan, per execution): {} against {} cycles in all ({:+.1}%)",
             thousands(proxy),
             thousands(real),
             (proxy as f64 / real.max(1) as f64 - 1.0) * 100.0
         );
-        println!(
+        print_line!(
             "  {:<44} {:>5} {:>10} {:>10} {:>8}",
-            "phase", "ops", "proxy", "scheduled", "error"
+            "phase",
+            "ops",
+            "proxy",
+            "scheduled",
+            "error"
         );
         for row in &outcome.calibration {
-            println!(
+            print_line!(
                 "  {:<44} {:>5} {:>10} {:>10} {:>+7.1}%",
                 row.phase,
                 row.conversions,
@@ -188,15 +190,23 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
         }
     }
     if outcome.steps.is_empty() {
-        println!("no step improved the estimate: the build's layouts are kept");
+        print_line!("no step improved the estimate: the build's layouts are kept");
         return;
     }
-    println!(
+    print_line!(
         "{:<4} {:<22} {:>14} {:>14} {:>14} {:>14} {:>7} {:>10} {:>10}",
-        "step", "op", "from", "to", "before", "after", "trials", "queries", "schedules"
+        "step",
+        "op",
+        "from",
+        "to",
+        "before",
+        "after",
+        "trials",
+        "queries",
+        "schedules"
     );
     for (index, step) in outcome.steps.iter().enumerate() {
-        println!(
+        print_line!(
             "{:<4} {:<22} {:>14} {:>14} {:>14} {:>14} {:>7} {:>10} {:>10}",
             index + 1,
             step.op,
@@ -209,18 +219,4 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
             step.recomputed_schedules
         );
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, then renames it over
-/// `path`, so that a reader never sees half a file.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temporary);
-    })
 }

@@ -16,7 +16,7 @@ use crate::package::Package;
 use crate::package::file::PackageHeader;
 use crate::session::Session;
 use crate::sim::compare::compare;
-use crate::sim::package::{SimulationOptions, simulate_with};
+use crate::sim::package::{SimulationOptions, admit, simulate_with};
 
 /// The package a simulation executes and where it came from.
 fn choose_package(
@@ -85,9 +85,21 @@ pub fn run(
     if let Some(line) = finish_cache(session.cache()) {
         eprintln!("{line}");
     }
+    let flagged = from_flag.as_ref().map(|(_, path)| path.to_path_buf());
     let (package, origin) = choose_package(&session, &query, from_flag)?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
+    // A package from disk is executed only when it fits this program
+    // (checked before any tile memory is made).
+    if let Err(message) = admit(&package, &program) {
+        let source = flagged.unwrap_or_else(|| artifacts_directory(&query).join("package.bin"));
+        return Err(CommandError::Input(format!(
+            "error: {}: the package cannot be executed safely: {message}\n  help: \
+             `superstep verify {}` lists every failure; `superstep build` writes it again",
+            source.display(),
+            source.display()
+        )));
+    }
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
@@ -108,7 +120,7 @@ pub fn run(
     let simulate_time = started.elapsed();
     let (reference, reference_time) = reference_output(graph, &weights, &progress)?;
     let agreement = compare(&run.output, &reference);
-    println!(
+    print_line!(
         "superstep simulate {}: {} ({} layers) on {} tiles, package of {} phases",
         query.name,
         query.workload.model.name,
@@ -116,8 +128,8 @@ pub fn run(
         query.machine.tiles,
         package.phases.len()
     );
-    println!("  package {origin}");
-    println!(
+    print_line!("  package {origin}");
+    print_line!(
         "  compile {:.3} s, weights {:.3} s, package simulation {:.3} s, FP32 reference {:.3} s",
         compile_time.as_secs_f64(),
         weights_time.as_secs_f64(),
@@ -125,7 +137,7 @@ pub fn run(
         reference_time.as_secs_f64()
     );
     let counts = run.counts;
-    println!(
+    print_line!(
         "  executed {} kernel runs, {} copy rows, {} fills; {} exchange phases from decoded rows: \
          {} receives ({} words), {} exchange events, {} Repeat-patched and {} sharing-patched \
          row words",
@@ -139,11 +151,11 @@ pub fn run(
         counts.patched_words,
         counts.sharing_patched_words
     );
-    println!(
+    print_line!(
         "  kernel operand reads touching never-written bytes (block padding): {}",
         counts.unwritten_kernel_reads
     );
-    println!(
+    print_line!(
         "  kernel operand reads touching bytes another allocation wrote (padding): {}{}",
         counts.foreign_kernel_reads,
         run.first_foreign_read
@@ -151,11 +163,13 @@ pub fn run(
             .map_or(String::new(), |first| format!("; first: {first}"))
     );
     if let Some(back) = &outcome.back {
-        println!(
+        print_line!(
             "  estimated {} cycles ({:.3} ms), {} barriers",
-            back.cycles, back.milliseconds, back.barriers
+            back.cycles,
+            back.milliseconds,
+            back.barriers
         );
     }
-    println!("  {agreement}");
+    print_line!("  {agreement}");
     Ok(())
 }

@@ -135,7 +135,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
     print_summary(&query.name, &sweep, &built, &[&no_growth, &window]);
     for path in &written {
         if !progress::quiet() {
-            println!("wrote {}", path.display());
+            print_line!("wrote {}", path.display());
         }
     }
     let chosen = |letter: SelectionLetter| match letter {
@@ -146,7 +146,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         let selection = chosen(options.select);
         write_text(path, &overrides_fragment(&query.name, selection))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
-        println!(
+        print_line!(
             "wrote {} ({} overrides of selection ({}))",
             path.display(),
             selection.chosen().count(),
@@ -188,7 +188,7 @@ fn run_shard(
         ..
     } = outcome
     {
-        println!(
+        print_line!(
             "superstep sweep {name} --shard {shard}: {computed} of the {points} points measured \
              into the cache ({failed} failed); run `superstep sweep` without --shard, against \
              the same cache, to write the reports"
@@ -213,7 +213,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
         .iter()
         .filter(|config| config.width == crate::schedule::TransferWidth::Paired64)
         .count();
-    println!(
+    print_line!(
         "superstep sweep {name}: {} exchange phases x {} configurations, the {paired_configs} \
          paired64 ones only on the {paired} phases with eligible pieces: {} points; \
          {} validated (PASS), {failed} failed; {frontier_points} on the per-phase frontiers",
@@ -222,7 +222,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
         thousands(sweep.point_count() as u64),
         thousands(sweep.validated_count() as u64),
     );
-    println!(
+    print_line!(
         "as built: {} cycles = {:.4} ms at 1.5 GHz; exchange table {} B/tile; peak SRAM {} B/tile",
         thousands(built.estimate_cycles),
         cycles_to_ms(built.estimate_cycles),
@@ -231,7 +231,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
     );
     for selection in selections {
         let saving = selection.saving_cycles();
-        println!(
+        print_line!(
             "saving {}: {} cycles = {:.4} ms ({:.2}% of the estimate) over {} phases, weighted by executions",
             selection.rule.describe(),
             thousands(saving),
@@ -250,7 +250,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
         largest
             .sort_by_key(|(phase, chosen)| (std::cmp::Reverse(chosen.saving_cycles), phase.index));
         for (phase, chosen) in largest.into_iter().take(5) {
-            println!(
+            print_line!(
                 "  {:<44} {:<16} {} -> {} cycles x {} = {} saved; max row {} -> {} B, total row {} -> {} B",
                 phase.key,
                 chosen.config.to_string(),
@@ -265,7 +265,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
             );
         }
     }
-    println!(
+    print_line!(
         "  (per-phase savings: horizon and Repeat patching; sharing patches and placement are \
          measured by --apply)"
     );
@@ -340,23 +340,27 @@ fn apply(
     let path = directory.join("applied.json");
     super::common::write_json(&path, &applied)?;
     if !progress::quiet() {
-        println!("wrote {}", path.display());
+        print_line!("wrote {}", path.display());
     }
     Ok(())
 }
 
 fn print_applied(applied: &Applied) {
-    println!(
+    print_line!(
         "applied selection ({}): {} overrides, whole program rebuilt (sharing and placement included)",
         applied.selection,
         applied.overrides.len()
     );
-    println!(
+    print_line!(
         "  {:<28} {:>14} {:>14} {:>14} {:>18}",
-        "", "as built", "predicted", "real", "real - predicted"
+        "",
+        "as built",
+        "predicted",
+        "real",
+        "real - predicted"
     );
     let line = |label: &str, built: u64, predicted: u64, real: u64| {
-        println!(
+        print_line!(
             "  {:<28} {:>14} {:>14} {:>14} {:>18}",
             label,
             thousands(built),
@@ -383,7 +387,7 @@ fn print_applied(applied: &Applied) {
         applied.predicted.peak_sram_bytes,
         applied.real.peak_sram_bytes,
     );
-    println!(
+    print_line!(
         "  (predicted: the estimate less the per-phase savings; table and peak SRAM plus each selected \
          phase's max-row growth, an upper bound since rows are shared)"
     );
@@ -392,7 +396,7 @@ fn print_applied(applied: &Applied) {
         .iter()
         .filter(|entry| entry.predicted_horizon != entry.real_horizon)
         .count();
-    println!(
+    print_line!(
         "  per-phase horizons: {} of {} as predicted",
         applied.overrides.len() - mismatched,
         applied.overrides.len()

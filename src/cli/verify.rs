@@ -14,7 +14,7 @@ pub fn run(path: &Path) -> Result<(), CommandError> {
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let read = started.elapsed();
     let verification = verify_package(&package);
-    println!(
+    print_line!(
         "{}: package `{}` (format {}), {} payload bytes, digest checked; read in {:.3} s",
         path.display(),
         package.name,
@@ -22,7 +22,7 @@ pub fn run(path: &Path) -> Result<(), CommandError> {
         header.payload_bytes,
         read.as_secs_f64()
     );
-    println!("checked {verification}");
+    print_line!("checked {verification}");
     if verification.passed() {
         Ok(())
     } else {

@@ -68,10 +68,18 @@ pub fn run(
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let internal =
-        |error: std::io::Error| CommandError::Internal(format!("writing output: {error}"));
-    let summary = watcher.run(&events, &mut out).map_err(internal)?;
-    writeln!(out, "stopped watching").map_err(internal)?;
+    // A closed pipe ends watching quietly (the reader has gone); any other
+    // failure to write is an error naming standard output.
+    let summary = match watcher.run(&events, &mut out) {
+        Ok(summary) => summary,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(error) => {
+            return Err(CommandError::Internal(format!(
+                "writing to standard output: {error}"
+            )));
+        }
+    };
+    let _ = writeln!(out, "stopped watching");
     match summary.last {
         Refresh::Invalid | Refresh::Failed if summary.reached_limit => Err(CommandError::Input(
             String::from("the last change did not build"),

@@ -69,7 +69,7 @@ pub fn build_session(
 }
 
 /// Records `query` as the last successful build; a failure only warns.
-pub fn record_build(arguments: &QueryArguments, query: &BuildQuery) {
+pub fn record_build(arguments: &QueryArguments, query: &BuildQuery) -> Option<PathBuf> {
     let file = query_path(arguments);
     let record = std::fs::read_to_string(&file)
         .map(|text| LastBuild::new(&file, &text, &arguments.sets, query))
@@ -79,7 +79,11 @@ pub fn record_build(arguments: &QueryArguments, query: &BuildQuery) {
                 .save(&state_path(query))
                 .map_err(|error| error.to_string())
         });
-    if let Err(error) = record {
-        eprintln!("warning: the build was not recorded for --why: {error}");
+    match record {
+        Ok(()) => Some(state_path(query)),
+        Err(error) => {
+            eprintln!("warning: the build was not recorded for --why: {error}");
+            None
+        }
     }
 }

@@ -110,11 +110,71 @@ impl PackageHeader {
     }
 }
 
+/// The largest payload a header may promise: some 50 times the largest
+/// shipped package (SigLIP so400m's, about 75 MB). A header that promises
+/// more is refused before anything is read.
+pub const MAXIMUM_PAYLOAD_BYTES: u64 = 4 << 30;
+
 /// Checks a whole file's bytes and returns its header and payload.
 pub fn split<'a>(bytes: &'a [u8], path: &str) -> Result<(PackageHeader, &'a [u8]), PackageError> {
     let header = PackageHeader::parse(bytes, path)?;
+    check_payload(&header, &bytes[HEADER_BYTES..], path)?;
+    Ok((header, &bytes[HEADER_BYTES..]))
+}
+
+/// Reads the file at `path` header first: the header is checked before
+/// the payload is read, the payload it promises is bounded
+/// ([`MAXIMUM_PAYLOAD_BYTES`]) and, for a regular file, matched against the
+/// file's length; at most one byte more than promised is ever read (an
+/// endless file such as `/dev/zero` is refused by its header).
+pub fn read_checked(path: &std::path::Path) -> Result<(PackageHeader, Vec<u8>), PackageError> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let io = |source| PackageError::Io {
+        path: name.clone(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut head = Vec::with_capacity(HEADER_BYTES);
+    (&mut file)
+        .take(HEADER_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    let header = PackageHeader::parse(&head, &name)?;
+    if header.payload_bytes > MAXIMUM_PAYLOAD_BYTES {
+        return Err(PackageError::Oversized {
+            path: name,
+            promised: header.payload_bytes,
+            limit: MAXIMUM_PAYLOAD_BYTES,
+        });
+    }
+    let expected = HEADER_BYTES as u64 + header.payload_bytes;
+    let metadata = file.metadata().map_err(io)?;
+    if metadata.is_file() && metadata.len() < expected {
+        return Err(PackageError::Truncated {
+            path: name,
+            expected,
+            found: metadata.len(),
+        });
+    }
+    if metadata.is_file() && metadata.len() > expected {
+        return Err(PackageError::TrailingBytes {
+            path: name,
+            extra: metadata.len() - expected,
+        });
+    }
+    let mut payload = Vec::with_capacity(header.payload_bytes.min(64 << 20) as usize);
+    file.take(header.payload_bytes + 1)
+        .read_to_end(&mut payload)
+        .map_err(io)?;
+    check_payload(&header, &payload, &name)?;
+    Ok((header, payload))
+}
+
+/// The payload's length and digest against its header.
+fn check_payload(header: &PackageHeader, payload: &[u8], path: &str) -> Result<(), PackageError> {
     let expected = (HEADER_BYTES as u64).saturating_add(header.payload_bytes);
-    let found = bytes.len() as u64;
+    let found = HEADER_BYTES as u64 + payload.len() as u64;
     if found < expected {
         return Err(PackageError::Truncated {
             path: path.to_string(),
@@ -128,13 +188,12 @@ pub fn split<'a>(bytes: &'a [u8], path: &str) -> Result<(PackageHeader, &'a [u8]
             extra: found - expected,
         });
     }
-    let payload = &bytes[HEADER_BYTES..];
     if blake3::hash(payload).as_bytes() != &header.digest {
         return Err(PackageError::Corrupt {
             path: path.to_string(),
         });
     }
-    Ok((header, payload))
+    Ok(())
 }
 
 /// Decodes a checked payload (bincode's fixed-width encoding, as

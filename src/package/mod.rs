@@ -20,7 +20,6 @@ pub mod verify;
 #[cfg(test)]
 mod tests;
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -80,6 +79,8 @@ pub enum PackageError {
         path: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Output(#[from] crate::output_file::OutputFileError),
     #[error("{path} is not a superstep package (it does not start with `SSTPKG`)")]
     Foreign { path: String },
     #[error(
@@ -100,6 +101,15 @@ pub enum PackageError {
         expected: u64,
         found: u64,
     },
+    #[error(
+        "{path}: its header promises a payload of {promised} bytes, more than the {limit} a \
+         package may have; it is not a package superstep wrote"
+    )]
+    Oversized {
+        path: String,
+        promised: u64,
+        limit: u64,
+    },
     #[error("{path} has {extra} bytes after the package its header describes")]
     TrailingBytes { path: String, extra: u64 },
     #[error(
@@ -119,33 +129,12 @@ impl Package {
     /// build whose [`build_key`] is `build`, atomically (a temporary file in
     /// the same folder, then a rename), and returns its length in bytes.
     pub fn write(&self, path: &Path, build: &CacheKey) -> Result<u64, PackageError> {
-        let io = |source| PackageError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        if let Some(parent) = path
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
         let payload = self.encode().map_err(|source| PackageError::Encoding {
             path: path.display().to_string(),
             source,
         })?;
         let header = file::PackageHeader::of(&payload, build);
-        let temporary = path.with_extension(format!("bin.tmp{}", std::process::id()));
-        let written = (|| {
-            let mut output = std::fs::File::create(&temporary)?;
-            output.write_all(&header.to_bytes())?;
-            output.write_all(&payload)?;
-            output.sync_all()?;
-            std::fs::rename(&temporary, path)
-        })();
-        if let Err(source) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(io(source));
-        }
+        crate::output_file::write_parts_durably(path, &[&header.to_bytes(), &payload])?;
         Ok((file::HEADER_BYTES + payload.len()) as u64)
     }
 
@@ -182,12 +171,8 @@ impl Package {
 
     /// [`Package::read`], also returning the header.
     pub fn read_with_header(path: &Path) -> Result<(Package, file::PackageHeader), PackageError> {
-        let bytes = std::fs::read(path).map_err(|source| PackageError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let (header, payload) = file::split(&bytes, &path.display().to_string())?;
-        let package = file::decode(payload, &path.display().to_string())?;
+        let (header, payload) = file::read_checked(path)?;
+        let package = file::decode(&payload, &path.display().to_string())?;
         Ok((package, header))
     }
 }

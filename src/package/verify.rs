@@ -6,7 +6,8 @@
 //! allocation it names; every exchange row decodes, its sends start inside
 //! an allocation of its tile and its sends and receive pointers stay inside
 //! the tile's memory; every Repeat patch and row-sharing patch names a tile,
-//! phase and word that exist. The first failures are reported (by phase,
+//! phase and word that exist; the tile count is one a C600 has (checked
+//! first: every table is sized by it). The first failures are reported (by phase,
 //! tile and word), with the counts of what was checked. Linear in the
 //! package, plus a sort of each tile's allocations.
 
@@ -14,9 +15,12 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 use super::{Package, PackagePhase, PlacedAllocation};
+use crate::expand::program::{Step, TransferList};
 use crate::expand::visit::step_locations_mut;
 use crate::rows::{RowEvent, decode_row};
+use crate::target::mapping::{C600_TILES, logical_tile};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
+use crate::target::timing::NEUTRAL_INCOMING_SOURCE;
 
 /// How many failures a verification lists.
 const FAILURES_LISTED: usize = 20;
@@ -144,15 +148,70 @@ fn allocation_bytes(allocation: &PlacedAllocation) -> (u64, u64) {
     (start, end)
 }
 
+/// What is wrong with `transfers` as a list on `tiles` tiles, if anything.
+fn transfer_list_problem(transfers: &TransferList, tiles: u32) -> Option<String> {
+    let count = transfers.words.len();
+    if transfers.source_tile.len() != count
+        || transfers.source_location.len() != count
+        || transfers.destination_start.len() != count
+    {
+        return Some(format!(
+            "has columns of different lengths ({} words, {} source tiles, {} source locations, \
+             {} destination starts)",
+            count,
+            transfers.source_tile.len(),
+            transfers.source_location.len(),
+            transfers.destination_start.len()
+        ));
+    }
+    let mut previous = 0u32;
+    for (transfer, &start) in transfers.destination_start.iter().enumerate() {
+        if start < previous || start as usize > transfers.destinations.len() {
+            return Some(format!(
+                "transfer {transfer}: destinations start at {start}, after {previous} and within \
+                 {} expected",
+                transfers.destinations.len()
+            ));
+        }
+        previous = start;
+    }
+    if let Some(transfer) = transfers.source_tile.iter().position(|&tile| tile >= tiles) {
+        return Some(format!(
+            "transfer {transfer}: sends from tile {}, outside the {tiles} tiles",
+            transfers.source_tile[transfer]
+        ));
+    }
+    if let Some(destination) = transfers
+        .destinations
+        .iter()
+        .position(|destination| destination.tile >= tiles)
+    {
+        return Some(format!(
+            "destination {destination}: tile {}, outside the {tiles} tiles",
+            transfers.destinations[destination].tile
+        ));
+    }
+    None
+}
+
 /// Checks `package` (see the module documentation).
 pub fn verify_package(package: &Package) -> Verification {
     let mut result = Verification {
         tiles: package.tiles,
         ..Verification::default()
     };
+    // Everything below is sized by the tile count: check it first.
+    if !(1..=C600_TILES).contains(&package.tiles) {
+        result.fail(format!(
+            "the package declares {} tiles; a C600 has 1..={C600_TILES}",
+            package.tiles
+        ));
+        return result;
+    }
     result.check_tile_tables(package);
     let ranges = result.check_allocations(package);
     result.check_step_locations(package);
+    result.check_transfer_lists(&package.steps, package.tiles, &mut Vec::new());
     for phase in &package.phases {
         result.check_phase(phase, package.tiles as usize, &ranges);
     }
@@ -246,6 +305,31 @@ impl Verification {
         }
     }
 
+    /// Every exchange step's transfer list is well formed: its columns
+    /// equally long, its destination ranges increasing and inside the
+    /// destination column, every tile one of the package's.
+    fn check_transfer_lists(&mut self, steps: &[Step], tiles: u32, path: &mut Vec<u32>) {
+        for (index, step) in steps.iter().enumerate() {
+            path.push(index as u32);
+            match step {
+                Step::Exchange { transfers, .. } => {
+                    let at = || {
+                        path.iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join("/")
+                    };
+                    if let Some(problem) = transfer_list_problem(transfers, tiles) {
+                        self.fail(format!("step {}: the transfer list {problem}", at()));
+                    }
+                }
+                Step::Repeat { body, .. } => self.check_transfer_lists(body, tiles, path),
+                _ => {}
+            }
+            path.pop();
+        }
+    }
+
     /// One exchange phase: a row (and a stored-row index, if any) per tile,
     /// every row decoding with sends and pointers in bounds, and every
     /// Repeat patch rewriting a word of its tile's row.
@@ -275,6 +359,7 @@ impl Verification {
     /// one allocation of the tile (and its memory), and its receive
     /// pointers lie inside its memory.
     fn check_row(&mut self, key: &str, tile: usize, row: &[u32], ranges: &TileRanges) {
+        let tiles = ranges.starts.len();
         let memory = tile_memory();
         self.row_words += row.len() as u64;
         let events = match decode_row(row) {
@@ -324,7 +409,17 @@ impl Verification {
                         ));
                     }
                 }
-                RowEvent::Select { .. } | RowEvent::End { .. } => {}
+                RowEvent::Select { source, .. } => {
+                    let known = source == NEUTRAL_INCOMING_SOURCE
+                        || logical_tile(source).is_some_and(|sender| (sender as usize) < tiles);
+                    if !known {
+                        self.fail(format!(
+                            "phase {key}, tile {tile}: a receive selects physical tile {source}, \
+                             which is not one of the package's {tiles} tiles"
+                        ));
+                    }
+                }
+                RowEvent::End { .. } => {}
             }
         }
     }

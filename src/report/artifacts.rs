@@ -20,16 +20,8 @@ pub enum ArtifactError {
     Stage(#[from] StageError),
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("creating {path}: {source}")]
-    Folder {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("writing {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] crate::output_file::OutputFileError),
     #[error("serialising {path}: {source}")]
     Serialise {
         path: PathBuf,
@@ -67,16 +59,7 @@ pub fn session_report(
 }
 
 fn write(path: PathBuf, text: &str) -> Result<PathBuf, ArtifactError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| ArtifactError::Folder {
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    std::fs::write(&path, text).map_err(|source| ArtifactError::Write {
-        path: path.clone(),
-        source,
-    })?;
+    crate::output_file::write_atomically(&path, text.as_bytes())?;
     Ok(path)
 }
 

@@ -8,6 +8,7 @@ pub mod artifacts;
 pub mod diff;
 pub mod exchange;
 pub mod html;
+pub mod manifest;
 pub mod packing;
 pub mod sweep;
 pub mod trace;

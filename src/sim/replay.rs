@@ -312,7 +312,14 @@ pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, Rep
                 candidates: 0,
             })?;
             let mux = i64::from(time_to_mux(source, receiver));
-            let list = &sends[sender as usize];
+            let list = sends
+                .get(sender as usize)
+                .ok_or(ReplayError::UnmatchedSelect {
+                    tile: tile_id,
+                    event: select,
+                    source_tile: source,
+                    candidates: 0,
+                })?;
             let candidates: Vec<&(u64, u64, u32, u8)> = [0, POINT_TO_POINT_SELECT_OFFSET]
                 .iter()
                 .filter_map(|&offset| {

@@ -116,11 +116,8 @@ pub enum FormatError {
         path: String,
         source: std::io::Error,
     },
-    #[error("writing {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Output(crate::output_file::OutputFileError),
     #[error("{path} is not a schema-4 exchange snapshot: {location}: {message}")]
     Json {
         path: String,
@@ -184,16 +181,6 @@ impl Snapshot {
 
     /// Writes the compact JSON text to `path`.
     pub fn write(&self, path: &std::path::Path) -> Result<(), FormatError> {
-        let write_error = |source| FormatError::Write {
-            path: path.display().to_string(),
-            source,
-        };
-        if let Some(parent) = path
-            .parent()
-            .filter(|parent| !parent.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(write_error)?;
-        }
-        std::fs::write(path, self.to_bytes()).map_err(write_error)
+        crate::output_file::write_atomically(path, &self.to_bytes()).map_err(FormatError::Output)
     }
 }

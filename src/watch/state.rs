@@ -47,11 +47,8 @@ pub enum StateError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Output(#[from] crate::output_file::OutputFileError),
     #[error("{path} is not a build record: {source}")]
     Format {
         path: PathBuf,
@@ -116,19 +113,12 @@ impl LastBuild {
 
     /// Writes the record to `path`, creating its folder.
     pub fn save(&self, path: &Path) -> Result<(), StateError> {
-        let failure = |source| StateError::Write {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(failure)?;
-        }
         let mut text = serde_json::to_string_pretty(self).map_err(|source| StateError::Format {
             path: path.to_path_buf(),
             source,
         })?;
         text.push('\n');
-        std::fs::write(path, text).map_err(failure)
+        Ok(crate::output_file::write_atomically(path, text.as_bytes())?)
     }
 
     /// The recorded query, resolved again from the recorded text and sets.

@@ -25,6 +25,7 @@ use crate::build_file::error::render_query_error;
 use crate::build_file::{BuildQuery, QueryError, QueryProblem, parse_query};
 use crate::cache::PersistentCache;
 use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
+use crate::report::manifest;
 use crate::session::Session;
 use crate::session::suggest::SUGGESTION_CANDIDATES;
 
@@ -69,8 +70,10 @@ impl WatchOptions {
     }
 }
 
-/// Writes the report artifacts of a successful build and the `--why`
-/// record (`last-build.json`) of `text` as applied.
+/// Writes the report artifacts of a successful build, the `--why` record
+/// (`last-build.json`) of `text` as applied and, last, the folder's build
+/// record (`build.json`; a package of an earlier build is removed, since
+/// watch does not write one).
 fn write_artifacts(
     session: &Session,
     query: &BuildQuery,
@@ -86,13 +89,18 @@ fn write_artifacts(
     } else {
         Vec::new()
     };
+    let directory = artifacts_directory(query);
+    let previous = manifest::begin(&directory);
     let mut written = write_reports(session, query, &report, Some(&suggestions))
         .map_err(|error| error.to_string())?;
-    let record_path = artifacts_directory(query).join(STATE_FILE);
+    let record_path = directory.join(STATE_FILE);
     LastBuild::new(&options.path, text, &options.sets, query)
         .save(&record_path)
         .map_err(|error| error.to_string())?;
     written.push(record_path);
+    let manifest = manifest::finish(&directory, query, &written, previous.as_ref())
+        .map_err(|error| error.to_string())?;
+    written.push(manifest);
     Ok(written)
 }
 

@@ -19,19 +19,13 @@ pub enum SweepOutputError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("writing {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] crate::output_file::OutputFileError),
 }
 
 /// Writes `text` to `path`.
 pub fn write_text(path: &Path, text: &str) -> Result<(), SweepOutputError> {
-    std::fs::write(path, text).map_err(|source| SweepOutputError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(crate::output_file::write_atomically(path, text.as_bytes())?)
 }
 
 /// Writes the CSV files and the page into `directory` (created if needed);

@@ -27,11 +27,14 @@
 //! memory.
 
 pub mod access;
+pub mod admission;
 pub mod exchange;
 pub mod image;
 pub mod load;
 pub mod ownership;
 pub mod sharing;
+
+pub use admission::admit;
 
 use std::collections::HashMap;
 
@@ -419,6 +422,12 @@ pub fn simulate_with(
         phase: "-".into(),
         message,
     };
+    // Nothing of the package is used before it is admitted.
+    admit(package, program).map_err(|message| {
+        setup(format!(
+            "the package cannot be executed for this program: {message}"
+        ))
+    })?;
     let roots: Vec<u32> = program
         .allocations
         .iter()

@@ -1,0 +1,270 @@
+//! The build record `build.json` of an outputs folder: which build the
+//! folder holds (its package build key, build name, compiler) and every
+//! file that build wrote there, with its length and BLAKE3 digest.
+//!
+//! A build removes the old record before it writes anything ([`begin`]),
+//! writes each output whole (`output_file`), then removes the files the
+//! previous record listed that this build did not write and writes the new
+//! record last ([`finish`]). So a folder with a record holds exactly one
+//! build's files, each as that build wrote it ([`check`] proves it), and a
+//! folder without one is a build that did not finish.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::build_file::{BuildQuery, package_build_key};
+use crate::output_file::{OutputFileError, write_atomically};
+
+/// The record's file name in `outputs.directory/NAME`.
+pub const MANIFEST_FILE: &str = "build.json";
+
+/// The record's schema.
+pub const MANIFEST_SCHEMA: u32 = 1;
+
+/// `build.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildManifest {
+    pub schema: u32,
+    /// `build_file::package_build_key` of the build, 64 hex digits (the
+    /// same key package.bin's header carries).
+    pub build_key: String,
+    pub name: String,
+    /// The compiler that wrote the folder (`cache::tool_version`).
+    pub compiler: String,
+    /// Every file of the build in the folder, in the order written.
+    pub files: Vec<ManifestFile>,
+}
+
+/// One file of a build.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFile {
+    /// A plain file name in the folder.
+    pub name: String,
+    pub bytes: u64,
+    /// BLAKE3 of the file, 64 hex digits.
+    pub blake3: String,
+}
+
+/// A record that could not be written, or a folder that does not match its
+/// record.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error(transparent)]
+    Output(#[from] OutputFileError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a build record: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("{path} does not belong to the build in {record}: {reason}")]
+    Mismatch {
+        path: PathBuf,
+        record: PathBuf,
+        reason: String,
+    },
+}
+
+/// The previous record of `directory`, read and then removed, so that
+/// while this build writes the folder no record describes it. A record that
+/// cannot be read is removed and ignored.
+pub fn begin(directory: &Path) -> Option<BuildManifest> {
+    let path = directory.join(MANIFEST_FILE);
+    let previous = read(&path).ok();
+    let _ = fs::remove_file(&path);
+    previous
+}
+
+/// Removes the files `previous` listed that `written` does not (plain
+/// names in `directory` only, never through a link or out of the folder),
+/// then writes the record of `written` last.
+pub fn finish(
+    directory: &Path,
+    query: &BuildQuery,
+    written: &[PathBuf],
+    previous: Option<&BuildManifest>,
+) -> Result<PathBuf, ManifestError> {
+    let mut files = Vec::with_capacity(written.len());
+    let mut names = BTreeSet::new();
+    for path in written {
+        let Some(name) = plain_name(path) else {
+            continue;
+        };
+        if path.parent() != Some(directory) || !names.insert(name.clone()) {
+            continue;
+        }
+        let bytes = fs::read(path).map_err(|source| ManifestError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        files.push(ManifestFile {
+            name,
+            bytes: bytes.len() as u64,
+            blake3: blake3::hash(&bytes).to_hex().to_string(),
+        });
+    }
+    for stale in previous.iter().flat_map(|record| &record.files) {
+        if names.contains(&stale.name) || !is_plain(&stale.name) {
+            continue;
+        }
+        let path = directory.join(&stale.name);
+        if fs::symlink_metadata(&path).is_ok_and(|metadata| metadata.is_file()) {
+            let _ = fs::remove_file(&path);
+        }
+    }
+    let record = BuildManifest {
+        schema: MANIFEST_SCHEMA,
+        build_key: package_build_key(query).hex(),
+        name: query.name.clone(),
+        compiler: crate::cache::tool_version().to_string(),
+        files,
+    };
+    let path = directory.join(MANIFEST_FILE);
+    let mut text =
+        serde_json::to_string_pretty(&record).map_err(|error| ManifestError::Format {
+            path: path.clone(),
+            message: error.to_string(),
+        })?;
+    text.push('\n');
+    write_atomically(&path, text.as_bytes())?;
+    Ok(path)
+}
+
+/// Reads `directory`'s record and checks every file it lists against its
+/// length and digest; `Err` names the first file that does not match.
+pub fn check(directory: &Path) -> Result<BuildManifest, ManifestError> {
+    let record_path = directory.join(MANIFEST_FILE);
+    let record = read(&record_path)?;
+    for file in &record.files {
+        let path = directory.join(&file.name);
+        let mismatch = |reason: String| ManifestError::Mismatch {
+            path: path.clone(),
+            record: record_path.clone(),
+            reason,
+        };
+        if !is_plain(&file.name) {
+            return Err(mismatch(String::from("not a plain file name")));
+        }
+        let bytes = fs::read(&path).map_err(|error| mismatch(error.to_string()))?;
+        if bytes.len() as u64 != file.bytes {
+            return Err(mismatch(format!(
+                "{} bytes, the record says {}",
+                bytes.len(),
+                file.bytes
+            )));
+        }
+        if blake3::hash(&bytes).to_hex().as_str() != file.blake3 {
+            return Err(mismatch(String::from("its digest differs")));
+        }
+    }
+    Ok(record)
+}
+
+fn read(path: &Path) -> Result<BuildManifest, ManifestError> {
+    let text = fs::read_to_string(path).map_err(|source| ManifestError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let record: BuildManifest =
+        serde_json::from_str(&text).map_err(|error| ManifestError::Format {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })?;
+    if record.schema != MANIFEST_SCHEMA {
+        return Err(ManifestError::Format {
+            path: path.to_path_buf(),
+            message: format!(
+                "schema {}, this superstep writes {MANIFEST_SCHEMA}",
+                record.schema
+            ),
+        });
+    }
+    Ok(record)
+}
+
+fn plain_name(path: &Path) -> Option<String> {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .filter(|name| is_plain(name))
+        .map(str::to_string)
+}
+
+/// A file name with no folder part, not `.`/`..`, not the record itself.
+fn is_plain(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name != MANIFEST_FILE
+        && !name.contains(['/', '\\', '\0'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(name: &str) -> PathBuf {
+        let directory =
+            std::env::temp_dir().join(format!("superstep-manifest-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&directory);
+        fs::create_dir_all(&directory).expect("folder");
+        directory
+    }
+
+    fn query() -> BuildQuery {
+        let text = std::fs::read_to_string("queries/vit-tiny.toml").expect("shipped build file");
+        crate::build_file::parse_query("vit-tiny.toml", &text, None, &[]).expect("a build file")
+    }
+
+    #[test]
+    fn a_finished_folder_checks_and_a_changed_file_is_named() {
+        let directory = folder("check");
+        let report = directory.join("report.json");
+        fs::write(&report, b"{}").expect("report");
+        assert!(begin(&directory).is_none());
+        finish(&directory, &query(), std::slice::from_ref(&report), None).expect("record");
+        let record = check(&directory).expect("checks");
+        assert_eq!(record.files.len(), 1);
+        assert_eq!(record.build_key, package_build_key(&query()).hex());
+        fs::write(&report, b"{ }").expect("changed");
+        let error = check(&directory).expect_err("changed file");
+        assert!(error.to_string().contains("report.json"), "{error}");
+        let _ = fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn files_of_the_previous_build_it_did_not_write_again_are_removed() {
+        let directory = folder("stale");
+        let (package, report, mine) = (
+            directory.join("package.bin"),
+            directory.join("report.json"),
+            directory.join("notes.txt"),
+        );
+        for path in [&package, &report, &mine] {
+            fs::write(path, b"x").expect("file");
+        }
+        finish(
+            &directory,
+            &query(),
+            &[package.clone(), report.clone()],
+            None,
+        )
+        .expect("first");
+        let previous = begin(&directory);
+        assert!(!directory.join(MANIFEST_FILE).exists());
+        finish(
+            &directory,
+            &query(),
+            std::slice::from_ref(&report),
+            previous.as_ref(),
+        )
+        .expect("second");
+        assert!(!package.exists(), "the old build's package is removed");
+        assert!(mine.exists(), "a file no build wrote is left alone");
+        assert_eq!(check(&directory).expect("checks").files.len(), 1);
+        let _ = fs::remove_dir_all(&directory);
+    }
+}

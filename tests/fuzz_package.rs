@@ -1,0 +1,392 @@
+//! Digest-valid package files with wrong contents (issue 26, item 2): a
+//! real package of a small build, mutated (bytes of the payload, and the
+//! fields the simulator indexes by: tiles, allocations, addresses, counts,
+//! step paths, stored rows, patches), re-encoded and re-digested so the
+//! header checks pass. Properties: reading, verifying and simulating never
+//! panic; a package `verify` passes executes in the package simulator (or
+//! stops at a fault it names); a package `verify` rejects is refused by
+//! the simulator's own admission check with the part named.
+//!
+//! Seeded (reproducible); `FUZZ_CASES` scales the case counts.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use superstep::package::Package;
+use superstep::package::file::{HEADER_BYTES, PackageHeader, decode};
+use superstep::package::verify::verify_package;
+use superstep::sim::package::{SimulationOptions, admit, simulate_with};
+
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 { 0 } else { self.next() % bound }
+    }
+
+    /// A value at, around or far beyond the usual bounds.
+    fn wild(&mut self, usual: u32) -> u32 {
+        match self.below(6) {
+            0 => 0,
+            1 => usual,
+            2 => usual.saturating_add(1),
+            3 => u32::MAX,
+            4 => u32::MAX / 2 + self.below(1000) as u32,
+            _ => self.next() as u32,
+        }
+    }
+}
+
+fn cases(default: u64) -> u64 {
+    let scale: u64 = std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1);
+    default * scale.max(1)
+}
+
+/// One structural mutation of a field the simulator indexes by.
+fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
+    let tiles = package.tiles;
+    match random.below(12) {
+        0 => {
+            package.tiles = random.wild(tiles);
+            "tiles"
+        }
+        1 if !package.allocations.is_empty() => {
+            let index = random.below(package.allocations.len() as u64) as usize;
+            let allocation = &mut package.allocations[index];
+            match random.below(4) {
+                0 => allocation.tile = random.wild(tiles),
+                1 => allocation.address = random.wild(allocation.address),
+                2 => allocation.bytes = random.wild(allocation.bytes),
+                _ => allocation.iterations = random.wild(allocation.iterations),
+            }
+            "allocation"
+        }
+        2 if !package.allocations.is_empty() => {
+            let keep = random.below(package.allocations.len() as u64) as usize;
+            package.allocations.truncate(keep);
+            "allocations truncated"
+        }
+        3 if !package.phases.is_empty() => {
+            let index = random.below(package.phases.len() as u64) as usize;
+            let phase = &mut package.phases[index];
+            if phase.step_path.is_empty() {
+                phase.step_path.push(random.wild(0));
+            } else {
+                let at = random.below(phase.step_path.len() as u64) as usize;
+                phase.step_path[at] = random.wild(phase.step_path[at]);
+            }
+            "step path"
+        }
+        4 if !package.phases.is_empty() => {
+            let index = random.below(package.phases.len() as u64) as usize;
+            let phase = &mut package.phases[index];
+            if !phase.stored_rows.is_empty() {
+                let at = random.below(phase.stored_rows.len() as u64) as usize;
+                phase.stored_rows[at] = random.wild(phase.stored_rows[at]);
+            }
+            "stored row"
+        }
+        5 if !package.phases.is_empty() => {
+            let index = random.below(package.phases.len() as u64) as usize;
+            let phase = &mut package.phases[index];
+            phase.executions = random.wild(phase.executions);
+            "executions"
+        }
+        6 if !package.phases.is_empty() => {
+            let index = random.below(package.phases.len() as u64) as usize;
+            let phase = &mut package.phases[index];
+            if let Some(patches) = phase.repeat_patches.first_mut() {
+                match random.below(3) {
+                    0 => patches.tile = random.wild(tiles),
+                    _ => {
+                        if let Some(word) = patches.words.first_mut() {
+                            word.word = random.wild(word.word);
+                            word.step_words = random.next() as i64;
+                        }
+                    }
+                }
+            }
+            "repeat patch"
+        }
+        7 if !package.sharing_patches.is_empty() => {
+            let index = random.below(package.sharing_patches.len() as u64) as usize;
+            let patch = &mut package.sharing_patches[index];
+            match random.below(3) {
+                0 => patch.tile = random.wild(tiles),
+                1 => patch.phase = random.wild(patch.phase),
+                _ => patch.word = random.wild(patch.word),
+            }
+            "sharing patch"
+        }
+        8 => {
+            let table = if random.below(2) == 0 {
+                &mut package.exchange_table_base
+            } else {
+                &mut package.patch_lists_base
+            };
+            if !table.is_empty() {
+                let at = random.below(table.len() as u64) as usize;
+                table[at] = random.wild(table[at]);
+            }
+            "tile table"
+        }
+        9 if !package.phases.is_empty() => {
+            let index = random.below(package.phases.len() as u64) as usize;
+            let phase = &mut package.phases[index];
+            let tile = random.below(phase.rows.len().max(1) as u64) as usize;
+            if let Some(row) = phase.rows.get_mut(tile)
+                && !row.is_empty()
+            {
+                let at = random.below(row.len() as u64) as usize;
+                row[at] = random.next() as u32;
+            }
+            "row word"
+        }
+        10 if !package.phases.is_empty() => {
+            let index = random.below(package.phases.len() as u64) as usize;
+            package.phases.remove(index);
+            "phase removed"
+        }
+        _ => {
+            package
+                .steps
+                .truncate(random.below(package.steps.len() as u64) as usize);
+            "steps truncated"
+        }
+    }
+}
+
+#[test]
+fn digest_valid_packages_are_verified_or_refused_and_never_panic() {
+    let mut session = superstep::session::Session::new(&common::query(
+        "queries/vit-tiny.toml",
+        &["workload.layers=1"],
+    ));
+    session.build().expect("build");
+    let package = session.package().expect("package");
+    let program = session.low_program().expect("program");
+    let layouts = session.layouts().expect("layouts");
+    let weights = session.weights().expect("weights");
+    let options = SimulationOptions {
+        strict: false,
+        poisoned: false,
+    };
+    assert!(verify_package(&package).passed());
+    admit(&package, &program).expect("the real package is admitted");
+    simulate_with(&package, &program, &layouts, &weights, options).expect("simulates");
+    let valid = package.encode().expect("encodes");
+
+    let mut random = Random(0x5eed_0026);
+    // undecodable, refused by verify, verified and simulated, verified and faulted
+    let mut outcomes = [0u32; 4];
+    for case in 0..cases(400) {
+        let mut mutated;
+        let label;
+        if random.below(3) == 0 {
+            // Bytes of the payload, re-digested.
+            let mut bytes = valid.clone();
+            for _ in 0..1 + random.below(4) {
+                let index = random.below(bytes.len() as u64) as usize;
+                bytes[index] = random.next() as u8;
+            }
+            let mut file = PackageHeader::of(&bytes, &superstep::cache::CacheKey([1; 32]))
+                .to_bytes()
+                .to_vec();
+            file.extend_from_slice(&bytes);
+            match decode(&file[HEADER_BYTES..], "package.bin") {
+                Ok(decoded) => mutated = decoded,
+                Err(_) => {
+                    outcomes[0] += 1;
+                    continue;
+                }
+            }
+            label = "payload bytes";
+        } else {
+            mutated = package.clone();
+            label = mutate(&mut mutated, &mut random);
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let verification = verify_package(&mutated);
+            let admitted = admit(&mutated, &program);
+            if !verification.passed() {
+                // The simulator refuses what verify rejects, naming a part.
+                let refusal = admitted.expect_err("a package verify rejects is refused");
+                assert!(!refusal.is_empty(), "case {case} ({label}): empty refusal");
+                return 1;
+            }
+            if let Err(refusal) = admitted {
+                // Verified on its own, but not a package of this program.
+                assert!(!refusal.is_empty());
+                return 1;
+            }
+            match simulate_with(&mutated, &program, &layouts, &weights, options) {
+                Ok(_) => 2,
+                Err(fault) => {
+                    assert!(!fault.message.is_empty(), "case {case} ({label})");
+                    3
+                }
+            }
+        }))
+        .unwrap_or_else(|_| panic!("case {case} ({label}): panicked"));
+        outcomes[outcome] += 1;
+    }
+    println!(
+        "package cases: {outcomes:?} (undecodable, refused, verified and simulated, \
+         verified and stopped at a named fault)"
+    );
+    assert!(outcomes[1] > 0 && outcomes[2] > 0, "{outcomes:?}");
+}
+
+/// A vit-tiny package written by `superstep build` into `directory`, its
+/// header's build key and the decoded package.
+fn built_package(directory: &std::path::Path) -> (std::path::PathBuf, PackageHeader, Package) {
+    let folder = format!("outputs.directory={}", directory.display());
+    let output = common::superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--set",
+        &folder,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let path = directory.join("vit-tiny").join("package.bin");
+    let (package, header) = Package::read_with_header(&path).expect("a package");
+    (path, header, package)
+}
+
+/// Writes `package` to `path` under `header`'s build key (a valid header and
+/// digest: only the contents are wrong).
+fn rewrite(path: &std::path::Path, header: &PackageHeader, package: &Package) {
+    package.write(path, &header.build).expect("writes");
+}
+
+#[test]
+fn verify_and_simulate_refuse_a_broken_transfer_list_by_name() {
+    let directory = common::scratch("fuzz-package", "transfers");
+    let (path, header, mut package) = built_package(&directory);
+    let broken = package
+        .steps
+        .iter_mut()
+        .find_map(|step| match step {
+            superstep::expand::program::Step::Exchange { transfers, .. } => Some(transfers),
+            _ => None,
+        })
+        .expect("an exchange step");
+    broken.destinations[0].tile = 4000;
+    rewrite(&path, &header, &package);
+    let file = path.display().to_string();
+    let verified = common::superstep(&["verify", &file]);
+    let message = String::from_utf8_lossy(&verified.stdout).to_string();
+    assert_eq!(verified.status.code(), Some(2), "{message}");
+    assert!(message.contains("the transfer list"), "{message}");
+    assert!(message.contains("tile 4000"), "{message}");
+    let simulated = common::superstep(&[
+        "simulate",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--package",
+        &file,
+    ]);
+    let message = String::from_utf8_lossy(&simulated.stderr).to_string();
+    assert_eq!(simulated.status.code(), Some(2), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(message.contains("cannot be executed safely"), "{message}");
+    assert!(message.contains("tile 4000"), "{message}");
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn simulate_refuses_a_kernel_the_program_does_not_have() {
+    let directory = common::scratch("fuzz-package", "kernel");
+    let (path, header, mut package) = built_package(&directory);
+    // One kernel's shape changed (through its serialised form: any field
+    // named `rows` grows by one), everything else as built.
+    let run = package
+        .steps
+        .iter_mut()
+        .find_map(|step| match step {
+            superstep::expand::program::Step::Kernels { runs, .. } => runs.first_mut(),
+            _ => None,
+        })
+        .expect("a kernel step");
+    let mut value = serde_json::to_value(run.kernel).expect("serialises");
+    let fields = value
+        .as_object_mut()
+        .and_then(|object| object.values_mut().next())
+        .and_then(serde_json::Value::as_object_mut)
+        .expect("a struct variant");
+    let rows = fields
+        .iter_mut()
+        .find(|(name, _)| name.as_str() == "rows" || name.as_str() == "cols")
+        .map(|(_, rows)| rows)
+        .expect("a shape field");
+    *rows = serde_json::json!(rows.as_u64().expect("a count") + 1);
+    run.kernel = serde_json::from_value(value).expect("deserialises");
+    rewrite(&path, &header, &package);
+    let simulated = common::superstep(&[
+        "simulate",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--package",
+        &path.display().to_string(),
+    ]);
+    let message = String::from_utf8_lossy(&simulated.stderr).to_string();
+    assert_eq!(simulated.status.code(), Some(2), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(
+        message.contains("is not one of the program's kernels"),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn an_endless_file_behind_a_valid_header_is_refused_without_reading_it_all() {
+    use std::io::Write;
+    let payload = vec![0u8; 1000];
+    let header = PackageHeader::of(&payload, &superstep::cache::CacheKey([2; 32]));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_superstep"))
+        .args(["verify", "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut input = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        // Header, then zeros without end (until the reader goes away).
+        if input.write_all(&header.to_bytes()).is_err() {
+            return 0u64;
+        }
+        let block = [0u8; 65536];
+        let mut written = 0u64;
+        while input.write_all(&block).is_ok() {
+            written += block.len() as u64;
+            if written > 1 << 30 {
+                break;
+            }
+        }
+        written
+    });
+    let output = child.wait_with_output().expect("ends");
+    let written = writer.join().expect("writer");
+    let message = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(message.contains("bytes after the package"), "{message}");
+    assert!(
+        written < 64 << 20,
+        "read {written} bytes of an endless file"
+    );
+}
