@@ -50,15 +50,19 @@ fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
     let report = cold_cache.finish();
     let remote = report.remote.expect("remote report");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    assert!(remote.uploaded > 100, "{remote:?}");
-    assert_eq!(remote.uploaded, report.statistics.writes, "{remote:?}");
+    assert!(remote.uploaded > 50, "{remote:?}");
+    // Only kinds an independent checker proves are shared (schedules and
+    // the placement); rows, figures and the rest are derived locally.
+    assert!(remote.uploaded < report.statistics.writes, "{remote:?}");
     assert_eq!(nginx.entries().len() as u64, remote.uploaded);
 
     let warm_cache = cache_with_remote(&directory.join("second"), &nginx.url());
     let mut warm = Session::with_cache(&query, Some(warm_cache.clone()));
     let warm_outcome = warm.build().expect("build");
     let runs = counts(&warm_outcome.executions);
-    assert_eq!(runs.get("scheduled"), None, "{runs:?}");
+    // `scheduled` runs to load each schedule from the remote (figures and
+    // rows are derived locally); the remote has every one (no misses
+    // below), so nothing is scheduled and nothing placed.
     assert_eq!(runs.get("placement_search"), None, "{runs:?}");
     assert_eq!(warm.package().expect("package"), cold_package);
     assert_eq!(
@@ -69,6 +73,7 @@ fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
     let remote = report.remote.expect("remote report");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert_eq!(remote.rejected, 0);
+    assert_eq!(remote.misses, 0, "every shared entry came down: {remote:?}");
     assert_eq!(remote.hits, report.statistics.hits, "{remote:?}");
     assert!(remote.bytes_downloaded > 1 << 20, "{remote:?}");
     // What came down is kept locally: a third session needs no remote.
@@ -216,8 +221,15 @@ fn every_server_fault_degrades_to_local_work_with_one_warning() {
         } else if name == "slow" {
             // 20 ms more per request is no fault: every entry comes down.
             assert!(warnings.is_empty(), "{name}: {text}");
+            // (Rows, figures and the rest are derived locally: only the
+            // remote's own line says every shared entry came down.)
+            let remote_line = text
+                .split("remote http")
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
             assert!(
-                text.contains(" 0 misses (0 rejected), 0 written"),
+                remote_line.contains(" 0 misses (0 rejected)"),
                 "{name}: {text}"
             );
         } else {
@@ -441,19 +453,24 @@ fn three_shards_then_a_merge_that_schedules_nothing() {
     assert!(merge.status.success(), "{}", stderr(&merge));
     let text = String::from_utf8_lossy(&merge.stdout).to_string();
     assert!(text.contains(&format!("{points} points")), "{text}");
-    // Every point and every phase of the build came from the remote; the
-    // one local miss is the placement (shards do not place the program),
-    // computed and uploaded by the merge. A scheduled point would be a miss.
+    // Every schedule of every point came from the remote (the points
+    // themselves, figures of schedules, are derived locally: checking one
+    // costs what computing it costs); the one remote miss is the placement
+    // (shards do not place the program), computed and uploaded by the merge.
     let streams = both(&merge);
+    let remote_line = streams
+        .split("remote http")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
     assert!(
-        streams.contains(" 1 misses (0 rejected), 1 written"),
+        remote_line.contains(" 1 misses (0 rejected), 1 uploaded"),
         "{streams}"
     );
-    assert!(streams.contains("(0 rejected), 1 uploaded"), "{streams}");
     // The same merge in process, from the salsa event log.
     let query = query(TINY, &["schedule.policy=B1024"]);
     let cache = cache_with_remote(&directory.join("in-process"), &url);
-    let mut session = Session::with_cache(&query, Some(cache));
+    let mut session = Session::with_cache(&query, Some(cache.clone()));
     session.build().expect("build");
     let configs: Vec<superstep::session::sweep::SweepConfig> =
         ["S64/word32", "B256/word32", "latency/word32"]
@@ -467,8 +484,11 @@ fn three_shards_then_a_merge_that_schedules_nothing() {
     let swept = session.sweep(&configs).expect("sweep");
     assert_eq!(swept.point_count(), points);
     let runs = counts(&session.take_executions());
-    assert_eq!(runs.get("scheduled"), None, "{runs:?}");
     assert_eq!(runs.get("sweep_point"), Some(&points), "{runs:?}");
+    // Every schedule came from the remote, and the placement the merge
+    // above uploaded: no remote misses, so nothing was scheduled.
+    let remote = cache.finish().remote.expect("remote");
+    assert_eq!((remote.misses, remote.rejected), (0, 0), "{remote:?}");
     assert!(
         directory
             .join("merge")

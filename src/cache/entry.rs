@@ -80,6 +80,18 @@ impl EntryKind {
         EntryKind::Bound,
     ];
 
+    /// Whether entries of this kind are fetched from (and uploaded to) a
+    /// remote tier. Only kinds whose every value an independent checker
+    /// proves before use are shared: a schedule (the schedule validator)
+    /// and a placement (the placement checker). Every other kind is
+    /// derived locally from those, since checking it would cost what
+    /// recomputing it costs (rows need the schedule to be checked against;
+    /// figures, bounds, sweep points, packing studies, suggestions and
+    /// searches are figures of a schedule or a whole build).
+    pub fn shared_remotely(self) -> bool {
+        matches!(self, EntryKind::Schedule | EntryKind::Placement)
+    }
+
     pub fn folder(self) -> &'static str {
         match self {
             EntryKind::Schedule => "schedule",
@@ -114,6 +126,10 @@ pub enum EntryError {
     Corrupt,
     #[error("corrupt: the payload does not decode ({0})")]
     Undecodable(String),
+    /// The value decodes but fails its check for meaning (a validator or
+    /// checker independent of the code that made it).
+    #[error("its value fails a check: {0}")]
+    Refused(String),
     #[error("corrupt: declares a payload of {0} bytes, more than any entry holds")]
     Oversized(u64),
     #[error("corrupt: the compressed payload does not expand to its declared length ({0})")]

@@ -112,6 +112,15 @@ struct Counters {
     bytes_written: AtomicU64,
 }
 
+/// Where a loaded entry came from: the local folder (written by this
+/// machine's builds, or kept from a remote after its checks passed) or a
+/// remote tier (checked for meaning before use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Local,
+    Remote,
+}
+
 /// A persistent, content-addressed cache in one directory.
 pub struct PersistentCache {
     directory: PathBuf,
@@ -220,17 +229,22 @@ impl PersistentCache {
     /// The entry for `key`, or `None` (a miss). A file that exists but is
     /// unusable is a miss with a warning.
     pub fn load<T: DeserializeOwned>(&self, kind: EntryKind, key: &CacheKey) -> Option<T> {
-        self.load_with(kind, key, |payload| {
-            bincode::deserialize::<T>(payload).map_err(|error| error.to_string())
+        self.load_with(kind, key, |payload, _| {
+            bincode::deserialize::<T>(payload)
+                .map_err(|error| EntryError::Undecodable(error.to_string()))
         })
     }
 
-    /// Like [`PersistentCache::load`], with the payload's own decoder.
+    /// Like [`PersistentCache::load`], with the payload's own decoder and
+    /// check, told where the entry came from: `Err` (the decoding or check
+    /// that failed: [`EntryError::Undecodable`], [`EntryError::Refused`])
+    /// makes the entry a miss with a warning, and a remote entry that fails
+    /// is never kept locally.
     pub fn load_with<T>(
         &self,
         kind: EntryKind,
         key: &CacheKey,
-        decode_payload: impl FnOnce(&[u8]) -> Result<T, String>,
+        decode_payload: impl FnOnce(&[u8], Source) -> Result<T, EntryError>,
     ) -> Option<T> {
         let path = self.path(kind, key);
         let bytes = match fs::read(&path) {
@@ -248,8 +262,8 @@ impl PersistentCache {
                 return None;
             }
         };
-        let decoded = decode(&bytes, kind, key)
-            .and_then(|payload| decode_payload(&payload).map_err(EntryError::Undecodable));
+        let decoded =
+            decode(&bytes, kind, key).and_then(|payload| decode_payload(&payload, Source::Local));
         match decoded {
             Ok(value) => {
                 self.count_hit(bytes.len());
@@ -291,15 +305,19 @@ impl PersistentCache {
         kind: EntryKind,
         key: &CacheKey,
         path: &Path,
-        decode_payload: impl FnOnce(&[u8]) -> Result<T, String>,
+        decode_payload: impl FnOnce(&[u8], Source) -> Result<T, EntryError>,
     ) -> Option<T> {
         let relative = Self::relative(kind, key);
+        if !kind.shared_remotely() {
+            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         let Fetched::Found(bytes) = remote.fetch(&relative) else {
             self.counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let decoded = decode(&bytes, kind, key)
-            .and_then(|payload| decode_payload(&payload).map_err(EntryError::Undecodable));
+        let decoded =
+            decode(&bytes, kind, key).and_then(|payload| decode_payload(&payload, Source::Remote));
         match decoded {
             Ok(value) => {
                 remote.record_hit();
@@ -350,7 +368,7 @@ impl PersistentCache {
                 path.display()
             )),
         }
-        if let Some(remote) = &self.remote {
+        if let Some(remote) = self.remote.as_ref().filter(|_| kind.shared_remotely()) {
             remote.upload(&Self::relative(kind, key), bytes);
         }
     }

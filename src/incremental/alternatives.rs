@@ -195,7 +195,7 @@ pub fn alternative_outcome<'db>(
                 ),
             ))
         },
-        |_| true,
+        |_, _| Ok(()),
         || {
             let limit = if prune { cutoff } else { u32::MAX };
             let Some(schedule) =

@@ -45,7 +45,17 @@ pub fn packing_study<'db>(
                 ),
             ))
         },
-        |cached: &PackingStudy| cached.alternatives.len() == Alternative::ALL.len(),
+        |cached: &PackingStudy, _| {
+            if cached.alternatives.len() == Alternative::ALL.len() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} counterfactuals where {} are studied",
+                    cached.alternatives.len(),
+                    Alternative::ALL.len()
+                ))
+            }
+        },
         || {
             let original = problem.problem(db);
             // The alternatives are interned like any phase's problem.

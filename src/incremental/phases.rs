@@ -15,7 +15,7 @@ use super::inputs::BuildInputs;
 use super::lowering::{StageError, low_program};
 use super::on_disk::cache_on_disk;
 use crate::build_file::{SchedulePolicy, TransferWidth};
-use crate::cache::{CacheKey, StableHasher};
+use crate::cache::{CacheKey, Source, StableHasher};
 use crate::expand::program::{AllocationId, LowProgram, Step, TransferList};
 use crate::group::{
     Fusion, FusionCost, MotionOptions, Phase, PhaseGroups, group_phases_priced, group_phases_with,
@@ -177,7 +177,7 @@ pub fn problem_bound<'db>(db: &'db dyn Db, problem: ProblemKey<'db>) -> u32 {
                 &problem_digest(db, problem),
             ))
         },
-        |_| true,
+        |_, _| Ok(()),
         || Ok(Bound(phase_bound(content, &dependencies(content)))),
     )
     .unwrap_or_else(|never| match never {});
@@ -398,7 +398,20 @@ pub fn scheduled<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |cached| schedule_fits(content, cached),
+        |cached, source| {
+            if !schedule_fits(content, cached) {
+                return Err(String::from(
+                    "its arrays do not fit the problem's pieces, receives and tiles",
+                ));
+            }
+            // A shared cache's schedule is proved by the validator before
+            // anything (figures, auto's choice, rows) reads it.
+            match source {
+                Source::Local => Ok(()),
+                Source::Remote => validate(content, cached)
+                    .map_err(|error| format!("the schedule validator refuses it: {error}")),
+            }
+        },
         || {
             Ok(schedule_with(
                 content,
@@ -478,7 +491,7 @@ pub fn schedule_figures<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |_| true,
+        |_, _| Ok(()),
         || {
             let result = scheduled(db, problem, policy).clone()?;
             Ok(ScheduleFigures::of(&result))
@@ -499,7 +512,7 @@ pub fn encoded_rows<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |cached: &PhaseRows| cached.rows.len() == content.tiles as usize,
+        |cached: &PhaseRows, _| cached.fits(content),
         || {
             let result = validated_schedule(db, problem, policy).clone()?;
             let rows = encode_phase(content, &result)?;

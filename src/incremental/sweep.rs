@@ -76,7 +76,7 @@ pub fn sweep_point<'db>(
                 ),
             ))
         },
-        |_| true,
+        |_, _| Ok(()),
         || {
             let figures = schedule_figures(db, problem, policy).clone()?;
             let rows = encoded_rows(db, problem, policy).clone()?;

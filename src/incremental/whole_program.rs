@@ -19,8 +19,9 @@ use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::compute::StepLoad;
 use crate::estimate::profile::{PhaseEntry, ProgramProfile, profile};
 use crate::estimate::{Estimate, PhaseCost, compute_step_loads, estimate};
-use crate::expand::program::Step;
+use crate::expand::program::{LowProgram, Step};
 use crate::patch::memory::{patch_list_bytes, sharing_patch_cycles};
+use crate::place::check::check_placement;
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
 
@@ -167,7 +168,15 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
     cache_on_disk(
         db,
         || placement_key(db, build).clone(),
-        |_| true,
+        |placed, _| {
+            let program = low_program(db, build)
+                .clone()
+                .map_err(|error| error.to_string())?;
+            let groups = phase_groups(db, build)
+                .clone()
+                .map_err(|error| error.to_string())?;
+            check_cached_placement(&program, &groups.steps, placed)
+        },
         || {
             let reservations = tile_reservations(db, build).clone()?;
             let program = low_program(db, build).clone()?;
@@ -176,6 +185,34 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
         },
     )
     .map(Arc::new)
+}
+
+/// A cached placement's check (local or remote): its tables fit the
+/// program's allocations and tiles, and the placement checker (independent
+/// of the placer) finds no violation.
+fn check_cached_placement(
+    program: &LowProgram,
+    steps: &[Step],
+    placed: &Placement,
+) -> Result<(), String> {
+    let allocations = program.allocations.len();
+    let tiles = program.tiles as usize;
+    if placed.base.len() != allocations
+        || placed.live.len() != allocations
+        || placed.exchange_table_base.len() != tiles
+        || placed.patch_lists_base.len() != tiles
+        || placed.reserved_end.len() != tiles
+        || placed.peak_bytes_per_tile.len() != tiles
+        || placed.high_water_per_tile.len() != tiles
+    {
+        return Err(format!(
+            "its tables do not fit a program of {allocations} allocations on {tiles} tiles"
+        ));
+    }
+    match check_placement(program, steps, placed).first() {
+        None => Ok(()),
+        Some(violation) => Err(format!("the placement checker refuses it: {violation}")),
+    }
 }
 
 /// What each phase costs per execution (horizon; Repeat and sharing

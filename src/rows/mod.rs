@@ -139,6 +139,38 @@ impl PhaseRows {
         self.rows.iter().map(Row::bytes).max().unwrap_or(0)
     }
 
+    /// `Err` unless the rows fit the shapes their users index by for
+    /// `problem` (a cached entry's check): one row per tile, every slot on a
+    /// word of its row, naming an allocation of the problem at an offset
+    /// inside it.
+    pub fn fits(&self, problem: &crate::schedule::ExchangeProblem) -> Result<(), String> {
+        if self.rows.len() != problem.tiles as usize {
+            return Err(format!(
+                "{} rows for a problem of {} tiles",
+                self.rows.len(),
+                problem.tiles
+            ));
+        }
+        for (tile, row) in self.rows.iter().enumerate() {
+            for slot in &row.slots {
+                let allocation = problem.allocations.get(slot.address.allocation as usize);
+                let span = allocation.map(|allocation| {
+                    u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1))
+                });
+                if slot.word as usize >= row.words.len()
+                    || span.is_none_or(|span| u64::from(slot.address.offset) > span)
+                {
+                    return Err(format!(
+                        "tile {tile}: a relocation slot (word {}, allocation {}, offset {}) \
+                         outside its row or the problem's allocations",
+                        slot.word, slot.address.allocation, slot.address.offset
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn total_bytes(&self) -> u64 {
         self.rows.iter().map(Row::bytes).sum()
     }

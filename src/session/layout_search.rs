@@ -224,7 +224,10 @@ pub fn cached_search(
     cache.load_with(
         EntryKind::LayoutSearch,
         &search_key(query, settings),
-        <SearchOutcome as Persisted>::decode,
+        |payload, _| {
+            <SearchOutcome as Persisted>::decode(payload)
+                .map_err(crate::cache::EntryError::Undecodable)
+        },
     )
 }
 
