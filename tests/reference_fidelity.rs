@@ -1,0 +1,7 @@
+//! superstep's FP32 reference against what the reference libraries compute
+//! (`WORKLOADS.md`: each preset must compute what its library computes, to
+//! FP32 rounding, on the same quantised weights). The expected outputs were
+//! written once by the libraries themselves (`scripts/fixtures/`); these
+//! tests need no Python.
+
+mod fidelity;
