@@ -1,6 +1,7 @@
 //! Shared helpers: fixture paths, a fixture's metadata, and the agreement
 //! bounds every library comparison uses.
 
+mod checkpoints;
 mod pe_core;
 
 use std::path::{Path, PathBuf};

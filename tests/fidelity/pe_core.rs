@@ -41,7 +41,7 @@ fn reference_and_expected(path: &Path) -> (Vec<f32>, Vec<f32>) {
         fuse_qkv: true,
     };
     let graph = build_graph(&config, knobs);
-    let weights = safetensors_weights(&graph, path, 0, fp8_scale).expect("weights");
+    let weights = safetensors_weights(&graph, path, None, 0, fp8_scale).expect("weights");
     let reference = evaluate_reference(&graph, &weights).expect("reference");
     (reference, tensor(&file, "expected.output"))
 }
