@@ -72,6 +72,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "workload.layer_norm_epsilon" => &["workload.layer_norm_epsilon=0.00001"],
         "workload.weights.seeded" => &["workload.weights.seeded=2"],
         "workload.weights.safetensors" => return Err("needs a weights file"),
+        "workload.weights.naming" => return Err("needs a weights file"),
         "machine.preset" => &["machine.preset=c600"],
         "machine.tiles" => &["machine.tiles=12"],
         "planning.accumulation" => &["planning.accumulation=f32"],

@@ -55,9 +55,13 @@ pub enum AccumulationChoice {
 pub enum WeightSource {
     /// Deterministic random weights from this seed.
     Seeded { seed: u64 },
-    /// A SafeTensors file (resolved against the build file's directory when
-    /// written in the file; as given when set with `--set`).
-    SafeTensors { path: PathBuf },
+    /// A SafeTensors checkpoint (resolved against the build file's directory
+    /// when written in the file; as given when set with `--set`) in
+    /// `naming`, or the naming its tensors show when `None`.
+    SafeTensors {
+        path: PathBuf,
+        naming: Option<crate::model::checkpoint::Naming>,
+    },
 }
 
 impl WeightSource {
@@ -72,8 +76,8 @@ impl WeightSource {
             WeightSource::Seeded { seed } => {
                 crate::model::weights::seeded_weights(graph, *seed, fp8_scale)
             }
-            WeightSource::SafeTensors { path } => {
-                crate::model::weights::safetensors_weights(graph, path, 1, fp8_scale)
+            WeightSource::SafeTensors { path, naming } => {
+                crate::model::weights::safetensors_weights(graph, path, *naming, 1, fp8_scale)
             }
         }
     }

@@ -32,6 +32,9 @@ pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
 /// `layout.override.OP=PARTITION[/ORDER]`.
 pub const LAYOUT_OVERRIDE_PREFIX: &str = "layout.override.";
 
+/// The `--set` key of a SafeTensors file's naming.
+const WEIGHTS_NAMING: &str = "workload.weights.naming";
+
 /// Applies every `--set` argument in order (a later one wins) and returns
 /// which paths they set.
 pub fn apply_sets(file: &mut QueryFile, sets: &[String]) -> Result<SetOrigins, QueryError> {
@@ -96,9 +99,13 @@ fn apply_set(
     assign(file, argument, key, value)?;
 
     // A later argument replaces what an earlier one set under the same table
-    // entry (the two weight sources exclude each other).
-    if key.starts_with("workload.weights.") {
-        origins.retain(|path, _| !path.starts_with("workload.weights."));
+    // entry (the two weight sources exclude each other; a naming stays with
+    // a new file).
+    if key.starts_with("workload.weights.") && key != WEIGHTS_NAMING {
+        let keeps_naming = key == "workload.weights.safetensors";
+        origins.retain(|path, _| {
+            !path.starts_with("workload.weights.") || (keeps_naming && path == WEIGHTS_NAMING)
+        });
     }
     origins.insert(key.to_string(), argument.to_string());
     Ok(())
@@ -331,14 +338,29 @@ fn assign(
         ("workload.weights.seeded", Integer(number)) => {
             workload(file).weights = unset(WeightsSection {
                 seeded: unset(number),
-                safetensors: None,
+                ..WeightsSection::default()
             })
         }
+        // A new file keeps the naming said for the old one.
         ("workload.weights.safetensors", Text(text)) => {
+            let naming = workload(file)
+                .weights
+                .take()
+                .and_then(|weights| weights.into_inner().naming);
             workload(file).weights = unset(WeightsSection {
                 seeded: None,
                 safetensors: unset(text),
+                naming,
             })
+        }
+        ("workload.weights.naming", Text(text)) => {
+            let mut weights = workload(file)
+                .weights
+                .take()
+                .map(Spanned::into_inner)
+                .unwrap_or_default();
+            weights.naming = unset(text);
+            workload(file).weights = unset(weights);
         }
         ("workload.width", Integer(number)) => workload(file).width = unset(number),
         ("workload.mlp", Integer(number)) => workload(file).mlp = unset(number),

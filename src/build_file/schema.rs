@@ -56,12 +56,14 @@ pub struct WorkloadSection {
     pub layer_norm_epsilon: Option<Spanned<f64>>,
 }
 
-/// `workload.weights`: exactly one of the two sources.
+/// `workload.weights`: exactly one of the two sources, and for a
+/// SafeTensors file optionally the naming it is in.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WeightsSection {
     pub seeded: Option<Spanned<i64>>,
     pub safetensors: Option<Spanned<String>>,
+    pub naming: Option<Spanned<String>>,
 }
 
 /// `[machine]`.
@@ -226,6 +228,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
         &[
             ("seeded", KeyKind::Integer),
             ("safetensors", KeyKind::String),
+            ("naming", KeyKind::String),
         ],
     ),
     (

@@ -37,7 +37,7 @@ pub fn weights(db: &dyn Db, build: BuildInputs) -> Result<Arc<Weights>, WeightsE
         .load(graph(db, build), build.fp8_scale(db))
         .map(Arc::new)
         .map_err(|error| match source {
-            WeightSource::SafeTensors { path } => WeightsError::File {
+            WeightSource::SafeTensors { path, .. } => WeightsError::File {
                 path: path.clone(),
                 message: error.to_string(),
             },

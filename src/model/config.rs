@@ -51,7 +51,10 @@ impl Pooling {
 pub enum Positions {
     /// Learned absolute position embeddings added after patch embedding.
     Learned,
-    /// Learned absolute embeddings plus 2D rotary embeddings on q and k (PE).
+    /// Learned absolute embeddings plus 2D rotary embeddings on q and k (PE):
+    /// adjacent pairs, the first half of each head's pairs turned by the
+    /// patch's column and the second by its row, counted from 1, the class
+    /// token unturned (`crate::sim::kernels::rotary_angle`).
     LearnedWithRotary,
 }
 
@@ -84,7 +87,8 @@ pub struct ModelConfig {
     pub pooling: Pooling,
     /// A LayerNorm before the first layer (PE's `ln_pre`).
     pub pre_norm: bool,
-    /// Output width of a final bias-free projection after pooling (PE), if any.
+    /// Output width of a final projection after pooling (PE; timm's `head`,
+    /// which has a bias), if any.
     pub projection: Option<u32>,
     pub layer_norm_epsilon: f32,
 }
@@ -117,7 +121,11 @@ impl ModelConfig {
         }
     }
 
-    /// PE-Core-L14 at 336 pixels.
+    /// PE-Core-L14 at 336 pixels, as timm's `vit_pe_core_large_patch14_336`
+    /// computes it (checked by `tests/fidelity/pe_core.rs`). The graph keeps a
+    /// patch-embedding bias that PE does not have: a checkpoint supplies
+    /// zeros, and any bias equals the same model with the bias added to the
+    /// patch tokens' learned positions.
     pub fn pe_core_l14() -> Self {
         ModelConfig {
             name: "pe-core-l14".to_string(),

@@ -110,7 +110,7 @@ impl fmt::Display for Dtype {
 }
 
 /// Formats a shape as `[1152, 4304]`.
-struct ShapeDisplay<'a>(&'a [usize]);
+pub(crate) struct ShapeDisplay<'a>(pub(crate) &'a [usize]);
 
 impl fmt::Display for ShapeDisplay<'_> {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {

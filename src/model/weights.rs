@@ -4,13 +4,16 @@
 //! weights, FP16-rounded values for vectors), so that the interpreter and the
 //! FP32 reference see exactly the same numbers.
 //!
-//! Owns weight generation, quantisation and the SafeTensors naming scheme
-//! (`layers.{i}.attn.qkv.weight` for iterated weights, the value name for the
-//! others, shape `[rows, cols]`). It does not place or lay out weights.
+//! Owns weight generation, quantisation and superstep's own SafeTensors
+//! naming scheme (`layers.{i}.attn.qkv.weight` for iterated weights, the
+//! value name for the others, shape `[rows, cols]`); libraries' namings and
+//! their conversions are `crate::model::checkpoint`'s. It does not place or
+//! lay out weights.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::checkpoint::{CheckpointError, Naming, read_values};
 use super::graph::{Graph, Precision, ValueId, ValueKind};
 use super::safetensors::{SafeTensors, SafeTensorsError};
 use crate::numerics::{fp8, half_float};
@@ -50,6 +53,8 @@ pub struct Weights {
 pub enum WeightError {
     #[error("reading weights: {0}")]
     SafeTensors(#[from] SafeTensorsError),
+    #[error("{0}")]
+    Checkpoint(#[from] CheckpointError),
     #[error("the graph has no input value")]
     NoInput,
 }
@@ -186,50 +191,34 @@ pub fn seeded_weights(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weight
     })
 }
 
-/// The SafeTensors name of one instance of a weight.
-pub fn tensor_name(value_name: &str, iterated: bool, instance: u32) -> String {
-    match (iterated, value_name.strip_prefix("layer.")) {
-        (true, Some(rest)) => format!("layers.{instance}.{rest}"),
-        _ => value_name.to_string(),
-    }
-}
+/// The SafeTensors name of one instance of a weight in superstep's own
+/// naming (kept here for writers of such files).
+pub use super::checkpoint::tensor_name;
 
-/// Real weights from a SafeTensors file; the input patches stay seeded
-/// (`seed`) unless the file has an `input.patches` tensor.
+/// Real weights from a SafeTensors checkpoint in `naming` (`None`: the
+/// naming its tensors show); the input patches stay seeded (`seed`) unless
+/// the file is in superstep's naming and has an `input.patches` tensor.
 pub fn safetensors_weights(
     graph: &Graph,
     path: &Path,
+    naming: Option<Naming>,
     seed: u64,
     fp8_scale: i32,
 ) -> Result<Weights, WeightError> {
     let file = SafeTensors::read(path)?;
+    let values = read_values(graph, &file, path, naming)?;
     let mut weights = seeded_input_only(graph, seed, fp8_scale)?;
-    for id in graph.value_ids() {
+    let instances = instances_of(graph, true);
+    for (id, values) in values.tensors {
         let value = graph.value(id);
-        let shape = [value.shape.rows as usize, value.shape.cols as usize];
-        match value.kind {
-            ValueKind::Weight { iterated } => {
-                let instances = instances_of(graph, iterated);
-                let mut values =
-                    Vec::with_capacity(value.shape.elements() as usize * instances as usize);
-                for instance in 0..instances {
-                    values.extend(
-                        file.tensor_f32(&tensor_name(&value.name, iterated, instance), &shape)?,
-                    );
-                }
-                weights
-                    .tensors
-                    .insert(id, quantise(values, value.precision, fp8_scale, instances));
-            }
-            ValueKind::Input if file.shape(&value.name).is_some() => {
-                weights.input = file
-                    .tensor_f32(&value.name, &shape)?
-                    .into_iter()
-                    .map(half_float::round_f16)
-                    .collect();
-            }
-            _ => {}
-        }
+        let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
+        let count = if iterated { instances } else { 1 };
+        weights
+            .tensors
+            .insert(id, quantise(values, value.precision, fp8_scale, count));
+    }
+    if let Some(input) = values.input {
+        weights.input = input.into_iter().map(half_float::round_f16).collect();
     }
     Ok(weights)
 }

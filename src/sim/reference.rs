@@ -2,14 +2,14 @@
 //! whole tensors in FP32, with the same quantised weights and input as the
 //! compiled program, and the same kernel definitions (`numerics`).
 
-use super::kernels::rotary_angle;
+use super::kernels::{RotaryPlace, rotate_row};
 use super::memory::SimError;
 use crate::model::graph::GeluKind;
 use crate::model::graph::{Graph, OpKind, Region, ValueId, ValueKind, ViewKind};
 use crate::model::weights::Weights;
 use crate::numerics::activation::{gelu_erf, gelu_tanh};
 use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
-use crate::numerics::rows::{layer_norm_row, rotary_pair_in_place, softmax_row_in_place};
+use crate::numerics::rows::{layer_norm_row, softmax_row_in_place};
 
 struct Evaluator<'graph> {
     graph: &'graph Graph,
@@ -87,17 +87,15 @@ impl Evaluator<'_> {
             OpKind::Rotary { grid, class_token } => {
                 let mut out = inputs[0].clone();
                 let (rows, cols) = (output_shape.rows as usize, output_shape.cols as usize);
-                let pairs = cols / 2;
                 for (row_index, row) in out.chunks_exact_mut(cols).enumerate() {
-                    let token = (row_index % rows) as u32;
-                    let angles: Vec<f32> = (0..pairs)
-                        .map(|pair| {
-                            rotary_angle(token, pair as u32, cols as u32, *grid, *class_token)
-                        })
-                        .collect();
-                    let cosines: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
-                    let sines: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
-                    rotary_pair_in_place(row, &cosines, &sines)?;
+                    let place = RotaryPlace {
+                        token: (row_index % rows) as u32,
+                        first_pair: 0,
+                        head_dim: cols as u32,
+                        grid: *grid,
+                        class_token: *class_token,
+                    };
+                    rotate_row(row, place)?;
                 }
                 out
             }

@@ -90,7 +90,10 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
     );
     let weights = match &workload.weights {
         WeightSource::Seeded { seed } => format!("seeded {seed}"),
-        WeightSource::SafeTensors { path } => format!("safetensors {}", path.display()),
+        WeightSource::SafeTensors { path, naming } => match naming {
+            Some(naming) => format!("safetensors {} ({naming} naming)", path.display()),
+            None => format!("safetensors {}", path.display()),
+        },
     };
     add("weights", "workload.weights", weights);
     add("machine", "machine.preset", query.machine.preset.clone());

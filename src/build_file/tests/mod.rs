@@ -18,6 +18,7 @@ const VIT_TINY: &str = include_str!("../../../queries/vit-tiny.toml");
 mod override_width;
 mod set;
 mod shapes;
+mod weights_naming;
 
 fn queries_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("queries")
@@ -587,7 +588,8 @@ fn safetensors_path_resolves_against_the_build_file() {
     assert_eq!(
         query.workload.weights,
         WeightSource::SafeTensors {
-            path: directory.join("weights.safetensors")
+            path: directory.join("weights.safetensors"),
+            naming: None,
         }
     );
     std::fs::remove_dir_all(&directory).ok();

@@ -12,6 +12,7 @@ use super::{
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::schema::{self, QueryFile, WorkloadSection};
 use crate::build_file::{AttentionChoice, WeightSource, Workload};
+use crate::model::checkpoint::Naming;
 use crate::model::config::{
     CUSTOM_MODEL_NAME, GeluForm, ModelConfig, PRESET_NAMES, Pooling, Positions,
 };
@@ -589,6 +590,18 @@ impl Resolver<'_> {
             return Ok(WeightSource::Seeded { seed: DEFAULT_SEED });
         };
         let weights = weights_field.get_ref();
+        if let (Some(naming), None) = (&weights.naming, &weights.safetensors) {
+            return Err(Issue::new(
+                "workload.weights.naming",
+                self.origin("workload.weights.naming", naming),
+                "workload.weights.naming says how a SafeTensors file names its tensors, \
+                 and these weights are not from a file",
+            )
+            .label("needs safetensors = \"...\"")
+            .help(
+                "write weights = { safetensors = \"model.safetensors\", naming = \"timm-vit\" }",
+            ));
+        }
         match (&weights.seeded, &weights.safetensors) {
             (Some(seed), None) => {
                 let value = self.integer(
@@ -625,7 +638,15 @@ impl Resolver<'_> {
                          use { seeded = 1 } for deterministic random weights",
                     ));
                 }
-                Ok(WeightSource::SafeTensors { path })
+                let naming = match &weights.naming {
+                    Some(field) => {
+                        let mut options = vec![("auto", None)];
+                        options.extend(Naming::ALL.map(|naming| (naming.name(), Some(naming))));
+                        self.choice("workload.weights.naming", field, &options)?
+                    }
+                    None => None,
+                };
+                Ok(WeightSource::SafeTensors { path, naming })
             }
             (Some(_), Some(_)) | (None, None) => Err(Issue::new(
                 "workload.weights",

@@ -23,7 +23,7 @@ mod rotary;
 use super::memory::{KernelRead, KernelWrite, SimError};
 use crate::expand::program::Kernel;
 
-pub use rotary::{ROTARY_BASE, rotary_angle};
+pub use rotary::{ROTARY_BASE, ROTARY_GRID_OFFSET, RotaryPlace, rotary_angle, rotate_row};
 
 /// Runs one kernel. `fp8_table` decodes weight codes at the program's scale.
 pub fn execute(
