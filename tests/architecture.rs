@@ -23,6 +23,7 @@ const RANKS: &[(&str, u32)] = &[
     ("target", 0),
     ("hashing", 0),
     ("text", 0),
+    ("output_file", 0),
     ("numerics", 1),
     ("cache", 1),
     // The compiler's stages, in pipeline order.

@@ -28,37 +28,10 @@ use superstep::package::Package;
 use superstep::snapshot::format::Snapshot;
 use superstep::snapshot::import::import_phases;
 
-/// A SplitMix64 stream.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 { 0 } else { self.next() % bound }
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
+use common::Random;
 
 fn cases(default: u64) -> u64 {
-    let scale: u64 = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(1);
-    default * scale.max(1)
+    common::fuzz_cases(default)
 }
 
 /// Removes units (lines of `text`) one at a time while `still_fails` holds.

@@ -18,40 +18,22 @@ use superstep::package::file::{HEADER_BYTES, PackageHeader, decode};
 use superstep::package::verify::verify_package;
 use superstep::sim::package::{SimulationOptions, admit, simulate_with};
 
-struct Random(u64);
+use common::Random;
 
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 { 0 } else { self.next() % bound }
-    }
-
-    /// A value at, around or far beyond the usual bounds.
-    fn wild(&mut self, usual: u32) -> u32 {
-        match self.below(6) {
-            0 => 0,
-            1 => usual,
-            2 => usual.saturating_add(1),
-            3 => u32::MAX,
-            4 => u32::MAX / 2 + self.below(1000) as u32,
-            _ => self.next() as u32,
-        }
+/// A value at, around or far beyond the usual bounds.
+fn wild(random: &mut Random, usual: u32) -> u32 {
+    match random.below(6) {
+        0 => 0,
+        1 => usual,
+        2 => usual.saturating_add(1),
+        3 => u32::MAX,
+        4 => u32::MAX / 2 + random.below(1000) as u32,
+        _ => random.next() as u32,
     }
 }
 
 fn cases(default: u64) -> u64 {
-    let scale: u64 = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(1);
-    default * scale.max(1)
+    common::fuzz_cases(default)
 }
 
 /// One structural mutation of a field the simulator indexes by.
@@ -59,17 +41,17 @@ fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
     let tiles = package.tiles;
     match random.below(12) {
         0 => {
-            package.tiles = random.wild(tiles);
+            package.tiles = wild(random, tiles);
             "tiles"
         }
         1 if !package.allocations.is_empty() => {
             let index = random.below(package.allocations.len() as u64) as usize;
             let allocation = &mut package.allocations[index];
             match random.below(4) {
-                0 => allocation.tile = random.wild(tiles),
-                1 => allocation.address = random.wild(allocation.address),
-                2 => allocation.bytes = random.wild(allocation.bytes),
-                _ => allocation.iterations = random.wild(allocation.iterations),
+                0 => allocation.tile = wild(random, tiles),
+                1 => allocation.address = wild(random, allocation.address),
+                2 => allocation.bytes = wild(random, allocation.bytes),
+                _ => allocation.iterations = wild(random, allocation.iterations),
             }
             "allocation"
         }
@@ -82,10 +64,10 @@ fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
             let index = random.below(package.phases.len() as u64) as usize;
             let phase = &mut package.phases[index];
             if phase.step_path.is_empty() {
-                phase.step_path.push(random.wild(0));
+                phase.step_path.push(wild(random, 0));
             } else {
                 let at = random.below(phase.step_path.len() as u64) as usize;
-                phase.step_path[at] = random.wild(phase.step_path[at]);
+                phase.step_path[at] = wild(random, phase.step_path[at]);
             }
             "step path"
         }
@@ -94,14 +76,14 @@ fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
             let phase = &mut package.phases[index];
             if !phase.stored_rows.is_empty() {
                 let at = random.below(phase.stored_rows.len() as u64) as usize;
-                phase.stored_rows[at] = random.wild(phase.stored_rows[at]);
+                phase.stored_rows[at] = wild(random, phase.stored_rows[at]);
             }
             "stored row"
         }
         5 if !package.phases.is_empty() => {
             let index = random.below(package.phases.len() as u64) as usize;
             let phase = &mut package.phases[index];
-            phase.executions = random.wild(phase.executions);
+            phase.executions = wild(random, phase.executions);
             "executions"
         }
         6 if !package.phases.is_empty() => {
@@ -109,10 +91,10 @@ fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
             let phase = &mut package.phases[index];
             if let Some(patches) = phase.repeat_patches.first_mut() {
                 match random.below(3) {
-                    0 => patches.tile = random.wild(tiles),
+                    0 => patches.tile = wild(random, tiles),
                     _ => {
                         if let Some(word) = patches.words.first_mut() {
-                            word.word = random.wild(word.word);
+                            word.word = wild(random, word.word);
                             word.step_words = random.next() as i64;
                         }
                     }
@@ -124,9 +106,9 @@ fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
             let index = random.below(package.sharing_patches.len() as u64) as usize;
             let patch = &mut package.sharing_patches[index];
             match random.below(3) {
-                0 => patch.tile = random.wild(tiles),
-                1 => patch.phase = random.wild(patch.phase),
-                _ => patch.word = random.wild(patch.word),
+                0 => patch.tile = wild(random, tiles),
+                1 => patch.phase = wild(random, patch.phase),
+                _ => patch.word = wild(random, patch.word),
             }
             "sharing patch"
         }
@@ -138,7 +120,7 @@ fn mutate(package: &mut Package, random: &mut Random) -> &'static str {
             };
             if !table.is_empty() {
                 let at = random.below(table.len() as u64) as usize;
-                table[at] = random.wild(table[at]);
+                table[at] = wild(random, table[at]);
             }
             "tile table"
         }

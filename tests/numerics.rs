@@ -165,3 +165,60 @@ fn pe_core_two_layers_full_width_matches_the_fp32_reference() {
     assert_eq!(agreement.non_finite, 0);
     assert!(agreement.cosine >= 0.99, "cosine {}", agreement.cosine);
 }
+
+/// A checkpoint with NaN or infinite weights is refused naming the tensor
+/// (issue 26), and a non-finite output never counts as agreement.
+#[test]
+fn non_finite_weights_are_refused_by_name_and_never_agree() {
+    use superstep::model::graph::ValueKind;
+    use superstep::model::safetensors::SafeTensorsWriter;
+    use superstep::model::weights::tensor_name;
+
+    let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
+    let (graph, _, _) = compile(&query).expect("compile");
+    let seeded = load_weights(&query, &graph).expect("weights");
+    let path = std::env::temp_dir().join(format!(
+        "superstep-non-finite-{}.safetensors",
+        std::process::id()
+    ));
+    for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let mut writer = SafeTensorsWriter::new();
+        let mut poisoned_name = None;
+        for (&id, data) in &seeded.tensors {
+            let value = graph.value(id);
+            let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
+            for instance in 0..data.instances {
+                let name = tensor_name(&value.name, iterated, instance);
+                let mut values = data.instance(instance).to_vec();
+                if poisoned_name.is_none() && value.name == "layer.mlp.up.weight" {
+                    values.iter_mut().for_each(|number| *number = poison);
+                    poisoned_name = Some(value.name.clone());
+                }
+                writer
+                    .add_f32(
+                        &name,
+                        &[value.shape.rows as usize, value.shape.cols as usize],
+                        &values,
+                    )
+                    .expect("add tensor");
+            }
+        }
+        assert!(
+            poisoned_name.is_some(),
+            "the tiny ViT has layer.mlp.up.weight"
+        );
+        writer.write(&path).expect("write file");
+        let set = format!("workload.weights.safetensors={}", path.display());
+        let from_file =
+            load_query(Path::new("queries/vit-tiny.toml"), &[set]).expect("query with file");
+        let error = load_weights(&from_file, &graph).expect_err("non-finite weights");
+        let message = error.to_string();
+        assert!(message.contains("`layer.mlp.up.weight`"), "{message}");
+        assert!(message.contains("non-finite"), "{message}");
+    }
+    std::fs::remove_file(&path).ok();
+    let agreement = compare(&[1.0, f32::NAN, 3.0], &[1.0, 2.0, 3.0]);
+    assert_eq!(agreement.non_finite, 1);
+    let agreement = compare(&[65504.0, 1.0], &[f32::INFINITY, 1.0]);
+    assert_eq!(agreement.non_finite, 1, "a non-finite reference counts too");
+}

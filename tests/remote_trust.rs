@@ -281,23 +281,16 @@ fn random_digest_valid_mutations_of_remote_entries_never_break_a_build() {
             (path, bytes)
         })
         .collect();
-    let mut state = 0x5eed_0261u64;
-    let mut next = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut random = common::Random(0x5eed_0261);
     let rounds = 6;
     for round in 0..rounds {
         // Every entry: a few payload bytes changed, the digest recomputed.
         for (path, bytes) in &originals {
             let (kind, key) = kind_and_key(path);
             let mut payload = decode(bytes, kind, &key).expect("valid");
-            for _ in 0..1 + next() % 4 {
-                let index = (next() % payload.len() as u64) as usize;
-                payload[index] = next() as u8;
+            for _ in 0..1 + random.below(4) {
+                let index = random.below(payload.len() as u64) as usize;
+                payload[index] = random.next() as u8;
             }
             std::fs::write(path, encode(kind, &key, &payload).expect("encodes")).expect("write");
         }

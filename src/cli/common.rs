@@ -304,3 +304,17 @@ pub fn reference_output(
         reference.map_err(|error| CommandError::Internal(format!("reference: {error}")))?;
     Ok((reference, started.elapsed()))
 }
+
+/// A comparison is an agreement only when every element of both outputs is
+/// a finite number: a non-finite output never prints as agreement and is an
+/// error (exit 1).
+pub fn agreement_result(agreement: &crate::sim::compare::Agreement) -> Result<(), CommandError> {
+    if agreement.non_finite == 0 {
+        return Ok(());
+    }
+    Err(CommandError::Internal(format!(
+        "the output has {} non-finite elements (NaN or infinity) of {}: it does not agree with \
+         the reference, whatever its cosine over the finite ones",
+        agreement.non_finite, agreement.elements
+    )))
+}

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, build_weights, load, reference_output};
+use super::common::{CommandError, agreement_result, build_weights, load, reference_output};
 use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::interpreter::interpret;
@@ -60,5 +60,5 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         counts.fills
     );
     print_line!("  {agreement}");
-    Ok(())
+    agreement_result(&agreement)
 }

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{
-    CommandError, artifacts_directory, build_checked, build_weights, finish_cache, load,
-    open_session, reference_output,
+    CommandError, agreement_result, artifacts_directory, build_checked, build_weights,
+    finish_cache, load, open_session, reference_output,
 };
 use crate::build_file::BuildQuery;
 use crate::build_file::package_build_key as build_key;
@@ -171,5 +171,5 @@ pub fn run(
         );
     }
     print_line!("  {agreement}");
-    Ok(())
+    agreement_result(&agreement)
 }

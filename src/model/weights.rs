@@ -57,6 +57,31 @@ pub enum WeightError {
     Checkpoint(#[from] CheckpointError),
     #[error("the graph has no input value")]
     NoInput,
+    #[error(
+        "{path}: `{value}` has {count} non-finite elements (the first, element {index}, is {first}); \
+         a checkpoint's weights and input must be finite numbers"
+    )]
+    NonFinite {
+        path: String,
+        value: String,
+        count: usize,
+        index: usize,
+        first: f32,
+    },
+}
+
+/// `Err` naming `value` when `values` holds a NaN or an infinity.
+fn check_finite(path: &Path, value: &str, values: &[f32]) -> Result<(), WeightError> {
+    let Some(index) = values.iter().position(|number| !number.is_finite()) else {
+        return Ok(());
+    };
+    Err(WeightError::NonFinite {
+        path: path.display().to_string(),
+        value: value.to_string(),
+        count: values.iter().filter(|number| !number.is_finite()).count(),
+        index,
+        first: values[index],
+    })
 }
 
 /// SplitMix64: a small, well-mixed deterministic generator.
@@ -211,6 +236,7 @@ pub fn safetensors_weights(
     let instances = instances_of(graph, true);
     for (id, values) in values.tensors {
         let value = graph.value(id);
+        check_finite(path, &value.name, &values)?;
         let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
         let count = if iterated { instances } else { 1 };
         weights
@@ -218,6 +244,7 @@ pub fn safetensors_weights(
             .insert(id, quantise(values, value.precision, fp8_scale, count));
     }
     if let Some(input) = values.input {
+        check_finite(path, "input.patches", &input)?;
         weights.input = input.into_iter().map(half_float::round_f16).collect();
     }
     Ok(weights)

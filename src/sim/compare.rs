@@ -33,7 +33,7 @@ pub fn compare(computed: &[f32], reference: &[f32]) -> Agreement {
         (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     let mut non_finite = 0;
     for (&a, &b) in computed.iter().zip(reference) {
-        if !a.is_finite() {
+        if !a.is_finite() || !b.is_finite() {
             non_finite += 1;
             continue;
         }

@@ -139,3 +139,37 @@ pub fn superstep(arguments: &[&str]) -> Output {
         .output()
         .expect("superstep runs")
 }
+
+/// A SplitMix64 stream: the fuzz suites' seeded, reproducible randomness.
+pub struct Random(pub u64);
+
+impl Random {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 { 0 } else { self.next() % bound }
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// `default` cases, scaled by the `FUZZ_CASES` environment variable.
+pub fn fuzz_cases(default: u64) -> u64 {
+    let scale: u64 = std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1);
+    default * scale.max(1)
+}
