@@ -723,3 +723,33 @@ fn case_07_the_package_file_is_read_back_and_checked() {
         assert_input_error(&simulate(Some(file), &[]), &[file, expected]);
     }
 }
+
+/// Issue 26, item 6: `build` reads the checkpoint it names, so a garbage
+/// SafeTensors file is exit code 2 naming the field and the file, not a
+/// build that `run` later refuses.
+#[test]
+fn a_garbage_checkpoint_fails_the_build_naming_it() {
+    let directory = scratch("hardening", "garbage-weights");
+    let garbage = directory.join("model.safetensors");
+    std::fs::write(&garbage, [0x41u8; 300]).expect("garbage");
+    let weights = format!("workload.weights.safetensors={}", garbage.display());
+    let outputs = format!("outputs.directory={}", directory.display());
+    let output = superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--set",
+        &weights,
+        "--set",
+        &outputs,
+    ]);
+    assert_input_error(
+        &output,
+        &["workload.weights.safetensors", "model.safetensors"],
+    );
+    assert!(
+        !directory.join("vit-tiny").join("package.bin").exists(),
+        "nothing is written for a build that failed"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

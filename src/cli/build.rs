@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{
-    CommandError, artifacts_directory, finish_cache, load, open_cache, output_error,
+    CommandError, artifacts_directory, build_weights, finish_cache, load, open_cache, output_error,
 };
 use super::{preflight, progress, why};
 use crate::build_file::package_build_key as build_key;
@@ -30,6 +30,15 @@ pub fn run(
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
     let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
     let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
+    // A checkpoint is read and checked at build time (every tensor present,
+    // shaped as the preset needs, finite): a build never succeeds on a file
+    // `run` would refuse.
+    if matches!(
+        query.workload.weights,
+        crate::build_file::WeightSource::SafeTensors { .. }
+    ) {
+        build_weights(&session)?;
+    }
     let report = session_report(&session, &query, &outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     let summary = &outcome.summary;
