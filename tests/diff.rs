@@ -213,3 +213,28 @@ fn a_file_that_is_not_a_report_is_exit_2_naming_it() {
         }
     }
 }
+
+/// Issue 26, item 6: a bad `--set-b` is reported by its own flag, before
+/// A is built (nothing is compiled, nothing printed on standard output).
+#[test]
+fn a_bad_side_override_names_its_flag_before_anything_is_built() {
+    for (flag, side) in [("--set-a", "A"), ("--set-b", "B")] {
+        let output = superstep(&[
+            "diff",
+            "queries/vit-tiny.toml",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            flag,
+            "workload.mlp=3",
+        ]);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{message}");
+        assert!(
+            message.contains(&format!("{flag} workload.mlp=3")),
+            "{message}"
+        );
+        assert!(message.starts_with(&format!("{side}: ")), "{message}");
+        assert!(output.stdout.is_empty(), "nothing was built or compared");
+        assert!(!message.contains("cache"), "no cache was opened: {message}");
+    }
+}

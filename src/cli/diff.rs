@@ -114,11 +114,21 @@ fn input_of(
     if !is_report_path(path) {
         let mut sets = arguments.sets.clone();
         sets.extend_from_slice(own_sets);
-        return Ok(Input::Query(QueryArguments {
+        let query = QueryArguments {
             query: Some(path.to_path_buf()),
             sets,
             cache: arguments.cache.clone(),
-        }));
+        };
+        // Both sides are read and validated before either is built, and
+        // a side's own override is blamed by its own flag.
+        if let Err(CommandError::Input(message)) = load(&query) {
+            let flag = format!("--set-{} ", side.to_ascii_lowercase());
+            let message = own_sets.iter().fold(message, |message, set| {
+                message.replace(&format!("--set {set}"), &format!("{flag}{set}"))
+            });
+            return Err(CommandError::Input(format!("{side}: {message}")));
+        }
+        return Ok(Input::Query(query));
     }
     if !own_sets.is_empty() {
         return Err(CommandError::Input(format!(
