@@ -44,9 +44,16 @@ pub fn run(
     let cache = open_cache(arguments, &outputs, &cache_settings)?;
     let (sender, events) = mpsc::channel();
     // Watch before the first build, so that saves during it are not missed.
-    let _watch = watch_file(&path, sender.clone()).map_err(|error| {
+    let watch = watch_file(&path, sender.clone()).map_err(|error| {
         CommandError::Input(format!("error: cannot watch {}: {error}", path.display()))
     })?;
+    if let Some(target) = watch.target() {
+        eprintln!(
+            "watching {} through the link {}: edits to either are seen",
+            target.display(),
+            path.display()
+        );
+    }
     let stopping = AtomicBool::new(false);
     let handler = ctrlc::set_handler(move || {
         if stopping.swap(true, Ordering::SeqCst) {
