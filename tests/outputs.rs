@@ -49,6 +49,18 @@ fn into_full_device(arguments: &[&str]) -> Output {
         .expect("superstep runs")
 }
 
+/// `superstep build` of the tiny ViT, uncached, with `folder` as its
+/// `outputs.directory=...` setting.
+fn tiny_build(folder: &str) -> [&str; 5] {
+    [
+        "build",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--set",
+        folder,
+    ]
+}
+
 fn assert_quiet_success(output: &Output) {
     let message = stderr(output);
     assert_eq!(output.status.code(), Some(0), "{message}");
@@ -67,13 +79,7 @@ fn a_build_into_a_closed_pipe_finishes_its_files_and_the_folder_holds_one_build(
     let directory = scratch("outputs", "pipe");
     let folder = format!("outputs.directory={}", directory.display());
     // First build: the default policy, stdout read as usual.
-    let first = common::superstep(&[
-        "build",
-        "queries/vit-tiny.toml",
-        "--no-cache",
-        "--set",
-        &folder,
-    ]);
+    let first = common::superstep(&tiny_build(&folder));
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     // Second build, different settings, into a pipe nobody reads.
     let second_sets = vec![folder.clone(), String::from("schedule.policy=B64")];
@@ -142,13 +148,7 @@ fn reading_commands_into_a_closed_pipe_end_quietly() {
 fn a_full_standard_output_is_an_error_naming_it() {
     let directory = scratch("outputs", "full");
     let folder = format!("outputs.directory={}", directory.display());
-    let output = into_full_device(&[
-        "build",
-        "queries/vit-tiny.toml",
-        "--no-cache",
-        "--set",
-        &folder,
-    ]);
+    let output = into_full_device(&tiny_build(&folder));
     let message = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{message}");
     assert!(!message.contains("panicked"), "{message}");
@@ -185,15 +185,7 @@ fn a_trace_onto_the_build_file_is_refused_and_leaves_it_intact() {
 fn a_trace_that_cannot_be_written_is_an_error() {
     let directory = scratch("outputs", "trace-full");
     let folder = format!("outputs.directory={}", directory.display());
-    let output = common::superstep(&[
-        "--trace",
-        "/dev/full",
-        "build",
-        "queries/vit-tiny.toml",
-        "--no-cache",
-        "--set",
-        &folder,
-    ]);
+    let output = common::superstep(&[&["--trace", "/dev/full"][..], &tiny_build(&folder)].concat());
     let message = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{message}");
     assert!(!message.contains("panicked"), "{message}");
@@ -213,13 +205,7 @@ fn a_report_is_never_written_through_a_link() {
     std::fs::write(&victim, "keep me").expect("victim");
     std::os::unix::fs::symlink(&victim, outputs.join("report.json")).expect("link");
     let folder = format!("outputs.directory={}", directory.display());
-    let output = common::superstep(&[
-        "build",
-        "queries/vit-tiny.toml",
-        "--no-cache",
-        "--set",
-        &folder,
-    ]);
+    let output = common::superstep(&tiny_build(&folder));
     let message = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{message}");
     assert!(

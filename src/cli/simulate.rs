@@ -16,7 +16,7 @@ use crate::package::Package;
 use crate::package::file::PackageHeader;
 use crate::session::Session;
 use crate::sim::compare::compare;
-use crate::sim::package::{SimulationOptions, admit, simulate_with};
+use crate::sim::package::{SimulationOptions, admit, simulate_admitted};
 
 /// The package a simulation executes and where it came from.
 fn choose_package(
@@ -91,15 +91,15 @@ pub fn run(
     let program = session.low_program()?;
     // A package from disk is executed only when it fits this program
     // (checked before any tile memory is made).
-    if let Err(message) = admit(&package, &program) {
+    let admitted = admit(&package, &program).map_err(|message| {
         let source = flagged.unwrap_or_else(|| artifacts_directory(&query).join("package.bin"));
-        return Err(CommandError::Input(format!(
+        CommandError::Input(format!(
             "error: {}: the package cannot be executed safely: {message}\n  help: \
              `superstep verify {}` lists every failure; `superstep build` writes it again",
             source.display(),
             source.display()
-        )));
-    }
+        ))
+    })?;
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
@@ -113,7 +113,7 @@ pub fn run(
     let progress = super::progress::Bars::for_terminal();
     use crate::session::progress::Progress;
     progress.begin("simulation", None);
-    let run = simulate_with(&package, &program, &layouts, &weights, options);
+    let run = simulate_admitted(admitted, &program, &layouts, &weights, options);
     progress.end();
     let run =
         run.map_err(|error| CommandError::Internal(format!("package simulation: {error}")))?;

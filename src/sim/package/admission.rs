@@ -22,9 +22,22 @@ use crate::package::verify::verify_package;
 /// How many mismatches a refusal lists.
 const LISTED: usize = 5;
 
+/// A package that [`admit`] let through for a program: the only way into
+/// `simulate_admitted`, so the checks run once per simulation.
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted<'a> {
+    package: &'a Package,
+}
+
+impl<'a> Admitted<'a> {
+    pub fn package(&self) -> &'a Package {
+        self.package
+    }
+}
+
 /// `Ok` when `package` may be executed for `program`; `Err` names what does
 /// not fit (at most a few parts, then a count).
-pub fn admit(package: &Package, program: &LowProgram) -> Result<(), String> {
+pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<'a>, String> {
     let mut problems = Vec::new();
     let verification = verify_package(package);
     if !verification.passed() {
@@ -104,7 +117,7 @@ pub fn admit(package: &Package, program: &LowProgram) -> Result<(), String> {
         }
     }
     if problems.is_empty() {
-        Ok(())
+        Ok(Admitted { package })
     } else {
         Err(render(problems))
     }

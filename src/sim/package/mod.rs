@@ -34,7 +34,7 @@ pub mod load;
 pub mod ownership;
 pub mod sharing;
 
-pub use admission::admit;
+pub use admission::{Admitted, admit};
 
 use std::collections::HashMap;
 
@@ -414,20 +414,36 @@ pub fn simulate_with(
     weights: &Weights,
     options: SimulationOptions,
 ) -> Result<PackageRun, PackageFault> {
-    let strict = options.strict;
-    let setup = |message: String| PackageFault {
+    // Nothing of the package is used before it is admitted.
+    let admitted = admit(package, program).map_err(|message| {
+        setup_fault(format!(
+            "the package cannot be executed for this program: {message}"
+        ))
+    })?;
+    simulate_admitted(admitted, program, layouts, weights, options)
+}
+
+/// A fault before any step ran.
+fn setup_fault(message: String) -> PackageFault {
+    PackageFault {
         tile: None,
         step: "-".into(),
         iteration: 0,
         phase: "-".into(),
         message,
-    };
-    // Nothing of the package is used before it is admitted.
-    admit(package, program).map_err(|message| {
-        setup(format!(
-            "the package cannot be executed for this program: {message}"
-        ))
-    })?;
+    }
+}
+
+/// [`simulate_with`] of a package already admitted for `program`.
+pub fn simulate_admitted(
+    admitted: Admitted<'_>,
+    program: &LowProgram,
+    layouts: &Layouts,
+    weights: &Weights,
+    options: SimulationOptions,
+) -> Result<PackageRun, PackageFault> {
+    let package = admitted.package();
+    let strict = options.strict;
     let roots: Vec<u32> = program
         .allocations
         .iter()
@@ -451,7 +467,7 @@ pub fn simulate_with(
         step: 0,
     };
     load::load_inputs(&mut images, package, program, layouts, weights, owners)
-        .map_err(|error| setup(format!("loading: {error}")))?;
+        .map_err(|error| setup_fault(format!("loading: {error}")))?;
     let mut simulator = Simulator {
         package,
         images,
@@ -481,7 +497,7 @@ pub fn simulate_with(
         layouts,
         simulator.owners(),
     )
-    .map_err(|error| setup(format!("output: {error}")))?;
+    .map_err(|error| setup_fault(format!("output: {error}")))?;
     let mut counts = simulator.counts;
     counts.unwritten_kernel_reads = simulator.unwritten_reads.into_inner();
     let (foreign, first_foreign_read) = simulator.foreign_reads.into_summary();
