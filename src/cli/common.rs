@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CacheArguments, DEFAULT_QUERY, QueryArguments, memory, overrides};
+use super::{CacheArguments, DEFAULT_QUERY, QueryArguments, fit, memory, overrides};
 use crate::build_file::{BuildQuery, CacheSettings, load_query};
 use crate::cache::PersistentCache;
 use crate::cache::remote::{RemoteCache, RemoteSettings};
@@ -96,12 +96,10 @@ pub fn build_checked(
     arguments: &QueryArguments,
 ) -> Result<BuildOutcome, CommandError> {
     let tiles = Some(query.machine.tiles);
-    let mut front = session.build_front().map_err(|error| match error {
-        StageError::Layout(LayoutError::Override(problem)) => {
-            layout_override_error(arguments, &problem, session.graph())
-        }
-        error => stage_error(error, tiles),
-    })?;
+    let mut front = match session.build_front() {
+        Ok(front) => front,
+        Err(error) => return Err(front_error(session, query, arguments, error)),
+    };
     // The check forms the phase groups (when there are overrides): its time
     // is shown as its own stage, so that "phase groups" is not misread.
     let started = std::time::Instant::now();
@@ -112,9 +110,54 @@ pub fn build_checked(
             elapsed: started.elapsed(),
         });
     }
-    session
-        .build_back(front)
-        .map_err(|error| backend_error(error, tiles))
+    match session.build_back(front) {
+        Ok(outcome) => Ok(outcome),
+        Err(BackendError::Placement(placement)) => {
+            let failure = fit::Failure {
+                shortage: memory::placement_shortage(&placement, tiles),
+                override_op: None,
+            };
+            Err(fit::does_not_fit(session, query, arguments, failure, None))
+        }
+        Err(error) => Err(backend_error(error, tiles)),
+    }
+}
+
+/// A first-half failure of [`build_checked`]: a model that does not fit
+/// (the planner's shortage, or a layout override that fits a smaller batch
+/// only) is explained by what would fit; an override is pointed back at
+/// its entry.
+fn front_error(
+    session: &mut Session,
+    query: &BuildQuery,
+    arguments: &QueryArguments,
+    error: StageError,
+) -> CommandError {
+    let tiles = Some(query.machine.tiles);
+    match error {
+        StageError::Layout(LayoutError::Override(problem)) => {
+            let original = layout_override_error(arguments, &problem, session.graph());
+            let failure = fit::Failure {
+                shortage: memory::Shortage {
+                    message: problem.to_string(),
+                    help: problem.help(),
+                },
+                override_op: Some(problem.op.clone()),
+            };
+            fit::does_not_fit(session, query, arguments, failure, Some(original))
+        }
+        StageError::Layout(layout) => match memory::layout_shortage(&layout, tiles) {
+            Some(shortage) => {
+                let failure = fit::Failure {
+                    shortage,
+                    override_op: None,
+                };
+                fit::does_not_fit(session, query, arguments, failure, None)
+            }
+            None => stage_error(StageError::Layout(layout), tiles),
+        },
+        error => stage_error(error, tiles),
+    }
 }
 
 /// A layout override the planner refused, pointed back at its entry.

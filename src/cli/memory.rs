@@ -60,8 +60,41 @@ fn more_tiles(tiles: Option<u32>) -> Option<String> {
     }
 }
 
+/// A "does not fit" in two parts: what does not fit, and what to change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shortage {
+    /// The message, without a leading `error: `.
+    pub message: String,
+    /// What to change, one line.
+    pub help: String,
+}
+
+impl Shortage {
+    /// The whole message as the terminal shows it, with the memory model.
+    pub fn render(&self) -> String {
+        format!(
+            "error: {}\n  help: {}\n  note: {MEMORY_MODEL}",
+            self.message, self.help
+        )
+    }
+}
+
 /// The placement's "does not fit", in the terms of the memory model.
 pub fn placement_message(error: &PlacementError, tiles: Option<u32>) -> String {
+    placement_shortage(error, tiles).render()
+}
+
+/// The layout planner's "does not fit", in the terms of the memory model
+/// (any other layout error as it is).
+pub fn layout_message(error: &LayoutError, tiles: Option<u32>) -> String {
+    match layout_shortage(error, tiles) {
+        Some(shortage) => shortage.render(),
+        None => format!("error: {error}"),
+    }
+}
+
+/// The placement's "does not fit", in two parts.
+pub fn placement_shortage(error: &PlacementError, tiles: Option<u32>) -> Shortage {
     match error {
         PlacementError::DoesNotFit {
             tile,
@@ -90,48 +123,54 @@ pub fn placement_message(error: &PlacementError, tiles: Option<u32>) -> String {
             }
             let mut help = vec![hint.clone()];
             help.extend(more_tiles(tiles));
-            format!(
-                "error: the model does not fit: {region} of tile {tile} holds {} bytes for this \
-                 data and needs {} more; {} tile(s) over: {}. The tile has {} usable of its {} \
-                 bytes of SRAM; {} of them hold its exchange table and patch lists. Largest live \
-                 allocations there: {}\n  help: {}\n  note: {MEMORY_MODEL}",
-                thousands(u64::from(*capacity)),
-                thousands(u64::from(*bytes_over)),
-                thousands(u64::from(*tiles_over)),
-                listed,
-                thousands(u64::from(USABLE_BYTES)),
-                thousands(u64::from(SRAM_BYTES_PER_TILE)),
-                thousands(u64::from(*reserved)),
-                live.join(", "),
-                help.join("; ")
-            )
+            Shortage {
+                message: format!(
+                    "the model does not fit: {region} of tile {tile} holds {} bytes for this \
+                     data and needs {} more; {} tile(s) over: {}. The tile has {} usable of its {} \
+                     bytes of SRAM; {} of them hold its exchange table and patch lists. Largest live \
+                     allocations there: {}",
+                    thousands(u64::from(*capacity)),
+                    thousands(u64::from(*bytes_over)),
+                    thousands(u64::from(*tiles_over)),
+                    listed,
+                    thousands(u64::from(USABLE_BYTES)),
+                    thousands(u64::from(SRAM_BYTES_PER_TILE)),
+                    thousands(u64::from(*reserved)),
+                    live.join(", "),
+                ),
+                help: help.join("; "),
+            }
         }
-        PlacementError::ReservationTooLarge { .. } => format!(
-            "error: {error}\n  help: use fewer layers (workload.layers) so fewer exchange phases need rows\n  \
-             note: {MEMORY_MODEL}"
-        ),
+        PlacementError::ReservationTooLarge { .. } => Shortage {
+            message: error.to_string(),
+            help: String::from(
+                "use fewer layers (workload.layers) so fewer exchange phases need rows",
+            ),
+        },
     }
 }
 
-/// The layout planner's "weights do not fit", in the terms of the memory model.
-pub fn layout_message(error: &LayoutError, tiles: Option<u32>) -> String {
+/// The layout planner's "does not fit", in two parts; `None` for a layout
+/// error that is not about memory.
+pub fn layout_shortage(error: &LayoutError, tiles: Option<u32>) -> Option<Shortage> {
     match error {
         LayoutError::WeightsDoNotFit {
             tile,
             needed,
             available,
-        } => format!(
-            "error: the resident weights need {} bytes on tile {tile}, but only {} bytes per tile \
-             remain for data (638,976 bytes of SRAM less planning.reserved_bytes_per_tile)\n  \
-             help: {}\n  note: {MEMORY_MODEL}",
-            thousands(*needed),
-            thousands(*available),
-            advice(tiles)
-        ),
-        LayoutError::DoesNotFit(shortfall) => format!(
-            "error: {shortfall}\n  help: {}\n  note: {MEMORY_MODEL}",
-            shortfall.advice()
-        ),
-        other => format!("error: {other}"),
+        } => Some(Shortage {
+            message: format!(
+                "the resident weights need {} bytes on tile {tile}, but only {} bytes per tile \
+                 remain for data (638,976 bytes of SRAM less planning.reserved_bytes_per_tile)",
+                thousands(*needed),
+                thousands(*available),
+            ),
+            help: advice(tiles),
+        }),
+        LayoutError::DoesNotFit(shortfall) => Some(Shortage {
+            message: shortfall.to_string(),
+            help: shortfall.advice(),
+        }),
+        _ => None,
     }
 }

@@ -13,6 +13,7 @@ pub mod capture;
 pub mod common;
 pub mod diff;
 pub mod explain;
+pub mod fit;
 pub mod memory;
 pub mod overrides;
 pub mod packing;

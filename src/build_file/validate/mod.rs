@@ -17,6 +17,7 @@ use crate::build_file::error::{Issue, Origin};
 use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
+mod fit;
 mod layout;
 mod outputs;
 mod structure;
@@ -26,7 +27,7 @@ pub use structure::{check_structure, serde_issue};
 
 use crate::build_file::{
     AccumulationChoice, BuildQuery, Fusion, MachineSettings, PhaseOverride, PlanningFlags,
-    SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
+    SchedulePolicy, ScheduleSettings, TransferWidth,
 };
 
 /// Tiles of the IPU21 C600.
@@ -86,7 +87,7 @@ pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
 
 /// The activation estimate of the fit check: tokens x width x 2 bytes x batch
 /// x this many live copies.
-const ACTIVATION_COPIES: u128 = 4;
+pub(super) const ACTIVATION_COPIES: u128 = 4;
 
 /// The accepted widths, `a | b | c`, for messages.
 fn width_names() -> String {
@@ -144,7 +145,7 @@ pub fn resolve(
             .map(|argument| Origin::Set(argument.clone()))
             .or(span.map(Origin::File))
     };
-    let sources = FitSources {
+    let sources = fit::FitSources {
         model: model_origin,
         layers: layers_origin,
         batch: field_origin(
@@ -158,7 +159,7 @@ pub fn resolve(
             file.machine.tiles.as_ref().map(Spanned::span),
         ),
     };
-    check_fit(&workload, &machine, &planning, sources)?;
+    fit::check_fit(&workload, &machine, &planning, sources)?;
     Ok(BuildQuery {
         name,
         source_path: None,
@@ -689,107 +690,4 @@ fn name_problem(name: &str) -> Option<&'static str> {
         return Some("it may hold only letters, digits, '-', '_' and '.'");
     }
     None
-}
-
-/// The capacity check: FP8 weights plus an activation estimate against the
-/// SRAM the chosen tiles leave after the per-tile reserve.
-/// Where the values the fit check weighs came from (`None`: a default).
-struct FitSources {
-    model: Origin,
-    layers: Option<Origin>,
-    batch: Option<Origin>,
-    tiles: Option<Origin>,
-}
-
-fn check_fit(
-    workload: &Workload,
-    machine: &MachineSettings,
-    planning: &PlanningFlags,
-    sources: FitSources,
-) -> Result<(), Issue> {
-    let model = &workload.model;
-    let weights = u128::from(model.weight_bytes(true));
-    let activations_per_image =
-        u128::from(model.tokens()) * u128::from(model.width) * 2 * ACTIVATION_COPIES;
-    let activations = activations_per_image * u128::from(workload.batch);
-    let needed = weights + activations;
-    let per_tile = u128::from(SRAM_BYTES_PER_TILE.saturating_sub(planning.reserved_bytes_per_tile));
-    let available = u128::from(machine.tiles) * per_tile;
-    if needed <= available {
-        return Ok(());
-    }
-    let tiles_needed = needed.div_ceil(per_tile.max(1));
-    // Blame the value that makes it not fit: the batch when one image would
-    // fit; else what the command line changed (tiles, then layers); else
-    // the layers the file wrote; else the model.
-    let one_image_fits = weights + activations_per_image <= available;
-    let set = |origin: &Option<Origin>| matches!(origin, Some(Origin::Set(_)));
-    let (field, origin) = match (&sources.batch, &sources.tiles, &sources.layers) {
-        (Some(batch), _, _) if workload.batch > 1 && one_image_fits => {
-            ("workload.batch", batch.clone())
-        }
-        (_, Some(tiles), _) if set(&sources.tiles) => ("machine.tiles", tiles.clone()),
-        (_, _, Some(layers)) if set(&sources.layers) => ("workload.layers", layers.clone()),
-        (_, _, Some(layers)) => ("workload.layers", layers.clone()),
-        _ => ("workload.model", sources.model.clone()),
-    };
-    let subject = match field {
-        "workload.layers" => format!(
-            "workload.model = \"{}\" with workload.layers = {}",
-            model.name, model.layers
-        ),
-        "workload.batch" => format!(
-            "workload.model = \"{}\" at workload.batch = {}",
-            model.name, workload.batch
-        ),
-        _ => format!("workload.model = \"{}\"", model.name),
-    };
-    let mut advice: Vec<String> = Vec::new();
-    if field == "workload.batch" {
-        let largest_batch = available.saturating_sub(weights) / activations_per_image.max(1);
-        advice.push(format!(
-            "use a batch of at most {} (workload.batch)",
-            with_separators(largest_batch)
-        ));
-    }
-    if tiles_needed <= u128::from(C600_TILES) && machine.tiles < C600_TILES {
-        advice.push(format!("use at least {tiles_needed} tiles (machine.tiles)"));
-    } else if machine.tiles >= C600_TILES {
-        advice.push(format!(
-            "it needs {} tiles at this reserve and the c600 has {C600_TILES}, all in use",
-            with_separators(tiles_needed)
-        ));
-    } else {
-        advice.push(format!(
-            "it needs {} tiles at this reserve, more than the {C600_TILES} of the c600",
-            with_separators(tiles_needed)
-        ));
-    }
-    if field != "workload.batch" {
-        advice.push(String::from("use fewer layers (workload.layers)"));
-    }
-    let more_tiles = advice.join(", ");
-    Err(Issue::new(
-        field,
-        origin,
-        format!(
-            "{subject} does not fit on {} tiles: it needs about {} bytes ({} of FP8 weights and \
-             {} of activations at batch {}) but {} tiles x {} bytes (638,976 bytes of SRAM less \
-             planning.reserved_bytes_per_tile = {}) = {} bytes are available",
-            machine.tiles,
-            with_separators(needed),
-            with_separators(weights),
-            with_separators(activations),
-            workload.batch,
-            machine.tiles,
-            with_separators(per_tile),
-            with_separators(u128::from(planning.reserved_bytes_per_tile)),
-            with_separators(available),
-        ),
-    )
-    .label("does not fit")
-    .help(format!(
-        "{more_tiles}, or reduce planning.reserved_bytes_per_tile (now {}) to free SRAM per tile",
-        planning.reserved_bytes_per_tile
-    )))
 }

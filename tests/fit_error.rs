@@ -1,0 +1,200 @@
+//! A model that does not fit is an input error (exit code 2) pointed at the
+//! batch (in the build file, or its `--set`), with what would fit: the
+//! largest batch and layer count, each proved here by building it and the
+//! next one up, and the other levers (tiles, attention, reservation).
+
+mod common;
+
+use std::path::Path;
+
+/// Builds the tiny ViT with `sets`; returns the exit code and standard error.
+fn tiny(query: &str, sets: &[String]) -> (Option<i32>, String) {
+    let mut arguments = vec!["build", query, "--no-cache", "-q", "--suggestions", "0"];
+    for set in sets {
+        arguments.push("--set");
+        arguments.push(set);
+    }
+    arguments.extend(["--set", "outputs.directory=target/fit-error-tests"]);
+    let output = common::superstep(&arguments);
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!text.contains("panicked"), "{text}");
+    (output.status.code(), text)
+}
+
+/// The number after `prefix` in `text`.
+fn number_after(text: &str, prefix: &str) -> u32 {
+    let start = text
+        .find(prefix)
+        .unwrap_or_else(|| panic!("{prefix}: {text}"))
+        + prefix.len();
+    let digits: String = text[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("{prefix}: {text}"))
+}
+
+#[test]
+fn a_batch_that_does_not_fit_names_the_largest_batch_that_does_and_it_builds() {
+    let (code, text) = tiny("queries/vit-tiny.toml", &["workload.batch=512".into()]);
+    assert_eq!(code, Some(2), "{text}");
+    for part in [
+        "--set workload.batch=512",
+        "the model does not fit",
+        "no layer count fits at batch 512",
+        "machine.tiles = 1472 fits at batch 512",
+        "workload.attention = \"flash\"",
+        "planning.reserved_bytes_per_tile = 32768",
+        "each answer was found by building it through placement",
+        "note: Memory per tile",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    let largest = number_after(&text, "the largest batch that fits: workload.batch = ");
+    assert!((2..512).contains(&largest), "{text}");
+    assert_eq!(
+        number_after(&text, &format!("workload.batch = {largest} (batch ")),
+        largest + 1
+    );
+    let (code, fits) = tiny(
+        "queries/vit-tiny.toml",
+        &[format!("workload.batch={largest}")],
+    );
+    assert_eq!(code, Some(0), "batch {largest} was said to fit: {fits}");
+    let (code, over) = tiny(
+        "queries/vit-tiny.toml",
+        &[format!("workload.batch={}", largest + 1)],
+    );
+    assert_eq!(
+        code,
+        Some(2),
+        "batch {} was said not to fit: {over}",
+        largest + 1
+    );
+    // All 1,472 tiles was said to fit the asked-for batch: it does.
+    let (code, tiles) = tiny(
+        "queries/vit-tiny.toml",
+        &["workload.batch=512".into(), "machine.tiles=1472".into()],
+    );
+    assert_eq!(code, Some(0), "{tiles}");
+}
+
+#[test]
+fn a_batch_written_in_the_file_is_pointed_at() {
+    let folder = common::scratch("fit-error", "file-span");
+    let text = std::fs::read_to_string("queries/vit-tiny.toml").expect("vit-tiny");
+    let text = text.replace("\nbatch = 1\n", "\nbatch = 512\n");
+    assert!(
+        text.contains("\nbatch = 512\n"),
+        "the file has a batch line"
+    );
+    let path = folder.join("tiny-512.toml");
+    std::fs::write(&path, text).expect("write");
+    let (code, error) = tiny(path.to_str().expect("path"), &[]);
+    assert_eq!(code, Some(2), "{error}");
+    assert!(error.contains("batch 512 does not fit"), "{error}");
+    assert!(
+        error.contains("batch = 512"),
+        "the source line is shown: {error}"
+    );
+    assert!(
+        error.contains(&format!("{}:", path.display())),
+        "the file is named: {error}"
+    );
+    assert!(error.contains("the largest batch that fits"), "{error}");
+    let _ = std::fs::remove_dir_all(Path::new(&folder));
+}
+
+#[test]
+fn too_many_layers_names_the_largest_layer_count_that_fits_and_it_builds() {
+    let (code, text) = tiny("queries/vit-tiny.toml", &["workload.layers=150".into()]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--set workload.layers=150"), "{text}");
+    assert!(
+        !text.contains("the largest batch that fits"),
+        "batch 1 has no smaller batch: {text}"
+    );
+    let largest = number_after(
+        &text,
+        "the largest layer count that fits at batch 1: workload.layers = ",
+    );
+    assert!((2..150).contains(&largest), "{text}");
+    let (code, fits) = tiny(
+        "queries/vit-tiny.toml",
+        &[format!("workload.layers={largest}")],
+    );
+    assert_eq!(code, Some(0), "{largest} layers were said to fit: {fits}");
+    let (code, over) = tiny(
+        "queries/vit-tiny.toml",
+        &[format!("workload.layers={}", largest + 1)],
+    );
+    assert_eq!(
+        code,
+        Some(2),
+        "{} layers were said not to fit: {over}",
+        largest + 1
+    );
+}
+
+/// A layout override that fits batch 1 but not the asked-for batch is a
+/// fit error: the override is shown, and the planner's own layouts fit.
+#[test]
+fn an_override_that_fits_only_smaller_batches_is_a_fit_error() {
+    let override_set = String::from("layout.override.layer.mlp.up=1x1x1");
+    let (code, text) = tiny(
+        "queries/vit-tiny.toml",
+        &[override_set.clone(), "workload.batch=64".into()],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("layout override for `layer.mlp.up`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("without the [[layout.override]] entries (the planner choosing every layout) batch 64 fits"),
+        "{text}"
+    );
+    let largest = number_after(&text, "the largest batch that fits: workload.batch = ");
+    let (code, fits) = tiny(
+        "queries/vit-tiny.toml",
+        &[override_set.clone(), format!("workload.batch={largest}")],
+    );
+    assert_eq!(code, Some(0), "{fits}");
+    // At batch 1 the same override is simply valid; a partition that is
+    // wrong at every batch keeps the override's own error.
+    let (code, wrong) = tiny(
+        "queries/vit-tiny.toml",
+        &[
+            "layout.override.layer.mlp.up=7x7x7".into(),
+            "workload.batch=4".into(),
+        ],
+    );
+    assert_eq!(code, Some(2), "{wrong}");
+    assert!(!wrong.contains("the largest batch that fits"), "{wrong}");
+    assert!(wrong.contains("layer.mlp.up"), "{wrong}");
+}
+
+/// The build file's own capacity check (before anything is compiled)
+/// bounds the layer count by total bytes.
+#[test]
+fn the_capacity_check_bounds_the_layer_count() {
+    let (code, text) = tiny("queries/vit-tiny.toml", &["workload.layers=200".into()]);
+    assert_eq!(code, Some(2), "{text}");
+    let bound = number_after(&text, "use at most ");
+    assert!((100..200).contains(&bound), "{text}");
+    assert!(text.contains("layers (workload.layers; what total bytes allow at batch 1)"));
+    // At the bound the check passes (whatever the planner then says).
+    let (_, at_bound) = tiny(
+        "queries/vit-tiny.toml",
+        &[format!("workload.layers={bound}")],
+    );
+    assert!(!at_bound.contains("what total bytes allow"), "{at_bound}");
+    let (code, over) = tiny(
+        "queries/vit-tiny.toml",
+        &[format!("workload.layers={}", bound + 1)],
+    );
+    assert_eq!(code, Some(2));
+    assert!(over.contains("what total bytes allow"), "{over}");
+}
