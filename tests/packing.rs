@@ -327,6 +327,29 @@ fn a_snapshot_of_the_build_is_studied_alike() {
         let study = serde_json::to_value(&build_phase.study).expect("value");
         assert_eq!(snapshot_phase["study"], study, "{}", build_phase.key);
     }
+    // An --output that cannot be a folder is the flag's error: a snapshot
+    // has no build file, so the advice names no build-file key.
+    let blocker = directory.join("a-file");
+    std::fs::write(&blocker, b"x").expect("write");
+    let refused = superstep(&[
+        "packing",
+        "--snapshot",
+        file,
+        "--output",
+        blocker.join("out").to_str().expect("path"),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("error: --output: cannot write outputs"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("help: give --output a writable folder"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--set"), "{stderr}");
+    assert!(!stderr.contains("build file"), "{stderr}");
 }
 
 /// Tile 0 sends to tiles 1 and 2; tile 1 forwards what it received to

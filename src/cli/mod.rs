@@ -500,7 +500,7 @@ pub enum Command {
         snapshot: Option<PathBuf>,
         /// Write packing.json and packing.html into DIR (default:
         /// outputs.directory/NAME/packing, or artifacts/STEM/packing for a
-        /// snapshot). DIR's parent must exist.
+        /// snapshot). Created when missing; a file in its path is an error.
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
     },

@@ -157,12 +157,14 @@ fn run_snapshot(
         .file_stem()
         .map(|stem| stem.to_string_lossy().to_string())
         .unwrap_or_else(|| "snapshot".to_string());
+    // A snapshot has no build file: the folder is --output's, or its
+    // default, so the advice names the flag (never a build-file key).
     let directory = options.output.clone().unwrap_or_else(|| {
         Path::new(DEFAULT_OUTPUT_DIRECTORY)
             .join(&name)
             .join("packing")
     });
-    preflight::check_output_directory("packing --output", &directory)?;
+    preflight::check_output_flag_directory("--output", &directory)?;
     let snapshot =
         Snapshot::read(file).map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let mut selected = Vec::with_capacity(options.phases.len());
