@@ -15,10 +15,10 @@ mod servers;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{scratch, superstep};
+use common::{files, kind_and_key, scratch, superstep};
 use servers::Nginx;
+use superstep::cache::EntryKind;
 use superstep::cache::entry::{decode, encode};
-use superstep::cache::{CacheKey, EntryKind};
 use superstep::place::Placement;
 use superstep::schedule::Schedule;
 
@@ -89,29 +89,6 @@ fn package(outputs: &Path) -> Vec<u8> {
     std::fs::read(folder.join("package.bin")).expect("package")
 }
 
-/// The kind and key of an entry file `KIND/XX/KEY`.
-fn kind_and_key(path: &Path) -> (EntryKind, CacheKey) {
-    let folder = path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .and_then(|name| name.to_str())
-        .expect("KIND/XX/KEY");
-    let kind = EntryKind::ALL
-        .into_iter()
-        .find(|kind| kind.folder() == folder)
-        .expect("a known kind");
-    let hex = path
-        .file_name()
-        .and_then(|name| name.to_str())
-        .expect("KEY");
-    let mut key = [0u8; 32];
-    for (index, byte) in key.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * index..2 * index + 2], 16).expect("hex");
-    }
-    (kind, CacheKey(key))
-}
-
 /// Rewrites every entry the server holds with a payload changed so that
 /// the value is wrong but well formed, under a recomputed digest: a
 /// schedule one event longer than it is, a placement with a live
@@ -140,23 +117,6 @@ fn poison(files: &[PathBuf]) -> usize {
         poisoned += 1;
     }
     poisoned
-}
-
-/// Every file under `folder`.
-fn files(folder: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut pending = vec![folder.to_path_buf()];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                found.push(path);
-            }
-        }
-    }
-    found
 }
 
 /// The poisoned-remote case for one build; returns the wall times of an

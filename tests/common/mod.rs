@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 use salsa::plumbing::AsId;
 use superstep::build_file::{BuildQuery, load_query};
+use superstep::cache::{CacheKey, EntryKind};
 use superstep::incremental::Execution;
 use superstep::incremental::lowering::OpKey;
 use superstep::session::Session;
@@ -172,4 +173,44 @@ pub fn fuzz_cases(default: u64) -> u64 {
         .and_then(|text| text.parse().ok())
         .unwrap_or(1);
     default * scale.max(1)
+}
+
+/// The kind and key of an entry file `KIND/XX/KEY`.
+pub fn kind_and_key(path: &Path) -> (EntryKind, CacheKey) {
+    let folder = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .and_then(|name| name.to_str())
+        .expect("KIND/XX/KEY");
+    let kind = EntryKind::ALL
+        .into_iter()
+        .find(|kind| kind.folder() == folder)
+        .expect("a known kind");
+    let hex = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .expect("KEY");
+    let mut key = [0u8; 32];
+    for (index, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * index..2 * index + 2], 16).expect("hex");
+    }
+    (kind, CacheKey(key))
+}
+
+/// Every file under `folder`.
+pub fn files(folder: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![folder.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
 }
