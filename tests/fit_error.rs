@@ -36,6 +36,17 @@ fn number_after(text: &str, prefix: &str) -> u32 {
         .unwrap_or_else(|_| panic!("{prefix}: {text}"))
 }
 
+/// `largest` of `key` builds (exit 0) and one more does not (exit 2), with
+/// `also` set as well.
+fn fits_and_one_more_does_not(key: &str, largest: u32, also: &[String]) {
+    for (value, expected) in [(largest, 0), (largest + 1, 2)] {
+        let mut sets = also.to_vec();
+        sets.push(format!("{key}={value}"));
+        let (code, text) = tiny("queries/vit-tiny.toml", &sets);
+        assert_eq!(code, Some(expected), "{key}={value}: {text}");
+    }
+}
+
 #[test]
 fn a_batch_that_does_not_fit_names_the_largest_batch_that_does_and_it_builds() {
     let (code, text) = tiny("queries/vit-tiny.toml", &["workload.batch=512".into()]);
@@ -58,21 +69,7 @@ fn a_batch_that_does_not_fit_names_the_largest_batch_that_does_and_it_builds() {
         number_after(&text, &format!("workload.batch = {largest} (batch ")),
         largest + 1
     );
-    let (code, fits) = tiny(
-        "queries/vit-tiny.toml",
-        &[format!("workload.batch={largest}")],
-    );
-    assert_eq!(code, Some(0), "batch {largest} was said to fit: {fits}");
-    let (code, over) = tiny(
-        "queries/vit-tiny.toml",
-        &[format!("workload.batch={}", largest + 1)],
-    );
-    assert_eq!(
-        code,
-        Some(2),
-        "batch {} was said not to fit: {over}",
-        largest + 1
-    );
+    fits_and_one_more_does_not("workload.batch", largest, &[]);
     // All 1,472 tiles was said to fit the asked-for batch: it does.
     let (code, tiles) = tiny(
         "queries/vit-tiny.toml",
@@ -121,21 +118,7 @@ fn too_many_layers_names_the_largest_layer_count_that_fits_and_it_builds() {
         "the largest layer count that fits at batch 1: workload.layers = ",
     );
     assert!((2..150).contains(&largest), "{text}");
-    let (code, fits) = tiny(
-        "queries/vit-tiny.toml",
-        &[format!("workload.layers={largest}")],
-    );
-    assert_eq!(code, Some(0), "{largest} layers were said to fit: {fits}");
-    let (code, over) = tiny(
-        "queries/vit-tiny.toml",
-        &[format!("workload.layers={}", largest + 1)],
-    );
-    assert_eq!(
-        code,
-        Some(2),
-        "{} layers were said not to fit: {over}",
-        largest + 1
-    );
+    fits_and_one_more_does_not("workload.layers", largest, &[]);
 }
 
 /// A layout override that fits batch 1 but not the asked-for batch is a
@@ -157,11 +140,11 @@ fn an_override_that_fits_only_smaller_batches_is_a_fit_error() {
         "{text}"
     );
     let largest = number_after(&text, "the largest batch that fits: workload.batch = ");
-    let (code, fits) = tiny(
-        "queries/vit-tiny.toml",
-        &[override_set.clone(), format!("workload.batch={largest}")],
+    fits_and_one_more_does_not(
+        "workload.batch",
+        largest,
+        std::slice::from_ref(&override_set),
     );
-    assert_eq!(code, Some(0), "{fits}");
     // At batch 1 the same override is simply valid; a partition that is
     // wrong at every batch keeps the override's own error.
     let (code, wrong) = tiny(

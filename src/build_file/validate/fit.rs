@@ -9,12 +9,11 @@
 use super::ACTIVATION_COPIES;
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::{MachineSettings, PlanningFlags, Workload};
+use crate::model::config::ModelConfig;
 use crate::target::mapping::C600_TILES;
 use crate::target::memory::SRAM_BYTES_PER_TILE;
 use crate::text::thousands as with_separators;
 
-/// The capacity check: FP8 weights plus an activation estimate against the
-/// SRAM the chosen tiles leave after the per-tile reserve.
 /// Where the values the fit check weighs came from (`None`: a default).
 pub(super) struct FitSources {
     pub(super) model: Origin,
@@ -23,6 +22,8 @@ pub(super) struct FitSources {
     pub(super) tiles: Option<Origin>,
 }
 
+/// The capacity check: FP8 weights plus an activation estimate against the
+/// SRAM the chosen tiles leave after the per-tile reserve.
 pub(super) fn check_fit(
     workload: &Workload,
     machine: &MachineSettings,
@@ -88,7 +89,7 @@ pub(super) fn check_fit(
         ));
     }
     if field != "workload.batch" {
-        advice.push(match largest_layers(workload, available) {
+        advice.push(match largest_layers(model, activations, available) {
             Some(layers) => format!(
                 "use at most {} layers (workload.layers; what total bytes allow at batch {})",
                 with_separators(u128::from(layers)),
@@ -126,18 +127,15 @@ pub(super) fn check_fit(
     )))
 }
 
-/// The most layers whose weights and the batch's activations fit in
-/// `available` bytes by this check's total (`None` when even one does not).
-fn largest_layers(workload: &Workload, available: u128) -> Option<u32> {
-    let model = &workload.model;
+/// The most layers of `model` whose weights and `activations` bytes fit
+/// in `available` bytes by this check's total (`None` when even one does
+/// not).
+fn largest_layers(model: &ModelConfig, activations: u128, available: u128) -> Option<u32> {
     let bytes_with = |layers: u32| {
         let mut candidate = model.clone();
         candidate.layers = layers;
         u128::from(candidate.weight_bytes(true))
     };
-    let activations_per_image =
-        u128::from(model.tokens()) * u128::from(model.width) * 2 * ACTIVATION_COPIES;
-    let activations = activations_per_image * u128::from(workload.batch);
     let fixed = bytes_with(0);
     let per_layer = bytes_with(1).saturating_sub(fixed).max(1);
     let room = available.checked_sub(fixed + activations)?;
