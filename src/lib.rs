@@ -23,6 +23,7 @@ pub mod estimate;
 pub mod expand;
 pub mod group;
 pub mod hashing;
+pub mod host_io;
 pub mod incremental;
 pub mod layout;
 pub mod model;

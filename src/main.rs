@@ -125,12 +125,13 @@ fn main() -> ExitCode {
                 fusion: *motion,
             },
         ),
-        Command::Run { query } => run::run(query),
+        Command::Run { query, host } => run::run(query, host),
         Command::Simulate {
             query,
+            host,
             poisoned,
             package,
-        } => simulate::run(query, *poisoned, package.as_deref()),
+        } => simulate::run(query, host, *poisoned, package.as_deref()),
         Command::Verify { file } => verify::run(file),
         Command::Sweep {
             query,

@@ -43,6 +43,7 @@ const RANKS: &[(&str, u32)] = &[
     ("sim", 13),
     // The database-free pipeline, the salsa queries and the session facade.
     ("direct", 14),
+    ("host_io", 14),
     ("incremental", 15),
     ("session", 16),
     // What users see.

@@ -3,8 +3,9 @@
 //! and its digest recomputed, so that only a check of meaning can tell.
 //! No mutated cache may make the compiler panic; the build either succeeds
 //! or exits with a named error. Packages that differ from the clean build's
-//! are counted by whether `verify` accepts them: a rewritten local rows
-//! entry can still reach the package (a known defect, reported). The remote
+//! are counted by whether `verify` accepts them, and none may be one it
+//! rejects (a rewritten rows entry is decoded and checked against its
+//! validated schedule on every hit, so it is a miss). The remote
 //! tier's version of this (through a loopback server) is in
 //! `tests/remote_trust.rs`.
 //!
@@ -108,8 +109,6 @@ enum Outcome {
     Identical,
     /// Another package, which `verify` accepts.
     OtherVerified,
-    /// Another package, which `verify` rejects (see the known defect below).
-    VerifyRejects,
     /// A named error (exit 1 or 2).
     Refused,
 }
@@ -178,15 +177,13 @@ fn digest_valid_mutations_of_local_entries_never_panic() {
                         "case {case}: {}",
                         text(&verified)
                     );
-                    // Known defect, counted rather than asserted: a local
-                    // rows entry is only shape-checked, so a rewritten row
-                    // can reach the package (the remote tier never fetches
-                    // rows). The fix is to decode and count rows on a hit.
-                    if verified.status.code() == Some(0) {
-                        Outcome::OtherVerified
-                    } else {
-                        Outcome::VerifyRejects
-                    }
+                    assert!(
+                        verified.status.code() == Some(0),
+                        "case {case} ({mutated_kind}): the build succeeded with a package \
+                         `verify` rejects: {}",
+                        text(&verified)
+                    );
+                    Outcome::OtherVerified
                 }
             }
             Some(1 | 2) => {

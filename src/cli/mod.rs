@@ -14,6 +14,7 @@ pub mod common;
 pub mod diff;
 pub mod explain;
 pub mod fit;
+pub mod host_data;
 pub mod memory;
 pub mod overrides;
 pub mod packing;
@@ -300,9 +301,13 @@ pub enum Command {
     },
     /// Compile, then interpret the low program on the build's weights and
     /// compare its output with the FP32 reference (cosine, max abs error).
+    /// The input is seeded unless --image or --input names one; --output
+    /// writes the embedding, --reference compares it with another.
     Run {
         #[command(flatten)]
         query: QueryArguments,
+        #[command(flatten)]
+        host: host_data::HostArguments,
     },
     /// Build, then execute the package on simulated tile memories (placed
     /// addresses, decoded and patched exchange rows) and compare its output
@@ -318,6 +323,8 @@ pub enum Command {
     Simulate {
         #[command(flatten)]
         query: QueryArguments,
+        #[command(flatten)]
+        host: host_data::HostArguments,
         /// Execute this package file (a foreign, truncated, corrupt or stale
         /// file is an error, exit code 2).
         #[arg(long, value_name = "FILE")]

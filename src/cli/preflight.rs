@@ -39,6 +39,12 @@ pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
         Command::BenchSnapshot {
             json: Some(json), ..
         } => check_output_file("bench-snapshot --json", json),
+        Command::Run { host, .. } | Command::Simulate { host, .. } => {
+            match super::host_data::output_file(host) {
+                Some(file) => check_output_file("--output", file),
+                None => Ok(()),
+            }
+        }
         _ => Ok(()),
     }
 }
@@ -64,9 +70,6 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
         | Command::Replay {
             query: arguments, ..
         }
-        | Command::Run {
-            query: arguments, ..
-        }
         | Command::Capture {
             query: arguments, ..
         }
@@ -89,11 +92,21 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
             snapshot,
             ..
         } => snapshot.iter().cloned().chain(query(arguments)).collect(),
+        Command::Run {
+            query: arguments,
+            host,
+        } => host.inputs().into_iter().chain(query(arguments)).collect(),
         Command::Simulate {
             query: arguments,
             package,
+            host,
             ..
-        } => package.iter().cloned().chain(query(arguments)).collect(),
+        } => package
+            .iter()
+            .cloned()
+            .chain(host.inputs())
+            .chain(query(arguments))
+            .collect(),
         Command::Diff { a, b, .. } => vec![a.clone(), b.clone()],
         Command::BenchSnapshot { file, .. } | Command::Verify { file, .. } => vec![file.clone()],
     }
@@ -119,6 +132,20 @@ fn command_outputs(cli: &Cli) -> Vec<(&'static str, &Path)> {
             write_overrides: Some(file),
             ..
         } => outputs.push(("search --write-overrides", file)),
+        Command::Run {
+            host:
+                super::host_data::HostArguments {
+                    output: Some(file), ..
+                },
+            ..
+        } => outputs.push(("run --output", file)),
+        Command::Simulate {
+            host:
+                super::host_data::HostArguments {
+                    output: Some(file), ..
+                },
+            ..
+        } => outputs.push(("simulate --output", file)),
         _ => {}
     }
     outputs

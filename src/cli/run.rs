@@ -5,12 +5,14 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::common::{CommandError, agreement_result, build_weights, load, reference_output};
+use super::host_data::{self, HostArguments};
 use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::interpreter::interpret;
 
-pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
+pub fn run(arguments: &QueryArguments, host: &HostArguments) -> Result<(), CommandError> {
     let query = load(arguments)?;
+    let host_data = host_data::read(host, &query)?;
     // The first half only: the persistent cache holds back-half results.
     let mut session = Session::new(&query);
     let progress = super::progress::bars();
@@ -25,7 +27,7 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
     progress.begin("weights", None);
     let weights = build_weights(&session);
     progress.end();
-    let weights = weights?;
+    let weights = host_data.apply(weights?)?;
     let weights_time = started.elapsed();
     let started = Instant::now();
     progress.begin("interpreter", None);
@@ -59,6 +61,10 @@ pub fn run(arguments: &QueryArguments) -> Result<(), CommandError> {
         counts.copy_rows,
         counts.fills
     );
+    print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");
+    for line in host_data.finish(host, &interpretation.output, &reference)? {
+        print_line!("  {line}");
+    }
     agreement_result(&agreement)
 }

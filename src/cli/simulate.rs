@@ -10,6 +10,7 @@ use super::common::{
     CommandError, agreement_result, artifacts_directory, build_checked, build_weights,
     finish_cache, load, open_session, reference_output,
 };
+use super::host_data::{self, HostArguments};
 use crate::build_file::BuildQuery;
 use crate::build_file::package_build_key as build_key;
 use crate::package::Package;
@@ -57,10 +58,12 @@ fn choose_package(
 
 pub fn run(
     arguments: &QueryArguments,
+    host: &HostArguments,
     poisoned: bool,
     package_file: Option<&Path>,
 ) -> Result<(), CommandError> {
     let query = load(arguments)?;
+    let host_data = host_data::read(host, &query)?;
     // A package named on the command line is read and checked before the compile.
     let from_flag = match package_file {
         Some(path) => {
@@ -103,7 +106,7 @@ pub fn run(
     let compile_time = started.elapsed();
     let graph = session.graph();
     let started = Instant::now();
-    let weights = build_weights(&session)?;
+    let weights = host_data.apply(build_weights(&session)?)?;
     let weights_time = started.elapsed();
     let started = Instant::now();
     let options = SimulationOptions {
@@ -170,6 +173,10 @@ pub fn run(
             back.barriers
         );
     }
+    print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");
+    for line in host_data.finish(host, &run.output, &reference)? {
+        print_line!("  {line}");
+    }
     agreement_result(&agreement)
 }

@@ -15,7 +15,7 @@ use super::inputs::BuildInputs;
 use super::lowering::{StageError, low_program};
 use super::on_disk::cache_on_disk;
 use crate::build_file::{SchedulePolicy, TransferWidth};
-use crate::cache::{CacheKey, Source, StableHasher};
+use crate::cache::{CacheKey, StableHasher};
 use crate::expand::program::{AllocationId, LowProgram, Step, TransferList};
 use crate::group::{
     Fusion, FusionCost, MotionOptions, Phase, PhaseGroups, group_phases_priced, group_phases_with,
@@ -378,9 +378,10 @@ impl<'db> PolicyKey<'db> {
 }
 
 /// The schedule of a problem under a policy (shared by every phase with
-/// the same content), as the scheduler made it: fusion pricing reads only
-/// its figures. A schedule the program uses goes through
-/// [`validated_schedule`] before anything is encoded from it.
+/// the same content), proved by the schedule validator (independent of the
+/// scheduler) whether the scheduler made it or a cache held it, before
+/// anything (fusion pricing, auto's choice, figures, rows) reads it. A
+/// cached schedule that fails is a miss with a warning, recomputed.
 #[salsa::tracked(returns(ref))]
 pub fn scheduled<'db>(
     db: &'db dyn Db,
@@ -398,46 +399,40 @@ pub fn scheduled<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |cached, source| {
+        |cached, _| {
             if !schedule_fits(content, cached) {
                 return Err(String::from(
                     "its arrays do not fit the problem's pieces, receives and tiles",
                 ));
             }
-            // A shared cache's schedule is proved by the validator before
-            // anything (figures, auto's choice, rows) reads it.
-            match source {
-                Source::Local => Ok(()),
-                Source::Remote => validate(content, cached)
-                    .map_err(|error| format!("the schedule validator refuses it: {error}")),
-            }
+            validate(content, cached)
+                .map_err(|error| format!("the schedule validator refuses it: {error}"))
         },
         || {
-            Ok(schedule_with(
+            let schedule = schedule_with(
                 content,
                 policy.policy(db),
                 policy.width(db),
                 &policy.auto_settings(db),
-            )?)
+            )?;
+            let _span = tracing::debug_span!("validate", pieces = content.pieces()).entered();
+            validate(content, &schedule)?;
+            Ok(schedule)
         },
     )
     .map(Arc::new)
 }
 
-/// [`scheduled`], checked by the schedule validator (independent of the
-/// scheduler): what rows are encoded from and reports show. Validated once
-/// per (problem, policy) and session; merges priced but not taken and
-/// candidates that lost are never validated, since nothing uses them.
+/// [`scheduled`] as the program uses it: what rows are encoded from and
+/// reports show (its own query, so that the event log says which
+/// schedules the program took).
 #[salsa::tracked(returns(ref))]
 pub fn validated_schedule<'db>(
     db: &'db dyn Db,
     problem: ProblemKey<'db>,
     policy: PolicyKey<'db>,
 ) -> Result<Arc<Schedule>, PhaseError> {
-    let schedule = scheduled(db, problem, policy).clone()?;
-    let _span = tracing::debug_span!("validate", pieces = problem.problem(db).pieces()).entered();
-    validate(problem.problem(db), &schedule)?;
-    Ok(schedule)
+    scheduled(db, problem, policy).clone()
 }
 
 /// The digest of a problem's content (computed once per problem, and only
@@ -500,7 +495,9 @@ pub fn schedule_figures<'db>(
 }
 
 /// The encoded (and checked) rows of a scheduled problem. A persistent
-/// cache hit needs neither the schedule nor the encoder.
+/// cache hit skips the encoder, not the check: cached rows are decoded and
+/// compared with the validated schedule's events like fresh ones, so a
+/// rewritten entry is a miss with a warning, never a package.
 #[salsa::tracked(returns(ref))]
 pub fn encoded_rows<'db>(
     db: &'db dyn Db,
@@ -512,7 +509,17 @@ pub fn encoded_rows<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |cached: &PhaseRows, _| cached.fits(content),
+        |cached: &PhaseRows, _| {
+            // Shape first (the checker indexes by it), then meaning: the
+            // rows must decode to exactly the events of the phase's
+            // validated schedule, as freshly encoded rows are checked.
+            cached.fits(content)?;
+            let schedule = validated_schedule(db, problem, policy)
+                .clone()
+                .map_err(|error| format!("its schedule: {error}"))?;
+            check_phase(content, &schedule, cached)
+                .map_err(|error| format!("the row checker refused it: {error}"))
+        },
         || {
             let result = validated_schedule(db, problem, policy).clone()?;
             let rows = encode_phase(content, &result)?;

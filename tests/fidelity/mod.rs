@@ -2,6 +2,7 @@
 //! bounds every library comparison uses.
 
 mod checkpoints;
+mod host_io;
 mod pe_core;
 
 use std::path::{Path, PathBuf};
