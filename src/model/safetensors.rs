@@ -157,6 +157,10 @@ pub enum SafeTensorsError {
     ShapeOverflow { name: String, shape: Vec<usize> },
     #[error("tensor `{name}` is not in the file")]
     MissingTensor { name: String },
+    /// A sharded checkpoint's index (`model.safetensors.index.json`) that
+    /// does not describe its shards.
+    #[error("index `{}`: {message}", path.display())]
+    Index { path: PathBuf, message: String },
     #[error(
         "tensor `{name}`: expected shape {}, file has {}",
         ShapeDisplay(expected),
@@ -242,6 +246,16 @@ pub struct SafeTensors {
 }
 
 impl SafeTensors {
+    /// Reads and validates a checkpoint: one file, or the shards a
+    /// `*.index.json` names, read as one ([`SafeTensors::read_sharded`]).
+    pub fn read_checkpoint(path: &Path) -> Result<SafeTensors, SafeTensorsError> {
+        if path.to_string_lossy().ends_with(".index.json") {
+            SafeTensors::read_sharded(path)
+        } else {
+            SafeTensors::read(path)
+        }
+    }
+
     /// Reads and validates a file.
     pub fn read(path: &Path) -> Result<SafeTensors, SafeTensorsError> {
         let bytes = std::fs::read(path).map_err(|source| SafeTensorsError::Read {
@@ -609,5 +623,6 @@ fn data_length_error(
     }
 }
 
+mod shards;
 #[cfg(test)]
 mod tests;

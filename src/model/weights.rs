@@ -230,7 +230,7 @@ pub fn safetensors_weights(
     seed: u64,
     fp8_scale: i32,
 ) -> Result<Weights, WeightError> {
-    let file = SafeTensors::read(path)?;
+    let file = SafeTensors::read_checkpoint(path)?;
     let values = read_values(graph, &file, path, naming)?;
     let mut weights = seeded_input_only(graph, seed, fp8_scale)?;
     let instances = instances_of(graph, true);

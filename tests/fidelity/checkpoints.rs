@@ -83,7 +83,73 @@ impl Fixture {
 }
 
 fn detected(path: &Path) -> Option<(Naming, &'static str)> {
-    Naming::detect(&SafeTensors::read(path).expect("checkpoint"))
+    Naming::detect(&SafeTensors::read_checkpoint(path).expect("checkpoint"))
+}
+
+#[test]
+fn sharded_checkpoint_is_read_through_its_index() {
+    let mut fixture = Fixture::open("transformers_siglip_vision");
+    fixture.model =
+        super::fixture("checkpoints/transformers_siglip_sharded/model.safetensors.index.json");
+    let shards = std::fs::read_dir(fixture.model.parent().unwrap())
+        .unwrap()
+        .filter(|entry| {
+            let name = entry.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("model-") && name.ends_with(".safetensors")
+        })
+        .count();
+    assert!(shards >= 2, "the fixture is sharded ({shards} shards)");
+    assert_eq!(
+        detected(&fixture.model),
+        Some((Naming::TransformersSiglip, ""))
+    );
+    let config = fixture.config(ModelConfig::siglip_so400m());
+    fixture.check("sharded SiglipVisionModel", &config, true);
+}
+
+/// A copy of the sharded fixture whose index `edit` rewrote: the error names
+/// the index and what is wrong.
+fn broken_index(name: &str, edit: impl Fn(&str) -> String, needle: &str) {
+    let source = super::fixture("checkpoints/transformers_siglip_sharded");
+    let directory = scratch("checkpoints", name);
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), directory.join(entry.file_name())).unwrap();
+    }
+    let index = directory.join("model.safetensors.index.json");
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, edit(&text)).unwrap();
+    let error = SafeTensors::read_checkpoint(&index)
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("model.safetensors.index.json"), "{error}");
+    assert!(error.contains(needle), "`{needle}` not in: {error}");
+}
+
+#[test]
+fn an_index_that_does_not_describe_its_shards_is_refused_by_name() {
+    let first = "\"model-00001-of-00004.safetensors\"";
+    broken_index(
+        "moved",
+        |text| text.replacen(first, "\"model-00002-of-00004.safetensors\"", 1),
+        "but the index says `model-00002-of-00004.safetensors`",
+    );
+    broken_index(
+        "traversal",
+        |text| text.replace(first, "\"../model-00001-of-00004.safetensors\""),
+        "is not a file name beside the index",
+    );
+    broken_index(
+        "unlisted",
+        |text| text.replacen("\"embeddings.patch_embedding.bias\": ", "\"renamed\": ", 1),
+        "which the index does not list",
+    );
+    broken_index(
+        "not json",
+        |_| String::from("[1, 2"),
+        "not a checkpoint index",
+    );
 }
 
 #[test]
