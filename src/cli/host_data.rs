@@ -4,7 +4,7 @@
 //! `--output FILE.npy` writes the pooled embedding (images x width, F32);
 //! `--reference FILE.npy` compares it with an external one per image.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::common::{CommandError, write_output};
@@ -202,9 +202,4 @@ impl HostData {
         }
         Ok(lines)
     }
-}
-
-/// The embedding file a flag names, for the output checks made before any work.
-pub fn output_file(arguments: &HostArguments) -> Option<&Path> {
-    arguments.output.as_deref()
 }

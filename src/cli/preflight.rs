@@ -40,7 +40,7 @@ pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
             json: Some(json), ..
         } => check_output_file("bench-snapshot --json", json),
         Command::Run { host, .. } | Command::Simulate { host, .. } => {
-            match super::host_data::output_file(host) {
+            match host.output.as_deref() {
                 Some(file) => check_output_file("--output", file),
                 None => Ok(()),
             }
