@@ -136,6 +136,15 @@ fn value(random: &mut Random, kind: KeyKind) -> String {
         KeyKind::Float => random
             .pick(&["1e-6", "0.0", "-1.0", "1e308", "nan", "inf", "1e-300"])
             .to_string(),
+        KeyKind::Scale => {
+            if random.chance(50) {
+                integer(random)
+            } else {
+                random
+                    .pick(&["\"auto\"", "\"Auto\"", "\"fixed\""])
+                    .to_string()
+            }
+        }
         KeyKind::Table | KeyKind::TableArray => "{ }".to_string(),
     }
 }

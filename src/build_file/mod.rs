@@ -71,7 +71,7 @@ impl WeightSource {
     pub fn load(
         &self,
         graph: &crate::model::graph::Graph,
-        fp8_scale: i32,
+        fp8_scale: crate::model::quantisation::Fp8Scale,
     ) -> Result<crate::model::weights::Weights, crate::model::weights::WeightError> {
         match self {
             WeightSource::Seeded { seed } => {
@@ -90,8 +90,8 @@ pub struct Workload {
     pub model: ModelConfig,
     pub batch: u32,
     pub fuse_qkv: bool,
-    /// Stored FP8 value x 2^fp8_scale.
-    pub fp8_scale: i32,
+    /// Stored FP8 value x 2^scale, the scale fixed or per tensor instance.
+    pub fp8_scale: crate::model::quantisation::Fp8Scale,
     pub attention: AttentionChoice,
     pub weights: WeightSource,
 }

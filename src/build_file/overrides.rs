@@ -19,7 +19,8 @@ use toml::Spanned;
 
 use crate::build_file::error::QueryError;
 use crate::build_file::schema::{
-    self, KeyKind, LayoutOverrideEntry, OverrideEntry, QueryFile, WeightsSection, WorkloadSection,
+    self, KeyKind, LayoutOverrideEntry, OverrideEntry, QueryFile, ScaleSetting, WeightsSection,
+    WorkloadSection,
 };
 
 /// The paths each `--set` argument set, mapped to the argument that set them.
@@ -249,7 +250,13 @@ fn describe_value(value: &toml::Value) -> String {
 fn convert(argument: &str, key: &str, kind: KeyKind, raw: &str) -> Result<SetValue, QueryError> {
     let value = parse_value(raw);
     let converted = match (kind, &value) {
-        (KeyKind::Integer, toml::Value::Integer(number)) => Some(SetValue::Integer(*number)),
+        (KeyKind::Integer | KeyKind::Scale, toml::Value::Integer(number)) => {
+            Some(SetValue::Integer(*number))
+        }
+        // Digits TOML could not read as an integer are out of range, not a word.
+        (KeyKind::Scale, toml::Value::String(text)) if !is_signed_digits(raw) => {
+            Some(SetValue::String(text.clone()))
+        }
         (KeyKind::Float, toml::Value::Float(number)) => Some(SetValue::Float(*number)),
         (KeyKind::Float, toml::Value::Integer(number)) => Some(SetValue::Float(*number as f64)),
         (KeyKind::Boolean, toml::Value::Boolean(flag)) => Some(SetValue::Boolean(*flag)),
@@ -266,10 +273,8 @@ fn convert(argument: &str, key: &str, kind: KeyKind, raw: &str) -> Result<SetVal
     converted.ok_or_else(|| {
         // A run of digits TOML could not read is out of the 64-bit range:
         // too large (or too small), not the wrong type.
-        let digits = raw.trim().trim_start_matches(['+', '-']);
-        if matches!(kind, KeyKind::Integer | KeyKind::Float)
-            && !digits.is_empty()
-            && digits.bytes().all(|byte| byte.is_ascii_digit())
+        if matches!(kind, KeyKind::Integer | KeyKind::Scale | KeyKind::Float)
+            && is_signed_digits(raw)
         {
             let side = if raw.trim().starts_with('-') {
                 "too small"
@@ -293,6 +298,7 @@ fn convert(argument: &str, key: &str, kind: KeyKind, raw: &str) -> Result<SetVal
         }
         let example = match kind {
             KeyKind::Integer => "2",
+            KeyKind::Scale => "auto",
             KeyKind::Float => "1e-6",
             KeyKind::Boolean => "true",
             _ => "text",
@@ -308,6 +314,12 @@ fn convert(argument: &str, key: &str, kind: KeyKind, raw: &str) -> Result<SetVal
             Some(format!("e.g. --set {key}={example}")),
         )
     })
+}
+
+/// Whether `raw` is an optionally signed run of decimal digits.
+fn is_signed_digits(raw: &str) -> bool {
+    let digits = raw.trim().trim_start_matches(['+', '-']);
+    !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
 }
 
 fn workload(file: &mut QueryFile) -> &mut WorkloadSection {
@@ -333,7 +345,12 @@ fn assign(
         ("workload.layers", Integer(number)) => workload(file).layers = unset(number),
         ("workload.batch", Integer(number)) => workload(file).batch = unset(number),
         ("workload.fuse_qkv", Boolean(flag)) => workload(file).fuse_qkv = unset(flag),
-        ("workload.fp8_scale", Integer(number)) => workload(file).fp8_scale = unset(number),
+        ("workload.fp8_scale", Integer(number)) => {
+            workload(file).fp8_scale = unset(ScaleSetting::Exponent(number))
+        }
+        ("workload.fp8_scale", Text(text)) => {
+            workload(file).fp8_scale = unset(ScaleSetting::Word(text))
+        }
         ("workload.attention", Text(text)) => workload(file).attention = unset(text),
         ("workload.weights.seeded", Integer(number)) => {
             workload(file).weights = unset(WeightsSection {
@@ -544,7 +561,7 @@ mod tests {
                     format!("{table}.{name}")
                 };
                 let value = match kind {
-                    KeyKind::Integer => "3",
+                    KeyKind::Integer | KeyKind::Scale => "3",
                     KeyKind::Float => "0.5",
                     KeyKind::Boolean => "true",
                     KeyKind::String => "text",

@@ -38,7 +38,7 @@ pub struct WorkloadSection {
     pub layers: Option<Spanned<i64>>,
     pub batch: Option<Spanned<i64>>,
     pub fuse_qkv: Option<Spanned<bool>>,
-    pub fp8_scale: Option<Spanned<i64>>,
+    pub fp8_scale: Option<Spanned<ScaleSetting>>,
     pub attention: Option<Spanned<String>>,
     pub weights: Option<Spanned<WeightsSection>>,
     pub width: Option<Spanned<i64>>,
@@ -54,6 +54,38 @@ pub struct WorkloadSection {
     pub projection: Option<Spanned<i64>>,
     pub pre_norm: Option<Spanned<bool>>,
     pub layer_norm_epsilon: Option<Spanned<f64>>,
+}
+
+/// `workload.fp8_scale` as written: an exponent, or a word (only `"auto"`
+/// is valid; validation says so).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScaleSetting {
+    Exponent(i64),
+    Word(String),
+}
+
+impl<'de> Deserialize<'de> for ScaleSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ScaleSetting;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str(KeyKind::Scale.describe())
+            }
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<ScaleSetting, E> {
+                Ok(ScaleSetting::Exponent(value))
+            }
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<ScaleSetting, E> {
+                i64::try_from(value)
+                    .map(ScaleSetting::Exponent)
+                    .map_err(|_| E::custom("the integer is too large"))
+            }
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<ScaleSetting, E> {
+                Ok(ScaleSetting::Word(value.to_string()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// `workload.weights`: exactly one of the two sources, and for a
@@ -158,6 +190,8 @@ pub struct CacheSection {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
     Integer,
+    /// An integer exponent or the string `"auto"` (`workload.fp8_scale`).
+    Scale,
     Float,
     Boolean,
     String,
@@ -172,6 +206,7 @@ impl KeyKind {
     pub fn describe(self) -> &'static str {
         match self {
             KeyKind::Integer => "an integer",
+            KeyKind::Scale => "an integer or the string \"auto\"",
             KeyKind::Float => "a number",
             KeyKind::Boolean => "a boolean (true or false)",
             KeyKind::String => "a string",
@@ -205,7 +240,7 @@ pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
             ("layers", KeyKind::Integer),
             ("batch", KeyKind::Integer),
             ("fuse_qkv", KeyKind::Boolean),
-            ("fp8_scale", KeyKind::Integer),
+            ("fp8_scale", KeyKind::Scale),
             ("attention", KeyKind::String),
             ("weights", KeyKind::Table),
             ("width", KeyKind::Integer),

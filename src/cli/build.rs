@@ -33,12 +33,14 @@ pub fn run(
     // A checkpoint is read and checked at build time (every tensor present,
     // shaped as the preset needs, finite): a build never succeeds on a file
     // `run` would refuse.
-    if matches!(
+    let checkpoint = if matches!(
         query.workload.weights,
         crate::build_file::WeightSource::SafeTensors { .. }
     ) {
-        build_weights(&session)?;
-    }
+        Some(build_weights(&session)?)
+    } else {
+        None
+    };
     let report = session_report(&session, &query, &outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     let summary = &outcome.summary;
@@ -53,6 +55,9 @@ pub fn run(
     );
     if !quiet {
         print_details(&outcome, &report, show_ops);
+    }
+    if let Some(weights) = &checkpoint {
+        super::quantisation::report(weights, !quiet, "");
     }
     let mut found: Vec<crate::session::Suggestion> = Vec::new();
     let mut measured = false;

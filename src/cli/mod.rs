@@ -22,6 +22,7 @@ pub mod phases;
 pub mod preflight;
 pub mod profile;
 pub mod progress;
+pub mod quantisation;
 pub mod replay;
 pub mod run;
 pub mod search;

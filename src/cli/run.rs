@@ -61,6 +61,11 @@ pub fn run(arguments: &QueryArguments, host: &HostArguments) -> Result<(), Comma
         counts.copy_rows,
         counts.fills
     );
+    let from_checkpoint = matches!(
+        query.workload.weights,
+        crate::build_file::WeightSource::SafeTensors { .. }
+    );
+    super::quantisation::report(&weights, from_checkpoint && !super::progress::quiet(), "  ");
     print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");
     for line in host_data.finish(host, &interpretation.output, &reference)? {

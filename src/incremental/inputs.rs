@@ -25,7 +25,7 @@ pub struct BuildInputs {
     #[returns(copy)]
     pub fuse_qkv: bool,
     #[returns(copy)]
-    pub fp8_scale: i32,
+    pub fp8_scale: crate::model::quantisation::Fp8Scale,
     #[returns(copy)]
     pub attention: AttentionChoice,
     #[returns(ref)]

@@ -6,5 +6,6 @@ pub mod builder;
 pub mod checkpoint;
 pub mod config;
 pub mod graph;
+pub mod quantisation;
 pub mod safetensors;
 pub mod weights;

@@ -4,46 +4,30 @@
 //! weights, FP16-rounded values for vectors), so that the interpreter and the
 //! FP32 reference see exactly the same numbers.
 //!
-//! Owns weight generation, quantisation and superstep's own SafeTensors
+//! Owns weight generation and superstep's own SafeTensors
 //! naming scheme (`layers.{i}.attn.qkv.weight` for iterated weights, the
 //! value name for the others, shape `[rows, cols]`); libraries' namings and
-//! their conversions are `crate::model::checkpoint`'s. It does not place or
-//! lay out weights.
+//! their conversions are `crate::model::checkpoint`'s, the scales and
+//! rounding `crate::model::quantisation`'s. It does not place or lay out
+//! weights.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::checkpoint::{CheckpointError, Naming, read_values};
-use super::graph::{Graph, Precision, ValueId, ValueKind};
+use super::graph::{Graph, ValueId, ValueKind};
+pub use super::quantisation::WeightData;
+use super::quantisation::{Fp8Scale, InstanceQuantisation, quantise};
 use super::safetensors::{SafeTensors, SafeTensorsError};
-use crate::numerics::{fp8, half_float};
-
-/// One weight tensor's data for every instance (one per layer when iterated).
-#[derive(Clone, Debug, PartialEq)]
-pub struct WeightData {
-    /// FP8 codes for F8 weights (empty otherwise), instance-major.
-    pub codes: Vec<u8>,
-    /// Decoded (FP8) or FP16-rounded values, instance-major.
-    pub values: Vec<f32>,
-    pub instances: u32,
-}
-
-impl WeightData {
-    pub fn instance(&self, index: u32) -> &[f32] {
-        let size = self.values.len() / self.instances as usize;
-        &self.values[index as usize * size..(index as usize + 1) * size]
-    }
-
-    pub fn instance_codes(&self, index: u32) -> &[u8] {
-        let size = self.codes.len() / self.instances as usize;
-        &self.codes[index as usize * size..(index as usize + 1) * size]
-    }
-}
+use crate::numerics::half_float;
 
 /// All parameters of a graph plus the host input.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
-    pub fp8_scale: i32,
+    /// The scale policy the FP8 tensors were quantised under.
+    pub fp8_scale: Fp8Scale,
+    /// What quantising cost, per FP8 tensor instance, in graph order.
+    pub quantisation: Vec<InstanceQuantisation>,
     pub tensors: BTreeMap<ValueId, WeightData>,
     /// The image patches, FP16-rounded.
     pub input: Vec<f32>,
@@ -140,31 +124,6 @@ fn generated_value(
     }
 }
 
-fn quantise(values: Vec<f32>, precision: Precision, fp8_scale: i32, instances: u32) -> WeightData {
-    match precision {
-        Precision::F8 => {
-            let table = fp8::decode_table(fp8_scale);
-            let codes: Vec<u8> = values.iter().map(|&v| fp8::encode(v, fp8_scale)).collect();
-            let values = codes.iter().map(|&c| table[c as usize]).collect();
-            WeightData {
-                codes,
-                values,
-                instances,
-            }
-        }
-        Precision::F16 => WeightData {
-            codes: Vec::new(),
-            values: values.into_iter().map(half_float::round_f16).collect(),
-            instances,
-        },
-        Precision::F32 => WeightData {
-            codes: Vec::new(),
-            values,
-            instances,
-        },
-    }
-}
-
 fn instances_of(graph: &Graph, iterated: bool) -> u32 {
     if iterated {
         graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations)
@@ -174,8 +133,13 @@ fn instances_of(graph: &Graph, iterated: bool) -> u32 {
 }
 
 /// Deterministic random weights and input for `graph`.
-pub fn seeded_weights(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weights, WeightError> {
+pub fn seeded_weights(
+    graph: &Graph,
+    seed: u64,
+    fp8_scale: Fp8Scale,
+) -> Result<Weights, WeightError> {
     let mut tensors = BTreeMap::new();
+    let mut quantisation = Vec::new();
     let mut input = None;
     for id in graph.value_ids() {
         let value = graph.value(id);
@@ -196,7 +160,10 @@ pub fn seeded_weights(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weight
                         )
                     }));
                 }
-                tensors.insert(id, quantise(values, value.precision, fp8_scale, instances));
+                let (data, costs) =
+                    quantise(&value.name, values, value.precision, fp8_scale, instances);
+                tensors.insert(id, data);
+                quantisation.extend(costs);
             }
             ValueKind::Input => {
                 let mut generator = SplitMix::new(name_seed(seed, &value.name, 0));
@@ -211,6 +178,7 @@ pub fn seeded_weights(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weight
     }
     Ok(Weights {
         fp8_scale,
+        quantisation,
         tensors,
         input: input.ok_or(WeightError::NoInput)?,
     })
@@ -228,7 +196,7 @@ pub fn safetensors_weights(
     path: &Path,
     naming: Option<Naming>,
     seed: u64,
-    fp8_scale: i32,
+    fp8_scale: Fp8Scale,
 ) -> Result<Weights, WeightError> {
     let file = SafeTensors::read_checkpoint(path)?;
     let values = read_values(graph, &file, path, naming)?;
@@ -239,9 +207,9 @@ pub fn safetensors_weights(
         check_finite(path, &value.name, &values)?;
         let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
         let count = if iterated { instances } else { 1 };
-        weights
-            .tensors
-            .insert(id, quantise(values, value.precision, fp8_scale, count));
+        let (data, costs) = quantise(&value.name, values, value.precision, fp8_scale, count);
+        weights.tensors.insert(id, data);
+        weights.quantisation.extend(costs);
     }
     if let Some(input) = values.input {
         check_finite(path, "input.patches", &input)?;
@@ -250,7 +218,11 @@ pub fn safetensors_weights(
     Ok(weights)
 }
 
-fn seeded_input_only(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weights, WeightError> {
+fn seeded_input_only(
+    graph: &Graph,
+    seed: u64,
+    fp8_scale: Fp8Scale,
+) -> Result<Weights, WeightError> {
     let input_value = graph
         .value_ids()
         .find(|&id| graph.value(id).kind == ValueKind::Input)
@@ -259,6 +231,7 @@ fn seeded_input_only(graph: &Graph, seed: u64, fp8_scale: i32) -> Result<Weights
     let mut generator = SplitMix::new(name_seed(seed, &value.name, 0));
     Ok(Weights {
         fp8_scale,
+        quantisation: Vec::new(),
         tensors: BTreeMap::new(),
         input: (0..value.shape.elements())
             .map(|_| half_float::round_f16(generator.next_symmetric()))

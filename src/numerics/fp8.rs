@@ -58,6 +58,28 @@ pub fn decode_table(scale: i32) -> [f32; 256] {
     std::array::from_fn(|index| decode(index as u8, scale))
 }
 
+/// The smallest scale under which a tensor whose largest magnitude is
+/// `largest` does not saturate: the least `s` with `largest <= 240 * 2^s`,
+/// so the tensor uses F143's whole range and keeps the most precision its
+/// largest element allows. A zero (or non-finite, or negative) `largest`
+/// has no such scale to find and gives 0.
+pub fn unsaturated_scale(largest: f32) -> i32 {
+    if !(largest.is_finite() && largest > 0.0) {
+        return 0;
+    }
+    let limit = |scale: i32| scale_by_power_of_two(f64::from(F143_MAX), scale);
+    let largest = f64::from(largest);
+    let mut scale = (largest / f64::from(F143_MAX)).log2().ceil() as i32;
+    // The logarithm is within one of the answer; step to it exactly.
+    while limit(scale) < largest {
+        scale += 1;
+    }
+    while limit(scale - 1) >= largest {
+        scale -= 1;
+    }
+    scale
+}
+
 /// Encodes `value / 2^scale` (the division is exact): round to nearest, ties
 /// to even; magnitudes at or above 240 after rounding (including infinities)
 /// saturate to ±240; results that round to zero (including `-0.0`) give
@@ -251,6 +273,34 @@ mod tests {
                 let expected = f64::from(decode_unscaled(code)) * 2f64.powi(scale);
                 assert_eq!(f64::from(decode(code, scale)), expected);
             }
+        }
+    }
+
+    #[test]
+    fn unsaturated_scale_is_the_least_that_does_not_saturate() {
+        assert_eq!(unsaturated_scale(240.0), 0);
+        assert_eq!(unsaturated_scale(240.5), 1);
+        assert_eq!(unsaturated_scale(15.0), -4);
+        assert_eq!(unsaturated_scale(15.01), -3);
+        assert_eq!(unsaturated_scale(0.0), 0);
+        assert_eq!(unsaturated_scale(f32::NAN), 0);
+        let mut largest = 1.0e-30f32;
+        while largest < 1.0e30 {
+            let scale = unsaturated_scale(largest);
+            let limit = |scale: i32| f64::from(F143_MAX) * 2f64.powi(scale);
+            assert!(f64::from(largest) <= limit(scale), "{largest} at {scale}");
+            assert!(
+                f64::from(largest) > limit(scale - 1),
+                "{largest} at {scale}"
+            );
+            // Encoded at its scale, the largest element keeps its value to
+            // within half a step of three mantissa bits.
+            let decoded = decode(encode(largest, scale), scale);
+            assert!(
+                (decoded - largest).abs() <= largest / 16.0,
+                "{largest}: {decoded}"
+            );
+            largest *= 1.37;
         }
     }
 

@@ -22,8 +22,8 @@ use bincode::Options;
 use super::{Package, PackageError};
 use crate::cache::CacheKey;
 
-/// The first bytes of every package file (format version 3).
-pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG03";
+/// The first bytes of every package file (format version 4).
+pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG04";
 
 /// What every package file starts with, whatever its version.
 const MAGIC_STEM: &[u8; 6] = b"SSTPKG";

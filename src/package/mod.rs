@@ -60,7 +60,9 @@ pub struct PackagePhase {
 pub struct Package {
     pub name: String,
     pub tiles: u32,
-    pub fp8_scale: i32,
+    /// The scale policy of the build's FP8 weights (the scales themselves
+    /// are the weights', loaded with them).
+    pub fp8_scale: crate::model::quantisation::Fp8Scale,
     pub names: Vec<String>,
     pub allocations: Vec<PlacedAllocation>,
     pub steps: Vec<Step>,

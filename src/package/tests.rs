@@ -65,7 +65,7 @@ fn package() -> Package {
     Package {
         name: String::from("hand"),
         tiles: 2,
-        fp8_scale: -3,
+        fp8_scale: crate::model::quantisation::Fp8Scale::Fixed(-3),
         names: vec![String::from("op")],
         allocations: vec![
             placed(0, 0x4c000, 64, 1),
@@ -255,7 +255,7 @@ fn trailing_bytes_a_flipped_byte_and_another_version_are_named() {
     match split(&old, "old") {
         Err(PackageError::Version {
             found, expected, ..
-        }) => assert_eq!((found.as_str(), expected.as_str()), ("02", "03")),
+        }) => assert_eq!((found.as_str(), expected.as_str()), ("02", "04")),
         other => panic!("{other:?}"),
     }
     assert!(matches!(

@@ -9,12 +9,12 @@ use serde::Serialize;
 use super::host::host_writes;
 use super::kernels::execute;
 use super::memory::{Memory, Reader, SimError, Writer, resolve};
+use super::weight_scales::WeightScales;
 use crate::expand::program::{AllocationId, LowProgram, Step};
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Precision;
 use crate::model::weights::Weights;
-use crate::numerics::fp8;
 use crate::numerics::half_float::{from_f16_bits, to_f16_bits};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -32,7 +32,7 @@ type TakenBuffers = Vec<(AllocationId, Vec<u8>)>;
 struct Interpreter<'program> {
     program: &'program LowProgram,
     memory: Memory,
-    fp8_table: [f32; 256],
+    scales: WeightScales,
     counts: ExecutionCounts,
 }
 
@@ -110,7 +110,7 @@ impl Interpreter<'_> {
                         allocations,
                         iteration,
                     };
-                    let table = &self.fp8_table;
+                    let scales = &self.scales;
                     let results: Vec<Result<TakenBuffers, SimError>> = runs
                         .par_iter()
                         .zip(taken.into_par_iter())
@@ -120,6 +120,9 @@ impl Interpreter<'_> {
                                 allocations,
                                 iteration,
                             };
+                            let table = scales
+                                .table(&run.kernel, iteration)
+                                .map_err(SimError::Weights)?;
                             execute(&run.kernel, &reader, &mut writer, table)?;
                             Ok(writer.outputs)
                         })
@@ -280,7 +283,7 @@ pub fn interpret(
     let mut interpreter = Interpreter {
         program,
         memory,
-        fp8_table: fp8::decode_table(weights.fp8_scale),
+        scales: WeightScales::new(program, layouts, weights),
         counts: ExecutionCounts::default(),
     };
     interpreter.run_steps(&program.steps, 0)?;

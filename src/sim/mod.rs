@@ -12,3 +12,4 @@ pub mod memory;
 pub mod package;
 pub mod reference;
 pub mod replay;
+pub mod weight_scales;

@@ -13,6 +13,7 @@ use superstep::model::builder::{GraphKnobs, build_graph};
 use superstep::model::checkpoint::{CheckpointError, Naming};
 use superstep::model::config::{ModelConfig, Pooling};
 use superstep::model::graph::Graph;
+use superstep::model::quantisation::Fp8Scale;
 use superstep::model::safetensors::{SafeTensors, SafeTensorsWriter};
 use superstep::model::weights::{WeightError, Weights, safetensors_weights};
 use superstep::sim::reference::evaluate_reference;
@@ -62,7 +63,7 @@ impl Fixture {
 
     fn load(&self, graph: &Graph, naming: Option<Naming>) -> Result<Weights, WeightError> {
         let fp8_scale = i32::try_from(metadata_number(&self.expected, "fp8_scale")).expect("scale");
-        safetensors_weights(graph, &self.model, naming, 0, fp8_scale)
+        safetensors_weights(graph, &self.model, naming, 0, Fp8Scale::Fixed(fp8_scale))
     }
 
     /// superstep's FP32 reference on the checkpoint against the library's
@@ -193,6 +194,18 @@ fn timm_pe_core_checkpoint_computes_the_projected_pool() {
     fixture.check("timm PE-Core", &config, false);
 }
 
+#[test]
+fn perception_models_pe_core_checkpoint_computes_what_timm_computes_from_it() {
+    let fixture = Fixture::open("perception_models_pe_core");
+    assert_eq!(
+        detected(&fixture.model),
+        Some((Naming::PerceptionModelsPeCore, "visual."))
+    );
+    let config = fixture.config(ModelConfig::pe_core_l14());
+    fixture.check("perception_models PE-Core", &config, true);
+    fixture.check("perception_models PE-Core", &config, false);
+}
+
 /// The timm ViT checkpoint rewritten without one tensor (every other
 /// tensor byte for byte as timm saved it).
 fn without_tensor(fixture: &Fixture, dropped: &str, folder: &Path) -> PathBuf {
@@ -222,7 +235,8 @@ fn a_missing_tensor_is_named_with_the_value_it_was_for() {
             fuse_qkv: true,
         },
     );
-    let error = safetensors_weights(&graph, &path, None, 0, -4).expect_err("refused");
+    let error =
+        safetensors_weights(&graph, &path, None, 0, Fp8Scale::Fixed(-4)).expect_err("refused");
     let WeightError::Checkpoint(CheckpointError::MissingTensor {
         naming,
         tensor,

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::{MINIMUM_COSINE, agreement, fixture, metadata_number, read_fixture, tensor};
 use superstep::model::builder::{GraphKnobs, build_graph};
 use superstep::model::config::{ModelConfig, Pooling};
+use superstep::model::quantisation::Fp8Scale;
 use superstep::model::weights::safetensors_weights;
 use superstep::sim::kernels::{RotaryPlace, rotate_row};
 use superstep::sim::reference::evaluate_reference;
@@ -41,7 +42,8 @@ fn reference_and_expected(path: &Path) -> (Vec<f32>, Vec<f32>) {
         fuse_qkv: true,
     };
     let graph = build_graph(&config, knobs);
-    let weights = safetensors_weights(&graph, path, None, 0, fp8_scale).expect("weights");
+    let weights =
+        safetensors_weights(&graph, path, None, 0, Fp8Scale::Fixed(fp8_scale)).expect("weights");
     let reference = evaluate_reference(&graph, &weights).expect("reference");
     (reference, tensor(&file, "expected.output"))
 }

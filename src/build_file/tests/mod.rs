@@ -197,7 +197,7 @@ fn defaults_apply() {
             model: ModelConfig::vit_b16(),
             batch: 1,
             fuse_qkv: true,
-            fp8_scale: -4,
+            fp8_scale: crate::model::quantisation::Fp8Scale::Fixed(-4),
             attention: AttentionChoice::Auto,
             weights: WeightSource::Seeded { seed: 1 },
         }

@@ -17,6 +17,7 @@ use crate::build_file::error::{Issue, Origin};
 use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
+use crate::model::quantisation::Fp8Scale;
 mod fit;
 mod layout;
 mod outputs;
@@ -42,7 +43,7 @@ pub const MACHINE_PRESETS: &[&str] = &["c600"];
 pub const DEFAULT_MACHINE_PRESET: &str = "c600";
 pub const DEFAULT_BATCH: u32 = 1;
 pub const DEFAULT_FUSE_QKV: bool = true;
-pub const DEFAULT_FP8_SCALE: i32 = -4;
+pub const DEFAULT_FP8_SCALE: Fp8Scale = Fp8Scale::Fixed(-4);
 pub const DEFAULT_SEED: u64 = 1;
 pub const DEFAULT_COPY_MOTION: bool = true;
 /// `planning.fusion`'s default: `auto`, measured faster on SigLIP than

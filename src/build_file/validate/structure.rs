@@ -70,7 +70,8 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
             (KeyKind::Integer, DeValue::Integer(_))
             | (KeyKind::Float, DeValue::Float(_) | DeValue::Integer(_))
             | (KeyKind::Boolean, DeValue::Boolean(_))
-            | (KeyKind::String, DeValue::String(_)) => true,
+            | (KeyKind::String, DeValue::String(_))
+            | (KeyKind::Scale, DeValue::Integer(_) | DeValue::String(_)) => true,
             (KeyKind::Table, DeValue::Table(inner)) => {
                 check_table(inner, &schema_child, &path)?;
                 true
@@ -126,6 +127,9 @@ fn type_help(kind: KeyKind, path: &str) -> String {
             format!("write a [{path}] section or an inline table `{key} = {{ ... }}`")
         }
         KeyKind::TableArray => format!("write each entry as a [[{path}]] table"),
+        KeyKind::Scale => {
+            format!("write a power-of-two exponent such as `{key} = -4`, or `{key} = \"auto\"`")
+        }
     }
 }
 

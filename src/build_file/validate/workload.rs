@@ -10,12 +10,13 @@ use super::{
     Sourced, nearest_divisor,
 };
 use crate::build_file::error::{Issue, Origin};
-use crate::build_file::schema::{self, QueryFile, WorkloadSection};
+use crate::build_file::schema::{self, QueryFile, ScaleSetting, WorkloadSection};
 use crate::build_file::{AttentionChoice, WeightSource, Workload};
 use crate::model::checkpoint::Naming;
 use crate::model::config::{
     CUSTOM_MODEL_NAME, GeluForm, ModelConfig, PRESET_NAMES, Pooling, Positions,
 };
+use crate::model::quantisation::Fp8Scale;
 
 impl Resolver<'_> {
     pub(super) fn workload(
@@ -96,17 +97,7 @@ impl Resolver<'_> {
             .as_ref()
             .map_or(DEFAULT_FUSE_QKV, |field| *field.get_ref());
         let fp8_scale = match &section.fp8_scale {
-            Some(field) => {
-                let value = self.integer(
-                    "workload.fp8_scale",
-                    field,
-                    *FP8_SCALE_RANGE.start(),
-                    *FP8_SCALE_RANGE.end(),
-                    "the scale is a power of two (stored value x 2^fp8_scale); -4 suits \
-                     weights of magnitude below about 30",
-                )?;
-                i32::try_from(value).unwrap_or(DEFAULT_FP8_SCALE)
-            }
+            Some(field) => self.fp8_scale(field)?,
             None => DEFAULT_FP8_SCALE,
         };
         let attention = match &section.attention {
@@ -138,6 +129,38 @@ impl Resolver<'_> {
 
     /// An integer shape field: the query's value, else the preset's, else
     /// (for `custom`) an error saying the field is required.
+    /// `workload.fp8_scale`: an exponent in range, or `"auto"`.
+    fn fp8_scale(&self, field: &Spanned<ScaleSetting>) -> Result<Fp8Scale, Issue> {
+        const PATH: &str = "workload.fp8_scale";
+        match field.get_ref() {
+            ScaleSetting::Exponent(exponent) => {
+                let exponent = Spanned::new(field.span(), *exponent);
+                let value = self.integer(
+                    PATH,
+                    &exponent,
+                    *FP8_SCALE_RANGE.start(),
+                    *FP8_SCALE_RANGE.end(),
+                    "the scale is a power of two (stored value x 2^fp8_scale) for every \
+                     tensor; -4 suits weights of magnitude below 15, and \"auto\" chooses \
+                     one per tensor and layer that does not saturate",
+                )?;
+                // In range, so it fits 32 bits.
+                Ok(Fp8Scale::Fixed(value as i32))
+            }
+            ScaleSetting::Word(word) if word == "auto" => Ok(Fp8Scale::Auto),
+            ScaleSetting::Word(word) => Err(Issue::new(
+                PATH,
+                self.origin(PATH, field),
+                format!("{PATH} = \"{word}\" is neither an integer exponent nor \"auto\""),
+            )
+            .label("not a scale")
+            .help(
+                "write fp8_scale = \"auto\" (a scale per tensor and layer, from its largest \
+                 element) or an exponent from -32 to 32 for every tensor (e.g. -4)",
+            )),
+        }
+    }
+
     pub(super) fn shape(
         &self,
         path: &str,

@@ -1,7 +1,8 @@
 //! Checkpoints as their libraries saved them: recognising the naming
-//! (superstep's own, transformers' SigLIP, timm's ViT and PE-Core), finding
-//! every value the build's graph needs under its name there, checking its
-//! shape, and converting it to superstep's layout (see `recipe`). A
+//! (superstep's own, transformers' SigLIP, timm's ViT and PE-Core, Meta's
+//! perception_models PE-Core), finding every value the build's graph needs
+//! under its name there, checking its shape, and converting it to
+//! superstep's layout (see `recipe`). A
 //! checkpoint that lacks a tensor or has another configuration is refused
 //! with the tensor named and, when the shapes say so, the configuration it
 //! looks like.
@@ -14,6 +15,7 @@ mod error;
 mod module;
 mod naming;
 mod observed;
+mod perception_models;
 mod recipe;
 mod superstep;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::recipe::Recipe;
-use super::{superstep, timm_pe_core, timm_vit, transformers_siglip};
+use super::{perception_models, superstep, timm_pe_core, timm_vit, transformers_siglip};
 use crate::model::safetensors::SafeTensors;
 
 /// Whose names and layouts a checkpoint uses.
@@ -22,14 +22,18 @@ pub enum Naming {
     TimmVit,
     /// timm's `Eva` as `vit_pe_core_large_patch14_336`.
     TimmPeCore,
+    /// Meta's perception_models PE-Core (OpenCLIP naming), alone or as the
+    /// `visual.` tower of a whole CLIP model.
+    PerceptionModelsPeCore,
 }
 
 impl Naming {
-    pub const ALL: [Naming; 4] = [
+    pub const ALL: [Naming; 5] = [
         Naming::Superstep,
         Naming::TransformersSiglip,
         Naming::TimmVit,
         Naming::TimmPeCore,
+        Naming::PerceptionModelsPeCore,
     ];
 
     /// The name written in build files (`naming = "timm-vit"`).
@@ -39,6 +43,7 @@ impl Naming {
             Naming::TransformersSiglip => "transformers-siglip",
             Naming::TimmVit => "timm-vit",
             Naming::TimmPeCore => "timm-pe-core",
+            Naming::PerceptionModelsPeCore => "perception-models-pe-core",
         }
     }
 
@@ -57,16 +62,19 @@ impl Naming {
                 "norm_pre.weight",
                 "attn_pool.latent",
             ],
+            Naming::PerceptionModelsPeCore => &["conv1.weight", "ln_pre.weight", "attn_pool.probe"],
         }
     }
 
     /// The naming `file` is in, and the prefix its names carry (a whole
-    /// `SiglipModel` keeps the vision tower under `vision_model.`). PE-Core
+    /// `SiglipModel` keeps the vision tower under `vision_model.`, a whole
+    /// perception_models CLIP model under `visual.`). timm's PE-Core
     /// is tried before ViT, whose tensors it has too.
     pub fn detect(file: &SafeTensors) -> Option<(Naming, &'static str)> {
         let order = [
             Naming::Superstep,
             Naming::TransformersSiglip,
+            Naming::PerceptionModelsPeCore,
             Naming::TimmPeCore,
             Naming::TimmVit,
         ];
@@ -79,6 +87,7 @@ impl Naming {
     pub fn prefix_in(self, file: &SafeTensors) -> Option<&'static str> {
         let prefixes: &[&'static str] = match self {
             Naming::TransformersSiglip => &["", "vision_model."],
+            Naming::PerceptionModelsPeCore => &["", "visual."],
             _ => &[""],
         };
         prefixes.iter().copied().find(|prefix| {
@@ -96,6 +105,7 @@ impl Naming {
             Naming::TransformersSiglip => transformers_siglip::recipe(value, layer, prefix),
             Naming::TimmVit => timm_vit::recipe(value, layer),
             Naming::TimmPeCore => timm_pe_core::recipe(value, layer),
+            Naming::PerceptionModelsPeCore => perception_models::recipe(value, layer, prefix),
         }
     }
 }

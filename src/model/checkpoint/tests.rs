@@ -103,6 +103,24 @@ fn namings_round_trip_their_names_and_are_detected_by_signature() {
         Naming::detect(&siglip),
         Some((Naming::TransformersSiglip, "vision_model."))
     );
+    let perception = [
+        ("conv1.weight", &[1][..]),
+        ("ln_pre.weight", &[1]),
+        ("attn_pool.probe", &[1]),
+    ];
+    assert_eq!(
+        Naming::detect(&file(&perception)),
+        Some((Naming::PerceptionModelsPeCore, ""))
+    );
+    let clip = perception.map(|(name, shape)| (format!("visual.{name}"), shape));
+    let clip: Vec<(&str, &[usize])> = clip
+        .iter()
+        .map(|(name, shape)| (name.as_str(), *shape))
+        .collect();
+    assert_eq!(
+        Naming::detect(&file(&clip)),
+        Some((Naming::PerceptionModelsPeCore, "visual."))
+    );
     assert_eq!(Naming::detect(&file(&[("unrelated", &[1])])), None);
 }
 

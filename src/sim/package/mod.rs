@@ -43,9 +43,9 @@ use rayon::prelude::*;
 use crate::expand::program::{KernelRun, Location, LowProgram, Step};
 use crate::layout::plan::Layouts;
 use crate::model::weights::Weights;
-use crate::numerics::fp8;
 use crate::package::Package;
 use crate::sim::kernels::execute;
+use crate::sim::weight_scales::WeightScales;
 
 use access::{Taken, TileReader, TileWriter, bind};
 use exchange::{PhaseExecution, TileFault, run_phase};
@@ -104,7 +104,7 @@ struct Simulator<'a> {
     images: Vec<TileImage>,
     placed: PlacedIntervals,
     phase_of_path: HashMap<Vec<u32>, usize>,
-    fp8_table: [f32; 256],
+    scales: WeightScales,
     counts: PackageCounts,
     last_phase: String,
     strict: bool,
@@ -165,7 +165,7 @@ impl Simulator<'_> {
             list.push(run);
         }
         let package = self.package;
-        let table = &self.fp8_table;
+        let scales = &self.scales;
         let (strict, unwritten_reads) = (self.strict, &self.unwritten_reads);
         let foreign_reads = &self.foreign_reads;
         let poisoned = self.poisoned;
@@ -223,6 +223,9 @@ impl Simulator<'_> {
                         iteration,
                         taken,
                     };
+                    let table = scales
+                        .table(&run.kernel, iteration)
+                        .map_err(|message| failure(format!("kernel: {message}")))?;
                     execute(&run.kernel, &reader, &mut writer, table)
                         .map_err(|error| failure(format!("kernel: {error}")))?;
                     for taken in writer.taken {
@@ -443,6 +446,13 @@ pub fn simulate_admitted(
     options: SimulationOptions,
 ) -> Result<PackageRun, PackageFault> {
     let package = admitted.package();
+    if package.fp8_scale != weights.fp8_scale {
+        return Err(setup_fault(format!(
+            "the package was built with fp8_scale = {}, but the weights are quantised with \
+             fp8_scale = {}; build and run with the same workload.fp8_scale",
+            package.fp8_scale, weights.fp8_scale
+        )));
+    }
     let strict = options.strict;
     let roots: Vec<u32> = program
         .allocations
@@ -478,7 +488,7 @@ pub fn simulate_admitted(
             .enumerate()
             .map(|(index, phase)| (phase.step_path.clone(), index))
             .collect(),
-        fp8_table: fp8::decode_table(package.fp8_scale),
+        scales: WeightScales::new(program, layouts, weights),
         counts: PackageCounts::default(),
         last_phase: "-".into(),
         strict,
