@@ -106,16 +106,33 @@ impl ShapeSummary {
         }
     }
 
-    /// The shipped preset of this shape, if any (heads compared when known).
+    /// The shipped preset of this shape, if any (heads compared when
+    /// known; any layer count, since a checkpoint may hold fewer layers
+    /// than its model was trained with).
     pub(super) fn preset(&self) -> Option<&'static str> {
         PRESET_NAMES.iter().copied().find(|name| {
             ModelConfig::preset(name).is_some_and(|config| {
                 let preset = ShapeSummary::of_config(&config);
                 ShapeSummary {
                     heads: self.heads.and(preset.heads),
+                    layers: self.layers,
                     ..preset
                 } == *self
             })
+        })
+    }
+
+    /// What to set for a build of this checkpoint: the preset it looks
+    /// like and, when it has another depth, its layer count.
+    fn preset_advice(&self) -> Option<String> {
+        let name = self.preset()?;
+        let preset_layers = ModelConfig::preset(name).map(|config| config.layers);
+        Some(match self.layers {
+            Some(layers) if Some(layers) != preset_layers => format!(
+                " (the `{name}` preset with {layers} layers; set workload.model = \"{name}\" \
+                 and workload.layers = {layers})"
+            ),
+            _ => format!(" (the `{name}` preset; set workload.model = \"{name}\")"),
         })
     }
 }
@@ -167,11 +184,7 @@ impl Mismatch {
 /// `the checkpoint looks like … (the `vit-b16` preset; …), this build has …`.
 impl fmt::Display for Mismatch {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let preset = self
-            .checkpoint
-            .preset()
-            .map(|name| format!(" (the `{name}` preset; set workload.model = \"{name}\")"))
-            .unwrap_or_default();
+        let preset = self.checkpoint.preset_advice().unwrap_or_default();
         write!(
             formatter,
             "the checkpoint looks like {}{preset}, this build has {}",

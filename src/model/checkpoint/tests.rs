@@ -2,7 +2,7 @@
 //! detection, and what a shape says about the preset it is.
 
 use super::naming::Naming;
-use super::observed::ShapeSummary;
+use super::observed::{Mismatch, ShapeSummary};
 use super::recipe::{Part, Recipe};
 use crate::model::config::ModelConfig;
 use crate::model::safetensors::{SafeTensors, SafeTensorsWriter};
@@ -142,6 +142,18 @@ fn a_preset_shape_is_recognised_and_another_is_not() {
         ..summary.clone()
     };
     assert_eq!(unknown_heads.preset(), Some("vit-b16"));
+    let shallower = ShapeSummary {
+        layers: Some(2),
+        ..summary.clone()
+    };
+    assert_eq!(shallower.preset(), Some("vit-b16"));
+    let mismatch = Mismatch::between(shallower, summary.clone()).expect("differs");
+    assert!(
+        mismatch.to_string().contains(
+            "(the `vit-b16` preset with 2 layers; set workload.model = \"vit-b16\" and workload.layers = 2)"
+        ),
+        "{mismatch}"
+    );
     let narrower = ShapeSummary {
         width: Some(64),
         ..summary
