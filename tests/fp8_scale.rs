@@ -38,7 +38,7 @@ fn uneven_checkpoint(directory: &Path) -> PathBuf {
     let seeded = load_weights(&query, &graph).expect("seeded weights");
     let mut writer = SafeTensorsWriter::new();
     let mut found = false;
-    for (&id, data) in &seeded.tensors {
+    for (&id, data) in seeded.tensors.iter() {
         let value = graph.value(id);
         let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
         for instance in 0..data.instances {

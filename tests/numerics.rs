@@ -55,7 +55,7 @@ fn safetensors_weights_reproduce_seeded_weights() {
     let (graph, layouts, program) = compile(&query).expect("compile");
     let seeded = load_weights(&query, &graph).expect("weights");
     let mut writer = SafeTensorsWriter::new();
-    for (&id, data) in &seeded.tensors {
+    for (&id, data) in seeded.tensors.iter() {
         let value = graph.value(id);
         let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
         for instance in 0..data.instances {
@@ -184,7 +184,7 @@ fn non_finite_weights_are_refused_by_name_and_never_agree() {
     for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
         let mut writer = SafeTensorsWriter::new();
         let mut poisoned_name = None;
-        for (&id, data) in &seeded.tensors {
+        for (&id, data) in seeded.tensors.iter() {
             let value = graph.value(id);
             let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
             for instance in 0..data.instances {

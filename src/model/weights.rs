@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::checkpoint::{CheckpointError, Naming, read_values};
 use super::graph::{Graph, ValueId, ValueKind};
@@ -28,7 +29,9 @@ pub struct Weights {
     pub fp8_scale: Fp8Scale,
     /// What quantising cost, per FP8 tensor instance, in graph order.
     pub quantisation: Vec<InstanceQuantisation>,
-    pub tensors: BTreeMap<ValueId, WeightData>,
+    /// Shared, so that weights with another input (`--image`, `--input`)
+    /// are a copy of the input alone, not of every tensor.
+    pub tensors: Arc<BTreeMap<ValueId, WeightData>>,
     /// The image patches, FP16-rounded.
     pub input: Vec<f32>,
 }
@@ -179,7 +182,7 @@ pub fn seeded_weights(
     Ok(Weights {
         fp8_scale,
         quantisation,
-        tensors,
+        tensors: Arc::new(tensors),
         input: input.ok_or(WeightError::NoInput)?,
     })
 }
@@ -208,7 +211,7 @@ pub fn safetensors_weights(
         let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
         let count = if iterated { instances } else { 1 };
         let (data, costs) = quantise(&value.name, values, value.precision, fp8_scale, count);
-        weights.tensors.insert(id, data);
+        Arc::make_mut(&mut weights.tensors).insert(id, data);
         weights.quantisation.extend(costs);
     }
     if let Some(input) = values.input {
@@ -232,7 +235,7 @@ fn seeded_input_only(
     Ok(Weights {
         fp8_scale,
         quantisation: Vec::new(),
-        tensors: BTreeMap::new(),
+        tensors: Arc::default(),
         input: (0..value.shape.elements())
             .map(|_| half_float::round_f16(generator.next_symmetric()))
             .collect(),
