@@ -153,57 +153,84 @@ fn an_index_that_does_not_describe_its_shards_is_refused_by_name() {
     );
 }
 
+/// The fixture in `folder` is recognised as `naming` under `prefix`, and
+/// superstep's FP32 reference computes the library's output with q, k, v
+/// fused and (unless `fused_only`) separate.
+fn computes_the_library_output(
+    folder: &str,
+    naming: Naming,
+    prefix: &str,
+    preset: ModelConfig,
+    label: &str,
+    fused_only: bool,
+) {
+    let fixture = Fixture::open(folder);
+    assert_eq!(detected(&fixture.model), Some((naming, prefix)));
+    let config = fixture.config(preset);
+    fixture.check(label, &config, true);
+    if !fused_only {
+        fixture.check(label, &config, false);
+    }
+}
+
 #[test]
 fn siglip_vision_model_checkpoint_computes_the_pooler_output() {
-    let fixture = Fixture::open("transformers_siglip_vision");
-    assert_eq!(
-        detected(&fixture.model),
-        Some((Naming::TransformersSiglip, ""))
+    computes_the_library_output(
+        "transformers_siglip_vision",
+        Naming::TransformersSiglip,
+        "",
+        ModelConfig::siglip_so400m(),
+        "SiglipVisionModel",
+        false,
     );
-    let config = fixture.config(ModelConfig::siglip_so400m());
-    fixture.check("SiglipVisionModel", &config, true);
-    fixture.check("SiglipVisionModel", &config, false);
 }
 
 #[test]
 fn whole_siglip_model_checkpoint_is_read_under_vision_model() {
-    let fixture = Fixture::open("transformers_siglip_full");
-    assert_eq!(
-        detected(&fixture.model),
-        Some((Naming::TransformersSiglip, "vision_model."))
+    computes_the_library_output(
+        "transformers_siglip_full",
+        Naming::TransformersSiglip,
+        "vision_model.",
+        ModelConfig::siglip_so400m(),
+        "SiglipModel",
+        true,
     );
-    let config = fixture.config(ModelConfig::siglip_so400m());
-    fixture.check("SiglipModel", &config, true);
 }
 
 #[test]
 fn timm_vit_checkpoint_computes_the_class_token() {
-    let fixture = Fixture::open("timm_vit");
-    assert_eq!(detected(&fixture.model), Some((Naming::TimmVit, "")));
-    let config = fixture.config(ModelConfig::vit_b16());
-    fixture.check("timm ViT (BF16)", &config, true);
-    fixture.check("timm ViT (BF16)", &config, false);
+    computes_the_library_output(
+        "timm_vit",
+        Naming::TimmVit,
+        "",
+        ModelConfig::vit_b16(),
+        "timm ViT (BF16)",
+        false,
+    );
 }
 
 #[test]
 fn timm_pe_core_checkpoint_computes_the_projected_pool() {
-    let fixture = Fixture::open("timm_pe_core");
-    assert_eq!(detected(&fixture.model), Some((Naming::TimmPeCore, "")));
-    let config = fixture.config(ModelConfig::pe_core_l14());
-    fixture.check("timm PE-Core", &config, true);
-    fixture.check("timm PE-Core", &config, false);
+    computes_the_library_output(
+        "timm_pe_core",
+        Naming::TimmPeCore,
+        "",
+        ModelConfig::pe_core_l14(),
+        "timm PE-Core",
+        false,
+    );
 }
 
 #[test]
 fn perception_models_pe_core_checkpoint_computes_what_timm_computes_from_it() {
-    let fixture = Fixture::open("perception_models_pe_core");
-    assert_eq!(
-        detected(&fixture.model),
-        Some((Naming::PerceptionModelsPeCore, "visual."))
+    computes_the_library_output(
+        "perception_models_pe_core",
+        Naming::PerceptionModelsPeCore,
+        "visual.",
+        ModelConfig::pe_core_l14(),
+        "perception_models PE-Core",
+        false,
     );
-    let config = fixture.config(ModelConfig::pe_core_l14());
-    fixture.check("perception_models PE-Core", &config, true);
-    fixture.check("perception_models PE-Core", &config, false);
 }
 
 /// The timm ViT checkpoint rewritten without one tensor (every other
