@@ -10,13 +10,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{scratch, superstep};
+use common::{scratch, superstep, write_superstep_checkpoint};
 use superstep::build_file::load_query;
 use superstep::direct::load_weights;
-use superstep::model::graph::ValueKind;
 use superstep::model::quantisation::Fp8Scale;
-use superstep::model::safetensors::SafeTensorsWriter;
-use superstep::model::weights::tensor_name;
 use superstep::session::Session;
 use superstep::sim::compare::compare;
 use superstep::sim::interpreter::interpret;
@@ -36,30 +33,16 @@ fn uneven_checkpoint(directory: &Path) -> PathBuf {
     let graph = session.graph().clone();
     session.build_front().expect("front");
     let seeded = load_weights(&query, &graph).expect("seeded weights");
-    let mut writer = SafeTensorsWriter::new();
-    let mut found = false;
-    for (&id, data) in seeded.tensors.iter() {
-        let value = graph.value(id);
-        let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
-        for instance in 0..data.instances {
-            let mut values = data.instance(instance).to_vec();
-            if value.name == UNEVEN && instance == 1 {
-                found = true;
-                values.iter_mut().for_each(|element| *element *= 8.0);
-                values[0] = 100.0;
-            }
-            writer
-                .add_f32(
-                    &tensor_name(&value.name, iterated, instance),
-                    &[value.shape.rows as usize, value.shape.cols as usize],
-                    &values,
-                )
-                .expect("add tensor");
-        }
-    }
-    assert!(found, "the tiny ViT has two layers of {UNEVEN}");
     let path = directory.join("uneven.safetensors");
-    writer.write(&path).expect("write checkpoint");
+    let mut found = false;
+    write_superstep_checkpoint(&graph, &seeded, &path, |name, instance, values| {
+        if name == UNEVEN && instance == 1 {
+            found = true;
+            values.iter_mut().for_each(|element| *element *= 8.0);
+            values[0] = 100.0;
+        }
+    });
+    assert!(found, "the tiny ViT has two layers of {UNEVEN}");
     path
 }
 

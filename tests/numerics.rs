@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{TINY_VARIANTS, query};
+use common::{TINY_VARIANTS, query, write_superstep_checkpoint};
 use superstep::build_file::load_query;
 use superstep::direct::{compile, load_weights};
 use superstep::sim::compare::compare;
@@ -47,32 +47,14 @@ fn tiny_variants_match_the_fp32_reference() {
 /// and read back give the same program output, bit for bit.
 #[test]
 fn safetensors_weights_reproduce_seeded_weights() {
-    use superstep::model::graph::ValueKind;
-    use superstep::model::safetensors::SafeTensorsWriter;
-    use superstep::model::weights::tensor_name;
-
     let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
     let (graph, layouts, program) = compile(&query).expect("compile");
     let seeded = load_weights(&query, &graph).expect("weights");
-    let mut writer = SafeTensorsWriter::new();
-    for (&id, data) in seeded.tensors.iter() {
-        let value = graph.value(id);
-        let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
-        for instance in 0..data.instances {
-            writer
-                .add_f32(
-                    &tensor_name(&value.name, iterated, instance),
-                    &[value.shape.rows as usize, value.shape.cols as usize],
-                    data.instance(instance),
-                )
-                .expect("add tensor");
-        }
-    }
     let path = std::env::temp_dir().join(format!(
         "superstep-weights-{}.safetensors",
         std::process::id()
     ));
-    writer.write(&path).expect("write file");
+    write_superstep_checkpoint(&graph, &seeded, &path, |_, _, _| {});
     let set = format!("workload.weights.safetensors={}", path.display());
     let from_file =
         load_query(Path::new("queries/vit-tiny.toml"), &[set]).expect("query with file");
@@ -82,7 +64,7 @@ fn safetensors_weights_reproduce_seeded_weights() {
     let b = interpret(&program, &layouts, &loaded).expect("file run");
     assert_eq!(a.output, b.output);
     // A file missing a tensor is an error naming it.
-    let mut partial = SafeTensorsWriter::new();
+    let mut partial = superstep::model::safetensors::SafeTensorsWriter::new();
     partial.add_f32("unrelated", &[1, 1], &[0.0]).expect("add");
     partial.write(&path).expect("write");
     let error = load_weights(&from_file, &graph).expect_err("missing tensors");
@@ -170,10 +152,6 @@ fn pe_core_two_layers_full_width_matches_the_fp32_reference() {
 /// (issue 26), and a non-finite output never counts as agreement.
 #[test]
 fn non_finite_weights_are_refused_by_name_and_never_agree() {
-    use superstep::model::graph::ValueKind;
-    use superstep::model::safetensors::SafeTensorsWriter;
-    use superstep::model::weights::tensor_name;
-
     let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
     let (graph, _, _) = compile(&query).expect("compile");
     let seeded = load_weights(&query, &graph).expect("weights");
@@ -182,32 +160,17 @@ fn non_finite_weights_are_refused_by_name_and_never_agree() {
         std::process::id()
     ));
     for poison in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-        let mut writer = SafeTensorsWriter::new();
         let mut poisoned_name = None;
-        for (&id, data) in seeded.tensors.iter() {
-            let value = graph.value(id);
-            let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
-            for instance in 0..data.instances {
-                let name = tensor_name(&value.name, iterated, instance);
-                let mut values = data.instance(instance).to_vec();
-                if poisoned_name.is_none() && value.name == "layer.mlp.up.weight" {
-                    values.iter_mut().for_each(|number| *number = poison);
-                    poisoned_name = Some(value.name.clone());
-                }
-                writer
-                    .add_f32(
-                        &name,
-                        &[value.shape.rows as usize, value.shape.cols as usize],
-                        &values,
-                    )
-                    .expect("add tensor");
+        write_superstep_checkpoint(&graph, &seeded, &path, |name, _, values| {
+            if poisoned_name.is_none() && name == "layer.mlp.up.weight" {
+                values.iter_mut().for_each(|number| *number = poison);
+                poisoned_name = Some(name.to_string());
             }
-        }
+        });
         assert!(
             poisoned_name.is_some(),
             "the tiny ViT has layer.mlp.up.weight"
         );
-        writer.write(&path).expect("write file");
         let set = format!("workload.weights.safetensors={}", path.display());
         let from_file =
             load_query(Path::new("queries/vit-tiny.toml"), &[set]).expect("query with file");

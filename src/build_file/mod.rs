@@ -66,6 +66,11 @@ pub enum WeightSource {
 }
 
 impl WeightSource {
+    /// Whether the weights come from a checkpoint file (not seeded).
+    pub fn is_checkpoint(&self) -> bool {
+        matches!(self, WeightSource::SafeTensors { .. })
+    }
+
     /// The parameter values of `graph` from this source, quantised with
     /// `fp8_scale`.
     pub fn load(

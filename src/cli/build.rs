@@ -33,10 +33,7 @@ pub fn run(
     // A checkpoint is read and checked at build time (every tensor present,
     // shaped as the preset needs, finite): a build never succeeds on a file
     // `run` would refuse.
-    let checkpoint = if matches!(
-        query.workload.weights,
-        crate::build_file::WeightSource::SafeTensors { .. }
-    ) {
+    let checkpoint = if query.workload.weights.is_checkpoint() {
         Some(build_weights(&session)?)
     } else {
         None

@@ -61,10 +61,7 @@ pub fn run(arguments: &QueryArguments, host: &HostArguments) -> Result<(), Comma
         counts.copy_rows,
         counts.fills
     );
-    let from_checkpoint = matches!(
-        query.workload.weights,
-        crate::build_file::WeightSource::SafeTensors { .. }
-    );
+    let from_checkpoint = query.workload.weights.is_checkpoint();
     super::quantisation::report(&weights, from_checkpoint && !super::progress::quiet(), "  ");
     print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");

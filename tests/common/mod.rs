@@ -214,3 +214,32 @@ pub fn files(folder: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+/// Writes `weights` (of `graph`) to `path` as a checkpoint in superstep's
+/// own naming, one tensor per instance, after `edit` has seen each
+/// instance's values (value name, instance, values).
+pub fn write_superstep_checkpoint(
+    graph: &superstep::model::graph::Graph,
+    weights: &superstep::model::weights::Weights,
+    path: &Path,
+    mut edit: impl FnMut(&str, u32, &mut Vec<f32>),
+) {
+    use superstep::model::graph::ValueKind;
+    let mut writer = superstep::model::safetensors::SafeTensorsWriter::new();
+    for (&id, data) in weights.tensors.iter() {
+        let value = graph.value(id);
+        let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
+        for instance in 0..data.instances {
+            let mut values = data.instance(instance).to_vec();
+            edit(&value.name, instance, &mut values);
+            writer
+                .add_f32(
+                    &superstep::model::weights::tensor_name(&value.name, iterated, instance),
+                    &[value.shape.rows as usize, value.shape.cols as usize],
+                    &values,
+                )
+                .expect("add tensor");
+        }
+    }
+    writer.write(path).expect("write checkpoint");
+}
