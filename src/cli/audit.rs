@@ -9,7 +9,8 @@
 use serde::Serialize;
 
 use super::QueryArguments;
-use super::common::{CommandError, finish_cache, load, open_session, stage_error};
+use super::command_error::CommandError;
+use super::common::{finish_cache, load, open_session, stage_error};
 use crate::session::{Blocked, BoundaryAudit, CopyAudit, GroupAudit, Other};
 use crate::text::thousands;
 

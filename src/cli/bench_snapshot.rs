@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::common::{CommandError, write_json};
+use super::command_error::CommandError;
+use super::common::write_json;
 use crate::build_file::validate::DEFAULT_POLICY;
 use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::snapshot::{BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases};

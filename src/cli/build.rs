@@ -3,8 +3,9 @@
 use std::time::Instant;
 
 use super::QueryArguments;
+use super::command_error::CommandError;
 use super::common::{
-    CommandError, artifacts_directory, build_weights, finish_cache, load, open_cache, output_error,
+    artifacts_directory, build_weights, finish_cache, load, open_cache, output_error,
 };
 use super::{preflight, progress, why};
 use crate::build_file::package_build_key as build_key;

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, build_checked, finish_cache, load, open_session};
+use super::command_error::CommandError;
+use super::common::{build_checked, finish_cache, load, open_session};
 use crate::snapshot::{capture_session, snapshot_of_build};
 
 pub fn run(

@@ -3,11 +3,11 @@
 //! rendering errors, and the exit codes (2 for bad input, 1 otherwise).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CacheArguments, DEFAULT_QUERY, QueryArguments, fit, memory, overrides};
+use super::command_error::{CommandError, query_path};
+use super::{CacheArguments, QueryArguments, fit, memory, overrides};
 use crate::build_file::{BuildQuery, CacheSettings, load_query};
 use crate::cache::PersistentCache;
 use crate::cache::remote::{RemoteCache, RemoteSettings};
@@ -19,30 +19,6 @@ use crate::session::BackendError;
 use crate::session::StageError;
 use crate::session::{BuildOutcome, Session, StageTime, WeightsError};
 use crate::sim::reference::evaluate_reference;
-
-/// A command's failure, with its exit code.
-#[derive(Debug)]
-pub enum CommandError {
-    /// Bad user input (build file, flags, a model that does not fit): exit 2.
-    Input(String),
-    /// Anything else: exit 1.
-    Internal(String),
-}
-
-impl CommandError {
-    pub fn exit(&self) -> ExitCode {
-        match self {
-            CommandError::Input(message) => {
-                eprintln!("{message}");
-                ExitCode::from(2)
-            }
-            CommandError::Internal(message) => {
-                eprintln!("error: {message}");
-                ExitCode::from(1)
-            }
-        }
-    }
-}
 
 pub use crate::build_file::error::render_query_error;
 
@@ -187,13 +163,6 @@ fn has_heavy_op(graph: &Graph, op: &str) -> bool {
                     | crate::model::graph::OpKind::Attention { .. }
             )
     })
-}
-
-pub fn query_path(arguments: &QueryArguments) -> PathBuf {
-    arguments
-        .query
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_QUERY))
 }
 
 pub fn load(arguments: &QueryArguments) -> Result<BuildQuery, CommandError> {

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::common::{CommandError, build_checked, finish_cache, load, open_persistent_cache};
+use super::command_error::CommandError;
+use super::common::{build_checked, finish_cache, load, open_persistent_cache};
 use super::{CacheArguments, QueryArguments, build};
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;

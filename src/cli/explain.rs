@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::QueryArguments;
-use super::common::{CommandError, build_checked, finish_cache, load, open_session};
+use super::command_error::CommandError;
+use super::common::{build_checked, finish_cache, load, open_session};
 use crate::patch::BaseChoice;
 use crate::schedule::CandidateOutcome;
 use crate::schedule::candidates::BASELINE_POLICY;

@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, query_path};
+use super::command_error::{CommandError, query_path};
 use super::memory::{MEMORY_MODEL, Shortage};
 use crate::build_file::{AttentionChoice, BuildQuery};
 use crate::session::Session;

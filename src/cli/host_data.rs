@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::common::{CommandError, write_output};
+use super::command_error::CommandError;
+use super::common::write_output;
 use crate::build_file::BuildQuery;
 use crate::host_io::preprocessing::Preprocessing;
 use crate::host_io::{HostIoError, comparison, npy, patches};

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod bench_snapshot;
 pub mod build;
 pub mod capture;
+pub mod command_error;
 pub mod common;
 pub mod diff;
 pub mod explain;

@@ -7,7 +7,8 @@
 //! the build; it runs between the two halves (`common::build_checked`).
 
 use super::QueryArguments;
-use super::common::{CommandError, query_path, render_query_error};
+use super::command_error::{CommandError, query_path};
+use super::common::render_query_error;
 pub use crate::build_file::overrides::nearest_keys;
 pub use crate::session::unknown_override_phases;
 use crate::session::{SUGGESTIONS, Session};

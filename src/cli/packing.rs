@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use super::QueryArguments;
-use super::common::{
-    CommandError, artifacts_directory, finish_cache, load, open_session, stage_error,
-};
+use super::command_error::CommandError;
+use super::common::{artifacts_directory, finish_cache, load, open_session, stage_error};
 use super::{overrides, preflight, progress};
 use crate::build_file::validate::{DEFAULT_OUTPUT_DIRECTORY, DEFAULT_POLICY};
 use crate::report::packing::{PackingDocument, write_packing};

@@ -13,7 +13,8 @@ use std::cmp::Ordering;
 use serde::Serialize;
 
 use super::QueryArguments;
-use super::common::{CommandError, build_checked, finish_cache, load, open_session};
+use super::command_error::CommandError;
+use super::common::{build_checked, finish_cache, load, open_session};
 use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind, Suggestion};
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;

@@ -11,7 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::common::{CommandError, query_path};
+use super::command_error::{CommandError, query_path};
 use super::{AuditCommand, Cli, Command, QueryArguments};
 
 /// Checks the outputs named by flags, known before the build query is read:

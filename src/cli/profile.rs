@@ -8,7 +8,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, build_checked, finish_cache, load, open_session};
+use super::command_error::CommandError;
+use super::common::{build_checked, finish_cache, load, open_session};
 use crate::report::trace::{PhaseLabel, TraceTile, program_trace};
 use crate::session::{PhaseFigures, Session};
 use crate::text::thousands;

@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, build_checked, finish_cache, load, open_session};
+use super::command_error::CommandError;
+use super::common::{build_checked, finish_cache, load, open_session};
 use crate::session::replay::replay_all;
 use crate::text::thousands;
 

@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::common::{CommandError, agreement_result, build_weights, load, reference_output};
+use super::command_error::CommandError;
+use super::common::{agreement_result, build_weights, load, reference_output};
 use super::host_data::{self, HostArguments};
 use crate::session::Session;
 use crate::sim::compare::compare;

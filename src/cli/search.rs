@@ -14,7 +14,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::QueryArguments;
-use super::common::{CommandError, finish_cache, load, open_session};
+use super::command_error::CommandError;
+use super::common::{finish_cache, load, open_session};
 use super::progress::quiet;
 use crate::layout::overrides::overrides_toml;
 use crate::session::Session;

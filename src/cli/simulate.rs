@@ -6,9 +6,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::QueryArguments;
+use super::command_error::CommandError;
 use super::common::{
-    CommandError, agreement_result, artifacts_directory, build_checked, build_weights,
-    finish_cache, load, open_session, reference_output,
+    agreement_result, artifacts_directory, build_checked, build_weights, finish_cache, load,
+    open_session, reference_output,
 };
 use super::host_data::{self, HostArguments};
 use crate::build_file::BuildQuery;

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::QueryArguments;
+use super::command_error::CommandError;
 use super::common::{
-    CommandError, artifacts_directory, backend_error, build_checked, finish_cache, load,
-    open_session, stage_error,
+    artifacts_directory, backend_error, build_checked, finish_cache, load, open_session,
+    stage_error,
 };
 use super::{overrides, preflight, progress};
 use crate::build_file::{BuildQuery, PhaseOverride};

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::common::CommandError;
+use super::command_error::CommandError;
 
 /// The trace file, as the trace layer's writer.
 pub struct TraceWriter {

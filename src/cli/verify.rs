@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::common::CommandError;
+use super::command_error::CommandError;
 use crate::package::Package;
 use crate::package::verify::verify_package;
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::QueryArguments;
 use std::path::PathBuf;
 
-use super::common::{CommandError, load, open_cache, query_path};
+use super::command_error::{CommandError, query_path};
+use super::common::{load, open_cache};
 use crate::build_file::validate::DEFAULT_OUTPUT_DIRECTORY;
 use crate::watch::{Refresh, WatchEvent, WatchOptions, Watcher, watch_file};
 

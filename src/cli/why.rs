@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::QueryArguments;
-use super::common::{CommandError, artifacts_directory, backend_error, build_checked, query_path};
+use super::command_error::{CommandError, query_path};
+use super::common::{artifacts_directory, backend_error, build_checked};
 use super::overrides::check_override_phases;
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
