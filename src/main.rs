@@ -64,9 +64,10 @@ fn main() -> ExitCode {
         Command::Build {
             query,
             ops,
+            json,
             why,
             suggestions,
-        } => build::run(query, *ops, *why, *suggestions),
+        } => build::run(query, *ops, *why, *suggestions, *json),
         Command::Phases {
             query,
             sort_by,
@@ -141,6 +142,7 @@ fn main() -> ExitCode {
             select,
             apply,
             shard,
+            json,
         } => sweep::run(
             query,
             &sweep::SweepOptions {
@@ -150,6 +152,7 @@ fn main() -> ExitCode {
                 select: *select,
                 apply: *apply,
                 shard: *shard,
+                json: *json,
             },
         ),
         Command::Packing {
@@ -195,7 +198,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Replay { query, sample } => replay::run(query, *sample),
-        Command::Explain { query, phase } => explain::run(query, phase),
+        Command::Explain { query, phase, json } => explain::run(query, phase, *json),
         Command::Profile {
             query,
             output,

@@ -234,11 +234,20 @@ fn the_command_line_uses_reports_and_can_skip_the_cache() {
     let arguments = ["build", TINY, "--set", &outputs, "--cache", &cache_argument];
     let first = superstep(&arguments);
     assert!(first.status.success());
-    let stdout = String::from_utf8_lossy(&first.stdout);
-    assert!(stdout.contains("0 hits"), "{stdout}");
+    // The cache line is a diagnostic: standard error, last.
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("0 hits"),
+        "{stderr}"
+    );
     let second = superstep(&arguments);
-    let stdout = String::from_utf8_lossy(&second.stdout);
-    assert!(stdout.contains("0 misses"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("0 misses"), "{stderr}");
     assert!(!entries(&cache, EntryKind::Rows).is_empty());
 
     // --no-cache neither reads nor writes, not even the default folder.

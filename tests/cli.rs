@@ -250,9 +250,23 @@ fn verbosity_flags_and_no_progress_when_piped() {
     }
     let (verbose, _) = run(&["--verbose"]);
     assert!(verbose.contains("queries executed") && verbose.contains("op_expansion"));
-    let (quiet, _) = run(&["--quiet"]);
-    assert!(quiet.contains("estimate:") && quiet.contains("report.json"));
-    for detail in ["stage times", "counts:", "memory:", "suggestions"] {
+    let (quiet, quiet_errors) = run(&["--quiet"]);
+    // Results only: the headline, nothing about the run (files written, the
+    // cache, the wall time) on either stream.
+    assert!(quiet.contains("estimate:"), "{quiet}");
+    assert!(
+        quiet_errors.trim().is_empty(),
+        "--quiet printed on stderr: {quiet_errors}"
+    );
+    for detail in [
+        "stage times",
+        "counts:",
+        "memory:",
+        "suggestions",
+        "wrote ",
+        "cache ",
+        "total ",
+    ] {
         assert!(!quiet.contains(detail), "--quiet printed {detail}: {quiet}");
     }
     let both = superstep(&["build", "queries/vit-tiny.toml", "--quiet", "--verbose"]);
@@ -336,4 +350,248 @@ fn layout_override_errors_are_exit_2_with_the_entry_and_the_nearest_choices() {
         "{message}"
     );
     assert!(message.contains("nearest valid choices"), "{message}");
+}
+
+/// The conventions every command keeps (docs/cli-conventions.md): under
+/// `--quiet` results only, on standard output, nothing about the run (files
+/// written, the cache, the wall time) on either stream; otherwise the cache
+/// line is the last line on standard error.
+#[test]
+fn quiet_prints_results_only_and_the_cache_line_comes_last() {
+    let directory = scratch("cli", "conventions-quiet");
+    let set = format!("outputs.directory={}", directory.display());
+    let cache = directory.join("cache").display().to_string();
+    let commands: [&[&str]; 4] = [
+        &["build"],
+        &["phases", "--top", "3"],
+        &["explain", "--phase", "layer.attn.merge#0"],
+        &["sweep", "--config", "latency/word32"],
+    ];
+    for command in commands {
+        let mut arguments = command.to_vec();
+        arguments.extend(["queries/vit-tiny.toml", "--set", &set, "--cache", &cache]);
+        let normal = superstep(&arguments);
+        assert!(normal.status.success(), "{command:?}: {}", stderr(&normal));
+        let last = stderr(&normal)
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            last.starts_with("cache ") && last.contains(" hits, "),
+            "{command:?}: the cache line is not last on stderr: {}",
+            stderr(&normal)
+        );
+        arguments.push("--quiet");
+        let quiet = superstep(&arguments);
+        assert!(quiet.status.success(), "{command:?}: {}", stderr(&quiet));
+        assert_eq!(stderr(&quiet), "", "{command:?} --quiet wrote to stderr");
+        let text = String::from_utf8_lossy(&quiet.stdout);
+        assert!(
+            !text.trim().is_empty(),
+            "{command:?} --quiet printed no result"
+        );
+        for line in text.lines() {
+            for about_the_run in ["wrote ", "cache ", "total "] {
+                assert!(
+                    !line.starts_with(about_the_run),
+                    "{command:?} --quiet printed `{line}`"
+                );
+            }
+        }
+    }
+}
+
+/// `--json` on build, explain and sweep: one JSON document on standard
+/// output (nothing else there), with the report schema and the compiler.
+#[test]
+fn build_explain_and_sweep_print_one_json_document() {
+    let directory = scratch("cli", "conventions-json");
+    let set = format!("outputs.directory={}", directory.display());
+    let run = |command: &[&str]| -> serde_json::Value {
+        let mut arguments = command.to_vec();
+        arguments.extend([
+            "queries/vit-tiny.toml",
+            "--set",
+            &set,
+            "--no-cache",
+            "--json",
+        ]);
+        let output = superstep(&arguments);
+        assert!(output.status.success(), "{command:?}: {}", stderr(&output));
+        let document: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("{command:?}: not one JSON document: {error}"));
+        assert_eq!(document["schema_version"], 2, "{command:?}");
+        assert!(
+            document["compiler"]
+                .as_str()
+                .is_some_and(|compiler| compiler.starts_with("superstep ")),
+            "{command:?}: {}",
+            document["compiler"]
+        );
+        document
+    };
+    let build = run(&["build"]);
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(directory.join("vit-tiny").join("report.json")).expect("report.json"),
+    )
+    .expect("report.json is JSON");
+    assert_eq!(
+        build["report"], report,
+        "build --json is report.json's record"
+    );
+    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["compiler"], build["compiler"]);
+    assert!(
+        build["report"]["back"]["total_cycles"]
+            .as_u64()
+            .expect("cycles")
+            > 0
+    );
+    assert!(build["written"].as_array().expect("written").len() >= 4);
+
+    // A compute step, by key and by its step number: the same line.
+    let by_key = run(&["explain", "--phase", "layer.attn.core:kernels#0"]);
+    assert_eq!(by_key["detail"]["kind"], "compute");
+    assert_eq!(by_key["line"]["kind"], "kernels");
+    assert!(
+        by_key["detail"]["plan"]
+            .as_str()
+            .expect("plan")
+            .starts_with("attention")
+    );
+    let step = by_key["line"]["step"].as_u64().expect("step").to_string();
+    let by_step = run(&["explain", "--phase", &step]);
+    assert_eq!(by_step, by_key);
+    let exchange = run(&["explain", "--phase", "layer.attn.merge#0"]);
+    assert_eq!(exchange["detail"]["kind"], "exchange");
+    assert!(
+        exchange["detail"]["schedule"]["horizon"]
+            .as_u64()
+            .expect("horizon")
+            > 0
+    );
+
+    let sweep = run(&[
+        "sweep",
+        "--config",
+        "latency/word32",
+        "--config",
+        "list/word32",
+    ]);
+    assert_eq!(
+        sweep["configurations"],
+        serde_json::json!(["latency/word32", "list/word32"])
+    );
+    assert!(!sweep["phases"].as_array().expect("phases").is_empty());
+    assert_eq!(sweep["selections"].as_array().expect("selections").len(), 2);
+}
+
+/// `phases` numbers exchange phases and compute steps in one sequence, in
+/// program order, and the trace and explain use the same numbers.
+#[test]
+fn phases_number_every_line_in_one_sequence() {
+    let output = superstep(&["phases", "queries/vit-tiny.toml", "--no-cache", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let steps: Vec<u64> = lines
+        .as_array()
+        .expect("lines")
+        .iter()
+        .map(|line| line["step"].as_u64().expect("step"))
+        .collect();
+    assert_eq!(steps, (0..steps.len() as u64).collect::<Vec<_>>());
+    let kinds: std::collections::BTreeSet<&str> = lines
+        .as_array()
+        .expect("lines")
+        .iter()
+        .map(|line| line["kind"].as_str().expect("kind"))
+        .collect();
+    assert!(
+        kinds.contains("exchange") && kinds.contains("kernels"),
+        "{kinds:?}"
+    );
+}
+
+/// The sweep's default set has every order `auto` considers, and its
+/// summary says where each of the build's suggestions stands.
+#[test]
+fn the_sweep_summary_places_the_builds_suggestions() {
+    let directory = scratch("cli", "conventions-sweep");
+    let set = format!("outputs.directory={}", directory.display());
+    let output = superstep(&[
+        "sweep",
+        "queries/vit-tiny.toml",
+        "--set",
+        &set,
+        "--no-cache",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("x 22 configurations"), "{text}");
+    let placed = text
+        .lines()
+        .skip_while(|line| !line.starts_with("the build's suggestions"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .collect::<Vec<_>>();
+    assert!(!placed.is_empty(), "{text}");
+    for line in placed {
+        assert!(
+            line.contains("chosen by (") || line.contains("outside ("),
+            "a suggestion without its place: {line}"
+        );
+    }
+}
+
+/// docs/build-file.md is rendered from the one field table; regenerate it
+/// with `SUPERSTEP_WRITE_DOCS=1 cargo test --test cli build_file_reference`.
+#[test]
+fn build_file_reference_is_current() {
+    let rendered = superstep::build_file::fields::reference();
+    let path = std::path::Path::new("docs/build-file.md");
+    if std::env::var_os("SUPERSTEP_WRITE_DOCS").is_some() {
+        std::fs::write(path, &rendered).expect("write docs/build-file.md");
+    }
+    let written = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        written == rendered,
+        "docs/build-file.md is stale: run `SUPERSTEP_WRITE_DOCS=1 cargo test --test cli \
+         build_file_reference` and commit it"
+    );
+}
+
+/// Every value the field table lists as a choice passes validation, and a
+/// value outside the list does not: the table cannot drift from validation.
+#[test]
+fn build_file_reference_choices_are_what_validation_accepts() {
+    use superstep::build_file::fields::FIELDS;
+    use superstep::build_file::load_query;
+    let tiny = std::path::Path::new("queries/vit-tiny.toml");
+    let mut checked = 0;
+    for field in FIELDS.iter().filter(|field| !field.choices.is_empty()) {
+        // A naming belongs to a checkpoint file (read at build, not here).
+        let companion: Vec<String> = if field.key == "workload.weights.naming" {
+            vec!["workload.weights.safetensors=tests/fixtures/checkpoints/timm_vit/model.safetensors".to_string()]
+        } else {
+            Vec::new()
+        };
+        for choice in field.choices {
+            let mut sets = companion.clone();
+            sets.push(format!("{}={choice}", field.key));
+            if let Err(error) = load_query(tiny, &sets) {
+                panic!("{}={choice} is listed but refused: {error:?}", field.key);
+            }
+            checked += 1;
+        }
+        let mut wrong = companion.clone();
+        wrong.push(format!("{}=no-such-choice", field.key));
+        assert!(
+            load_query(tiny, &wrong).is_err(),
+            "{} accepts a value the table does not list",
+            field.key
+        );
+    }
+    assert!(checked >= 25, "{checked}");
 }

@@ -624,7 +624,7 @@ fn two_processes_share_one_cache_folder() {
     ]);
     assert!(next.status.success(), "{}", stderr(&next));
     assert!(!stderr(&next).contains("warning"), "{}", stderr(&next));
-    assert!(stdout(&next).contains("(0 rejected)"), "{}", stdout(&next));
+    assert!(stderr(&next).contains("(0 rejected)"), "{}", stderr(&next));
 }
 
 // Case 7: the package file is read back: simulate and verify run on the

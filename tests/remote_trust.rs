@@ -214,7 +214,7 @@ fn a_poisoned_remote_is_caught_by_the_checkers_and_never_kept() {
 }
 
 /// The same at full scale: `cargo test --release --test remote_trust --
-/// --ignored --nocapture` prints the wall times the README quotes.
+/// --ignored --nocapture` prints the wall times docs/measurements.md quotes.
 #[test]
 #[ignore = "SigLIP so400m, 27 layers: about a minute in release"]
 fn a_poisoned_remote_of_a_real_siglip_cache_is_caught() {

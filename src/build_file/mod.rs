@@ -12,6 +12,7 @@
 //! `--set` overrides (`overrides`) -> validation and defaults (`validate`).
 
 pub mod error;
+pub mod fields;
 pub mod fit;
 pub mod overrides;
 pub mod schema;

@@ -186,155 +186,36 @@ pub struct CacheSection {
     pub remote_deadline_ms: Option<Spanned<i64>>,
 }
 
-/// The TOML type a key holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyKind {
-    Integer,
-    /// An integer exponent or the string `"auto"` (`workload.fp8_scale`).
-    Scale,
-    Float,
-    Boolean,
-    String,
-    /// A table of further keys.
-    Table,
-    /// An array of tables (`[[schedule.override]]`).
-    TableArray,
-}
+pub use super::fields::KeyKind;
 
-impl KeyKind {
-    /// How a user would describe a value of this kind.
-    pub fn describe(self) -> &'static str {
-        match self {
-            KeyKind::Integer => "an integer",
-            KeyKind::Scale => "an integer or the string \"auto\"",
-            KeyKind::Float => "a number",
-            KeyKind::Boolean => "a boolean (true or false)",
-            KeyKind::String => "a string",
-            KeyKind::Table => "a table",
-            KeyKind::TableArray => "an array of tables",
+/// One table's path and its keys with their kinds.
+pub type KnownTable = (&'static str, Vec<(&'static str, KeyKind)>);
+
+/// Every key the file may hold, with its kind, by table (the empty string
+/// is the top level), in the order of [`crate::build_file::fields::FIELDS`],
+/// from which it is made. A unit test checks that each listed key is
+/// accepted by the serde layer.
+pub fn known_keys() -> &'static [KnownTable] {
+    static KNOWN: std::sync::OnceLock<Vec<KnownTable>> = std::sync::OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let mut tables: Vec<KnownTable> = vec![("", Vec::new())];
+        for field in super::fields::FIELDS {
+            let (table, name) = super::fields::table_and_name(field.key);
+            match tables.iter_mut().find(|(path, _)| *path == table) {
+                Some((_, keys)) => keys.push((name, field.kind)),
+                None => tables.push((table, vec![(name, field.kind)])),
+            }
         }
-    }
+        tables
+    })
 }
-
-/// Every key the file may hold, with its kind, by table. The empty string is
-/// the top level. Kept in the same order as the structs above; a unit test
-/// checks that each listed key is accepted by the serde layer.
-pub const KNOWN_KEYS: &[(&str, &[(&str, KeyKind)])] = &[
-    (
-        "",
-        &[
-            ("name", KeyKind::String),
-            ("workload", KeyKind::Table),
-            ("machine", KeyKind::Table),
-            ("planning", KeyKind::Table),
-            ("layout", KeyKind::Table),
-            ("schedule", KeyKind::Table),
-            ("outputs", KeyKind::Table),
-            ("cache", KeyKind::Table),
-        ],
-    ),
-    (
-        "workload",
-        &[
-            ("model", KeyKind::String),
-            ("layers", KeyKind::Integer),
-            ("batch", KeyKind::Integer),
-            ("fuse_qkv", KeyKind::Boolean),
-            ("fp8_scale", KeyKind::Scale),
-            ("attention", KeyKind::String),
-            ("weights", KeyKind::Table),
-            ("width", KeyKind::Integer),
-            ("mlp", KeyKind::Integer),
-            ("heads", KeyKind::Integer),
-            ("patches", KeyKind::Integer),
-            ("patch", KeyKind::Integer),
-            ("class_token", KeyKind::Boolean),
-            ("gelu", KeyKind::String),
-            ("pooling", KeyKind::String),
-            ("pooling_heads", KeyKind::Integer),
-            ("rotary", KeyKind::Boolean),
-            ("projection", KeyKind::Integer),
-            ("pre_norm", KeyKind::Boolean),
-            ("layer_norm_epsilon", KeyKind::Float),
-        ],
-    ),
-    (
-        "workload.weights",
-        &[
-            ("seeded", KeyKind::Integer),
-            ("safetensors", KeyKind::String),
-            ("naming", KeyKind::String),
-        ],
-    ),
-    (
-        "machine",
-        &[("preset", KeyKind::String), ("tiles", KeyKind::Integer)],
-    ),
-    (
-        "planning",
-        &[
-            ("accumulation", KeyKind::String),
-            ("copy_motion", KeyKind::Boolean),
-            ("fusion", KeyKind::String),
-            ("repeat_base", KeyKind::Boolean),
-            ("reserved_bytes_per_tile", KeyKind::Integer),
-            ("max_partition_candidates", KeyKind::Integer),
-            ("auto_f16_max_parts", KeyKind::Integer),
-        ],
-    ),
-    ("layout", &[("override", KeyKind::TableArray)]),
-    (
-        "layout.override",
-        &[
-            ("op", KeyKind::String),
-            ("partition", KeyKind::String),
-            ("order", KeyKind::String),
-        ],
-    ),
-    (
-        "schedule",
-        &[
-            ("policy", KeyKind::String),
-            ("width", KeyKind::String),
-            ("row_allowance", KeyKind::Integer),
-            ("prune_by_bounds", KeyKind::Boolean),
-            ("override", KeyKind::TableArray),
-        ],
-    ),
-    (
-        "schedule.override",
-        &[
-            ("phase", KeyKind::String),
-            ("policy", KeyKind::String),
-            ("width", KeyKind::String),
-        ],
-    ),
-    (
-        "outputs",
-        &[
-            ("directory", KeyKind::String),
-            ("report", KeyKind::Boolean),
-            ("phases_csv", KeyKind::Boolean),
-            ("html", KeyKind::Boolean),
-            ("package", KeyKind::Boolean),
-        ],
-    ),
-    (
-        "cache",
-        &[
-            ("remote", KeyKind::String),
-            ("remote_timeout_ms", KeyKind::Integer),
-            ("remote_deadline_ms", KeyKind::Integer),
-        ],
-    ),
-];
 
 /// The known keys of the table at `table_path` (`""` for the top level).
 pub fn keys_of(table_path: &str) -> Option<&'static [(&'static str, KeyKind)]> {
-    KNOWN_KEYS
+    known_keys()
         .iter()
         .find(|(path, _)| *path == table_path)
-        .map(|(_, keys)| *keys)
+        .map(|(_, keys)| keys.as_slice())
 }
 
 /// The kind of the key at a dotted path, if the path is known.

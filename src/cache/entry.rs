@@ -20,7 +20,7 @@
 //! further, or to another length, is corrupt. Compression is zstd at
 //! [`COMPRESSION_LEVEL`]: on a cold SigLIP so400m build's entries (schedules
 //! and rows, 305 MiB as bincode) it stores about a fifth of the bytes and
-//! decompresses at well over 1 GB/s (README, "Cache size").
+//! decompresses at well over 1 GB/s (docs/measurements.md, "Cold builds and the cache").
 
 use super::key::{CacheKey, tool_version};
 

@@ -53,9 +53,7 @@ pub fn run(arguments: &QueryArguments, options: &CopiesOptions) -> Result<(), Co
     }
     .map_err(|error| stage_error(error, tiles))?;
     let result = report(&audit, &query.name, options);
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     result
 }
 

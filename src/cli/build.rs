@@ -23,8 +23,12 @@ pub fn run(
     show_ops: bool,
     why: bool,
     suggestions: usize,
+    json: bool,
 ) -> Result<(), CommandError> {
     let started = Instant::now();
+    if json {
+        super::stdout::set_json_document();
+    }
     let query = load(arguments)?;
     // Every build writes into the outputs folder (at least last-build.json):
     // check it before the compile.
@@ -115,7 +119,7 @@ pub fn run(
                 PackageError::Output(error) => output_error(error),
                 other => CommandError::Internal(other.to_string()),
             })?;
-        print_line!("wrote {} ({} bytes)", path.display(), thousands(bytes));
+        print_note!("wrote {} ({} bytes)", path.display(), thousands(bytes));
         written.push(path);
     }
     // Advice, not the build: measured once the package is on disk (each
@@ -137,7 +141,7 @@ pub fn run(
         ArtifactError::Write(error) => output_error(error),
         other => CommandError::Internal(other.to_string()),
     })? {
-        print_line!("wrote {}", path.display());
+        print_note!("wrote {}", path.display());
         written.push(path);
     }
     if let Some(back) = report.back.as_ref().filter(|_| !quiet) {
@@ -166,10 +170,21 @@ pub fn run(
     written.extend(why::record_build(arguments, &query));
     manifest::finish(&directory, &query, &written, previous.as_ref())
         .map_err(|error| CommandError::Internal(error.to_string()))?;
-    if let Some(line) = finish_cache(session.cache()) {
-        print_line!("{line}");
+    if json {
+        // report.json's record, what was written and the advice measured;
+        // nothing of the run (wall time, cache use), so that the same build
+        // prints the same document.
+        let document = serde_json::json!({
+            "schema_version": crate::report::REPORT_SCHEMA_VERSION,
+            "compiler": crate::report::compiler_version(),
+            "report": report,
+            "written": written,
+            "suggestions": measured.then_some(&found),
+        });
+        super::stdout::write_document(&document).map_err(CommandError::Internal)?;
     }
-    print_line!("total {:.3} s", started.elapsed().as_secs_f64());
+    print_note!("total {:.3} s", started.elapsed().as_secs_f64());
+    finish_cache(session.cache());
     Ok(())
 }
 

@@ -20,9 +20,7 @@ pub fn run(
     let started = Instant::now();
     build_checked(&mut session, &query, arguments)?;
     let built = started.elapsed();
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     let started = Instant::now();
     let phases = capture_session(&session)
         .and_then(|mut phases| {

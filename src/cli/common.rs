@@ -276,14 +276,21 @@ pub fn open_session(
     Ok(session)
 }
 
-/// Prints the cache's warnings (to standard error), evicts beyond its
-/// limit, and returns a one-line summary of its use.
-pub fn finish_cache(cache: Option<&PersistentCache>) -> Option<String> {
-    let report = cache?.finish();
+/// The end of every command that used the cache: evicts beyond its limit,
+/// prints the cache's warnings and then its one-line summary on standard
+/// error, as the command's last line (the summary is left out under
+/// `--quiet`, the warnings never are).
+pub fn finish_cache(cache: Option<&PersistentCache>) {
+    let Some(cache) = cache else {
+        return;
+    };
+    let report = cache.finish();
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
-    Some(report.to_string())
+    if !super::progress::quiet() {
+        eprintln!("{report}");
+    }
 }
 
 /// The build's weights (seeded, or read from its SafeTensors file) from the

@@ -231,9 +231,7 @@ fn view_of_build(
 /// Prints the cache's warnings and summary to standard error (standard
 /// output holds only the comparison).
 fn finish(cache: Option<&PersistentCache>) {
-    if let Some(line) = finish_cache(cache) {
-        eprintln!("{line}");
-    }
+    finish_cache(cache);
 }
 
 /// A report file's view, read before anything is built (so that a bad file

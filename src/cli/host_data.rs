@@ -20,7 +20,7 @@ use crate::numerics::half_float;
 pub struct HostArguments {
     /// Run the model on this photo (PNG or JPEG) instead of the build's
     /// seeded input, resized and normalised as the model's reference
-    /// preprocessing does (README, "Your own checkpoint"). Repeat once per
+    /// preprocessing does (docs/checkpoints.md). Repeat once per
     /// image: as many as workload.batch.
     #[arg(long, value_name = "FILE", conflicts_with = "input")]
     pub image: Vec<PathBuf>,

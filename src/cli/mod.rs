@@ -93,7 +93,8 @@ pub struct QueryArguments {
     pub cache: CacheArguments,
 }
 
-/// Where per-phase results persist between builds.
+/// Where per-phase results persist between builds: shown under their own
+/// heading, after each command's own options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CacheArguments {
     /// The persistent cache of per-phase results (schedules, rows) and
@@ -104,17 +105,18 @@ pub struct CacheArguments {
     /// recomputed with a warning.
     #[arg(
         long,
+        help_heading = "Cache options",
         value_name = "DIR",
         conflicts_with = "no_cache",
         verbatim_doc_comment
     )]
     pub cache: Option<PathBuf>,
     /// Neither read nor write the persistent cache.
-    #[arg(long)]
+    #[arg(long, help_heading = "Cache options")]
     pub no_cache: bool,
     /// Size limit of the persistent cache in MiB; after a build the least
     /// recently used entries beyond it are evicted.
-    #[arg(long, value_name = "MIB", default_value_t = 2048,
+    #[arg(long, value_name = "MIB", help_heading = "Cache options", default_value_t = 2048,
           value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub cache_limit: u64,
     /// A shared remote tier behind the local cache (overrides the build
@@ -128,6 +130,7 @@ pub struct CacheArguments {
     /// comes from SUPERSTEP_CACHE_TOKEN.
     #[arg(
         long,
+        help_heading = "Cache options",
         value_name = "URL",
         conflicts_with = "no_cache",
         verbatim_doc_comment
@@ -149,6 +152,11 @@ pub enum Command {
         /// Also print one line per op (plan, output format, counts).
         #[arg(long)]
         ops: bool,
+        /// Print one JSON document instead of the text: report.json's record
+        /// (schema_version, compiler, the figures), the files written and
+        /// the suggestions measured. The same build prints the same bytes.
+        #[arg(long)]
+        json: bool,
         /// Explain the build against the last successful build of the same NAME.
         ///
         /// Every successful build records its effective query (build file
@@ -282,14 +290,28 @@ pub enum Command {
         #[command(subcommand)]
         what: AuditCommand,
     },
-    /// Explain one exchange phase: provenance, transfers, schedule, rows per
-    /// tile, patches, and where its policy comes from.
+    /// Explain one line of `superstep phases`: an exchange phase (provenance,
+    /// transfers, schedule, rows per tile, patches, and where its policy
+    /// comes from) or a compute step (its cost, busy tiles and occupancy,
+    /// the op's plan and compute).
+    ///
+    /// Examples:
+    ///   superstep explain queries/vit-tiny.toml --phase 'layer.mlp.down.a.rearrange#0'
+    ///   superstep explain queries/vit-tiny.toml --phase 'layer.attn.core:kernels#0'
+    ///   superstep explain queries/vit-tiny.toml --phase 13 --json
+    #[command(verbatim_doc_comment)]
     Explain {
         #[command(flatten)]
         query: QueryArguments,
-        /// The phase key, `op#ordinal` (see artifacts/NAME/phases.csv).
-        #[arg(long, value_name = "KEY")]
+        /// The line: an exchange phase's key (`op#ordinal`), a compute
+        /// step's key (`op:kernels#ordinal`, `:copies`, `:fills`), or its
+        /// step number (the first column of `superstep phases`).
+        #[arg(long, value_name = "KEY|STEP")]
         phase: String,
+        /// Print the figures as one JSON object (schema_version, compiler,
+        /// the phases line, and the exchange's or compute step's detail).
+        #[arg(long)]
+        json: bool,
     },
     /// Build, then replay every exchange phase from its decoded rows on
     /// simulated tile memories whose sources hold known patterns, checking
@@ -414,8 +436,9 @@ pub enum Command {
         /// A configuration to measure, POLICY or POLICY/WIDTH (latency,
         /// list, matching, auto, S<W>, B<W>; WIDTH word32, paired64 or
         /// auto); POLICY alone means both word32 and paired64. Repeatable;
-        /// default: latency, S64, S256, S1024, B64, B256, B1024 and B4096,
-        /// each at word32 and paired64. A paired64 configuration is measured
+        /// default: latency, S64, S256, S1024, B64, B256, B1024 and B4096 (the
+        /// seed study's) and matching, list and B16 (the rest of what `auto`
+        /// considers), each at word32 and paired64. A paired64 configuration is measured
         /// only on phases where some piece may move paired.
         #[arg(long = "config", value_name = "P[/WIDTH]")]
         configs: Vec<crate::session::sweep::ConfigList>,
@@ -445,6 +468,11 @@ pub enum Command {
         /// without --shard: it finds every point cached and writes them.
         #[arg(long, value_name = "I/N", conflicts_with_all = ["apply", "write_overrides"])]
         shard: Option<crate::session::sweep::Shard>,
+        /// Print one JSON document instead of the text: the configurations,
+        /// every phase's points, both selections and where the build's own
+        /// suggestions stand (`--apply`'s figures are in sweep/applied.json).
+        #[arg(long, conflicts_with = "shard")]
+        json: bool,
     },
     /// The packing counterfactuals (seed 002) of exchange phases: for each
     /// phase (every one, those --phase names, or the --top N by endpoint
@@ -540,7 +568,7 @@ pub enum Command {
         /// States the beam keeps per op (0, the default: no beam, the local
         /// steps start from the build's layouts; on SigLIP, PE-Core and
         /// ViT-B/16 the beam's plan did not lead to a better result, see
-        /// the README's "Layout search").
+        /// docs/commands/search.md).
         #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
         beam_width: u32,
         /// Passes over the operators (a pass that improves nothing ends the search).

@@ -96,9 +96,7 @@ pub fn run(arguments: &QueryArguments, options: &PackingOptions) -> Result<(), C
         PackingRequestError::Phase(error) => CommandError::Internal(error.to_string()),
     })?;
     show(&query.name, &packing, &directory, options)?;
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     Ok(())
 }
 
@@ -125,7 +123,7 @@ fn show(
     }
     if !progress::quiet() {
         for path in &written {
-            print_line!("wrote {}", path.display());
+            print_note!("wrote {}", path.display());
         }
     }
     Ok(())

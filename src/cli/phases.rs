@@ -57,8 +57,9 @@ pub struct PhasesOptions {
 /// One line of `phases` (and one record of its JSON).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseLine {
-    /// An exchange's phase index, or a compute step's index among compute steps.
-    pub index: usize,
+    /// The step's position in program order among every exchange phase and
+    /// compute step (`explain --phase` takes it as well as the key).
+    pub step: usize,
     pub key: String,
     pub kind: StepKind,
     pub executions: u64,
@@ -133,7 +134,7 @@ pub fn phase_lines(
                     occupancy,
                 });
             PhaseLine {
-                index: entry.index,
+                step: entry.step,
                 key: entry.key.clone(),
                 kind: entry.kind,
                 executions: entry.executions,
@@ -198,7 +199,7 @@ pub fn select(lines: Vec<PhaseLine>, options: &PhasesOptions) -> Vec<PhaseLine> 
 fn render_line(line: &PhaseLine) -> String {
     let head = format!(
         "{:>5}  {:<44} {:<8} {:>5} x {:>10} = {:>12}  {:>6.2}%",
-        line.index,
+        line.step,
         line.key,
         line.kind.name(),
         line.executions,
@@ -259,9 +260,7 @@ pub fn run(arguments: &QueryArguments, options: &PhasesOptions) -> Result<(), Co
     let mut session = open_session(arguments, &query)?;
     build_checked(&mut session, &query, arguments)?;
     let result = report(&session, &query.name, options);
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     result
 }
 
@@ -353,7 +352,7 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
     );
     print_line!(
         "{:>5}  {:<44} {:<8} {:>5}   {:>10}   {:>12}  {:>7}",
-        "index",
+        "step",
         "key",
         "kind",
         "execs",

@@ -147,7 +147,7 @@ pub fn run(
     let text = serde_json::to_string(&trace).map_err(|error| internal(&error))?;
     super::common::write_output(output, text.as_bytes())?;
     let events = trace["traceEvents"].as_array().map_or(0, Vec::len);
-    print_line!(
+    print_note!(
         "wrote {} ({} bytes, {} events; {} cycles = {:.3} ms modelled; tiles {}) in {:.3} s",
         output.display(),
         thousands(text.len() as u64),
@@ -162,9 +162,7 @@ pub fn run(
         started.elapsed().as_secs_f64()
     );
     print_line!("open it in ui.perfetto.dev or chrome://tracing");
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     Ok(())
 }
 

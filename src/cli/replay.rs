@@ -13,9 +13,7 @@ pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> 
     let query = load(arguments)?;
     let mut session = open_session(arguments, &query)?;
     build_checked(&mut session, &query, arguments)?;
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     let started = Instant::now();
     let sample = (sample > 0).then_some(sample);
     let replays = replay_all(&session, sample);

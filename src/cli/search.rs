@@ -103,14 +103,10 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
         );
         super::common::write_output(path, text.as_bytes())?;
         if !quiet() {
-            print_line!("wrote {}", path.display());
+            print_note!("wrote {}", path.display());
         }
     }
-    if let Some(line) = finish_cache(session.cache())
-        && !quiet()
-    {
-        print_line!("{line}");
-    }
+    finish_cache(session.cache());
     Ok(())
 }
 

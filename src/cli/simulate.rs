@@ -86,9 +86,7 @@ pub fn run(
     let mut session = open_session(arguments, &query)?;
     let started = Instant::now();
     let outcome = build_checked(&mut session, &query, arguments)?;
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     let flagged = from_flag.as_ref().map(|(_, path)| path.to_path_buf());
     let (package, origin) = choose_package(&session, &query, from_flag)?;
     let layouts = session.layouts()?;

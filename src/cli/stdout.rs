@@ -5,10 +5,15 @@
 //! files; any other write error (standard output on a full disk, `>
 //! /dev/full`) is kept, the command finishes, and [`finish`] reports it as
 //! an error naming standard output.
+//!
+//! Under `--json` a command's text is replaced by one JSON document
+//! ([`set_json_document`], [`write_document`]): its lines are dropped and
+//! only the document is written.
 
 use std::fmt;
 use std::io::{ErrorKind, Write};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What has happened to standard output so far.
 #[derive(Debug, Default)]
@@ -24,6 +29,30 @@ static STATE: Mutex<OutputState> = Mutex::new(OutputState {
     failure: None,
 });
 
+/// Whether the command prints one JSON document instead of its text.
+static JSON_DOCUMENT: AtomicBool = AtomicBool::new(false);
+
+/// From now on the command's text lines are dropped: it prints one JSON
+/// document with [`write_document`].
+pub fn set_json_document() {
+    JSON_DOCUMENT.store(true, Ordering::Relaxed);
+}
+
+/// Writes `value` as the command's JSON document (pretty, one newline).
+pub fn write_document(value: &impl serde::Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
+    let mut state = state();
+    if state.closed || state.failure.is_some() {
+        return Ok(());
+    }
+    let mut stdout = std::io::stdout().lock();
+    let result = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.write_all(b"\n"));
+    record(&mut state, result);
+    Ok(())
+}
+
 fn state() -> std::sync::MutexGuard<'static, OutputState> {
     STATE
         .lock()
@@ -34,7 +63,7 @@ fn state() -> std::sync::MutexGuard<'static, OutputState> {
 /// unless it has closed or failed before.
 pub fn write(arguments: fmt::Arguments<'_>, newline: bool) {
     let mut state = state();
-    if state.closed || state.failure.is_some() {
+    if state.closed || state.failure.is_some() || JSON_DOCUMENT.load(Ordering::Relaxed) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
@@ -83,6 +112,17 @@ macro_rules! print_line {
     };
     ($($argument:tt)*) => {
         $crate::cli::stdout::write(format_args!($($argument)*), true)
+    };
+}
+
+/// A line about the run rather than its result ("wrote FILE"): standard
+/// output like [`print_line!`], and nothing under `--quiet`, which prints
+/// results only.
+macro_rules! print_note {
+    ($($argument:tt)*) => {
+        if !$crate::cli::progress::quiet() {
+            $crate::cli::stdout::write(format_args!($($argument)*), true)
+        }
     };
 }
 

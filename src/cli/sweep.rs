@@ -49,6 +49,8 @@ pub struct SweepOptions {
     pub apply: Option<SelectionLetter>,
     /// Only this shard's points, into the caches; no reports.
     pub shard: Option<Shard>,
+    /// One JSON document instead of the text.
+    pub json: bool,
 }
 
 /// The build's headline figures before or after applying a selection.
@@ -94,6 +96,9 @@ pub struct Applied {
 }
 
 pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), CommandError> {
+    if options.json {
+        super::stdout::set_json_document();
+    }
     let query = load(arguments)?;
     let directory = artifacts_directory(&query).join("sweep");
     // A shard writes no reports, so it needs no output folder.
@@ -134,9 +139,40 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
     let written = write_sweep(&directory, &query.name, &sweep, &no_growth, &window)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     print_summary(&query.name, &sweep, &built, &[&no_growth, &window]);
+    let mut suggestions = Vec::new();
+    if !progress::quiet() || options.json {
+        let measured = session
+            .suggestions(Some(crate::session::suggest::SUGGESTION_CANDIDATES))
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        suggestions = suggestion_lines(&sweep, &measured, &[&no_growth, &window]);
+        for line in &suggestions {
+            print_line!("{line}");
+        }
+    }
+    if options.json {
+        let selections = [&no_growth, &window].map(|selection| {
+            serde_json::json!({
+                "rule": selection.rule.describe(),
+                "saving_cycles": selection.saving_cycles(),
+                "phases": selection.phases,
+            })
+        });
+        let document = serde_json::json!({
+            "schema_version": crate::report::REPORT_SCHEMA_VERSION,
+            "compiler": crate::report::compiler_version(),
+            "build": query.name,
+            "as_built": built,
+            "configurations": sweep.configs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "phases": sweep.phases,
+            "selections": selections,
+            "suggestions": suggestions,
+            "written": written,
+        });
+        super::stdout::write_document(&document).map_err(CommandError::Internal)?;
+    }
     for path in &written {
         if !progress::quiet() {
-            print_line!("wrote {}", path.display());
+            print_note!("wrote {}", path.display());
         }
     }
     let chosen = |letter: SelectionLetter| match letter {
@@ -147,7 +183,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         let selection = chosen(options.select);
         write_text(path, &overrides_fragment(&query.name, selection))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
-        print_line!(
+        print_note!(
             "wrote {} ({} overrides of selection ({}))",
             path.display(),
             selection.chosen().count(),
@@ -165,9 +201,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         ),
         None => Ok(()),
     };
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     result
 }
 
@@ -195,9 +229,7 @@ fn run_shard(
              the same cache, to write the reports"
         );
     }
-    if let Some(line) = finish_cache(session.cache()) {
-        eprintln!("{line}");
-    }
+    finish_cache(session.cache());
     Ok(())
 }
 
@@ -272,6 +304,76 @@ fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Sel
     );
 }
 
+/// Where each of the build's own suggestions stands in the sweep: chosen by
+/// a selection, refused by one (and why), or not among its configurations.
+fn suggestion_lines(
+    sweep: &Sweep,
+    suggestions: &[crate::session::Suggestion],
+    selections: &[&Selection],
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if suggestions.is_empty() {
+        return lines;
+    }
+    lines.push(format!(
+        "the build's suggestions ({} of the {} most expensive exchange phases), against the sweep:",
+        suggestions.len(),
+        crate::session::suggest::SUGGESTION_CANDIDATES
+    ));
+    for suggestion in suggestions {
+        let head = format!(
+            "  {} = {} (saves {} cycles)",
+            suggestion.phase,
+            suggestion.policy,
+            thousands(suggestion.saving_cycles)
+        );
+        let Some(phase) = sweep
+            .phases
+            .iter()
+            .find(|phase| phase.key == suggestion.phase)
+        else {
+            lines.push(format!("{head}: the sweep has no such phase"));
+            continue;
+        };
+        let best = phase
+            .points
+            .iter()
+            .filter(|point| point.config.policy.to_string() == suggestion.policy)
+            .filter_map(|point| Some((point.config, point.figures()?, point.cycles()?)))
+            .min_by_key(|(_, _, cycles)| *cycles);
+        let Some((config, figures, _)) = best else {
+            lines.push(format!(
+                "{head}: not among the sweep's configurations (add --config {})",
+                suggestion.policy
+            ));
+            continue;
+        };
+        let fates: Vec<String> = selections
+            .iter()
+            .map(|selection| {
+                let letter = selection.rule.letter();
+                let chosen = selection
+                    .phases
+                    .iter()
+                    .find(|entry| entry.index == phase.index)
+                    .and_then(|entry| entry.chosen.as_ref());
+                match (selection.rule.refusal(phase, figures), chosen) {
+                    (Some(reason), _) => format!("outside ({letter}): {reason}"),
+                    (None, Some(chosen)) if chosen.config == config => {
+                        format!("chosen by ({letter})")
+                    }
+                    (None, Some(chosen)) => {
+                        format!("({letter}) chose {}, which saves more", chosen.config)
+                    }
+                    (None, None) => format!("admitted by ({letter}), not chosen"),
+                }
+            })
+            .collect();
+        lines.push(format!("{head} as {config}: {}", fates.join("; ")));
+    }
+    lines
+}
+
 /// `query` with `overrides` replacing any override of the same phases.
 pub fn with_overrides(query: &BuildQuery, overrides: &[PhaseOverride]) -> BuildQuery {
     let mut applied = query.clone();
@@ -341,7 +443,7 @@ fn apply(
     let path = directory.join("applied.json");
     super::common::write_json(&path, &applied)?;
     if !progress::quiet() {
-        print_line!("wrote {}", path.display());
+        print_note!("wrote {}", path.display());
     }
     Ok(())
 }

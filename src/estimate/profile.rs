@@ -53,8 +53,13 @@ pub struct ProfileEntry {
     pub kind: StepKind,
     /// The op that made it.
     pub op: String,
-    /// An exchange's phase index (the index `capture` and `bench-snapshot`
-    /// use); a compute step's index among compute steps.
+    /// The step's position in program order among every exchange phase and
+    /// compute step (the Repeat body once): the one index `phases`,
+    /// `explain`, the trace and the report show.
+    pub step: usize,
+    /// Internal lookup: an exchange's phase index (into the phase lists and
+    /// figures), a compute step's index among compute steps.
+    #[serde(skip)]
     pub index: usize,
     pub executions: u64,
     /// Cycles of one execution, as the estimate charges them.
@@ -270,6 +275,7 @@ pub fn profile(
                         key: phase.map_or_else(|| format!("{op}#?"), |phase| phase.key.to_string()),
                         kind,
                         op,
+                        step: self.entries.len(),
                         index: phase.map_or(usize::MAX, |phase| phase.index),
                         executions,
                         cycles,
@@ -290,6 +296,7 @@ pub fn profile(
                         key,
                         kind,
                         op,
+                        step: self.entries.len(),
                         index,
                         executions,
                         cycles: load.cycles,

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 /// A build report as it is written: the back half may be missing.
 #[derive(Debug, Deserialize)]
 struct ReportRecord {
+    #[serde(default)]
+    schema_version: u32,
     name: String,
     model: String,
     tiles: u32,
@@ -106,6 +108,10 @@ impl PhaseView {
 pub enum ReportViewError {
     #[error("it is not a superstep build report: {0}")]
     NotAReport(#[from] serde_json::Error),
+    #[error(
+        "it has report schema {found}, and this superstep reads schema {expected}: rebuild it with this superstep"
+    )]
+    Schema { found: u32, expected: u32 },
     #[error("it has no back-half figures (`back` is null): the build stopped before the estimate")]
     NoBackHalf,
     #[error("phase `{0}` appears more than once")]
@@ -126,6 +132,12 @@ impl ReportView {
 
     /// A record with its back half, and every phase key once.
     fn checked(record: ReportRecord) -> Result<ReportView, ReportViewError> {
+        if record.schema_version != super::REPORT_SCHEMA_VERSION {
+            return Err(ReportViewError::Schema {
+                found: record.schema_version,
+                expected: super::REPORT_SCHEMA_VERSION,
+            });
+        }
         let back = record.back.ok_or(ReportViewError::NoBackHalf)?;
         let mut keys = BTreeSet::new();
         for phase in &back.phases {
@@ -660,7 +672,7 @@ mod tests {
 
     #[test]
     fn a_report_text_parses_and_a_foreign_one_does_not() {
-        let text = r#"{"name":"t","model":"custom","tiles":16,"layers":2,"batch":1,
+        let text = r#"{"schema_version":2,"name":"t","model":"custom","tiles":16,"layers":2,"batch":1,
             "ops":[],"back":{"total_cycles":10,"milliseconds":0.1,"compute_cycles":5,
             "exchange_cycles":3,"sync_cycles":2,"patch_cycles":0,"barriers":1,
             "exchange_table_bytes_per_tile_max":8,"peak_sram_bytes_per_tile":9,
@@ -675,7 +687,7 @@ mod tests {
             ReportView::parse(r#"{"name":"t"}"#),
             Err(ReportViewError::NotAReport(_))
         ));
-        let no_back = r#"{"name":"t","model":"m","tiles":1,"layers":0,"batch":1,"back":null}"#;
+        let no_back = r#"{"schema_version":2,"name":"t","model":"m","tiles":1,"layers":0,"batch":1,"back":null}"#;
         assert!(matches!(
             ReportView::parse(no_back),
             Err(ReportViewError::NoBackHalf)
@@ -688,6 +700,17 @@ mod tests {
             ReportView::parse(&twice),
             Err(ReportViewError::RepeatedPhase(key)) if key == "x#0"
         ));
+        // A report of another layout (or from before versions) is refused by name.
+        for old in [
+            text.replace(r#""schema_version":2,"#, ""),
+            text.replace(r#""schema_version":2"#, r#""schema_version":1"#),
+        ] {
+            let error = ReportView::parse(&old).expect_err("another schema");
+            assert!(
+                error.to_string().contains("this superstep reads schema 2"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -154,8 +154,22 @@ pub fn exchange_summaries(program: &LowProgram) -> Vec<ExchangeSummary> {
     summaries
 }
 
+/// The version of `report.json`'s layout (docs/report-json.md): raised
+/// whenever a field is renamed, removed or changes meaning. 2: the schema
+/// and compiler fields, `transfer_lists` (was `exchanges`), step indices.
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
+
+/// The compiler that wrote a report: name and version.
+pub fn compiler_version() -> String {
+    format!("superstep {}", env!("CARGO_PKG_VERSION"))
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BuildReport {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// [`compiler_version`].
+    pub compiler: String,
     pub name: String,
     pub model: String,
     pub tiles: u32,
@@ -175,7 +189,10 @@ pub struct BuildReport {
     /// sums accumulate (the planner's decision under `planning.accumulation`).
     pub f16_partials: Vec<String>,
     pub f32_partials: Vec<String>,
-    pub exchanges: Vec<ExchangeSummary>,
+    /// The low program's transfer lists in program order (the Repeat body
+    /// once), before phase grouping merges them into the exchange phases of
+    /// `back.phases`.
+    pub transfer_lists: Vec<ExchangeSummary>,
     /// The back half's figures (phases, estimate, memory).
     pub back: Option<BackReport>,
 }
@@ -345,6 +362,8 @@ pub fn build_report(
     summary: &ProgramSummary,
 ) -> BuildReport {
     BuildReport {
+        schema_version: REPORT_SCHEMA_VERSION,
+        compiler: compiler_version(),
         name: name.to_string(),
         model: model.to_string(),
         tiles: program.tiles,
@@ -362,7 +381,7 @@ pub fn build_report(
         ops: op_summaries(layouts, expansions),
         f16_partials: split_products(layouts, Accumulation::F16),
         f32_partials: split_products(layouts, Accumulation::F32),
-        exchanges: exchange_summaries(program),
+        transfer_lists: exchange_summaries(program),
         back: None,
     }
 }

@@ -132,7 +132,7 @@ pub fn program_trace(
         let mut args = json!({
             "executions": entry.executions,
             "cycles": cycles,
-            "index": entry.index,
+            "step": entry.step,
             "op": entry.op,
         });
         if entry.kind == StepKind::Exchange {

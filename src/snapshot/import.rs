@@ -35,7 +35,7 @@ pub const MAXIMUM_TILES: u32 = 1 << 16;
 /// over its transfers): 2^26 words, 256 MiB. Replaying a phase holds its
 /// delivered data and the touched bytes of two tile memories, so this bounds
 /// the memory an import and its bench use to about a gigabyte. The largest
-/// phase of the shipped builds delivers far less (see the README).
+/// phase of the shipped builds delivers far less (docs/measurements.md).
 pub const MAXIMUM_PHASE_DELIVERED_WORDS: u64 = 1 << 26;
 
 /// The most destinations the selected phases of one snapshot may have in

@@ -50,7 +50,7 @@ pub const DEFAULT_COPY_MOTION: bool = true;
 /// `same-operator` (4.123 vs 4.188 ms) and `across-operators` (5.704 ms),
 /// and on PE-Core-L14 (2.666 vs 2.738 and 2.669 ms). It costs about twice
 /// the cold compile (phase grouping schedules every merge it prices; SigLIP
-/// 11.5-12.7 s vs 5.3-5.8 s with `--no-cache --suggestions 0`); README,
+/// 11.5-12.7 s vs 5.3-5.8 s with `--no-cache --suggestions 0`); docs/measurements.md,
 /// "Fusion by cost".
 pub const DEFAULT_FUSION: Fusion = Fusion::Auto;
 pub const DEFAULT_REPEAT_BASE: bool = true;
@@ -61,7 +61,7 @@ pub const DEFAULT_MAX_PARTITION_CANDIDATES: u32 = 64;
 
 /// `auto` accumulation's default bound on FP16 partial sums (see
 /// `crate::layout::planner::AccumulationPolicy`; chosen by measurement,
-/// README "Accumulation").
+/// docs/measurements.md, "Accumulation").
 pub const DEFAULT_AUTO_F16_MAX_PARTS: u32 = MAX_REDUCTION_PARTS;
 
 /// The most reduction parts the cost model splits a product into.

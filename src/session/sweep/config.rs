@@ -1,8 +1,9 @@
 //! The configurations a sweep measures every phase under: a schedule
 //! policy and a transfer width, written `POLICY/WIDTH` (`S64/word32`,
-//! `B1024/paired64`). The default set is the seed study's: latency, S64,
-//! S256, S1024, B64, B256, B1024 and B4096, each with 32-bit words and with
-//! every eligible piece paired. A `paired64` configuration is measured only
+//! `B1024/paired64`). The default set is the seed study's (latency, S64,
+//! S256, S1024, B64, B256, B1024 and B4096) and every other order `auto`
+//! considers (matching, list, B16), each with 32-bit words and with every
+//! eligible piece paired. A `paired64` configuration is measured only
 //! on phases where some piece may move paired (see
 //! `crate::schedule::timing::paired_eligible`); elsewhere it would repeat
 //! the `word32` point.
@@ -34,8 +35,10 @@ impl fmt::Display for SweepConfig {
     }
 }
 
-/// The policies of the default sweep, in the order reports list them.
-pub const DEFAULT_POLICIES: [SchedulePolicy; 8] = [
+/// The policies of the default sweep, in the order reports list them: the
+/// seed study's, then the rest of `auto`'s candidate orders (a test holds
+/// that every one of them is here).
+pub const DEFAULT_POLICIES: [SchedulePolicy; 11] = [
     SchedulePolicy::Latency,
     SchedulePolicy::Stream { words: 64 },
     SchedulePolicy::Stream { words: 256 },
@@ -44,6 +47,9 @@ pub const DEFAULT_POLICIES: [SchedulePolicy; 8] = [
     SchedulePolicy::Balanced { words: 256 },
     SchedulePolicy::Balanced { words: 1024 },
     SchedulePolicy::Balanced { words: 4096 },
+    SchedulePolicy::Matching,
+    SchedulePolicy::List,
+    SchedulePolicy::Balanced { words: 16 },
 ];
 
 /// The widths a policy without `/WIDTH` is measured at.
@@ -114,13 +120,26 @@ pub fn chosen_configs(lists: &[ConfigList]) -> Vec<SweepConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::candidates::{FIRST_STAGE, SECOND_STAGE, THIRD_STAGE};
 
     #[test]
-    fn the_default_set_is_eight_policies_at_two_widths() {
-        let configs = default_configs();
-        assert_eq!(configs.len(), 16);
-        assert_eq!(configs[0].to_string(), "latency/word32");
-        assert_eq!(configs[15].to_string(), "B4096/paired64");
+    fn the_default_set_has_every_order_auto_considers_at_both_widths() {
+        let defaults = default_configs();
+        for policy in FIRST_STAGE.iter().chain(&SECOND_STAGE).chain(&THIRD_STAGE) {
+            for width in DEFAULT_WIDTHS {
+                assert!(
+                    defaults.contains(&SweepConfig {
+                        policy: *policy,
+                        width
+                    }),
+                    "{policy}/{} is not in the default sweep",
+                    width.name()
+                );
+            }
+        }
+        assert_eq!(defaults.len(), 22);
+        assert_eq!(defaults[0].to_string(), "latency/word32");
+        assert_eq!(defaults[15].to_string(), "B4096/paired64");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod points;
 pub mod selection;
 
 pub use crate::incremental::sweep::PointFigures;
-pub use config::{ConfigList, SweepConfig, chosen_configs, default_configs};
+pub use config::{ConfigList, DEFAULT_POLICIES, SweepConfig, chosen_configs, default_configs};
 pub use frontier::{dominates, frontier};
 pub use measure::{Shard, SweepOutcome};
 pub use points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};

@@ -31,7 +31,7 @@ impl BuiltPoint {
 
 /// One phase under one configuration: its figures, or why it has none
 /// (scheduling failed, or the schedule validator or row checker rejected it).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SweepPoint {
     pub config: SweepConfig,
     pub outcome: Result<PointFigures, String>,
@@ -62,7 +62,7 @@ impl SweepPoint {
 }
 
 /// One exchange phase of the sweep.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SweepPhase {
     /// Position in program order (the index `phases` and `capture` use).
     pub index: usize,
@@ -76,7 +76,7 @@ pub struct SweepPhase {
 }
 
 /// Every phase of a build under every configuration that applies to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Sweep {
     pub configs: Vec<SweepConfig>,
     pub phases: Vec<SweepPhase>,

@@ -16,7 +16,7 @@ use crate::incremental::sweep::PointFigures;
 pub const DEFAULT_WINDOW_BYTES: u64 = 256;
 
 /// Which points a selection may take.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum SelectionRule {
     /// (a): neither max row bytes nor total row bytes grows.
     NoStorageGrowth,
@@ -45,6 +45,30 @@ impl SelectionRule {
         }
     }
 
+    /// Why the rule refuses a point of `phase`, in words (`None`: admitted).
+    pub fn refusal(self, phase: &SweepPhase, figures: &PointFigures) -> Option<String> {
+        if self.admits(phase, figures) {
+            return None;
+        }
+        let built = &phase.built;
+        Some(match self {
+            SelectionRule::NoStorageGrowth if figures.max_row_bytes > built.max_row_bytes => {
+                format!(
+                    "its max row grows {} -> {} B",
+                    built.max_row_bytes, figures.max_row_bytes
+                )
+            }
+            SelectionRule::NoStorageGrowth => format!(
+                "its total row grows {} -> {} B",
+                built.total_row_bytes, figures.total_row_bytes
+            ),
+            SelectionRule::MaxRowWindow { bytes } => format!(
+                "its max row grows by {} B, beyond the window of {bytes} B",
+                figures.max_row_bytes - built.max_row_bytes
+            ),
+        })
+    }
+
     fn admits(self, phase: &SweepPhase, figures: &PointFigures) -> bool {
         match self {
             SelectionRule::NoStorageGrowth => {
@@ -59,7 +83,7 @@ impl SelectionRule {
 }
 
 /// The point a phase takes instead of its built schedule.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ChosenPoint {
     pub config: SweepConfig,
     pub figures: PointFigures,
@@ -71,7 +95,7 @@ pub struct ChosenPoint {
 }
 
 /// One phase's selection.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PhaseSelection {
     pub index: usize,
     pub key: String,
@@ -81,7 +105,7 @@ pub struct PhaseSelection {
 }
 
 /// A selection over every phase.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Selection {
     pub rule: SelectionRule,
     pub phases: Vec<PhaseSelection>,

@@ -1,0 +1,538 @@
+//! The one table of build-file fields: every key a build file (and `--set`)
+//! may name, with its kind, default, allowed values and meaning. The
+//! schema's key lists (`schema::keys_of`, which `--set` and the unknown-key
+//! errors read) are made from it, and the build-file reference
+//! (`docs/build-file.md`) is rendered from it; tests hold that every listed
+//! choice passes validation and that the reference is current.
+
+/// The TOML type a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Integer,
+    /// An integer exponent or the string `"auto"` (`workload.fp8_scale`).
+    Scale,
+    Float,
+    Boolean,
+    String,
+    /// A table of further keys.
+    Table,
+    /// An array of tables (`[[schedule.override]]`).
+    TableArray,
+}
+
+impl KeyKind {
+    /// How a user would describe a value of this kind.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KeyKind::Integer => "an integer",
+            KeyKind::Scale => "an integer or the string \"auto\"",
+            KeyKind::Float => "a number",
+            KeyKind::Boolean => "a boolean (true or false)",
+            KeyKind::String => "a string",
+            KeyKind::Table => "a table",
+            KeyKind::TableArray => "an array of tables",
+        }
+    }
+}
+
+/// One key of the build file.
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    /// The dotted path (`workload.layers`; `layout.override.op` for a key of
+    /// an array of tables).
+    pub key: &'static str,
+    pub kind: KeyKind,
+    /// The value when the key is absent, as a user would write it.
+    pub default: &'static str,
+    /// The values validation accepts, in words.
+    pub allowed: &'static str,
+    /// The closed set of values, when there is one (each one is tested).
+    pub choices: &'static [&'static str],
+    pub meaning: &'static str,
+}
+
+const fn field(
+    key: &'static str,
+    kind: KeyKind,
+    default: &'static str,
+    allowed: &'static str,
+    meaning: &'static str,
+) -> Field {
+    Field {
+        key,
+        kind,
+        default,
+        allowed,
+        choices: &[],
+        meaning,
+    }
+}
+
+const fn choice(
+    key: &'static str,
+    default: &'static str,
+    choices: &'static [&'static str],
+    meaning: &'static str,
+) -> Field {
+    Field {
+        key,
+        kind: KeyKind::String,
+        default,
+        allowed: "",
+        choices,
+        meaning,
+    }
+}
+
+const fn table(key: &'static str, meaning: &'static str) -> Field {
+    field(key, KeyKind::Table, "", "", meaning)
+}
+
+use KeyKind::{Boolean, Float, Integer, Scale, String, TableArray};
+
+/// Every key, tables before their keys, in the order the shipped build
+/// files write them.
+pub const FIELDS: &[Field] = &[
+    field(
+        "name",
+        String,
+        "the file's name",
+        "any non-empty name",
+        "Names the artifacts folder: OUTPUTS/NAME/.",
+    ),
+    table(
+        "workload",
+        "What to compile: the model, its size and its weights.",
+    ),
+    choice(
+        "workload.model",
+        "(required)",
+        &["siglip-so400m", "pe-core-l14", "vit-b16", "custom"],
+        "The model preset; `custom` takes its shape from the keys below.",
+    ),
+    field(
+        "workload.layers",
+        Integer,
+        "the preset's (27, 24, 12)",
+        "1 or more",
+        "Transformer layers.",
+    ),
+    field(
+        "workload.batch",
+        Integer,
+        "1",
+        "1 or more",
+        "Images per step.",
+    ),
+    field(
+        "workload.fuse_qkv",
+        Boolean,
+        "true",
+        "true | false",
+        "One fused q/k/v projection instead of three.",
+    ),
+    field(
+        "workload.fp8_scale",
+        Scale,
+        "-4",
+        "-32..=32, or \"auto\"",
+        "Weights are stored as FP8 x 2^fp8_scale; `auto`: per tensor and layer, the smallest scale that does not saturate.",
+    ),
+    choice(
+        "workload.attention",
+        "auto",
+        &["auto", "materialized", "flash"],
+        "How attention is computed: all scores at once, key blocks (flash), or the cheaper that fits.",
+    ),
+    table(
+        "workload.weights",
+        "Where the weights come from: `{ seeded = N }` or `{ safetensors = \"FILE\" }`.",
+    ),
+    field(
+        "workload.weights.seeded",
+        Integer,
+        "1",
+        "any integer",
+        "Deterministic weights from this seed, on the FP8 grid.",
+    ),
+    field(
+        "workload.weights.safetensors",
+        String,
+        "(none)",
+        "a SafeTensors file or a sharded index, relative to the build file",
+        "A checkpoint as its library saved it.",
+    ),
+    choice(
+        "workload.weights.naming",
+        "auto",
+        &[
+            "auto",
+            "superstep",
+            "transformers-siglip",
+            "timm-vit",
+            "timm-pe-core",
+            "perception-models-pe-core",
+        ],
+        "The checkpoint's tensor naming (auto: recognised from its tensors).",
+    ),
+    field(
+        "workload.width",
+        Integer,
+        "the preset's",
+        "an even number, divisible by heads",
+        "Hidden width (custom or any preset's shape).",
+    ),
+    field(
+        "workload.mlp",
+        Integer,
+        "the preset's",
+        "an even number",
+        "MLP hidden width.",
+    ),
+    field(
+        "workload.heads",
+        Integer,
+        "the preset's",
+        "1 or more, dividing width",
+        "Attention heads.",
+    ),
+    field(
+        "workload.patches",
+        Integer,
+        "the preset's",
+        "a square number of patches (grid x grid)",
+        "Patches per image.",
+    ),
+    field(
+        "workload.patch",
+        Integer,
+        "the preset's",
+        "an even number of pixels",
+        "Patch side in pixels.",
+    ),
+    field(
+        "workload.class_token",
+        Boolean,
+        "the preset's",
+        "true | false",
+        "Prepend a class token.",
+    ),
+    choice(
+        "workload.gelu",
+        "the preset's",
+        &["tanh", "erf"],
+        "The GELU approximation.",
+    ),
+    choice(
+        "workload.pooling",
+        "the preset's",
+        &["map", "attention", "class-token"],
+        "How the embedding is pooled.",
+    ),
+    field(
+        "workload.pooling_heads",
+        Integer,
+        "the preset's",
+        "1 or more",
+        "Heads of the attention pooling.",
+    ),
+    field(
+        "workload.rotary",
+        Boolean,
+        "the preset's",
+        "true | false",
+        "2D rotary embedding on q and k.",
+    ),
+    field(
+        "workload.projection",
+        Integer,
+        "the preset's",
+        "0 (none) or more",
+        "Output projection width.",
+    ),
+    field(
+        "workload.pre_norm",
+        Boolean,
+        "the preset's",
+        "true | false",
+        "A layer norm before the first layer.",
+    ),
+    field(
+        "workload.layer_norm_epsilon",
+        Float,
+        "the preset's",
+        "a positive number",
+        "Layer norms' epsilon.",
+    ),
+    table("machine", "The machine to compile for."),
+    choice(
+        "machine.preset",
+        "c600",
+        &["c600"],
+        "The IPU21 C600 (the only preset).",
+    ),
+    field(
+        "machine.tiles",
+        Integer,
+        "1472",
+        "1..=1472",
+        "Use the first N logical tiles.",
+    ),
+    table("planning", "Layouts, accumulation, copy motion and memory."),
+    choice(
+        "planning.accumulation",
+        "auto",
+        &["auto", "f32", "f16"],
+        "How matrix products accumulate partial sums (auto: FP16 partials where the reduction is split and that plan is cheaper).",
+    ),
+    field(
+        "planning.copy_motion",
+        Boolean,
+        "true",
+        "true | false",
+        "Move local copies across exchanges when hazards allow.",
+    ),
+    choice(
+        "planning.fusion",
+        "auto",
+        &["auto", "same-operator", "across-operators"],
+        "Which exchanges copy motion merges (auto: a cross-operator merge only when it is shorter than the two plus the barrier saved).",
+    ),
+    field(
+        "planning.repeat_base",
+        Boolean,
+        "true",
+        "true | false",
+        "Repeat patches against a moving base register when that needs fewer patch words.",
+    ),
+    field(
+        "planning.reserved_bytes_per_tile",
+        Integer,
+        "65536",
+        "below 638976",
+        "SRAM kept back for code, exchange tables and patch lists.",
+    ),
+    field(
+        "planning.max_partition_candidates",
+        Integer,
+        "64",
+        "1 or more",
+        "Partitions the cost model compares per operator.",
+    ),
+    field(
+        "planning.auto_f16_max_parts",
+        Integer,
+        "16",
+        "0 or more",
+        "auto accumulation: FP16 partials only for products split into at most this many reduction parts.",
+    ),
+    table("layout", "Per-operator layouts."),
+    field(
+        "layout.override",
+        TableArray,
+        "(none)",
+        "zero or more entries",
+        "`[[layout.override]]`: one op's partition and tile order (`superstep search --write-overrides` writes them).",
+    ),
+    field(
+        "layout.override.op",
+        String,
+        "(required)",
+        "a matrix product's or attention's provenance (`superstep build --ops`)",
+        "The op.",
+    ),
+    field(
+        "layout.override.partition",
+        String,
+        "(required)",
+        "ROWSxCOLSxREDUCTION, or QUERIESxKEYS for attention",
+        "Its partition.",
+    ),
+    field(
+        "layout.override.order",
+        String,
+        "the default order",
+        "rck | rkc | crk | ckr | krc | kcr; qk | kq for attention",
+        "Which partition coordinate runs fastest over consecutive tiles (outermost first).",
+    ),
+    table("schedule", "Exchange scheduling."),
+    field(
+        "schedule.policy",
+        String,
+        "auto",
+        "auto | list | matching | latency | S<W> | B<W> (W = wave words, 1..=65536)",
+        "The scheduling policy of every phase without an override.",
+    ),
+    choice(
+        "schedule.width",
+        "auto",
+        &["auto", "word32", "paired64"],
+        "Transfer width (auto: paired where it shortens the phase).",
+    ),
+    field(
+        "schedule.row_allowance",
+        Integer,
+        "256",
+        "0 or more bytes",
+        "auto: bytes a candidate's largest row may exceed the baseline B1024's by.",
+    ),
+    field(
+        "schedule.prune_by_bounds",
+        Boolean,
+        "true",
+        "true | false",
+        "Stop work a lower bound shows cannot win (the program is the same).",
+    ),
+    field(
+        "schedule.override",
+        TableArray,
+        "(none)",
+        "zero or more entries, each phase once",
+        "`[[schedule.override]]`: one phase's policy and width.",
+    ),
+    field(
+        "schedule.override.phase",
+        String,
+        "(required)",
+        "a phase key the build has (`superstep phases --kind exchange`)",
+        "The phase.",
+    ),
+    field(
+        "schedule.override.policy",
+        String,
+        "(required)",
+        "as schedule.policy",
+        "Its policy.",
+    ),
+    field(
+        "schedule.override.width",
+        String,
+        "schedule.width",
+        "auto | word32 | paired64",
+        "Its width.",
+    ),
+    table("outputs", "What a build writes."),
+    field(
+        "outputs.directory",
+        String,
+        "artifacts",
+        "a folder path (relative to the current directory)",
+        "Where OUTPUTS/NAME/ goes.",
+    ),
+    field(
+        "outputs.report",
+        Boolean,
+        "true",
+        "true | false",
+        "Write report.json.",
+    ),
+    field(
+        "outputs.phases_csv",
+        Boolean,
+        "true",
+        "true | false",
+        "Write phases.csv and compute.csv.",
+    ),
+    field(
+        "outputs.html",
+        Boolean,
+        "true",
+        "true | false",
+        "Write report.html.",
+    ),
+    field(
+        "outputs.package",
+        Boolean,
+        "true",
+        "true | false",
+        "Write package.bin.",
+    ),
+    table("cache", "The shared remote cache tier."),
+    field(
+        "cache.remote",
+        String,
+        "(none)",
+        "http(s)://HOST/PATH or s3://BUCKET/PREFIX",
+        "A remote tier behind the local cache.",
+    ),
+    field(
+        "cache.remote_timeout_ms",
+        Integer,
+        "the client's default",
+        "1 or more",
+        "Per-request timeout of the remote tier.",
+    ),
+    field(
+        "cache.remote_deadline_ms",
+        Integer,
+        "the client's default",
+        "1 or more",
+        "Deadline of the remote tier over one build.",
+    ),
+];
+
+/// The table a field's key sits in (`""` at the top level) and its name.
+pub fn table_and_name(key: &str) -> (&str, &str) {
+    key.rsplit_once('.').unwrap_or(("", key))
+}
+
+/// The allowed values of a field, in words.
+pub fn allowed(field: &Field) -> std::string::String {
+    if field.choices.is_empty() {
+        field.allowed.to_string()
+    } else {
+        field.choices.join(" | ")
+    }
+}
+
+/// The build-file reference (`docs/build-file.md`), rendered from
+/// [`FIELDS`].
+pub fn reference() -> std::string::String {
+    let mut text = std::string::String::from(
+        "# Build-file reference\n\n\
+         Every key a build file (`queries/*.toml`) may hold, and every key `--set KEY=VALUE` \
+         may name. Generated from `src/build_file/fields.rs` (the one table the parser, `--set` \
+         and their errors read); a test fails when this page is stale. Regenerate it with \
+         `SUPERSTEP_WRITE_DOCS=1 cargo test --test cli build_file_reference`.\n",
+    );
+    for section in FIELDS.iter().filter(|field| field.kind == KeyKind::Table) {
+        text.push_str(&format!(
+            "\n## `[{}]`\n\n{}\n\n",
+            section.key, section.meaning
+        ));
+        text.push_str("| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
+        let prefix = format!("{}.", section.key);
+        for entry in FIELDS.iter().filter(|field| {
+            field.kind != KeyKind::Table
+                && field.key.starts_with(&prefix)
+                && !FIELDS.iter().any(|inner| {
+                    inner.kind == KeyKind::Table
+                        && inner.key.len() > section.key.len()
+                        && field.key.starts_with(&format!("{}.", inner.key))
+                })
+        }) {
+            text.push_str(&row(entry));
+        }
+    }
+    text.push_str(
+        "\n## Top level\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n",
+    );
+    for entry in FIELDS
+        .iter()
+        .filter(|field| field.kind != KeyKind::Table && !field.key.contains('.'))
+    {
+        text.push_str(&row(entry));
+    }
+    text
+}
+
+fn row(field: &Field) -> std::string::String {
+    format!(
+        "| `{}` | {} | {} | {} | {} |\n",
+        field.key,
+        field.kind.describe(),
+        field.default,
+        allowed(field).replace('|', "\\|"),
+        field.meaning.replace('|', "\\|")
+    )
+}
