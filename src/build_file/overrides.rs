@@ -543,8 +543,6 @@ fn set_layout_override(
     Ok(())
 }
 
-pub use crate::text::nearest_keys;
-
 #[cfg(test)]
 mod tests {
     use super::*;

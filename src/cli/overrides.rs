@@ -9,9 +9,9 @@
 use super::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::common::render_query_error;
-pub use crate::build_file::overrides::nearest_keys;
 pub use crate::session::unknown_override_phases;
 use crate::session::{SUGGESTIONS, Session};
+use crate::text::nearest_keys;
 
 use crate::build_file::{BuildQuery, override_error};
 

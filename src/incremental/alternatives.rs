@@ -17,8 +17,8 @@
 use super::database::Db;
 use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::phases::{
-    EffectivePolicy, PhaseError, PhaseKey, PolicyKey, PolicySource, phase_cache_key, phase_patches,
-    phase_policy, phase_problem, phase_work, repeat_base, schedule_figures,
+    PhaseError, PhaseKey, PolicyKey, phase_cache_key, phase_patches, phase_policy, phase_problem,
+    phase_work, repeat_base, schedule_figures,
 };
 use crate::cache::CacheKey;
 use crate::patch::repeat_patches;
@@ -116,15 +116,7 @@ pub fn alternative_policies<'db>(
         .into_iter()
         .filter(|&policy| policy != chosen)
         .map(|policy| {
-            let key = PolicyKey::of(
-                db,
-                &EffectivePolicy {
-                    policy,
-                    width: effective.width,
-                    row_allowance: effective.row_allowance,
-                    source: PolicySource::Override,
-                },
-            );
+            let key = PolicyKey::from_config(db, policy, effective.width, effective.row_allowance);
             (policy, key)
         })
         .collect())

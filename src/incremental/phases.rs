@@ -91,12 +91,12 @@ impl<'db> FusionPricing<'db> {
         let schedule = build.schedule(db);
         let policy = PolicyKey::of(
             db,
-            &EffectivePolicy {
-                policy: schedule.policy,
-                width: schedule.width,
-                row_allowance: schedule.row_allowance,
-                source: PolicySource::Default,
-            },
+            &EffectivePolicy::new(
+                schedule.policy,
+                schedule.width,
+                schedule.row_allowance,
+                PolicySource::Default,
+            ),
         );
         FusionPricing {
             policy,
@@ -323,6 +323,34 @@ pub struct EffectivePolicy {
     pub source: PolicySource,
 }
 
+impl EffectivePolicy {
+    /// The one constructor: a policy and width under the build's storage
+    /// guard, and where it came from.
+    pub fn new(
+        policy: SchedulePolicy,
+        width: TransferWidth,
+        row_allowance: u32,
+        source: PolicySource,
+    ) -> EffectivePolicy {
+        EffectivePolicy {
+            policy,
+            width,
+            row_allowance,
+            source,
+        }
+    }
+
+    /// A configuration tried in place of the build's own (sweep points,
+    /// suggestion alternatives, packing studies).
+    pub fn overriding(
+        policy: SchedulePolicy,
+        width: TransferWidth,
+        row_allowance: u32,
+    ) -> EffectivePolicy {
+        EffectivePolicy::new(policy, width, row_allowance, PolicySource::Override)
+    }
+}
+
 /// Firewall: the policy of one phase, out of the build's override list.
 #[salsa::tracked(returns(ref))]
 pub fn phase_policy<'db>(db: &'db dyn Db, phase: PhaseKey<'db>) -> EffectivePolicy {
@@ -330,18 +358,18 @@ pub fn phase_policy<'db>(db: &'db dyn Db, phase: PhaseKey<'db>) -> EffectivePoli
     let schedule = build.schedule(db);
     let key = phase.key(db);
     match build.overrides(db).iter().find(|entry| &entry.phase == key) {
-        Some(entry) => EffectivePolicy {
-            policy: entry.policy,
-            width: entry.width.unwrap_or(schedule.width),
-            row_allowance: schedule.row_allowance,
-            source: PolicySource::Override,
-        },
-        None => EffectivePolicy {
-            policy: schedule.policy,
-            width: schedule.width,
-            row_allowance: schedule.row_allowance,
-            source: PolicySource::Default,
-        },
+        Some(entry) => EffectivePolicy::new(
+            entry.policy,
+            entry.width.unwrap_or(schedule.width),
+            schedule.row_allowance,
+            PolicySource::Override,
+        ),
+        None => EffectivePolicy::new(
+            schedule.policy,
+            schedule.width,
+            schedule.row_allowance,
+            PolicySource::Default,
+        ),
     }
 }
 
@@ -366,6 +394,19 @@ impl<'db> PolicyKey<'db> {
             0
         };
         PolicyKey::new(db, effective.policy, effective.width, row_allowance)
+    }
+
+    /// The key of a configuration tried in place of the build's own.
+    pub fn from_config(
+        db: &'db dyn Db,
+        policy: SchedulePolicy,
+        width: TransferWidth,
+        row_allowance: u32,
+    ) -> Self {
+        PolicyKey::of(
+            db,
+            &EffectivePolicy::overriding(policy, width, row_allowance),
+        )
     }
 
     /// The settings of the `auto` policy this key carries.

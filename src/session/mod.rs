@@ -41,7 +41,6 @@ use fan_out::fan_out;
 use salsa::plumbing::AsId;
 
 use crate::build_file::BuildQuery;
-use crate::build_file::overrides::nearest_keys;
 use crate::cache::PersistentCache;
 use crate::estimate::Estimate;
 use crate::estimate::breakdown::OpCompute;
@@ -64,6 +63,7 @@ use crate::model::graph::Graph;
 use crate::model::weights::Weights;
 use crate::place::{Placement, TileReservations};
 use crate::rows::RowTable;
+use crate::text::nearest_keys;
 
 /// Time spent in one stage of a build.
 #[derive(Clone, Debug, PartialEq)]

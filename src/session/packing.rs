@@ -10,12 +10,12 @@ use serde::Serialize;
 use super::Session;
 use super::fan_out::fan_out;
 use super::sweep::SweepConfig;
-use crate::build_file::overrides::nearest_keys;
 use crate::incremental::packing::packing_study;
 use crate::incremental::phases::{
-    EffectivePolicy, PhaseError, PolicyKey, PolicySource, phase_keys, phase_policy, phase_problem,
+    EffectivePolicy, PhaseError, PolicyKey, phase_keys, phase_policy, phase_problem,
 };
 use crate::schedule::packing::endpoint_fragments;
+use crate::text::nearest_keys;
 
 pub use crate::schedule::packing::{
     Alternative, AlternativeOutcome, AlternativeStudy, Conflict, CopyFigures, ExchangeMeasure,
@@ -132,12 +132,11 @@ impl Session {
         let studies = fan_out(&self.db, &chosen, |db, _, &index| {
             let key = keys[index];
             let effective = match request.config {
-                Some(config) => EffectivePolicy {
-                    policy: config.policy,
-                    width: config.width,
-                    row_allowance: phase_policy(db, key).row_allowance,
-                    source: PolicySource::Override,
-                },
+                Some(config) => EffectivePolicy::overriding(
+                    config.policy,
+                    config.width,
+                    phase_policy(db, key).row_allowance,
+                ),
                 None => phase_policy(db, key).clone(),
             };
             let policy = PolicyKey::of(db, &effective);

@@ -7,9 +7,7 @@ use crate::session::fan_out::fan_out;
 use super::super::Session;
 use super::config::SweepConfig;
 use super::points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};
-use crate::incremental::phases::{
-    EffectivePolicy, PhaseError, PhaseKey, PolicyKey, PolicySource, phase_keys,
-};
+use crate::incremental::phases::{PhaseError, PhaseKey, PolicyKey, phase_keys};
 use crate::incremental::sweep::{pairing_eligible, sweep_point};
 
 impl Session {
@@ -137,15 +135,7 @@ impl Session {
         progress.begin("sweep points", Some(work.len() as u64));
         let outcomes: Vec<SweepPoint> =
             fan_out(&self.db, work, |db, _, &(index, config, row_allowance)| {
-                let policy = PolicyKey::of(
-                    db,
-                    &EffectivePolicy {
-                        policy: config.policy,
-                        width: config.width,
-                        row_allowance,
-                        source: PolicySource::Override,
-                    },
-                );
+                let policy = PolicyKey::from_config(db, config.policy, config.width, row_allowance);
                 let outcome = match keys.get(index) {
                     Some(&key) => sweep_point(db, key, policy)
                         .clone()

@@ -11,6 +11,7 @@ use super::config::SweepConfig;
 use super::points::{Sweep, SweepPhase};
 use crate::build_file::PhaseOverride;
 use crate::incremental::sweep::PointFigures;
+use crate::text::thousands;
 
 /// The default window of rule (b), in bytes.
 pub const DEFAULT_WINDOW_BYTES: u64 = 256;
@@ -55,16 +56,19 @@ impl SelectionRule {
             SelectionRule::NoStorageGrowth if figures.max_row_bytes > built.max_row_bytes => {
                 format!(
                     "its max row grows {} -> {} B",
-                    built.max_row_bytes, figures.max_row_bytes
+                    thousands(built.max_row_bytes),
+                    thousands(figures.max_row_bytes)
                 )
             }
             SelectionRule::NoStorageGrowth => format!(
                 "its total row grows {} -> {} B",
-                built.total_row_bytes, figures.total_row_bytes
+                thousands(built.total_row_bytes),
+                thousands(figures.total_row_bytes)
             ),
             SelectionRule::MaxRowWindow { bytes } => format!(
-                "its max row grows by {} B, beyond the window of {bytes} B",
-                figures.max_row_bytes - built.max_row_bytes
+                "its max row grows by {} B, beyond the window of {} B",
+                thousands(figures.max_row_bytes - built.max_row_bytes),
+                thousands(bytes)
             ),
         })
     }
