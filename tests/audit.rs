@@ -5,7 +5,7 @@
 //! documented field; output is deterministic; bad flags exit 2 naming the
 //! flag and `--help` explains each.
 
-mod common;
+use crate::common;
 
 use common::{query, superstep};
 use superstep::expand::program::Step;

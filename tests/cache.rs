@@ -4,7 +4,7 @@
 //! wrong result; the command line's `--cache`, `--no-cache` and
 //! `--cache-limit`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

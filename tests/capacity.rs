@@ -4,7 +4,7 @@
 //! model that does not fit names the memory, the overflow and a change that
 //! makes room (and the change does).
 
-mod common;
+use crate::common;
 
 use common::query;
 use superstep::layout::capacity::{CapacityShortfall, PlannedMemory};

@@ -1,7 +1,7 @@
 //! The command line as a user meets it: exit codes, error messages that name
 //! the field, reports, traces, determinism.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 
@@ -546,7 +546,7 @@ fn the_sweep_summary_places_the_builds_suggestions() {
 }
 
 /// docs/build-file.md is rendered from the one field table; regenerate it
-/// with `SUPERSTEP_WRITE_DOCS=1 cargo test --test cli build_file_reference`.
+/// with `SUPERSTEP_WRITE_DOCS=1 cargo test --test suite cli::build_file_reference`.
 #[test]
 fn build_file_reference_is_current() {
     let rendered = superstep::build_file::fields::reference();
@@ -557,8 +557,7 @@ fn build_file_reference_is_current() {
     let written = std::fs::read_to_string(path).unwrap_or_default();
     assert!(
         written == rendered,
-        "docs/build-file.md is stale: run `SUPERSTEP_WRITE_DOCS=1 cargo test --test cli \
-         build_file_reference` and commit it"
+        "docs/build-file.md is stale: run `SUPERSTEP_WRITE_DOCS=1 cargo test --test suite cli::build_file_reference` and commit it"
     );
 }
 

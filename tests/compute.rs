@@ -3,7 +3,7 @@
 //! against the model's shapes, independently of the expansion), and never
 //! claims to beat the roofline.
 
-mod common;
+use crate::common;
 
 use common::{TINY_VARIANTS, query};
 use superstep::session::Session;

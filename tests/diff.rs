@@ -2,7 +2,7 @@
 //! builds of vit-tiny (latency against B1024) compared as JSON, the same
 //! comparison from the build queries themselves, and bad inputs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

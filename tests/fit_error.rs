@@ -3,7 +3,7 @@
 //! largest batch and layer count, each proved here by building it and the
 //! next one up, and the other levers (tiles, attention, reservation).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

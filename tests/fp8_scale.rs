@@ -6,7 +6,7 @@
 //! kind's scales, error and saturation; a fixed scale that saturates is a
 //! warning naming the tensor and its layers.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! separate horizons plus the barrier saved, and every variant builds
 //! (the stage checkers run on every build) and still runs correctly.
 
-mod common;
+use crate::common;
 
 use common::{query, superstep};
 use superstep::group::{Blocker, MotionOutcome, PhaseGroups};

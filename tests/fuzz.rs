@@ -17,7 +17,7 @@
 //! Case counts: `FUZZ_CASES` (environment) scales them; the defaults run a
 //! few thousand cases in seconds.
 
-mod common;
+use crate::common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -11,7 +11,7 @@
 //!
 //! Cases per run: `FUZZ_CASES` x the default (like `tests/fuzz_package.rs`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

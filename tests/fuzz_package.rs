@@ -9,7 +9,7 @@
 //!
 //! Seeded (reproducible); `FUZZ_CASES` scales the case counts.
 
-mod common;
+use crate::common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

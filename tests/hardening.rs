@@ -2,7 +2,7 @@
 //! exit code 2 with a message naming the flag, field, phase or file and what
 //! to change; no panic, no unbounded allocation, no silent no-op.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

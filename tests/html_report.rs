@@ -5,7 +5,7 @@
 //! and self-contained, and `outputs.html = false` writes none. The memory
 //! view it draws agrees with the placement.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Incrementality, asserted from salsa's execution log: which queries re-ran
 //! after each kind of edit to the build query.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

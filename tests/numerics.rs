@@ -1,7 +1,7 @@
 //! The tiny ViT on 16 tiles: the low-program interpreter reproduces the
 //! FP32 reference.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -110,7 +110,7 @@ fn corrupting_one_transfer_changes_the_output() {
 }
 
 /// SigLIP so400m at full width, 2 layers, on the C600's 1,472 tiles.
-/// Run with `cargo test --release --test numerics -- --ignored`.
+/// Run with `cargo test --release --test suite numerics:: -- --ignored`.
 #[test]
 #[ignore = "full-width SigLIP: about a minute in release"]
 fn siglip_two_layers_full_width_matches_the_fp32_reference() {

@@ -6,7 +6,7 @@
 //! output path may be one of the command's inputs; a trace that could not be
 //! written is an error.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,7 @@
 //! The package: written, read back identical, and its finalized rows decode
 //! to placed addresses inside the allocations they name.
 
-mod common;
+use crate::common;
 
 use common::query;
 use superstep::package::Package;

@@ -2,7 +2,7 @@
 //! program computes, bit for bit, and its checks catch faults in rows,
 //! placement and patches, naming tile, step and phase.
 
-mod common;
+use crate::common;
 
 use common::{TINY_VARIANTS, query};
 use superstep::direct::load_weights;

@@ -7,7 +7,7 @@
 //! build studied alike, a phase that forwards what it receives refused
 //! its staging alternatives, and flag errors.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! step, and a suggested override, applied, changes that phase's cost by
 //! exactly the predicted amount.
 
-mod common;
+use crate::common;
 
 use common::{query, scratch, superstep};
 use superstep::session::{Session, StepKind};

@@ -6,7 +6,7 @@
 //! a stale one from disk, and fields placement does not read (outputs, the
 //! FP8 scale, schedule fields that leave the rows alone) keep it.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

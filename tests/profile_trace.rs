@@ -3,7 +3,7 @@
 //! program's slices add up to the estimate, and tiles outside the machine
 //! are an input error.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

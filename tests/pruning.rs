@@ -6,7 +6,7 @@
 //! compiles to the same package bytes, the same estimate to the cycle and
 //! the same suggestions, and pruning did stop something.
 
-mod common;
+use crate::common;
 
 use common::{TINY_VARIANTS, query};
 use superstep::session::Session;

@@ -4,6 +4,3 @@
 //! written once by the libraries themselves (`scripts/fixtures/`); these
 //! tests need no Python. Also the checkpoint reader, whose tests compare
 //! with the libraries' outputs the same way.
-
-mod common;
-mod fidelity;

@@ -7,9 +7,8 @@
 //! succeeding with one warning and the same package as an uncached build;
 //! two processes uploading the same entries at once; no credentials shown.
 
-mod common;
-#[path = "remote/servers.rs"]
-mod servers;
+use crate::common;
+use crate::servers;
 
 use std::path::Path;
 use std::process::Output;

@@ -7,10 +7,8 @@
 //! to an uncached build's. Only kinds an independent checker proves are
 //! fetched at all.
 
-mod common;
-#[path = "remote/servers.rs"]
-#[allow(dead_code)]
-mod servers;
+use crate::common;
+use crate::servers;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -213,7 +211,7 @@ fn a_poisoned_remote_is_caught_by_the_checkers_and_never_kept() {
     poisoned_remote_case(&TINY_BUILD, "tiny");
 }
 
-/// The same at full scale: `cargo test --release --test remote_trust --
+/// The same at full scale: `cargo test --release --test suite remote_trust:: --
 /// --ignored --nocapture` prints the wall times docs/measurements.md quotes.
 #[test]
 #[ignore = "SigLIP so400m, 27 layers: about a minute in release"]

@@ -1,7 +1,7 @@
 //! Every exchange phase of the small builds replays from its decoded rows
 //! and delivers every word, under each policy and width.
 
-mod common;
+use crate::common;
 
 use common::query;
 use superstep::session::Session;

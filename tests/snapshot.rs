@@ -5,7 +5,7 @@
 //! provenance, the reconstructed problems keep the build's dependencies;
 //! the CLI rejects a malformed snapshot with exit code 2.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
@@ -192,7 +192,7 @@ fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
 
 /// The same round trip on the full-size builds: SigLIP so400m (27 layers)
 /// and PE-Core-L14 (24 layers) on 1,472 tiles, about 10 s each in release:
-/// `cargo test --release --test snapshot -- --ignored`.
+/// `cargo test --release --test suite snapshot:: -- --ignored`.
 #[test]
 #[ignore]
 fn capture_then_import_is_exact_on_the_full_size_builds() {

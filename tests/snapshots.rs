@@ -2,7 +2,7 @@
 //! (under `snapshots/`). A change in planning or expansion shows up here as a
 //! reviewable diff.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

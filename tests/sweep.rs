@@ -5,7 +5,7 @@
 //! `--apply` against a build with them, a warm second sweep that schedules
 //! nothing, byte-identical outputs, flag errors and `--help`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The independent checkers pass on every shipped build and fail on
 //! corrupted ones.
 
-mod common;
+use crate::common;
 
 use common::query;
 use superstep::direct::compile;

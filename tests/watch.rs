@@ -11,7 +11,7 @@ use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use superstep::watch::{Refresh, WatchEvent, WatchOptions, Watcher};

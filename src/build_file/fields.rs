@@ -493,7 +493,7 @@ pub fn reference() -> std::string::String {
          Every key a build file (`queries/*.toml`) may hold, and every key `--set KEY=VALUE` \
          may name. Generated from `src/build_file/fields.rs` (the one table the parser, `--set` \
          and their errors read); a test fails when this page is stale. Regenerate it with \
-         `SUPERSTEP_WRITE_DOCS=1 cargo test --test cli build_file_reference`.\n",
+         `SUPERSTEP_WRITE_DOCS=1 cargo test --test suite cli::build_file_reference`.\n",
     );
     for section in FIELDS.iter().filter(|field| field.kind == KeyKind::Table) {
         text.push_str(&format!(
