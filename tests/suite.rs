@@ -7,6 +7,8 @@
 
 mod common;
 mod fidelity;
+#[path = "import_graph.rs"]
+mod import_graph;
 #[path = "remote/servers.rs"]
 #[allow(dead_code)]
 mod servers;
