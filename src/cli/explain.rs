@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use super::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
-use super::phases::{PhaseLine, phase_lines};
+use super::phases::{PhaseLine, session_lines};
 use crate::build_file::BuildQuery;
 use crate::patch::BaseChoice;
 use crate::report::{REPORT_SCHEMA_VERSION, compiler_version, describe_plan};
 use crate::schedule::CandidateOutcome;
 use crate::schedule::candidates::BASELINE_POLICY;
-use crate::session::{PhaseFigures, PolicySource, SUGGESTIONS, Session, StepKind};
+use crate::session::{PolicySource, SUGGESTIONS, Session, StepKind};
 use crate::text::nearest_keys;
 
 fn bucket(bytes: u64) -> String {
@@ -46,12 +46,7 @@ fn internal(error: &dyn std::fmt::Display) -> CommandError {
 fn lines(session: &Session) -> Result<Vec<PhaseLine>, CommandError> {
     let profile = session.profile()?;
     let estimate = session.estimate()?;
-    let figures: Vec<PhaseFigures> = session
-        .map_phases(|phase| phase.figures())
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(|error| internal(&error))?;
-    Ok(phase_lines(&profile, &figures, estimate.total_cycles))
+    session_lines(session, &profile, estimate.total_cycles)
 }
 
 /// The line `selector` names: its key, or its step number.

@@ -95,6 +95,21 @@ pub struct ComputeDetail {
     pub occupancy: f64,
 }
 
+/// Every line of the session's built program, in program order, with each
+/// exchange's figures.
+pub fn session_lines(
+    session: &Session,
+    profile: &ProgramProfile,
+    total_cycles: u64,
+) -> Result<Vec<PhaseLine>, CommandError> {
+    let figures: Vec<PhaseFigures> = session
+        .map_phases(|phase| phase.figures())
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    Ok(phase_lines(profile, &figures, total_cycles))
+}
+
 /// Every line of the program, in program order.
 pub fn phase_lines(
     profile: &ProgramProfile,
@@ -289,12 +304,7 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
     }
     let profile = session.profile()?;
     let estimate = session.estimate()?;
-    let figures: Vec<PhaseFigures> = session
-        .map_phases(|phase| phase.figures())
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(|error| internal(&error))?;
-    let lines = phase_lines(&profile, &figures, estimate.total_cycles);
+    let lines = session_lines(session, &profile, estimate.total_cycles)?;
     let count = lines.len();
     let selected = match options.at_offset {
         Some(cycle) => {
