@@ -37,7 +37,7 @@ fn cold_low_program(criterion: &mut Criterion) {
             let mut session = Session::new(&full);
             black_box(
                 session
-                    .build_front()
+                    .build_low_program()
                     .expect("build")
                     .summary
                     .total

@@ -175,6 +175,7 @@ const SESSION_API: &[&str] = &[
     "BackendError",
     "Blocked",
     "BoundaryAudit",
+    "BuildError",
     "BuildOutcome",
     "CopyAudit",
     "Execution",
@@ -191,6 +192,7 @@ const SESSION_API: &[&str] = &[
     "StageTime",
     "StepKind",
     "Suggestion",
+    "UnknownPhase",
     "WeightsError",
     "layout_search",
     "memory",
@@ -199,7 +201,6 @@ const SESSION_API: &[&str] = &[
     "replay",
     "suggest",
     "sweep",
-    "unknown_override_phases",
 ];
 
 /// What the session re-exports from the query layer: plain data the

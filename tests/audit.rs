@@ -65,7 +65,7 @@ fn run(arguments: &[&str]) -> (String, String) {
 #[test]
 fn the_tiny_vit_audit_counts_every_boundary_and_prints_its_records() {
     let mut session = Session::new(&query(TINY, &[]));
-    session.build_front().expect("first half");
+    session.build_low_program().expect("first half");
     let program = session.low_program().expect("low program");
     let mut expected = (0, 0, 0);
     count(&program.steps, &mut expected);
@@ -299,7 +299,7 @@ fn bad_flags_exit_2_naming_the_flag_and_help_explains_every_flag() {
 #[test]
 fn the_siglip_audit_counts_every_boundary() {
     let mut session = Session::new(&query("queries/siglip-so400m.toml", &[]));
-    session.build_front().expect("first half");
+    session.build_low_program().expect("first half");
     let program = session.low_program().expect("low program");
     let mut expected = (0, 0, 0);
     count(&program.steps, &mut expected);

@@ -31,7 +31,7 @@ fn uneven_checkpoint(directory: &Path) -> PathBuf {
     let query = load_query(Path::new(TINY), &[]).expect("query");
     let mut session = Session::new(&query);
     let graph = session.graph().clone();
-    session.build_front().expect("front");
+    session.build_low_program().expect("front");
     let seeded = load_weights(&query, &graph).expect("seeded weights");
     let path = directory.join("uneven.safetensors");
     let mut found = false;

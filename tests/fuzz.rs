@@ -311,7 +311,7 @@ fn fuzz_build_files_never_panic_and_errors_name_the_field() {
             if accepted <= 40 {
                 let front = catch_unwind(AssertUnwindSafe(|| {
                     let mut session = superstep::session::Session::new(&query);
-                    session.build_front().map(|_| ())
+                    session.build_low_program().map(|_| ())
                 }));
                 match front {
                     Err(_) => {

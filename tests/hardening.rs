@@ -160,7 +160,8 @@ fn case_02_an_override_of_a_missing_phase_is_exit_2_with_the_nearest_keys() {
     ]);
     assert_input_error(&explain, &["did you mean `layer.mlp.down#0`"]);
 
-    // Watch keeps watching, but says the override does nothing.
+    // Watch refuses the build as `build` does (the session checks
+    // overrides while building) and keeps watching.
     let watch = superstep(&[
         "watch",
         "queries/vit-tiny.toml",
@@ -172,7 +173,9 @@ fn case_02_an_override_of_a_missing_phase_is_exit_2_with_the_nearest_keys() {
     ]);
     let text = stdout(&watch);
     assert!(
-        text.contains("\"layer.mlp.dwn#0\" does nothing") && text.contains("layer.mlp.down#0"),
+        text.contains("failed (cold, still watching)")
+            && text.contains("schedule override of phase \"layer.mlp.dwn#0\"")
+            && text.contains("nearest: layer.mlp.down#0"),
         "{text}"
     );
 }

@@ -130,7 +130,7 @@ fn scheduling_fields_rerun_nothing_in_the_first_half() {
             same,
             "schedule.policy=B256",
             "schedule.width=paired64",
-            "schedule.override.layer.attn.qkv#0=S64",
+            "schedule.override.layer.attn.qkv.a.rearrange#0=S64",
         ],
     ));
     assert_eq!(changed, vec!["schedule", "overrides"]);

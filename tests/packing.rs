@@ -166,7 +166,7 @@ fn top_writes_the_most_fragmented_phases_deterministically_and_the_page_agrees()
     let first = packing_command(&arguments);
     let phase_count = {
         let mut session = Session::new(&query(TINY, &[POLICY]));
-        session.build_front().expect("front");
+        session.build_low_program().expect("front");
         session.phases().len()
     };
     assert!(
@@ -181,7 +181,7 @@ fn top_writes_the_most_fragmented_phases_deterministically_and_the_page_agrees()
     let html = std::fs::read_to_string(&html_path).expect("html");
     // The two phases are the two with the most endpoints on one tile.
     let mut session = Session::new(&query(TINY, &[POLICY]));
-    session.build_front().expect("front");
+    session.build_low_program().expect("front");
     let mut ranked: Vec<(u64, usize, String)> = session
         .phases()
         .iter()
@@ -269,7 +269,7 @@ fn a_second_study_in_a_new_session_schedules_nothing() {
         ..PackingRequest::default()
     };
     let mut cold = Session::with_cache(&query(TINY, &[POLICY]), Some(cache.clone()));
-    cold.build_front().expect("front");
+    cold.build_low_program().expect("front");
     let first = cold.packing(&request).expect("packing");
     let ran = counts(&cold.take_executions());
     assert!(
@@ -277,7 +277,7 @@ fn a_second_study_in_a_new_session_schedules_nothing() {
         "{ran:?}"
     );
     let mut warm = Session::with_cache(&query(TINY, &[POLICY]), Some(cache));
-    warm.build_front().expect("front");
+    warm.build_low_program().expect("front");
     warm.take_executions();
     let second = warm.packing(&request).expect("packing");
     assert_eq!(first, second);
@@ -313,7 +313,7 @@ fn a_snapshot_of_the_build_is_studied_alike() {
     ]);
     let from_snapshot = read_json(&Path::new(output).join("packing.json"));
     let mut session = Session::new(&query(TINY, &[POLICY]));
-    session.build_front().expect("front");
+    session.build_low_program().expect("front");
     let from_build = session
         .packing(&PackingRequest {
             top: Some(3),
@@ -413,7 +413,7 @@ fn bad_flags_exit_2_naming_the_flag() {
     let cases: [(&[&str], &str); 5] = [
         (
             &["packing", TINY, "--phase", "layer.mlp.dwn#0"],
-            "--phase `layer.mlp.dwn#0`: the build has no such exchange phase; nearest:",
+            "--phase `layer.mlp.dwn#0`: the build has no such exchange phase (13 phases); nearest: layer.mlp.down#0",
         ),
         (&["packing", TINY, "--top", "0"], "--top 0 studies no phase"),
         (&["packing", TINY, "--policy", "S0"], "--policy"),

@@ -446,7 +446,7 @@ fn three_shards_then_a_merge_that_schedules_nothing() {
     }
     let phases = {
         let mut session = Session::new(&query(TINY, &["schedule.policy=B1024"]));
-        session.build_front().expect("front");
+        session.build_low_program().expect("front");
         session.phases().len()
     };
     let points = phases * 3;

@@ -71,6 +71,8 @@ mod remote_cache;
 mod remote_trust;
 #[path = "replay.rs"]
 mod replay;
+#[path = "session_build.rs"]
+mod session_build;
 #[path = "snapshot.rs"]
 mod snapshot;
 #[path = "snapshots.rs"]

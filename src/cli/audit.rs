@@ -45,7 +45,7 @@ pub fn run(arguments: &QueryArguments, options: &CopiesOptions) -> Result<(), Co
     let mut session = open_session(arguments, &query)?;
     let tiles = Some(query.machine.tiles);
     session
-        .build_front()
+        .build_low_program()
         .map_err(|error| stage_error(error, tiles))?;
     let audit = match options.fusion {
         MotionFusion::Build => session.copy_audit(),

@@ -17,7 +17,7 @@ use crate::model::weights::Weights;
 use crate::output_file::{OutputFileError, write_atomically};
 use crate::session::BackendError;
 use crate::session::StageError;
-use crate::session::{BuildOutcome, Session, StageTime, WeightsError};
+use crate::session::{BuildError, BuildOutcome, Session, WeightsError};
 use crate::sim::reference::evaluate_reference;
 
 pub use crate::build_file::error::render_query_error;
@@ -64,38 +64,55 @@ impl From<BackendError> for CommandError {
     }
 }
 
-/// Builds the whole pipeline of `session` for `query`: a schedule override
-/// naming a phase the build does not have is an input error first.
+/// Builds the whole pipeline of `session` for `query`, explaining a
+/// failure as the command line shows it.
 pub fn build_checked(
     session: &mut Session,
     query: &BuildQuery,
     arguments: &QueryArguments,
 ) -> Result<BuildOutcome, CommandError> {
+    session
+        .build()
+        .map_err(|error| build_failure(session, query, arguments, error))
+}
+
+/// The first half and the phase groups of `session` (overrides checked),
+/// failures explained as [`build_checked`] explains them.
+pub fn build_phase_groups_checked(
+    session: &mut Session,
+    query: &BuildQuery,
+    arguments: &QueryArguments,
+) -> Result<BuildOutcome, CommandError> {
+    session
+        .build_phase_groups()
+        .map_err(|error| build_failure(session, query, arguments, error))
+}
+
+/// A build failure of `session` as the command line explains it: an
+/// override naming no phase points at its entry; a model that does not fit
+/// says what would (`fit`); other input errors exit 2, the rest 1.
+pub fn build_failure(
+    session: &mut Session,
+    query: &BuildQuery,
+    arguments: &QueryArguments,
+    error: BuildError,
+) -> CommandError {
     let tiles = Some(query.machine.tiles);
-    let mut front = match session.build_front() {
-        Ok(front) => front,
-        Err(error) => return Err(front_error(session, query, arguments, error)),
-    };
-    // The check forms the phase groups (when there are overrides): its time
-    // is shown as its own stage, so that "phase groups" is not misread.
-    let started = std::time::Instant::now();
-    overrides::check_override_phases(session, query, arguments)?;
-    if !query.overrides.is_empty() {
-        front.times.push(StageTime {
-            stage: "overrides",
-            elapsed: started.elapsed(),
-        });
-    }
-    match session.build_back(front) {
-        Ok(outcome) => Ok(outcome),
-        Err(BackendError::Placement(placement)) => {
+    match error {
+        BuildError::UnknownOverride(unknown) => {
+            overrides::unknown_override_error(query, arguments, &unknown)
+        }
+        BuildError::Backend(BackendError::Stage(error)) => {
+            front_error(session, query, arguments, error)
+        }
+        BuildError::Backend(BackendError::Placement(placement)) => {
             let failure = fit::Failure {
                 shortage: memory::placement_shortage(&placement, tiles),
                 override_op: None,
             };
-            Err(fit::does_not_fit(session, query, arguments, failure, None))
+            fit::does_not_fit(session, query, arguments, failure, None)
         }
-        Err(error) => Err(backend_error(error, tiles)),
+        BuildError::Backend(error) => backend_error(error, tiles),
     }
 }
 

@@ -182,11 +182,9 @@ fn exchange(
     phase: &str,
     json: bool,
 ) -> Result<Value, CommandError> {
-    let Some(view) = session.phase(phase) else {
-        return Err(internal(&format!(
-            "phase {phase} is listed but has no view"
-        )));
-    };
+    let view = session
+        .phase(phase)
+        .map_err(|error| internal(&format!("phase {phase} is listed but has no view: {error}")))?;
     let record = view.record().map_err(|error| internal(&error))?;
     let problem = view.problem().map_err(|error| internal(&error))?;
     let schedule = view.schedule().map_err(|error| internal(&error))?;

@@ -12,8 +12,10 @@ use std::str::FromStr;
 
 use super::QueryArguments;
 use super::command_error::CommandError;
-use super::common::{artifacts_directory, finish_cache, load, open_session, stage_error};
-use super::{overrides, preflight, progress};
+use super::common::{
+    artifacts_directory, build_phase_groups_checked, finish_cache, load, open_session,
+};
+use super::{preflight, progress};
 use crate::build_file::validate::{DEFAULT_OUTPUT_DIRECTORY, DEFAULT_POLICY};
 use crate::report::packing::{PackingDocument, write_packing};
 use crate::schedule::TransferWidth;
@@ -81,18 +83,14 @@ pub fn run(arguments: &QueryArguments, options: &PackingOptions) -> Result<(), C
         }
     };
     let mut session = open_session(arguments, &query)?;
-    let tiles = Some(query.machine.tiles);
-    session
-        .build_front()
-        .map_err(|error| stage_error(error, tiles))?;
-    overrides::check_override_phases(&session, &query, arguments)?;
+    build_phase_groups_checked(&mut session, &query, arguments)?;
     let request = PackingRequest {
         phases: options.phases.clone(),
         top: options.top,
         config: options.config.map(|config| config.0),
     };
     let packing = session.packing(&request).map_err(|error| match error {
-        PackingRequestError::UnknownPhase { .. } => CommandError::Input(error.to_string()),
+        PackingRequestError::UnknownPhase(_) => CommandError::Input(error.to_string()),
         PackingRequestError::Phase(error) => CommandError::Internal(error.to_string()),
     })?;
     show(&query.name, &packing, &directory, options)?;

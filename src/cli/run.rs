@@ -19,7 +19,7 @@ pub fn run(arguments: &QueryArguments, host: &HostArguments) -> Result<(), Comma
     let progress = super::progress::bars();
     session.set_progress(progress.clone());
     let started = Instant::now();
-    session.build_front()?;
+    session.build_low_program()?;
     let layouts = session.layouts()?;
     let program = session.low_program()?;
     let compile_time = started.elapsed();

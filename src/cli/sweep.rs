@@ -15,10 +15,10 @@ use serde::Serialize;
 use super::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
-    artifacts_directory, backend_error, build_checked, finish_cache, load, open_session,
-    stage_error,
+    artifacts_directory, backend_error, build_checked, build_phase_groups_checked, finish_cache,
+    load, open_session,
 };
-use super::{overrides, preflight, progress};
+use super::{preflight, progress};
 use crate::build_file::{BuildQuery, PhaseOverride};
 use crate::report::sweep::fragment::overrides_fragment;
 use crate::report::sweep::{write_sweep, write_text};
@@ -26,7 +26,7 @@ use crate::session::sweep::{
     ConfigList, Selection, SelectionRule, Shard, Sweep, SweepOutcome, chosen_configs, frontier,
     select,
 };
-use crate::session::{BackOutcome, Session};
+use crate::session::{BackOutcome, BuildError, Session};
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 
@@ -113,11 +113,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
     if let Some(shard) = options.shard {
         // A shard needs the phase groups, not the placed program: the
         // merge run builds that (from the phases the shards cached).
-        let tiles = Some(query.machine.tiles);
-        session
-            .build_front()
-            .map_err(|error| stage_error(error, tiles))?;
-        overrides::check_override_phases(&session, &query, arguments)?;
+        build_phase_groups_checked(&mut session, &query, arguments)?;
         return run_shard(&session, &query.name, &configs, shard);
     }
     let outcome = build_checked(&mut session, &query, arguments)?;
@@ -395,9 +391,11 @@ fn apply(
     let overrides = selection.overrides();
     let applied_query = with_overrides(query, &overrides);
     session.update(&applied_query);
-    let outcome = session
-        .build()
-        .map_err(|error| backend_error(error, Some(query.machine.tiles)))?;
+    let outcome = session.build().map_err(|error| match error {
+        BuildError::Backend(error) => backend_error(error, Some(query.machine.tiles)),
+        // The sweep's own overrides name the sweep's own phases.
+        error => CommandError::Internal(error.to_string()),
+    })?;
     let back = outcome
         .back
         .as_ref()

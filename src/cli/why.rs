@@ -8,10 +8,10 @@ use std::sync::Arc;
 use super::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::common::{artifacts_directory, backend_error, build_checked};
-use super::overrides::check_override_phases;
+use super::overrides::unknown_override_error;
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
-use crate::session::{BuildOutcome, Session};
+use crate::session::{BuildError, BuildOutcome, Session};
 use crate::watch::state::{LastBuild, STATE_FILE};
 use crate::watch::why::rebuild_from;
 
@@ -57,9 +57,10 @@ pub fn build_session(
             )));
         }
     };
-    let rebuild = rebuild_from(&previous, query, cache.clone())
-        .map_err(|error| backend_error(error, Some(query.machine.tiles)))?;
-    check_override_phases(&rebuild.session, query, arguments)?;
+    let rebuild = rebuild_from(&previous, query, cache.clone()).map_err(|error| match error {
+        BuildError::UnknownOverride(unknown) => unknown_override_error(query, arguments, &unknown),
+        BuildError::Backend(error) => backend_error(error, Some(query.machine.tiles)),
+    })?;
     let explanation = format!(
         "why: compared with the last successful build recorded in {} (built first, in {:.3} s)\n{}",
         path.display(),

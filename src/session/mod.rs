@@ -7,6 +7,7 @@
 //! never name a query; independent per-op and per-phase queries are warmed
 //! in parallel from here, over cloned database handles.
 
+mod build;
 pub mod fan_out;
 pub mod layout_beam;
 pub mod layout_search;
@@ -30,12 +31,12 @@ pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
 pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
-pub use phase::Phase;
+pub use build::{BackOutcome, BuildError, BuildOutcome, StageTime};
+pub use phase::{Phase, UnknownPhase};
 pub use suggest::Suggestion;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use fan_out::fan_out;
 use salsa::plumbing::AsId;
@@ -46,14 +47,9 @@ use crate::estimate::Estimate;
 use crate::estimate::breakdown::OpCompute;
 use crate::expand::expansion::OpExpansion;
 use crate::expand::program::LowProgram;
-use crate::expand::summary::ProgramSummary;
 use crate::group::PhaseGroups;
-use crate::incremental::lowering::{
-    OpKey, graph, layouts, low_program, op_expansion, op_keys, program_summary,
-};
-use crate::incremental::phases::{
-    phase_figures, phase_groups, phase_keys, phase_patches, phase_positions,
-};
+use crate::incremental::lowering::{OpKey, graph, layouts, low_program, op_expansion, op_keys};
+use crate::incremental::phases::{phase_groups, phase_keys, phase_positions};
 use crate::incremental::whole_program::{
     build_estimate, compute_breakdown, placement, program_profile, row_table, tile_reservations,
 };
@@ -63,60 +59,6 @@ use crate::model::graph::Graph;
 use crate::model::weights::Weights;
 use crate::place::{Placement, TileReservations};
 use crate::rows::RowTable;
-use crate::text::nearest_keys;
-
-/// Time spent in one stage of a build.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StageTime {
-    pub stage: &'static str,
-    pub elapsed: Duration,
-}
-
-/// What one build computed.
-#[derive(Clone, Debug)]
-pub struct BuildOutcome {
-    pub times: Vec<StageTime>,
-    pub executions: Vec<Execution>,
-    pub summary: ProgramSummary,
-    /// The back half's figures (absent after a first-half-only build).
-    pub back: Option<BackOutcome>,
-}
-
-/// The back half's headline figures.
-#[derive(Clone, Debug)]
-pub struct BackOutcome {
-    pub phases: Vec<PhaseFigures>,
-    pub cycles: u64,
-    pub milliseconds: f64,
-    pub barriers: u64,
-    pub exchange_table_bytes_max: u64,
-    pub repeat_patch_words: u64,
-    pub sharing_patch_words: u64,
-    pub peak_sram_bytes: u64,
-    pub peak_sram_tile: u32,
-    /// Exchanges x tiles x elements where a tile's sends and receives
-    /// share a memory element, and where they touch its exchange code's.
-    pub element_conflicts: u64,
-    pub fetch_conflicts: u64,
-    pub estimate: Estimate,
-    /// Compute cycles, MACs and roofline per op (most cycles first).
-    pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
-}
-
-impl BuildOutcome {
-    /// How many times each query ran in this build.
-    pub fn executions_by_query(&self) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        for execution in &self.executions {
-            *counts.entry(execution.query.clone()).or_insert(0) += 1;
-        }
-        counts
-    }
-
-    pub fn total_time(&self) -> Duration {
-        self.times.iter().map(|time| time.elapsed).sum()
-    }
-}
 
 pub struct Session {
     db: CompilerDatabase,
@@ -200,15 +142,49 @@ impl Session {
             .collect()
     }
 
-    /// The phase with stable key `key`.
-    pub fn phase(&self, key: &str) -> Option<Phase<'_>> {
-        let index = *phase_positions(&self.db, self.inputs).get(key)? as usize;
-        let key = *phase_keys(&self.db, self.inputs).get(index)?;
-        Some(Phase {
-            db: &self.db,
-            key,
-            index,
-        })
+    /// The phase with stable key `key`, or the nearest keys the build has.
+    pub fn phase(&self, key: &str) -> Result<Phase<'_>, UnknownPhase> {
+        let keys = phase_keys(&self.db, self.inputs);
+        let found = phase_positions(&self.db, self.inputs)
+            .get(key)
+            .and_then(|&index| Some((index as usize, *keys.get(index as usize)?)));
+        match found {
+            Some((index, phase)) => Ok(Phase {
+                db: &self.db,
+                key: phase,
+                index,
+            }),
+            None => {
+                let known: Vec<&str> = keys
+                    .iter()
+                    .map(|phase| phase.key(&self.db).as_str())
+                    .collect();
+                Err(UnknownPhase::among(key, &known))
+            }
+        }
+    }
+
+    /// The schedule overrides of the session's query that name no phase of
+    /// its build (none when the phase groups cannot be formed).
+    pub fn unknown_overrides(&self) -> Vec<UnknownPhase> {
+        let overrides = self.inputs.overrides(&self.db);
+        if overrides.is_empty() {
+            return Vec::new();
+        }
+        let keys = phase_keys(&self.db, self.inputs);
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let positions = phase_positions(&self.db, self.inputs);
+        let known: Vec<&str> = keys
+            .iter()
+            .map(|phase| phase.key(&self.db).as_str())
+            .collect();
+        overrides
+            .iter()
+            .filter(|entry| !positions.contains_key(entry.phase.as_str()))
+            .map(|entry| UnknownPhase::among(&entry.phase, &known))
+            .collect()
     }
 
     /// `work` applied to every phase, in parallel over cloned database
@@ -346,198 +322,7 @@ impl Session {
     pub fn low_program(&self) -> Result<Arc<LowProgram>, StageError> {
         low_program(&self.db, self.inputs).clone()
     }
-
-    /// Computes the whole pipeline: the first half (graph, layouts,
-    /// expansion, low program), then phase groups, per-phase schedules and
-    /// rows (warmed in parallel), the row table, patches, placement and the
-    /// estimate.
-    pub fn build(&mut self) -> Result<BuildOutcome, BackendError> {
-        let outcome = self.build_front()?;
-        self.build_back(outcome)
-    }
-
-    /// The second half of [`Session::build`], after `build_front` returned
-    /// `outcome` (a caller may inspect the first half in between; what that
-    /// runs is logged into the outcome's executions).
-    pub fn build_back(&mut self, mut outcome: BuildOutcome) -> Result<BuildOutcome, BackendError> {
-        let mut timed = |stage: &'static str, start: Instant| {
-            outcome.times.push(StageTime {
-                stage,
-                elapsed: start.elapsed(),
-            })
-        };
-        let build = self.inputs;
-        let progress = self.progress.clone();
-        let start = Instant::now();
-        {
-            let _span = tracing::info_span!("phase_groups").entered();
-            let program = low_program(&self.db, build).clone()?;
-            let warmed = pricing::Warmed::of(&self.db, build, &program);
-            let mut priced = 0;
-            if self.warmed.as_ref() != Some(&warmed) {
-                priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
-                self.warmed = Some(warmed);
-            }
-            progress.begin(
-                "phase groups",
-                Some(priced as u64).filter(|&count| count > 0),
-            );
-            phase_groups(&self.db, build).clone()?;
-            progress.end();
-        }
-        timed("phase groups", start);
-        let start = Instant::now();
-        let keys = phase_keys(&self.db, build).clone();
-        {
-            let _span = tracing::info_span!("schedules").entered();
-            progress.begin("schedules", Some(keys.len() as u64));
-            fan_out(&self.db, &keys, |db, _, key| {
-                let _span = tracing::debug_span!("phase", key = %key.key(db)).entered();
-                let _ = phase_figures(db, *key);
-                let _ = phase_patches(db, *key);
-                progress.advance(1);
-            });
-            progress.end();
-        }
-        let mut phases = Vec::with_capacity(keys.len());
-        for &key in &keys {
-            phases.push(phase_figures(&self.db, key).clone()?);
-        }
-        timed("schedules", start);
-        let start = Instant::now();
-        let table = {
-            let _span = tracing::info_span!("row_table").entered();
-            progress.begin("row table", None);
-            let table = row_table(&self.db, build).clone();
-            progress.end();
-            table?
-        };
-        let mut patch_words = 0;
-        for &key in &keys {
-            patch_words += phase_patches(&self.db, key).clone()?.words();
-        }
-        timed("rows", start);
-        let start = Instant::now();
-        let placed = {
-            let _span = tracing::info_span!("placement").entered();
-            progress.begin("placement", None);
-            let placed = placement(&self.db, build).clone();
-            progress.end();
-            placed?
-        };
-        timed("placement", start);
-        let start = Instant::now();
-        let estimate = build_estimate(&self.db, build).clone()?;
-        let compute_by_op = compute_breakdown(&self.db, build).clone()?;
-        timed("estimate", start);
-        outcome.back = Some(BackOutcome {
-            phases,
-            cycles: estimate.total_cycles,
-            milliseconds: estimate.milliseconds,
-            barriers: estimate.barriers,
-            exchange_table_bytes_max: table.max_bytes(),
-            repeat_patch_words: patch_words,
-            sharing_patch_words: table.sharing_patches.len() as u64,
-            peak_sram_bytes: placed.max_peak.1 as u64,
-            element_conflicts: placed.element_conflicts.count,
-            fetch_conflicts: placed.element_conflicts.fetch_count,
-            peak_sram_tile: placed.max_peak.0,
-            estimate: (*estimate).clone(),
-            compute_by_op: compute_by_op.as_ref().clone(),
-        });
-        outcome.executions.extend(self.db.take_executions());
-        Ok(outcome)
-    }
-
-    /// Computes graph, layouts, expansions and the low program.
-    pub fn build_front(&mut self) -> Result<BuildOutcome, StageError> {
-        self.db.take_executions();
-        let progress = self.progress.clone();
-        let mut times = Vec::new();
-        let mut timed = |stage: &'static str, start: Instant| {
-            times.push(StageTime {
-                stage,
-                elapsed: start.elapsed(),
-            })
-        };
-        let start = Instant::now();
-        {
-            let _span = tracing::info_span!("graph").entered();
-            progress.begin("graph", None);
-            graph(&self.db, self.inputs);
-            progress.end();
-        }
-        timed("graph", start);
-        let start = Instant::now();
-        {
-            let _span = tracing::info_span!("layouts").entered();
-            progress.begin("layouts", None);
-            let layouts = self.layouts();
-            progress.end();
-            layouts?;
-        }
-        timed("layouts", start);
-        let start = Instant::now();
-        {
-            let _span = tracing::info_span!("expansion").entered();
-            let keys = op_keys(&self.db, self.inputs).clone();
-            progress.begin("expansion", Some(keys.len() as u64));
-            fan_out(&self.db, &keys, |db, _, key| {
-                let _span = tracing::debug_span!("op_expansion", op = %key.name(db)).entered();
-                let _ = op_expansion(db, *key);
-                progress.advance(1);
-            });
-            progress.end();
-        }
-        timed("expansion", start);
-        let start = Instant::now();
-        {
-            let _span = tracing::info_span!("low_program").entered();
-            progress.begin("low program", None);
-            let program = self.low_program();
-            progress.end();
-            program?;
-        }
-        timed("low program", start);
-        let start = Instant::now();
-        let summary = program_summary(&self.db, self.inputs).clone()?;
-        timed("summary", start);
-        Ok(BuildOutcome {
-            times,
-            executions: self.db.take_executions(),
-            summary,
-            back: None,
-        })
-    }
 }
 
 /// How many nearest phase keys a message names.
 pub const SUGGESTIONS: usize = 5;
-
-/// The overrides of `query` that name no phase of the session's build, each
-/// with the nearest existing keys (none when the build has no phase groups).
-pub fn unknown_override_phases(
-    session: &Session,
-    query: &BuildQuery,
-) -> Vec<(String, Vec<String>)> {
-    if query.overrides.is_empty() {
-        return Vec::new();
-    }
-    let phases = session.phases();
-    let known: Vec<&str> = phases.iter().map(|phase| phase.key()).collect();
-    if known.is_empty() {
-        return Vec::new();
-    }
-    query
-        .overrides
-        .iter()
-        .filter(|entry| !known.contains(&entry.phase.as_str()))
-        .map(|entry| {
-            let nearest = nearest_keys(&entry.phase, &known, SUGGESTIONS);
-            (
-                entry.phase.clone(),
-                nearest.into_iter().map(str::to_string).collect(),
-            )
-        })
-        .collect()
-}

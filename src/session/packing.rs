@@ -7,15 +7,14 @@
 
 use serde::Serialize;
 
-use super::Session;
 use super::fan_out::fan_out;
 use super::sweep::SweepConfig;
+use super::{Session, UnknownPhase};
 use crate::incremental::packing::packing_study;
 use crate::incremental::phases::{
     EffectivePolicy, PhaseError, PolicyKey, phase_keys, phase_policy, phase_problem,
 };
 use crate::schedule::packing::endpoint_fragments;
-use crate::text::nearest_keys;
 
 pub use crate::schedule::packing::{
     Alternative, AlternativeOutcome, AlternativeStudy, Conflict, CopyFigures, ExchangeMeasure,
@@ -37,21 +36,10 @@ pub struct PackingRequest {
 /// A request that names what the build does not have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PackingRequestError {
-    #[error(
-        "--phase `{key}`: the build has no such exchange phase{}",
-        nearest_text(nearest)
-    )]
-    UnknownPhase { key: String, nearest: Vec<String> },
+    #[error("--phase `{key}`: {0}", key = .0.key)]
+    UnknownPhase(UnknownPhase),
     #[error("{0}")]
     Phase(#[from] PhaseError),
-}
-
-fn nearest_text(nearest: &[String]) -> String {
-    if nearest.is_empty() {
-        String::new()
-    } else {
-        format!("; nearest: {}", nearest.join(", "))
-    }
 }
 
 /// One studied phase.
@@ -102,16 +90,10 @@ impl Session {
         } else {
             let mut chosen = Vec::with_capacity(request.phases.len());
             for wanted in &request.phases {
-                let index = names
-                    .iter()
-                    .position(|name| name == wanted)
-                    .ok_or_else(|| PackingRequestError::UnknownPhase {
-                        key: wanted.clone(),
-                        nearest: nearest_keys(wanted, &names, super::SUGGESTIONS)
-                            .into_iter()
-                            .map(str::to_string)
-                            .collect(),
-                    })?;
+                let index = self
+                    .phase(wanted)
+                    .map_err(PackingRequestError::UnknownPhase)?
+                    .index;
                 if !chosen.contains(&index) {
                     chosen.push(index);
                 }

@@ -15,6 +15,7 @@ use crate::incremental::phases::{
 use crate::patch::PhasePatches;
 use crate::rows::PhaseRows;
 use crate::schedule::{ExchangeProblem, Schedule};
+use crate::text::nearest_keys;
 
 /// An exchange phase of a built session.
 #[derive(Clone, Copy)]
@@ -77,5 +78,40 @@ impl Phase<'_> {
     /// The phase under each standard policy, measured by scheduling it.
     pub fn alternatives(&self) -> Result<PhaseAlternatives, PhaseError> {
         phase_alternatives(self.db, self.key).clone()
+    }
+}
+
+/// A phase key the build does not have, with the nearest keys it does have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the build has no such exchange phase ({known} phases){}", nearest_text(.nearest))]
+pub struct UnknownPhase {
+    /// The key asked for.
+    pub key: String,
+    /// The build's nearest keys (at most [`super::SUGGESTIONS`]), nearest
+    /// first; empty when the build has no exchange phases.
+    pub nearest: Vec<String>,
+    /// How many exchange phases the build has.
+    pub known: usize,
+}
+
+impl UnknownPhase {
+    /// `key`, missing from the build's `known` phase keys.
+    pub(super) fn among(key: &str, known: &[&str]) -> UnknownPhase {
+        UnknownPhase {
+            key: key.to_string(),
+            nearest: nearest_keys(key, known, super::SUGGESTIONS)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            known: known.len(),
+        }
+    }
+}
+
+fn nearest_text(nearest: &[String]) -> String {
+    if nearest.is_empty() {
+        String::new()
+    } else {
+        format!("; nearest: {}", nearest.join(", "))
     }
 }

@@ -9,7 +9,6 @@
 //! `Session::build` drops its worker clones before returning, so the setters
 //! in `Session::update` never wait on a live clone.
 
-use crate::session::unknown_override_phases;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -320,16 +319,6 @@ impl Watcher {
                             }
                         }
                         Err(error) => writeln!(out, "warning: artifacts not written: {error}")?,
-                    }
-                }
-                if let Some(applied) = &self.applied {
-                    for (phase, nearest) in unknown_override_phases(session, applied) {
-                        writeln!(
-                            out,
-                            "warning: the schedule override of phase \"{phase}\" does nothing: \
-                             the build has no such phase; nearest keys: {}",
-                            nearest.join(", ")
-                        )?;
                     }
                 }
                 if let Some(cache) = session.cache() {

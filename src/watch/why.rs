@@ -13,7 +13,7 @@ use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs};
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
-use crate::session::BackendError;
+use crate::session::BuildError;
 use crate::session::{BuildOutcome, Session};
 
 /// The session after the explained rebuild, its outcome and the explanation.
@@ -36,7 +36,7 @@ pub fn rebuild_from(
     previous: &BuildQuery,
     current: &BuildQuery,
     cache: Option<Arc<PersistentCache>>,
-) -> Result<WhyRebuild, BackendError> {
+) -> Result<WhyRebuild, BuildError> {
     let started = Instant::now();
     let mut session = Session::with_cache(previous, cache);
     let before = session.build();

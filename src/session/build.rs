@@ -1,0 +1,298 @@
+//! A build, stage by stage: the first half (graph, layouts, expansion,
+//! low program), the phase groups with the schedule overrides checked
+//! against them, and the back half (schedules, rows, row table, patches,
+//! placement, estimate). Each stage is timed and what re-ran is taken from
+//! salsa's log; how deep to build is the caller's one choice
+//! (`build_low_program`, `build_phase_groups`, `build`), never a sequence
+//! of its own.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::fan_out::fan_out;
+use super::phase::UnknownPhase;
+use super::{Session, pricing};
+use crate::estimate::Estimate;
+use crate::expand::summary::ProgramSummary;
+use crate::incremental::Execution;
+use crate::incremental::lowering::{
+    StageError, graph, low_program, op_expansion, op_keys, program_summary,
+};
+use crate::incremental::phases::{
+    PhaseFigures, phase_figures, phase_groups, phase_keys, phase_patches,
+};
+use crate::incremental::whole_program::{
+    BackendError, build_estimate, compute_breakdown, placement, row_table,
+};
+
+/// Why a build stopped.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// A schedule override names a phase the build does not have.
+    #[error("schedule override of phase \"{key}\": {0}", key = .0.key)]
+    UnknownOverride(UnknownPhase),
+}
+
+impl From<StageError> for BuildError {
+    fn from(error: StageError) -> BuildError {
+        BuildError::Backend(BackendError::Stage(error))
+    }
+}
+
+/// Time spent in one stage of a build.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageTime {
+    pub stage: &'static str,
+    pub elapsed: Duration,
+}
+
+/// What one build computed.
+#[derive(Clone, Debug)]
+pub struct BuildOutcome {
+    pub times: Vec<StageTime>,
+    pub executions: Vec<Execution>,
+    pub summary: ProgramSummary,
+    /// The back half's figures (absent after a first-half-only build).
+    pub back: Option<BackOutcome>,
+}
+
+/// The back half's headline figures.
+#[derive(Clone, Debug)]
+pub struct BackOutcome {
+    pub phases: Vec<PhaseFigures>,
+    pub cycles: u64,
+    pub milliseconds: f64,
+    pub barriers: u64,
+    pub exchange_table_bytes_max: u64,
+    pub repeat_patch_words: u64,
+    pub sharing_patch_words: u64,
+    pub peak_sram_bytes: u64,
+    pub peak_sram_tile: u32,
+    /// Exchanges x tiles x elements where a tile's sends and receives
+    /// share a memory element, and where they touch its exchange code's.
+    pub element_conflicts: u64,
+    pub fetch_conflicts: u64,
+    pub estimate: Estimate,
+    /// Compute cycles, MACs and roofline per op (most cycles first).
+    pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
+}
+
+impl BuildOutcome {
+    /// How many times each query ran in this build.
+    pub fn executions_by_query(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for execution in &self.executions {
+            *counts.entry(execution.query.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    pub fn total_time(&self) -> Duration {
+        self.times.iter().map(|time| time.elapsed).sum()
+    }
+}
+
+impl Session {
+    /// Computes the whole pipeline: the first half (graph, layouts,
+    /// expansion, low program), the phase groups (and checks every schedule
+    /// override against them), then per-phase schedules and rows (warmed
+    /// in parallel), the row table, patches, placement and the estimate.
+    pub fn build(&mut self) -> Result<BuildOutcome, BuildError> {
+        let mut outcome = self.build_phase_groups()?;
+        self.build_back(&mut outcome)?;
+        outcome.executions.extend(self.db.take_executions());
+        Ok(outcome)
+    }
+
+    /// The first half and the phase groups, with every schedule override
+    /// checked against the phases: what a study of the phases (packing, a
+    /// sweep shard) needs, without scheduling the program.
+    pub fn build_phase_groups(&mut self) -> Result<BuildOutcome, BuildError> {
+        let mut outcome = self.build_low_program().map_err(BackendError::Stage)?;
+        self.form_phase_groups(&mut outcome)?;
+        // An override naming a phase the build does not have would
+        // silently do nothing: it is refused here, for every user of the
+        // session alike. Its time is shown as its own stage.
+        let start = Instant::now();
+        if let Some(unknown) = self.unknown_overrides().into_iter().next() {
+            return Err(BuildError::UnknownOverride(unknown));
+        }
+        if !self.inputs.overrides(&self.db).is_empty() {
+            outcome.times.push(StageTime {
+                stage: "overrides",
+                elapsed: start.elapsed(),
+            });
+        }
+        outcome.executions.extend(self.db.take_executions());
+        Ok(outcome)
+    }
+
+    /// The phase groups, after the first half: fusion pricing is warmed in
+    /// parallel first (once per set of inputs it depends on).
+    fn form_phase_groups(&mut self, outcome: &mut BuildOutcome) -> Result<(), BackendError> {
+        let mut timed = |stage: &'static str, start: Instant| {
+            outcome.times.push(StageTime {
+                stage,
+                elapsed: start.elapsed(),
+            })
+        };
+        let build = self.inputs;
+        let progress = self.progress.clone();
+        let start = Instant::now();
+        {
+            let _span = tracing::info_span!("phase_groups").entered();
+            let program = low_program(&self.db, build).clone()?;
+            let warmed = pricing::Warmed::of(&self.db, build, &program);
+            let mut priced = 0;
+            if self.warmed.as_ref() != Some(&warmed) {
+                priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
+                self.warmed = Some(warmed);
+            }
+            progress.begin(
+                "phase groups",
+                Some(priced as u64).filter(|&count| count > 0),
+            );
+            phase_groups(&self.db, build).clone()?;
+            progress.end();
+        }
+        timed("phase groups", start);
+        Ok(())
+    }
+
+    /// Schedules, rows, the row table, patches, placement and the estimate,
+    /// after the phase groups.
+    fn build_back(&mut self, outcome: &mut BuildOutcome) -> Result<(), BackendError> {
+        let mut timed = |stage: &'static str, start: Instant| {
+            outcome.times.push(StageTime {
+                stage,
+                elapsed: start.elapsed(),
+            })
+        };
+        let build = self.inputs;
+        let progress = self.progress.clone();
+        let start = Instant::now();
+        let keys = phase_keys(&self.db, build).clone();
+        {
+            let _span = tracing::info_span!("schedules").entered();
+            progress.begin("schedules", Some(keys.len() as u64));
+            fan_out(&self.db, &keys, |db, _, key| {
+                let _span = tracing::debug_span!("phase", key = %key.key(db)).entered();
+                let _ = phase_figures(db, *key);
+                let _ = phase_patches(db, *key);
+                progress.advance(1);
+            });
+            progress.end();
+        }
+        let mut phases = Vec::with_capacity(keys.len());
+        for &key in &keys {
+            phases.push(phase_figures(&self.db, key).clone()?);
+        }
+        timed("schedules", start);
+        let start = Instant::now();
+        let table = {
+            let _span = tracing::info_span!("row_table").entered();
+            progress.begin("row table", None);
+            let table = row_table(&self.db, build).clone();
+            progress.end();
+            table?
+        };
+        let mut patch_words = 0;
+        for &key in &keys {
+            patch_words += phase_patches(&self.db, key).clone()?.words();
+        }
+        timed("rows", start);
+        let start = Instant::now();
+        let placed = {
+            let _span = tracing::info_span!("placement").entered();
+            progress.begin("placement", None);
+            let placed = placement(&self.db, build).clone();
+            progress.end();
+            placed?
+        };
+        timed("placement", start);
+        let start = Instant::now();
+        let estimate = build_estimate(&self.db, build).clone()?;
+        let compute_by_op = compute_breakdown(&self.db, build).clone()?;
+        timed("estimate", start);
+        outcome.back = Some(BackOutcome {
+            phases,
+            cycles: estimate.total_cycles,
+            milliseconds: estimate.milliseconds,
+            barriers: estimate.barriers,
+            exchange_table_bytes_max: table.max_bytes(),
+            repeat_patch_words: patch_words,
+            sharing_patch_words: table.sharing_patches.len() as u64,
+            peak_sram_bytes: placed.max_peak.1 as u64,
+            element_conflicts: placed.element_conflicts.count,
+            fetch_conflicts: placed.element_conflicts.fetch_count,
+            peak_sram_tile: placed.max_peak.0,
+            estimate: (*estimate).clone(),
+            compute_by_op: compute_by_op.as_ref().clone(),
+        });
+        Ok(())
+    }
+
+    /// The first half: graph, layouts, expansions and the low program
+    /// (what `run` interprets and the copy audit reads).
+    pub fn build_low_program(&mut self) -> Result<BuildOutcome, StageError> {
+        self.db.take_executions();
+        let progress = self.progress.clone();
+        let mut times = Vec::new();
+        let mut timed = |stage: &'static str, start: Instant| {
+            times.push(StageTime {
+                stage,
+                elapsed: start.elapsed(),
+            })
+        };
+        let start = Instant::now();
+        {
+            let _span = tracing::info_span!("graph").entered();
+            progress.begin("graph", None);
+            graph(&self.db, self.inputs);
+            progress.end();
+        }
+        timed("graph", start);
+        let start = Instant::now();
+        {
+            let _span = tracing::info_span!("layouts").entered();
+            progress.begin("layouts", None);
+            let layouts = self.layouts();
+            progress.end();
+            layouts?;
+        }
+        timed("layouts", start);
+        let start = Instant::now();
+        {
+            let _span = tracing::info_span!("expansion").entered();
+            let keys = op_keys(&self.db, self.inputs).clone();
+            progress.begin("expansion", Some(keys.len() as u64));
+            fan_out(&self.db, &keys, |db, _, key| {
+                let _span = tracing::debug_span!("op_expansion", op = %key.name(db)).entered();
+                let _ = op_expansion(db, *key);
+                progress.advance(1);
+            });
+            progress.end();
+        }
+        timed("expansion", start);
+        let start = Instant::now();
+        {
+            let _span = tracing::info_span!("low_program").entered();
+            progress.begin("low program", None);
+            let program = self.low_program();
+            progress.end();
+            program?;
+        }
+        timed("low program", start);
+        let start = Instant::now();
+        let summary = program_summary(&self.db, self.inputs).clone()?;
+        timed("summary", start);
+        Ok(BuildOutcome {
+            times,
+            executions: self.db.take_executions(),
+            summary,
+            back: None,
+        })
+    }
+}
