@@ -188,10 +188,12 @@ const SESSION_API: &[&str] = &[
     "ProgramProfile",
     "SUGGESTIONS",
     "Session",
+    "Stage",
     "StageError",
     "StageTime",
     "StepKind",
     "Suggestion",
+    "TrackedQuery",
     "UnknownPhase",
     "WeightsError",
     "layout_search",
@@ -214,7 +216,9 @@ const REEXPORTED_DATA: &[&str] = &[
     "PhaseFigures",
     "PointFigures",
     "PolicySource",
+    "Stage",
     "StageError",
+    "TrackedQuery",
     "WeightsError",
 ];
 
@@ -385,4 +389,54 @@ fn a_planted_cycle_and_a_planted_upward_import_are_found() {
         .push_str("\nuse crate::session::fan_out::fan_out;\nuse crate::incremental::Db;\n");
     let found = facade_violations(&texts);
     assert_eq!(found.len(), 2, "{found:?}");
+}
+
+/// The names of the functions under `#[salsa::tracked]` in `folder`.
+fn tracked_functions(folder: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(folder).expect("the query layer's folder") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_none_or(|extension| extension != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let mut after_attribute = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[salsa::tracked") {
+                after_attribute = true;
+            } else if after_attribute && let Some(rest) = line.split("fn ").nth(1) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|character| character.is_alphanumeric() || *character == '_')
+                    .collect();
+                names.insert(name);
+                after_attribute = false;
+            } else if after_attribute
+                && (line.starts_with("pub struct") || line.starts_with("struct"))
+            {
+                // A tracked struct, not a function.
+                after_attribute = false;
+            }
+        }
+    }
+    names
+}
+
+/// `TrackedQuery` lists every tracked function of the query layer, and
+/// nothing else: a query added or renamed without the list fails here, so
+/// no test's or watch's reference to a query can go stale silently.
+#[test]
+fn the_tracked_query_list_is_the_query_layers_functions() {
+    let in_source = tracked_functions("src/incremental");
+    assert!(in_source.len() > 30, "found only {in_source:?}");
+    let listed: BTreeSet<String> = superstep::session::TrackedQuery::ALL
+        .iter()
+        .map(|query| query.name().to_string())
+        .collect();
+    let unlisted: Vec<&String> = in_source.difference(&listed).collect();
+    let stale: Vec<&String> = listed.difference(&in_source).collect();
+    assert!(
+        unlisted.is_empty() && stale.is_empty(),
+        "tracked but not in TrackedQuery: {unlisted:?}; listed but not tracked: {stale:?}"
+    );
 }

@@ -13,6 +13,7 @@ use common::{counts, query, scratch, superstep};
 use superstep::build_file::BuildQuery;
 use superstep::cache::{EntryKind, PersistentCache};
 use superstep::package::Package;
+use superstep::session::TrackedQuery;
 use superstep::session::{BuildOutcome, Session};
 
 const TINY: &str = "queries/vit-tiny.toml";
@@ -85,9 +86,13 @@ fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
         // schedule figures and the placement came from disk, and each rows
         // entry was checked against its schedule, read from disk too.
         let runs = counts(&warm.executions);
-        let problems = runs["encoded_rows"];
-        assert_eq!(runs.get("scheduled"), Some(&problems), "{fusion}: {runs:?}");
-        let figures_read = runs["schedule_figures"];
+        let problems = runs[&TrackedQuery::EncodedRows];
+        assert_eq!(
+            runs.get(&TrackedQuery::Scheduled),
+            Some(&problems),
+            "{fusion}: {runs:?}"
+        );
+        let figures_read = runs[&TrackedQuery::ScheduleFigures];
         if fusion == "same-operator" {
             assert_eq!(figures_read, problems, "{runs:?}");
         } else {
@@ -95,7 +100,7 @@ fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
         }
         // Plus the schedules, the placement, and under `auto` each priced
         // merge's bound.
-        let bounds = runs.get("problem_bound").copied().unwrap_or(0);
+        let bounds = runs.get(&TrackedQuery::ProblemBound).copied().unwrap_or(0);
         assert_eq!(bounds > 0, fusion == "auto", "{runs:?}");
         assert_eq!(
             statistics.hits,
@@ -137,7 +142,11 @@ fn damaged_entries_are_misses(name: &str, damage: fn(&Path), expected: &str) {
     assert_eq!(figures(&reference), figures(&outcome));
     assert_eq!(reference_package, package);
     let runs = counts(&outcome.executions);
-    assert_eq!(runs.get("encoded_rows"), Some(&damaged.len()), "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::EncodedRows),
+        Some(&damaged.len()),
+        "{runs:?}"
+    );
 
     let cache = open(&directory);
     build(&query, Some(cache.clone()));
@@ -196,7 +205,11 @@ fn an_override_with_a_warm_cache_schedules_only_that_phase() {
     let runs = counts(&outcome.executions);
     // Every phase's schedule is read (its cached rows are checked against
     // it); only the overridden one misses and is computed (below).
-    assert_eq!(runs.get("scheduled"), runs.get("encoded_rows"), "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::Scheduled),
+        runs.get(&TrackedQuery::EncodedRows),
+        "{runs:?}"
+    );
     let statistics = cache.statistics();
     // The new (problem, policy) pair misses its schedule, figures and rows
     // (and the placement, when the reservations moved); all else hits.

@@ -16,6 +16,7 @@ use superstep::numerics::dot::Accumulation;
 use superstep::place::TileReservations;
 use superstep::rows::RowTable;
 use superstep::session::Session;
+use superstep::session::TrackedQuery;
 
 #[test]
 fn cold_build_runs_every_stage_once_per_key() {
@@ -23,11 +24,11 @@ fn cold_build_runs_every_stage_once_per_key() {
     let outcome = session.build().expect("build");
     let counts = counts(&outcome.executions);
     let ops = session.layouts().expect("layouts").ops.len();
-    assert_eq!(counts["graph"], 1);
-    assert_eq!(counts["layouts"], 1);
-    assert_eq!(counts["low_program"], 1);
-    assert_eq!(counts["op_expansion"], ops);
-    assert_eq!(counts["planned_op"], ops);
+    assert_eq!(counts[&TrackedQuery::Graph], 1);
+    assert_eq!(counts[&TrackedQuery::Layouts], 1);
+    assert_eq!(counts[&TrackedQuery::LowProgram], 1);
+    assert_eq!(counts[&TrackedQuery::OpExpansion], ops);
+    assert_eq!(counts[&TrackedQuery::PlannedOp], ops);
 }
 
 #[test]
@@ -49,16 +50,16 @@ fn fp8_scale_reruns_no_layout_query() {
     let outcome = session.build().expect("rebuild");
     let counts = counts(&outcome.executions);
     for stage in [
-        "graph",
-        "planning_settings",
-        "layouts",
-        "matmul_costing",
-        "attention_costing",
-        "planned_op",
-        "op_expansion",
-        "op_keys",
+        TrackedQuery::Graph,
+        TrackedQuery::PlanningSettings,
+        TrackedQuery::Layouts,
+        TrackedQuery::MatmulCosting,
+        TrackedQuery::AttentionCosting,
+        TrackedQuery::PlannedOp,
+        TrackedQuery::OpExpansion,
+        TrackedQuery::OpKeys,
     ] {
-        assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
+        assert!(!counts.contains_key(&stage), "{stage} re-ran: {counts:?}");
     }
     // The scale only changes the stored weight codes: no compiler query
     // reads it (the package and the weights do), so nothing re-runs.
@@ -72,7 +73,7 @@ fn weights_are_a_query_behind_the_scale_firewall() {
     session.take_executions();
     let first = session.weights().expect("weights");
     let ran = counts(&session.take_executions());
-    assert_eq!(ran.get("weights"), Some(&1), "{ran:?}");
+    assert_eq!(ran.get(&TrackedQuery::Weights), Some(&1), "{ran:?}");
     // Asked again: the memo, nothing re-runs.
     let again = session.weights().expect("weights");
     assert!(std::sync::Arc::ptr_eq(&first, &again));
@@ -85,7 +86,11 @@ fn weights_are_a_query_behind_the_scale_firewall() {
     let ran = counts(&session.take_executions());
     // Only the weights re-run (they read the scale and the graph, which is
     // verified unchanged); the compiler is untouched.
-    assert_eq!(ran.keys().collect::<Vec<_>>(), vec!["weights"], "{ran:?}");
+    assert_eq!(
+        ran.keys().collect::<Vec<_>>(),
+        vec![&TrackedQuery::Weights],
+        "{ran:?}"
+    );
     assert_eq!(
         rescaled.fp8_scale,
         superstep::model::quantisation::Fp8Scale::Fixed(-3)
@@ -102,18 +107,18 @@ fn weights_are_a_query_behind_the_scale_firewall() {
 }
 
 /// Queries of the first half (graph to low program).
-const FIRST_HALF: [&str; 11] = [
-    "graph",
-    "planning_settings",
-    "matmul_costing",
-    "attention_costing",
-    "layouts",
-    "op_keys",
-    "planned_op",
-    "op_expansion",
-    "low_program",
-    "program_summary",
-    "phase_groups",
+const FIRST_HALF: [TrackedQuery; 11] = [
+    TrackedQuery::Graph,
+    TrackedQuery::PlanningSettings,
+    TrackedQuery::MatmulCosting,
+    TrackedQuery::AttentionCosting,
+    TrackedQuery::Layouts,
+    TrackedQuery::OpKeys,
+    TrackedQuery::PlannedOp,
+    TrackedQuery::OpExpansion,
+    TrackedQuery::LowProgram,
+    TrackedQuery::ProgramSummary,
+    TrackedQuery::PhaseGroups,
 ];
 
 /// (Under the default `planning.fusion = "auto"` phase grouping prices
@@ -137,10 +142,12 @@ fn scheduling_fields_rerun_nothing_in_the_first_half() {
     let outcome = session.build().expect("rebuild");
     let counts = counts(&outcome.executions);
     for stage in FIRST_HALF {
-        assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
+        assert!(!counts.contains_key(&stage), "{stage} re-ran: {counts:?}");
     }
     assert!(
-        counts.get("scheduled").is_some_and(|&runs| runs > 1),
+        counts
+            .get(&TrackedQuery::Scheduled)
+            .is_some_and(|&runs| runs > 1),
         "{counts:?}"
     );
 }
@@ -159,18 +166,38 @@ fn one_phase_override_reschedules_only_that_phase() {
     ));
     let outcome = session.build().expect("rebuild");
     let counts = counts(&outcome.executions);
-    for stage in FIRST_HALF.iter().chain(&["phase_problem"]) {
-        assert!(!counts.contains_key(*stage), "{stage} re-ran: {counts:?}");
+    for stage in FIRST_HALF.iter().chain(&[TrackedQuery::PhaseProblem]) {
+        assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
     }
-    assert_eq!(counts.get("scheduled"), Some(&1), "{counts:?}");
-    assert_eq!(counts.get("encoded_rows"), Some(&1), "{counts:?}");
-    assert_eq!(counts.get("phase_figures"), Some(&1), "{counts:?}");
-    assert_eq!(counts.get("phase_patches"), Some(&1), "{counts:?}");
-    assert_eq!(counts.get("row_table"), Some(&1), "{counts:?}");
-    assert_eq!(counts.get("build_estimate"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&TrackedQuery::Scheduled), Some(&1), "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::EncodedRows),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.get(&TrackedQuery::PhaseFigures),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.get(&TrackedQuery::PhasePatches),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(counts.get(&TrackedQuery::RowTable), Some(&1), "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::BuildEstimate),
+        Some(&1),
+        "{counts:?}"
+    );
     // The firewall: every phase's policy is re-read, cheaply.
     let phases = outcome.back.as_ref().expect("back half").phases.len();
-    assert_eq!(counts.get("phase_policy"), Some(&phases), "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::PhasePolicy),
+        Some(&phases),
+        "{counts:?}"
+    );
     let overridden = outcome
         .back
         .as_ref()
@@ -196,8 +223,12 @@ fn attention_method_reexpands_only_attention() {
     let expanded = expanded_ops(&session, &outcome.executions);
     assert_eq!(expanded, BTreeSet::from(["layer.attn.core".to_string()]));
     let counts = counts(&outcome.executions);
-    assert_eq!(counts.get("matmul_costing"), None, "{counts:?}");
-    assert_eq!(counts.get("attention_costing"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&TrackedQuery::MatmulCosting), None, "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::AttentionCosting),
+        Some(&1),
+        "{counts:?}"
+    );
 }
 
 /// The accumulation precision is an input of the matrix products' costing
@@ -220,9 +251,15 @@ fn accumulation_replans_only_the_matrix_products() {
     let outcome = session.build().expect("rebuild");
     let after = session.layouts().expect("layouts");
     let counts = counts(&outcome.executions);
-    assert_eq!(counts.get("attention_costing"), None, "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::AttentionCosting),
+        None,
+        "{counts:?}"
+    );
     assert!(
-        counts.get("matmul_costing").is_some_and(|&runs| runs > 0),
+        counts
+            .get(&TrackedQuery::MatmulCosting)
+            .is_some_and(|&runs| runs > 0),
         "{counts:?}"
     );
     let expanded = expanded_ops(&session, &outcome.executions);
@@ -261,8 +298,12 @@ fn auto_accumulation_bound_recosts_nothing_and_reexpands_what_changed() {
     let outcome = session.build().expect("rebuild");
     let after = session.layouts().expect("layouts");
     let counts = counts(&outcome.executions);
-    assert_eq!(counts.get("matmul_costing"), None, "{counts:?}");
-    assert_eq!(counts.get("attention_costing"), None, "{counts:?}");
+    assert_eq!(counts.get(&TrackedQuery::MatmulCosting), None, "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::AttentionCosting),
+        None,
+        "{counts:?}"
+    );
     let f16_products: Vec<&str> = after
         .ops
         .iter()
@@ -414,28 +455,24 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
     let phases = phase_keys(session.internals().0, session.internals().1).len();
     let problems = problem_ids(&session).len();
     let mut expected = BTreeMap::from([
-        ("phase_policy", phases),
-        ("phase_figures", phases),
-        ("phase_patches", phases),
-        ("scheduled", problems),
-        ("validated_schedule", problems),
-        ("schedule_figures", problems),
-        ("encoded_rows", problems),
-        ("row_table", 1),
-        ("phase_costs", 1),
-        ("build_estimate", 1),
+        (TrackedQuery::PhasePolicy, phases),
+        (TrackedQuery::PhaseFigures, phases),
+        (TrackedQuery::PhasePatches, phases),
+        (TrackedQuery::Scheduled, problems),
+        (TrackedQuery::ValidatedSchedule, problems),
+        (TrackedQuery::ScheduleFigures, problems),
+        (TrackedQuery::EncodedRows, problems),
+        (TrackedQuery::RowTable, 1),
+        (TrackedQuery::PhaseCosts, 1),
+        (TrackedQuery::BuildEstimate, 1),
     ]);
     // Salsa backdates equal values: the reservations re-run only if the
     // row table moved, and placement only if the reservations moved.
     assert_ne!(row_table_of(&session), table, "the edit must change rows");
-    expected.insert("tile_reservations", 1);
+    expected.insert(TrackedQuery::TileReservations, 1);
     if reservations(&session) != reserved {
-        expected.insert("placement", 1);
+        expected.insert(TrackedQuery::Placement, 1);
     }
-    let expected: BTreeMap<String, usize> = expected
-        .into_iter()
-        .map(|(name, runs)| (name.to_string(), runs))
-        .collect();
     assert_eq!(runs, expected);
 }
 
@@ -450,16 +487,16 @@ fn global_policy_regroups_phases_only_under_auto_fusion() {
     session.build().expect("build");
     session.update(&query(file, &[same, "schedule.policy=S8"]));
     let runs = counts(&session.build().expect("rebuild").executions);
-    assert!(!runs.contains_key("phase_groups"), "{runs:?}");
-    assert!(!runs.contains_key("low_program"), "{runs:?}");
+    assert!(!runs.contains_key(&TrackedQuery::PhaseGroups), "{runs:?}");
+    assert!(!runs.contains_key(&TrackedQuery::LowProgram), "{runs:?}");
 
     let auto = "planning.fusion=auto";
     let mut session = Session::new(&query(file, &[auto, "schedule.policy=B256"]));
     session.build().expect("build");
     session.update(&query(file, &[auto, "schedule.policy=S8"]));
     let runs = counts(&session.build().expect("rebuild").executions);
-    assert_eq!(runs.get("phase_groups"), Some(&1), "{runs:?}");
-    assert!(!runs.contains_key("low_program"), "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::PhaseGroups), Some(&1), "{runs:?}");
+    assert!(!runs.contains_key(&TrackedQuery::LowProgram), "{runs:?}");
 }
 
 /// A new layer count changes the graph (the Repeat's iteration count): the
@@ -483,22 +520,22 @@ fn layer_count_replans_and_schedules_only_new_problems() {
     let ops = session.layouts().expect("layouts").ops.len();
     let phases = phase_keys(session.internals().0, session.internals().1).len();
     for (query, expected) in [
-        ("graph", Some(1)),
-        ("layouts", Some(1)),
-        ("planned_op", Some(ops)),
-        ("op_expansion", None),
-        ("low_program", Some(1)),
-        ("phase_groups", Some(1)),
-        ("phase_problem", Some(phases)),
-        ("phase_policy", None),
+        (TrackedQuery::Graph, Some(1)),
+        (TrackedQuery::Layouts, Some(1)),
+        (TrackedQuery::PlannedOp, Some(ops)),
+        (TrackedQuery::OpExpansion, None),
+        (TrackedQuery::LowProgram, Some(1)),
+        (TrackedQuery::PhaseGroups, Some(1)),
+        (TrackedQuery::PhaseProblem, Some(phases)),
+        (TrackedQuery::PhasePolicy, None),
         (
-            "scheduled",
+            TrackedQuery::Scheduled,
             Some(problem_ids(&session).difference(&before).count()),
         ),
-        ("row_table", Some(1)),
-        ("build_estimate", Some(1)),
+        (TrackedQuery::RowTable, Some(1)),
+        (TrackedQuery::BuildEstimate, Some(1)),
     ] {
-        assert_eq!(runs.get(query).copied(), expected, "{query}: {runs:?}");
+        assert_eq!(runs.get(&query).copied(), expected, "{query}: {runs:?}");
     }
 }
 
@@ -523,19 +560,31 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
     let figures_rerun: BTreeSet<salsa::Id> = rebuilt
         .executions
         .iter()
-        .filter(|execution| execution.query == "phase_figures")
+        .filter(|execution| execution.query == TrackedQuery::PhaseFigures)
         .map(|execution| execution.key)
         .collect();
     assert_eq!(figures_rerun, BTreeSet::from([ids[phase_a]]));
-    for query in ["phase_policy", "phase_figures", "phase_patches"] {
+    for query in [
+        TrackedQuery::PhasePolicy,
+        TrackedQuery::PhaseFigures,
+        TrackedQuery::PhasePatches,
+    ] {
         assert_query_was_run(&rebuilt.executions, query, ids[phase_a]);
     }
-    for query in ["phase_figures", "phase_patches", "phase_problem"] {
+    for query in [
+        TrackedQuery::PhaseFigures,
+        TrackedQuery::PhasePatches,
+        TrackedQuery::PhaseProblem,
+    ] {
         assert_query_was_not_run(&rebuilt.executions, query, ids[phase_b]);
     }
     let counts = counts(&rebuilt.executions);
-    assert_eq!(counts.get("scheduled"), Some(&1), "{counts:?}");
-    assert_eq!(counts.get("encoded_rows"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&TrackedQuery::Scheduled), Some(&1), "{counts:?}");
+    assert_eq!(
+        counts.get(&TrackedQuery::EncodedRows),
+        Some(&1),
+        "{counts:?}"
+    );
     let back = rebuilt.back.expect("back half");
     let policy_of = |key: &str| {
         back.phases
@@ -568,8 +617,8 @@ fn layout_override_reexpands_one_op_and_reschedules_only_changed_phases() {
     let outcome = session.build().expect("rebuild");
     let after = session.layouts().expect("layouts");
     let runs = counts(&outcome.executions);
-    assert_eq!(runs.get("matmul_costing"), None, "{runs:?}");
-    assert_eq!(runs.get("attention_costing"), None, "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::MatmulCosting), None, "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::AttentionCosting), None, "{runs:?}");
     let expanded = expanded_ops(&session, &outcome.executions);
     assert_eq!(expanded, changed_ops(&before, &after));
     assert!(expanded.contains("layer.mlp.down"), "{expanded:?}");
@@ -585,7 +634,7 @@ fn layout_override_reexpands_one_op_and_reschedules_only_changed_phases() {
     let new_problems = problem_ids(&session).difference(&problems_before).count();
     assert!(new_problems > 0);
     assert_eq!(
-        runs.get("scheduled").copied().unwrap_or(0),
+        runs.get(&TrackedQuery::Scheduled).copied().unwrap_or(0),
         new_problems,
         "{runs:?}"
     );

@@ -17,6 +17,7 @@ use common::{counts, query, scratch, superstep};
 use superstep::cache::PersistentCache;
 use superstep::schedule::ExchangeProblem;
 use superstep::session::Session;
+use superstep::session::TrackedQuery;
 use superstep::session::packing::{Alternative, AlternativeOutcome, PackingRequest};
 use superstep::target::timing::MAX_LOGICAL_TRANSFER_WORDS;
 
@@ -273,7 +274,7 @@ fn a_second_study_in_a_new_session_schedules_nothing() {
     let first = cold.packing(&request).expect("packing");
     let ran = counts(&cold.take_executions());
     assert!(
-        ran.get("scheduled").copied().unwrap_or(0) >= 3 * 5,
+        ran.get(&TrackedQuery::Scheduled).copied().unwrap_or(0) >= 3 * 5,
         "{ran:?}"
     );
     let mut warm = Session::with_cache(&query(TINY, &[POLICY]), Some(cache));
@@ -282,8 +283,8 @@ fn a_second_study_in_a_new_session_schedules_nothing() {
     let second = warm.packing(&request).expect("packing");
     assert_eq!(first, second);
     let ran = counts(&warm.take_executions());
-    assert_eq!(ran.get("scheduled"), None, "{ran:?}");
-    assert_eq!(ran.get("encoded_rows"), None, "{ran:?}");
+    assert_eq!(ran.get(&TrackedQuery::Scheduled), None, "{ran:?}");
+    assert_eq!(ran.get(&TrackedQuery::EncodedRows), None, "{ran:?}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ use servers::{Fault, Nginx, Proxy};
 use superstep::cache::PersistentCache;
 use superstep::cache::remote::{RemoteCache, RemoteSettings};
 use superstep::session::Session;
+use superstep::session::TrackedQuery;
 
 const TINY: &str = "queries/vit-tiny.toml";
 const SIGLIP: &str = "queries/siglip-so400m.toml";
@@ -60,9 +61,12 @@ fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
     let warm_outcome = warm.build().expect("build");
     let runs = counts(&warm_outcome.executions);
     // `scheduled` runs to load each schedule from the remote (figures and
-    // rows are derived locally); the remote has every one (no misses
-    // below), so nothing is scheduled and nothing placed.
-    assert_eq!(runs.get("placement_search"), None, "{runs:?}");
+    // rows are derived locally), and `placement` once to load and check
+    // the placement; the remote has every one (no misses below), so
+    // nothing is scheduled and nothing placed. (This line used to ask for
+    // a query named "placement_search", which does not exist, and so
+    // checked nothing.)
+    assert_eq!(runs.get(&TrackedQuery::Placement), Some(&1), "{runs:?}");
     assert_eq!(warm.package().expect("package"), cold_package);
     assert_eq!(
         warm_outcome.back.as_ref().map(|back| back.cycles),
@@ -82,7 +86,11 @@ fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
     let runs = counts(&third.build().expect("build").executions);
     // Each schedule is read from the local cache to check its rows against;
     // none is computed (no miss, no write).
-    assert_eq!(runs.get("scheduled"), runs.get("encoded_rows"), "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::Scheduled),
+        runs.get(&TrackedQuery::EncodedRows),
+        "{runs:?}"
+    );
     assert_eq!(local_only.statistics().misses, 0);
     assert_eq!(local_only.statistics().writes, 0);
 }
@@ -486,7 +494,11 @@ fn three_shards_then_a_merge_that_schedules_nothing() {
     let swept = session.sweep(&configs).expect("sweep");
     assert_eq!(swept.point_count(), points);
     let runs = counts(&session.take_executions());
-    assert_eq!(runs.get("sweep_point"), Some(&points), "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::SweepPoint),
+        Some(&points),
+        "{runs:?}"
+    );
     // Every schedule came from the remote, and the placement the merge
     // above uploaded: no remote misses, so nothing was scheduled.
     let remote = cache.finish().remote.expect("remote");

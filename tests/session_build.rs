@@ -3,6 +3,7 @@
 //! override naming no phase stops every build that forms the phase groups,
 //! whichever caller asked (the CLI, watch, `--why`, a sweep shard).
 
+use superstep::session::TrackedQuery;
 use superstep::session::{BuildError, Session};
 
 use crate::common::{counts, query};
@@ -59,9 +60,17 @@ fn an_override_of_a_missing_phase_stops_the_build_before_its_back_half() {
         // Refused after the phase groups (whose fusion pricing schedules
         // candidate merges) and before the back half.
         let ran = counts(&session.take_executions());
-        assert!(ran.contains_key("phase_groups"), "{depth}: {ran:?}");
-        for back in ["phase_figures", "row_table", "placement", "build_estimate"] {
-            assert!(!ran.contains_key(back), "{depth}: {back} ran: {ran:?}");
+        assert!(
+            ran.contains_key(&TrackedQuery::PhaseGroups),
+            "{depth}: {ran:?}"
+        );
+        for back in [
+            TrackedQuery::PhaseFigures,
+            TrackedQuery::RowTable,
+            TrackedQuery::Placement,
+            TrackedQuery::BuildEstimate,
+        ] {
+            assert!(!ran.contains_key(&back), "{depth}: {back} ran: {ran:?}");
         }
     }
 }

@@ -16,6 +16,7 @@ use superstep::build_file::load_query;
 use superstep::cache::PersistentCache;
 use superstep::schedule::timing::paired_eligible;
 use superstep::session::Session;
+use superstep::session::TrackedQuery;
 use superstep::session::sweep::{SelectionRule, default_configs, select};
 
 const TINY: &str = "queries/vit-tiny.toml";
@@ -336,9 +337,13 @@ fn a_second_sweep_in_a_new_process_schedules_nothing() {
     // The build reads each of its phases' schedules from disk to check the
     // cached rows against; no sweep point schedules anything (and no miss
     // or write below: nothing was computed).
-    assert_eq!(runs.get("scheduled"), runs.get("encoded_rows"), "{runs:?}");
     assert_eq!(
-        runs.get("sweep_point"),
+        runs.get(&TrackedQuery::Scheduled),
+        runs.get(&TrackedQuery::EncodedRows),
+        "{runs:?}"
+    );
+    assert_eq!(
+        runs.get(&TrackedQuery::SweepPoint),
         Some(&warm.point_count()),
         "{runs:?}"
     );
@@ -434,8 +439,8 @@ fn an_override_width_reschedules_only_its_phase() {
     ));
     let outcome = session.build().expect("rebuild");
     let runs = counts(&outcome.executions);
-    assert_eq!(runs.get("scheduled"), Some(&1), "{runs:?}");
-    assert_eq!(runs.get("phase_figures"), Some(&1), "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::Scheduled), Some(&1), "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::PhaseFigures), Some(&1), "{runs:?}");
     let back = outcome.back.expect("back half");
     let figures = back
         .phases

@@ -207,7 +207,7 @@ fn print_details(
     if progress::verbose() {
         print_line!("queries executed:");
         for (query_name, count) in outcome.executions_by_query() {
-            print_line!("  {query_name:<24} {count:>6}");
+            print_line!("  {:<24} {count:>6}", query_name.name());
         }
     }
     let total = &summary.total;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use salsa::Database;
 
+use super::tracked::TrackedQuery;
 use crate::cache::PersistentCache;
 
 /// The database trait every query takes.
@@ -24,10 +25,10 @@ pub trait Db: salsa::Database {
 /// Where a database reports progress (`Db::advance_progress`).
 pub type ProgressSink = Arc<dyn Fn(u64) + Send + Sync>;
 
-/// One query execution: the query's name and the id of its key.
+/// One query execution: which tracked function ran, and the id of its key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Execution {
-    pub query: String,
+    pub query: TrackedQuery,
     pub key: salsa::Id,
 }
 
@@ -96,11 +97,16 @@ impl CompilerDatabase {
             Err(_) => Vec::new(),
         };
         keys.into_iter()
-            .map(|key| Execution {
-                query: self
-                    .ingredient_debug_name(key.ingredient_index())
-                    .to_string(),
-                key: key.key_index(),
+            .filter_map(|key| {
+                let name = self.ingredient_debug_name(key.ingredient_index());
+                let query = TrackedQuery::from_name(&name);
+                // The list is checked against the sources by a test; a
+                // function missing from it is a bug there, not an input.
+                debug_assert!(query.is_some(), "{name} is not in TrackedQuery");
+                Some(Execution {
+                    query: query?,
+                    key: key.key_index(),
+                })
             })
             .collect()
     }

@@ -16,8 +16,10 @@ pub mod package;
 pub mod packing;
 pub mod phases;
 pub mod sweep;
+pub mod tracked;
 pub mod weights;
 pub mod whole_program;
 
 pub use database::{CompilerDatabase, Db, Execution};
 pub use inputs::{BuildInputs, apply_query, create_inputs};
+pub use tracked::{Stage, TrackedQuery};

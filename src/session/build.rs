@@ -14,7 +14,6 @@ use super::phase::UnknownPhase;
 use super::{Session, pricing};
 use crate::estimate::Estimate;
 use crate::expand::summary::ProgramSummary;
-use crate::incremental::Execution;
 use crate::incremental::lowering::{
     StageError, graph, low_program, op_expansion, op_keys, program_summary,
 };
@@ -24,6 +23,7 @@ use crate::incremental::phases::{
 use crate::incremental::whole_program::{
     BackendError, build_estimate, compute_breakdown, placement, row_table,
 };
+use crate::incremental::{Execution, TrackedQuery};
 
 /// Why a build stopped.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -81,10 +81,10 @@ pub struct BackOutcome {
 
 impl BuildOutcome {
     /// How many times each query ran in this build.
-    pub fn executions_by_query(&self) -> BTreeMap<String, usize> {
+    pub fn executions_by_query(&self) -> BTreeMap<TrackedQuery, usize> {
         let mut counts = BTreeMap::new();
         for execution in &self.executions {
-            *counts.entry(execution.query.clone()).or_insert(0) += 1;
+            *counts.entry(execution.query).or_insert(0) += 1;
         }
         counts
     }

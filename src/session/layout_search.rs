@@ -22,10 +22,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::Session;
 use super::layout_beam::{
     BeamSettings, beam_search, choices_of, conversion_proxy, op_candidates, overrides_of,
 };
+use super::{Session, TrackedQuery};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
 use crate::incremental::on_disk::Persisted;
@@ -473,7 +473,10 @@ impl Search<'_> {
                 Ok(Trial {
                     cycles: outcome.back.as_ref().map_or(u64::MAX, |back| back.cycles),
                     recomputed_queries: executions.values().sum::<usize>() as u32,
-                    recomputed_schedules: executions.get("scheduled").copied().unwrap_or(0) as u32,
+                    recomputed_schedules: executions
+                        .get(&TrackedQuery::Scheduled)
+                        .copied()
+                        .unwrap_or(0) as u32,
                 })
             }
             Err(error) => {

@@ -26,11 +26,11 @@ pub use crate::group::audit::{
     AuditSummary, Blocked, BoundaryAudit, CopyAudit, ExchangeRef, GroupAudit, ItemAccess,
     MotionView, Movable, Other,
 };
-pub use crate::incremental::Execution;
 pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
 pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
+pub use crate::incremental::{Execution, Stage, TrackedQuery};
 pub use build::{BackOutcome, BuildError, BuildOutcome, StageTime};
 pub use phase::{Phase, UnknownPhase};
 pub use suggest::Suggestion;

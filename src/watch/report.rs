@@ -9,10 +9,10 @@ use std::fmt::Write as _;
 use super::fields::SettingChange;
 use super::stages::group_by_stage;
 use crate::session::Execution;
-use crate::session::StageTime;
+use crate::session::{StageTime, TrackedQuery};
 
 /// Queries whose key is an op (`OpKey`), listed by op name when names are known.
-pub const OP_KEYED_QUERIES: &[&str] = &["planned_op", "op_expansion"];
+pub const OP_KEYED_QUERIES: &[TrackedQuery] = &[TrackedQuery::PlannedOp, TrackedQuery::OpExpansion];
 
 /// `changed inputs: fp8_scale` and one line per changed setting.
 pub fn render_changes(changed_inputs: &[&'static str], settings: &[SettingChange]) -> String {
@@ -57,19 +57,19 @@ pub fn render_runs(
         let _ = writeln!(
             out,
             "  {:<12} {:>6}  ({})",
-            stage.stage,
+            stage.stage.name(),
             stage.total,
             queries.join(", ")
         );
         let Some(names) = op_names else { continue };
         for query in stage.queries.keys() {
-            if !OP_KEYED_QUERIES.contains(&query.as_str()) {
+            if !OP_KEYED_QUERIES.contains(query) {
                 continue;
             }
             let mut seen = BTreeSet::new();
             let ops: Vec<String> = executions
                 .iter()
-                .filter(|execution| &execution.query == query && seen.insert(execution.key))
+                .filter(|execution| execution.query == *query && seen.insert(execution.key))
                 .map(|execution| {
                     names
                         .get(&execution.key)
@@ -130,9 +130,9 @@ pub fn render_times(times: &[StageTime]) -> String {
 mod tests {
     use super::*;
 
-    fn execution(query: &str, bits: u64) -> Execution {
+    fn execution(query: TrackedQuery, bits: u64) -> Execution {
         Execution {
-            query: query.to_string(),
+            query,
             key: salsa::Id::from_bits(bits),
         }
     }
@@ -140,9 +140,9 @@ mod tests {
     #[test]
     fn lists_op_names_for_op_keyed_queries() {
         let executions = [
-            execution("planned_op", 1),
-            execution("op_expansion", 1),
-            execution("low_program", 9),
+            execution(TrackedQuery::PlannedOp, 1),
+            execution(TrackedQuery::OpExpansion, 1),
+            execution(TrackedQuery::LowProgram, 9),
         ];
         let names = BTreeMap::from([(salsa::Id::from_bits(1), String::from("layer.mlp.up"))]);
         let text = render_runs(&executions, Some(&names));

@@ -1,77 +1,33 @@
-//! Which stage a salsa query belongs to, and the queries of one (re)build
-//! grouped by stage in pipeline order, so users see "layouts 3, expansion 12"
-//! rather than a flat list of query names.
-//!
-//! The map is by name, not by type: a query added by a later stage that is
-//! not listed here lands in "other" until it is named, and nothing breaks.
+//! The queries of one (re)build grouped by pipeline stage, stages in
+//! pipeline order, so users see "layouts 3, expansion 12" rather than a flat
+//! list of query names. Which stage a query belongs to is the query list's
+//! (`TrackedQuery::stage`), stated once beside the list itself.
 
 use std::collections::BTreeMap;
 
-use crate::session::Execution;
-
-/// The stages in pipeline order; "other" collects unknown query names.
-pub const STAGE_ORDER: &[&str] = &[
-    "graph",
-    "layouts",
-    "expansion",
-    "program",
-    "phase groups",
-    "schedules",
-    "row tables",
-    "patch lists",
-    "placement",
-    "package",
-    "estimate",
-    "other",
-];
-
-/// The stage a query (by its salsa debug name) belongs to.
-pub fn stage_of(query: &str) -> &'static str {
-    match query {
-        "graph" => "graph",
-        "planning_settings" | "matmul_costing" | "attention_costing" | "layouts" => "layouts",
-        "op_keys" | "planned_op" | "op_expansion" => "expansion",
-        "low_program" | "program_summary" => "program",
-        "phase_groups" | "phase_keys" | "phase_problem" => "phase groups",
-        "phase_policy" | "scheduled" | "schedule_figures" | "problem_digest" | "phase_figures" => {
-            "schedules"
-        }
-        "encoded_rows" | "row_table" => "row tables",
-        "phase_patches" => "patch lists",
-        "tile_reservations" | "placement" => "placement",
-        "build_estimate" | "compute_costs" => "estimate",
-        _ => "other",
-    }
-}
-
-fn stage_rank(stage: &str) -> usize {
-    STAGE_ORDER
-        .iter()
-        .position(|known| *known == stage)
-        .unwrap_or(STAGE_ORDER.len())
-}
+use crate::session::{Execution, Stage, TrackedQuery};
 
 /// The queries of one stage that ran, with how often each ran.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StageRuns {
-    pub stage: &'static str,
+    pub stage: Stage,
     pub total: usize,
-    pub queries: BTreeMap<String, usize>,
+    /// Each query that ran, in the list's (pipeline) order.
+    pub queries: BTreeMap<TrackedQuery, usize>,
 }
 
 /// Groups executions by stage, stages in pipeline order, empty stages omitted.
 pub fn group_by_stage(executions: &[Execution]) -> Vec<StageRuns> {
-    let mut stages: BTreeMap<(usize, &'static str), StageRuns> = BTreeMap::new();
+    let mut stages: BTreeMap<Stage, StageRuns> = BTreeMap::new();
     for execution in executions {
-        let stage = stage_of(&execution.query);
-        let runs = stages
-            .entry((stage_rank(stage), stage))
-            .or_insert_with(|| StageRuns {
-                stage,
-                ..StageRuns::default()
-            });
+        let stage = execution.query.stage();
+        let runs = stages.entry(stage).or_insert_with(|| StageRuns {
+            stage,
+            total: 0,
+            queries: BTreeMap::new(),
+        });
         runs.total += 1;
-        *runs.queries.entry(execution.query.clone()).or_insert(0) += 1;
+        *runs.queries.entry(execution.query).or_insert(0) += 1;
     }
     stages.into_values().collect()
 }
@@ -80,28 +36,38 @@ pub fn group_by_stage(executions: &[Execution]) -> Vec<StageRuns> {
 mod tests {
     use super::*;
 
-    fn execution(query: &str) -> Execution {
+    fn execution(query: TrackedQuery) -> Execution {
         Execution {
-            query: query.to_string(),
+            query,
             key: salsa::Id::from_bits(1),
         }
     }
 
     #[test]
-    fn groups_in_pipeline_order_with_unknown_names_last() {
+    fn groups_in_pipeline_order() {
         let runs = group_by_stage(&[
-            execution("low_program"),
-            execution("tile_schedule"),
-            execution("op_expansion"),
-            execution("op_expansion"),
-            execution("planned_op"),
-            execution("graph"),
+            execution(TrackedQuery::LowProgram),
+            execution(TrackedQuery::SweepPoint),
+            execution(TrackedQuery::OpExpansion),
+            execution(TrackedQuery::OpExpansion),
+            execution(TrackedQuery::PlannedOp),
+            execution(TrackedQuery::Graph),
         ]);
         let stages: Vec<_> = runs.iter().map(|run| (run.stage, run.total)).collect();
         assert_eq!(
             stages,
-            vec![("graph", 1), ("expansion", 3), ("program", 1), ("other", 1)]
+            vec![
+                (Stage::Graph, 1),
+                (Stage::Expansion, 3),
+                (Stage::Program, 1),
+                (Stage::Studies, 1)
+            ]
         );
-        assert_eq!(runs[1].queries["op_expansion"], 2);
+        assert_eq!(runs[1].queries[&TrackedQuery::OpExpansion], 2);
+        let order: Vec<_> = runs[1].queries.keys().copied().collect();
+        assert_eq!(
+            order,
+            vec![TrackedQuery::PlannedOp, TrackedQuery::OpExpansion]
+        );
     }
 }

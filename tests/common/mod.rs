@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 use salsa::plumbing::AsId;
 use superstep::build_file::{BuildQuery, load_query};
 use superstep::cache::{CacheKey, EntryKind};
-use superstep::incremental::Execution;
 use superstep::incremental::lowering::OpKey;
+use superstep::incremental::{Execution, TrackedQuery};
 use superstep::session::Session;
 
 /// Variants of `queries/vit-tiny.toml` that cover every model feature and
@@ -58,17 +58,17 @@ pub fn query(file: &str, sets: &[&str]) -> BuildQuery {
 }
 
 /// How many times each query ran.
-pub fn counts(executions: &[Execution]) -> BTreeMap<String, usize> {
+pub fn counts(executions: &[Execution]) -> BTreeMap<TrackedQuery, usize> {
     let mut counts = BTreeMap::new();
     for execution in executions {
-        *counts.entry(execution.query.clone()).or_insert(0) += 1;
+        *counts.entry(execution.query).or_insert(0) += 1;
     }
     counts
 }
 
 /// Whether `query` ran for `key` (ty's `assert_query_was_run` style:
 /// by query and key, not by a count of names).
-pub fn was_run(executions: &[Execution], query: &str, key: salsa::Id) -> bool {
+pub fn was_run(executions: &[Execution], query: TrackedQuery, key: salsa::Id) -> bool {
     executions
         .iter()
         .any(|execution| execution.query == query && execution.key == key)
@@ -76,7 +76,7 @@ pub fn was_run(executions: &[Execution], query: &str, key: salsa::Id) -> bool {
 
 /// Panics unless `query` ran for `key`.
 #[track_caller]
-pub fn assert_query_was_run(executions: &[Execution], query: &str, key: salsa::Id) {
+pub fn assert_query_was_run(executions: &[Execution], query: TrackedQuery, key: salsa::Id) {
     assert!(
         was_run(executions, query, key),
         "`{query}` did not run for {key:?}; ran: {:?}",
@@ -86,7 +86,7 @@ pub fn assert_query_was_run(executions: &[Execution], query: &str, key: salsa::I
 
 /// Panics if `query` ran for `key`.
 #[track_caller]
-pub fn assert_query_was_not_run(executions: &[Execution], query: &str, key: salsa::Id) {
+pub fn assert_query_was_not_run(executions: &[Execution], query: TrackedQuery, key: salsa::Id) {
     assert!(
         !was_run(executions, query, key),
         "`{query}` re-ran for {key:?}"
@@ -113,7 +113,7 @@ pub fn expanded_ops(session: &Session, executions: &[Execution]) -> BTreeSet<Str
         .collect();
     executions
         .iter()
-        .filter(|execution| execution.query == "op_expansion")
+        .filter(|execution| execution.query == TrackedQuery::OpExpansion)
         .map(|execution| {
             by_id
                 .get(&execution.key)
