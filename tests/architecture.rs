@@ -180,6 +180,7 @@ const SESSION_API: &[&str] = &[
     "CopyAudit",
     "Execution",
     "GroupAudit",
+    "Headline",
     "Other",
     "Phase",
     "PhaseError",

@@ -36,11 +36,11 @@ fn figures(outcome: &BuildOutcome) -> String {
     format!(
         "{:?} {} {} {} {} {}",
         back.phases,
-        back.cycles,
-        back.exchange_table_bytes_max,
-        back.peak_sram_bytes,
-        back.repeat_patch_words,
-        back.sharing_patch_words
+        back.headline.total_cycles,
+        back.headline.exchange_table_bytes_per_tile_max,
+        back.headline.peak_sram_bytes_per_tile,
+        back.headline.repeat_patch_words,
+        back.headline.sharing_patch_words
     )
 }
 

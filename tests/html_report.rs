@@ -276,10 +276,13 @@ fn the_memory_view_agrees_with_the_placement() {
     let tiles = outcome.summary.tiles as usize;
     assert_eq!(view.peak_bytes_per_tile.len(), tiles);
     assert_eq!(view.exchange_table_bytes_per_tile.len(), tiles);
-    assert_eq!(view.fullest_tile.tile, back.peak_sram_tile);
+    assert_eq!(view.fullest_tile.tile, back.headline.peak_sram_tile);
     let live = &view.fullest_tile.live_bytes_per_step;
     assert!(!live.is_empty());
-    assert_eq!(live.iter().copied().max(), Some(back.peak_sram_bytes));
+    assert_eq!(
+        live.iter().copied().max(),
+        Some(back.headline.peak_sram_bytes_per_tile)
+    );
     assert!(
         live.iter()
             .all(|&bytes| bytes >= view.fullest_tile.reserved_bytes)
@@ -289,6 +292,6 @@ fn the_memory_view_agrees_with_the_placement() {
     assert!(first <= last && (last as usize) < live.len());
     assert_eq!(
         view.exchange_table_bytes_per_tile.iter().copied().max(),
-        Some(back.exchange_table_bytes_max)
+        Some(back.headline.exchange_table_bytes_per_tile_max)
     );
 }

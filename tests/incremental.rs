@@ -757,7 +757,10 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     let mut plain = Session::new(&query(file, &sets));
     let built = plain.build().expect("plain build with the overrides");
-    assert_eq!(built.back.expect("back").cycles, outcome.best_cycles);
+    assert_eq!(
+        built.back.expect("back").headline.total_cycles,
+        outcome.best_cycles
+    );
     let layouts = plain.layouts().expect("layouts");
     let position = layouts
         .ops

@@ -40,7 +40,7 @@ fn built(file: &str, sets: &[&str], prune: bool) -> Built {
     }
     Built {
         package,
-        cycles: outcome.back.expect("back half").cycles,
+        cycles: outcome.back.expect("back half").headline.total_cycles,
         suggestions: format!("{suggestions:?}"),
         pruned_candidates,
         pruned_alternatives,

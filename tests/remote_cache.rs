@@ -69,8 +69,14 @@ fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
     assert_eq!(runs.get(&TrackedQuery::Placement), Some(&1), "{runs:?}");
     assert_eq!(warm.package().expect("package"), cold_package);
     assert_eq!(
-        warm_outcome.back.as_ref().map(|back| back.cycles),
-        cold_outcome.back.as_ref().map(|back| back.cycles)
+        warm_outcome
+            .back
+            .as_ref()
+            .map(|back| back.headline.total_cycles),
+        cold_outcome
+            .back
+            .as_ref()
+            .map(|back| back.headline.total_cycles)
     );
     let report = warm_cache.finish();
     let remote = report.remote.expect("remote report");

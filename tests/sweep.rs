@@ -301,12 +301,18 @@ fn written_overrides_build_to_the_predicted_horizons_and_apply_equals_that_build
         &std::fs::read_to_string(folder.join("applied.json")).expect("applied.json"),
     )
     .expect("json");
-    assert_eq!(applied["real"]["estimate_cycles"], back.cycles);
+    assert_eq!(
+        applied["real"]["estimate_cycles"],
+        back.headline.total_cycles
+    );
     assert_eq!(
         applied["real"]["exchange_table_bytes"],
-        back.exchange_table_bytes_max
+        back.headline.exchange_table_bytes_per_tile_max
     );
-    assert_eq!(applied["real"]["peak_sram_bytes"], back.peak_sram_bytes);
+    assert_eq!(
+        applied["real"]["peak_sram_bytes"],
+        back.headline.peak_sram_bytes_per_tile
+    );
     assert_eq!(
         applied["predicted"]["estimate_cycles"],
         applied["built"]["estimate_cycles"]

@@ -1,5 +1,7 @@
 //! The one table of build-file fields: every key a build file (and `--set`)
-//! may name, with its kind, default, allowed values and meaning. The
+//! may name, with the build input it lands in (and so its durability), its
+//! kind, default, allowed values and meaning. The salsa inputs take their
+//! durabilities from it and `watch` its input names. The
 //! schema's key lists (`schema::keys_of`, which `--set` and the unknown-key
 //! errors read) are made from it, and the build-file reference
 //! (`docs/build-file.md`) is rendered from it; tests hold that every listed
@@ -35,12 +37,102 @@ impl KeyKind {
     }
 }
 
+/// How rarely an input changes, and so how much of the database salsa may
+/// skip verifying when something else changes (salsa's durability).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Durability {
+    Low,
+    Medium,
+    High,
+}
+
+/// A field of the compiler's build input (`incremental::BuildInputs`):
+/// where a key's value lands, named as `Session::update` reports a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Input {
+    Name,
+    Model,
+    Batch,
+    FuseQkv,
+    Fp8Scale,
+    Attention,
+    Weights,
+    Machine,
+    Planning,
+    Schedule,
+    Overrides,
+    Outputs,
+}
+
+impl Input {
+    /// Every input, in `BuildInputs`' order.
+    pub const ALL: [Input; 12] = [
+        Input::Name,
+        Input::Model,
+        Input::Batch,
+        Input::FuseQkv,
+        Input::Fp8Scale,
+        Input::Attention,
+        Input::Weights,
+        Input::Machine,
+        Input::Planning,
+        Input::Schedule,
+        Input::Overrides,
+        Input::Outputs,
+    ];
+
+    /// The `BuildInputs` field's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Input::Name => "name",
+            Input::Model => "model",
+            Input::Batch => "batch",
+            Input::FuseQkv => "fuse_qkv",
+            Input::Fp8Scale => "fp8_scale",
+            Input::Attention => "attention",
+            Input::Weights => "weights",
+            Input::Machine => "machine",
+            Input::Planning => "planning",
+            Input::Schedule => "schedule",
+            Input::Overrides => "overrides",
+            Input::Outputs => "outputs",
+        }
+    }
+
+    /// The architecture's durabilities: what the workload and machine are
+    /// changes rarely, planning flags sometimes, scheduling, overrides,
+    /// outputs and the name often.
+    pub fn durability(self) -> Durability {
+        match self {
+            Input::Model
+            | Input::Batch
+            | Input::FuseQkv
+            | Input::Fp8Scale
+            | Input::Attention
+            | Input::Weights
+            | Input::Machine => Durability::High,
+            Input::Planning => Durability::Medium,
+            Input::Name | Input::Schedule | Input::Overrides | Input::Outputs => Durability::Low,
+        }
+    }
+}
+
+/// The field whose key is `key` (for an array of tables' entries, its
+/// member's key, e.g. `schedule.override.policy`).
+pub fn field_of(key: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|field| field.key == key)
+}
+
 /// One key of the build file.
 #[derive(Clone, Copy, Debug)]
 pub struct Field {
     /// The dotted path (`workload.layers`; `layout.override.op` for a key of
     /// an array of tables).
     pub key: &'static str,
+    /// The build input the key's value lands in (its durability is the
+    /// input's); `None` for tables and for keys only the command line
+    /// reads (`cache.*`).
+    pub input: Option<Input>,
     pub kind: KeyKind,
     /// The value when the key is absent, as a user would write it.
     pub default: &'static str,
@@ -53,6 +145,7 @@ pub struct Field {
 
 const fn field(
     key: &'static str,
+    input: Option<Input>,
     kind: KeyKind,
     default: &'static str,
     allowed: &'static str,
@@ -60,6 +153,7 @@ const fn field(
 ) -> Field {
     Field {
         key,
+        input,
         kind,
         default,
         allowed,
@@ -70,12 +164,14 @@ const fn field(
 
 const fn choice(
     key: &'static str,
+    input: Option<Input>,
     default: &'static str,
     choices: &'static [&'static str],
     meaning: &'static str,
 ) -> Field {
     Field {
         key,
+        input,
         kind: KeyKind::String,
         default,
         allowed: "",
@@ -85,7 +181,7 @@ const fn choice(
 }
 
 const fn table(key: &'static str, meaning: &'static str) -> Field {
-    field(key, KeyKind::Table, "", "", meaning)
+    field(key, None, KeyKind::Table, "", "", meaning)
 }
 
 use KeyKind::{Boolean, Float, Integer, Scale, String, TableArray};
@@ -95,6 +191,7 @@ use KeyKind::{Boolean, Float, Integer, Scale, String, TableArray};
 pub const FIELDS: &[Field] = &[
     field(
         "name",
+        Some(Input::Name),
         String,
         "the file's name",
         "any non-empty name",
@@ -106,12 +203,14 @@ pub const FIELDS: &[Field] = &[
     ),
     choice(
         "workload.model",
+        Some(Input::Model),
         "(required)",
         &["siglip-so400m", "pe-core-l14", "vit-b16", "custom"],
         "The model preset; `custom` takes its shape from the keys below.",
     ),
     field(
         "workload.layers",
+        Some(Input::Model),
         Integer,
         "the preset's (27, 24, 12)",
         "1 or more",
@@ -119,6 +218,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.batch",
+        Some(Input::Batch),
         Integer,
         "1",
         "1 or more",
@@ -126,6 +226,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.fuse_qkv",
+        Some(Input::FuseQkv),
         Boolean,
         "true",
         "true | false",
@@ -133,6 +234,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.fp8_scale",
+        Some(Input::Fp8Scale),
         Scale,
         "-4",
         "-32..=32, or \"auto\"",
@@ -140,6 +242,7 @@ pub const FIELDS: &[Field] = &[
     ),
     choice(
         "workload.attention",
+        Some(Input::Attention),
         "auto",
         &["auto", "materialized", "flash"],
         "How attention is computed: all scores at once, key blocks (flash), or the cheaper that fits.",
@@ -150,6 +253,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.weights.seeded",
+        Some(Input::Weights),
         Integer,
         "1",
         "any integer",
@@ -157,6 +261,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.weights.safetensors",
+        Some(Input::Weights),
         String,
         "(none)",
         "a SafeTensors file or a sharded index, relative to the build file",
@@ -164,6 +269,7 @@ pub const FIELDS: &[Field] = &[
     ),
     choice(
         "workload.weights.naming",
+        Some(Input::Weights),
         "auto",
         &[
             "auto",
@@ -177,6 +283,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.width",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "an even number, divisible by heads",
@@ -184,6 +291,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.mlp",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "an even number",
@@ -191,6 +299,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.heads",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "1 or more, dividing width",
@@ -198,6 +307,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.patches",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "a square number of patches (grid x grid)",
@@ -205,6 +315,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.patch",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "an even number of pixels",
@@ -212,6 +323,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.class_token",
+        Some(Input::Model),
         Boolean,
         "the preset's",
         "true | false",
@@ -219,18 +331,21 @@ pub const FIELDS: &[Field] = &[
     ),
     choice(
         "workload.gelu",
+        Some(Input::Model),
         "the preset's",
         &["tanh", "erf"],
         "The GELU approximation.",
     ),
     choice(
         "workload.pooling",
+        Some(Input::Model),
         "the preset's",
         &["map", "attention", "class-token"],
         "How the embedding is pooled.",
     ),
     field(
         "workload.pooling_heads",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "1 or more",
@@ -238,6 +353,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.rotary",
+        Some(Input::Model),
         Boolean,
         "the preset's",
         "true | false",
@@ -245,6 +361,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.projection",
+        Some(Input::Model),
         Integer,
         "the preset's",
         "0 (none) or more",
@@ -252,6 +369,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.pre_norm",
+        Some(Input::Model),
         Boolean,
         "the preset's",
         "true | false",
@@ -259,6 +377,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "workload.layer_norm_epsilon",
+        Some(Input::Model),
         Float,
         "the preset's",
         "a positive number",
@@ -267,12 +386,14 @@ pub const FIELDS: &[Field] = &[
     table("machine", "The machine to compile for."),
     choice(
         "machine.preset",
+        Some(Input::Machine),
         "c600",
         &["c600"],
         "The IPU21 C600 (the only preset).",
     ),
     field(
         "machine.tiles",
+        Some(Input::Machine),
         Integer,
         "1472",
         "1..=1472",
@@ -281,12 +402,14 @@ pub const FIELDS: &[Field] = &[
     table("planning", "Layouts, accumulation, copy motion and memory."),
     choice(
         "planning.accumulation",
+        Some(Input::Planning),
         "auto",
         &["auto", "f32", "f16"],
         "How matrix products accumulate partial sums (auto: FP16 partials where the reduction is split and that plan is cheaper).",
     ),
     field(
         "planning.copy_motion",
+        Some(Input::Planning),
         Boolean,
         "true",
         "true | false",
@@ -294,12 +417,14 @@ pub const FIELDS: &[Field] = &[
     ),
     choice(
         "planning.fusion",
+        Some(Input::Planning),
         "auto",
         &["auto", "same-operator", "across-operators"],
         "Which exchanges copy motion merges (auto: a cross-operator merge only when it is shorter than the two plus the barrier saved).",
     ),
     field(
         "planning.repeat_base",
+        Some(Input::Planning),
         Boolean,
         "true",
         "true | false",
@@ -307,6 +432,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "planning.reserved_bytes_per_tile",
+        Some(Input::Planning),
         Integer,
         "65536",
         "below 638976",
@@ -314,6 +440,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "planning.max_partition_candidates",
+        Some(Input::Planning),
         Integer,
         "64",
         "1 or more",
@@ -321,6 +448,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "planning.auto_f16_max_parts",
+        Some(Input::Planning),
         Integer,
         "16",
         "0 or more",
@@ -329,6 +457,7 @@ pub const FIELDS: &[Field] = &[
     table("layout", "Per-operator layouts."),
     field(
         "layout.override",
+        Some(Input::Planning),
         TableArray,
         "(none)",
         "zero or more entries",
@@ -336,6 +465,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "layout.override.op",
+        Some(Input::Planning),
         String,
         "(required)",
         "a matrix product's or attention's provenance (`superstep build --ops`)",
@@ -343,6 +473,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "layout.override.partition",
+        Some(Input::Planning),
         String,
         "(required)",
         "ROWSxCOLSxREDUCTION, or QUERIESxKEYS for attention",
@@ -350,6 +481,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "layout.override.order",
+        Some(Input::Planning),
         String,
         "the default order",
         "rck | rkc | crk | ckr | krc | kcr; qk | kq for attention",
@@ -358,6 +490,7 @@ pub const FIELDS: &[Field] = &[
     table("schedule", "Exchange scheduling."),
     field(
         "schedule.policy",
+        Some(Input::Schedule),
         String,
         "auto",
         "auto | list | matching | latency | S<W> | B<W> (W = wave words, 1..=65536)",
@@ -365,12 +498,14 @@ pub const FIELDS: &[Field] = &[
     ),
     choice(
         "schedule.width",
+        Some(Input::Schedule),
         "auto",
         &["auto", "word32", "paired64"],
         "Transfer width (auto: paired where it shortens the phase).",
     ),
     field(
         "schedule.row_allowance",
+        Some(Input::Schedule),
         Integer,
         "256",
         "0 or more bytes",
@@ -378,6 +513,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "schedule.prune_by_bounds",
+        Some(Input::Schedule),
         Boolean,
         "true",
         "true | false",
@@ -385,6 +521,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "schedule.override",
+        Some(Input::Overrides),
         TableArray,
         "(none)",
         "zero or more entries, each phase once",
@@ -392,6 +529,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "schedule.override.phase",
+        Some(Input::Overrides),
         String,
         "(required)",
         "a phase key the build has (`superstep phases --kind exchange`)",
@@ -399,6 +537,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "schedule.override.policy",
+        Some(Input::Overrides),
         String,
         "(required)",
         "as schedule.policy",
@@ -406,6 +545,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "schedule.override.width",
+        Some(Input::Overrides),
         String,
         "schedule.width",
         "auto | word32 | paired64",
@@ -414,6 +554,7 @@ pub const FIELDS: &[Field] = &[
     table("outputs", "What a build writes."),
     field(
         "outputs.directory",
+        Some(Input::Outputs),
         String,
         "artifacts",
         "a folder path (relative to the current directory)",
@@ -421,6 +562,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "outputs.report",
+        Some(Input::Outputs),
         Boolean,
         "true",
         "true | false",
@@ -428,6 +570,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "outputs.phases_csv",
+        Some(Input::Outputs),
         Boolean,
         "true",
         "true | false",
@@ -435,6 +578,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "outputs.html",
+        Some(Input::Outputs),
         Boolean,
         "true",
         "true | false",
@@ -442,6 +586,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "outputs.package",
+        Some(Input::Outputs),
         Boolean,
         "true",
         "true | false",
@@ -450,6 +595,7 @@ pub const FIELDS: &[Field] = &[
     table("cache", "The shared remote cache tier."),
     field(
         "cache.remote",
+        None,
         String,
         "(none)",
         "http(s)://HOST/PATH or s3://BUCKET/PREFIX",
@@ -457,6 +603,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "cache.remote_timeout_ms",
+        None,
         Integer,
         "the client's default",
         "1 or more",
@@ -464,6 +611,7 @@ pub const FIELDS: &[Field] = &[
     ),
     field(
         "cache.remote_deadline_ms",
+        None,
         Integer,
         "the client's default",
         "1 or more",

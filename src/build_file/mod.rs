@@ -16,6 +16,7 @@ pub mod fields;
 pub mod fit;
 pub mod overrides;
 pub mod schema;
+pub mod settings;
 pub mod validate;
 
 #[cfg(test)]

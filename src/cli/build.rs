@@ -66,13 +66,13 @@ pub fn run(
     if let Some(back) = &report.back {
         print_line!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
-            thousands(back.total_cycles),
-            back.milliseconds,
-            thousands(back.compute_cycles),
-            thousands(back.exchange_cycles),
-            thousands(back.sync_cycles),
-            thousands(back.patch_cycles),
-            thousands(back.barriers)
+            thousands(back.headline.total_cycles),
+            back.headline.milliseconds,
+            thousands(back.headline.compute_cycles),
+            thousands(back.headline.exchange_cycles),
+            thousands(back.headline.sync_cycles),
+            thousands(back.headline.patch_cycles),
+            thousands(back.headline.barriers)
         );
         if !quiet {
             print_back_details(back);
@@ -284,21 +284,21 @@ fn print_details(
 fn print_back_details(back: &BackReport) {
     print_line!(
         "memory: exchange table {} B/tile (max), peak SRAM {} B on tile {}; patch words: {} Repeat (per iteration, all tiles), {} sharing",
-        thousands(back.exchange_table_bytes_per_tile_max),
-        thousands(back.peak_sram_bytes_per_tile),
-        back.peak_sram_tile,
-        thousands(back.repeat_patch_words),
-        thousands(back.sharing_patch_words)
+        thousands(back.headline.exchange_table_bytes_per_tile_max),
+        thousands(back.headline.peak_sram_bytes_per_tile),
+        back.headline.peak_sram_tile,
+        thousands(back.headline.repeat_patch_words),
+        thousands(back.headline.sharing_patch_words)
     );
     print_line!(
         "element contention (exchange x tile x element, not charged): {} where sends and receives share an element, {} beside the exchange code's fetch",
-        thousands(back.element_conflicts),
-        thousands(back.fetch_conflicts)
+        thousands(back.headline.element_conflicts),
+        thousands(back.headline.fetch_conflicts)
     );
     print_line!(
         "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
-        thousands(back.compute_cycles),
-        back.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
+        thousands(back.headline.compute_cycles),
+        back.headline.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
         thousands(back.compute_roofline_cycles)
     );
     let worst = back

@@ -167,9 +167,9 @@ pub fn run(
     if let Some(back) = &outcome.back {
         print_line!(
             "  estimated {} cycles ({:.3} ms), {} barriers",
-            back.cycles,
-            back.milliseconds,
-            back.barriers
+            back.headline.total_cycles,
+            back.headline.milliseconds,
+            back.headline.barriers
         );
     }
     let from_checkpoint = query.workload.weights.is_checkpoint();

@@ -53,20 +53,22 @@ pub struct SweepOptions {
     pub json: bool,
 }
 
-/// The build's headline figures before or after applying a selection.
+/// The three figures a selection predicts and a rebuild measures (the
+/// estimate, the exchange table and peak SRAM), read from the build's
+/// [`crate::session::Headline`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Headline {
+pub struct SelectionFigures {
     pub estimate_cycles: u64,
     pub exchange_table_bytes: u64,
     pub peak_sram_bytes: u64,
 }
 
-impl Headline {
-    fn of(back: &BackOutcome) -> Headline {
-        Headline {
-            estimate_cycles: back.cycles,
-            exchange_table_bytes: back.exchange_table_bytes_max,
-            peak_sram_bytes: back.peak_sram_bytes,
+impl SelectionFigures {
+    fn of(back: &BackOutcome) -> SelectionFigures {
+        SelectionFigures {
+            estimate_cycles: back.headline.total_cycles,
+            exchange_table_bytes: back.headline.exchange_table_bytes_per_tile_max,
+            peak_sram_bytes: back.headline.peak_sram_bytes_per_tile,
         }
     }
 }
@@ -86,13 +88,13 @@ pub struct AppliedOverride {
 pub struct Applied {
     pub selection: String,
     pub overrides: Vec<AppliedOverride>,
-    pub built: Headline,
+    pub built: SelectionFigures,
     /// The build's figures moved by the sum of per-phase predictions: the
     /// estimate less the selection's saving; the exchange table and peak
     /// SRAM plus every selected phase's max-row growth (an upper bound:
     /// rows are shared across phases).
-    pub predicted: Headline,
-    pub real: Headline,
+    pub predicted: SelectionFigures,
+    pub real: SelectionFigures,
 }
 
 pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), CommandError> {
@@ -120,7 +122,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
     let built = outcome
         .back
         .as_ref()
-        .map(Headline::of)
+        .map(SelectionFigures::of)
         .ok_or_else(|| CommandError::Internal("the build has no back half".to_string()))?;
     let sweep = session
         .sweep(&configs)
@@ -229,7 +231,7 @@ fn run_shard(
     Ok(())
 }
 
-fn print_summary(name: &str, sweep: &Sweep, built: &Headline, selections: &[&Selection]) {
+fn print_summary(name: &str, sweep: &Sweep, built: &SelectionFigures, selections: &[&Selection]) {
     let failed = sweep.point_count() - sweep.validated_count();
     let frontier_points: usize = sweep.phases.iter().map(|phase| frontier(phase).len()).sum();
     let paired = sweep
@@ -385,7 +387,7 @@ fn apply(
     query: &BuildQuery,
     sweep: &Sweep,
     selection: &Selection,
-    built: &Headline,
+    built: &SelectionFigures,
     directory: &Path,
 ) -> Result<(), CommandError> {
     let overrides = selection.overrides();
@@ -400,7 +402,7 @@ fn apply(
         .back
         .as_ref()
         .ok_or_else(|| CommandError::Internal("the rebuild has no back half".to_string()))?;
-    let real = Headline::of(back);
+    let real = SelectionFigures::of(back);
     let growth: u64 = selection
         .chosen()
         .map(|(phase, chosen)| {
@@ -411,7 +413,7 @@ fn apply(
             chosen.figures.max_row_bytes.saturating_sub(before)
         })
         .sum();
-    let predicted = Headline {
+    let predicted = SelectionFigures {
         estimate_cycles: built
             .estimate_cycles
             .saturating_sub(selection.saving_cycles()),

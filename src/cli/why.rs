@@ -11,8 +11,8 @@ use super::common::{artifacts_directory, backend_error, build_checked};
 use super::overrides::unknown_override_error;
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
+use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::session::{BuildError, BuildOutcome, Session};
-use crate::watch::state::{LastBuild, STATE_FILE};
 use crate::watch::why::rebuild_from;
 
 /// `artifacts/NAME/last-build.json` for `query`.

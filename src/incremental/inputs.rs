@@ -1,6 +1,7 @@
-//! The build query as a salsa input, one field per concern, each with the
-//! durability the architecture gives: workload and machine HIGH, planning
-//! flags MEDIUM, schedule policy, per-phase overrides and outputs LOW.
+//! The build query as a salsa input, one field per concern (the field
+//! table's `Input`), each with the durability the table gives it (workload
+//! and machine HIGH, planning flags MEDIUM, schedule policy, per-phase
+//! overrides, outputs and the name LOW), stated there once.
 //!
 //! `apply_query` creates the input or updates only the fields whose value
 //! changed, so an unchanged field never invalidates anything.
@@ -8,6 +9,7 @@
 use salsa::{Durability, Setter};
 
 use super::database::Db;
+use crate::build_file::fields::{Durability as FieldDurability, Input};
 use crate::build_file::{
     AttentionChoice, BuildQuery, MachineSettings, Outputs, PhaseOverride, PlanningFlags,
     ScheduleSettings, WeightSource,
@@ -42,6 +44,15 @@ pub struct BuildInputs {
     pub outputs: Outputs,
 }
 
+/// Salsa's durability for a build input, as the field table gives it.
+fn durability(input: Input) -> Durability {
+    match input.durability() {
+        FieldDurability::High => Durability::HIGH,
+        FieldDurability::Medium => Durability::MEDIUM,
+        FieldDurability::Low => Durability::LOW,
+    }
+}
+
 /// Creates the input for `query`.
 pub fn create_inputs(db: &dyn Db, query: &BuildQuery) -> BuildInputs {
     BuildInputs::builder(
@@ -58,23 +69,23 @@ pub fn create_inputs(db: &dyn Db, query: &BuildQuery) -> BuildInputs {
         query.overrides.clone(),
         query.outputs.clone(),
     )
-    .name_durability(Durability::LOW)
-    .model_durability(Durability::HIGH)
-    .batch_durability(Durability::HIGH)
-    .fuse_qkv_durability(Durability::HIGH)
-    .fp8_scale_durability(Durability::HIGH)
-    .attention_durability(Durability::HIGH)
-    .weights_durability(Durability::HIGH)
-    .machine_durability(Durability::HIGH)
-    .planning_durability(Durability::MEDIUM)
-    .schedule_durability(Durability::LOW)
-    .overrides_durability(Durability::LOW)
-    .outputs_durability(Durability::LOW)
+    .name_durability(durability(Input::Name))
+    .model_durability(durability(Input::Model))
+    .batch_durability(durability(Input::Batch))
+    .fuse_qkv_durability(durability(Input::FuseQkv))
+    .fp8_scale_durability(durability(Input::Fp8Scale))
+    .attention_durability(durability(Input::Attention))
+    .weights_durability(durability(Input::Weights))
+    .machine_durability(durability(Input::Machine))
+    .planning_durability(durability(Input::Planning))
+    .schedule_durability(durability(Input::Schedule))
+    .overrides_durability(durability(Input::Overrides))
+    .outputs_durability(durability(Input::Outputs))
     .new(db)
 }
 
 /// Sets the fields of `inputs` that differ from `query`; returns the names
-/// of the fields that changed.
+/// of the fields that changed (`Input::name`).
 pub fn apply_query<D: Db>(
     db: &mut D,
     inputs: BuildInputs,
@@ -82,55 +93,53 @@ pub fn apply_query<D: Db>(
 ) -> Vec<&'static str> {
     let mut changed = Vec::new();
     macro_rules! update {
-        ($field:ident, $setter:ident, $value:expr, $durability:expr) => {
+        ($field:ident, $setter:ident, $value:expr, $input:expr) => {
             if *inputs.$field(db) != $value {
                 inputs
                     .$setter(db)
-                    .with_durability($durability)
+                    .with_durability(durability($input))
                     .to($value.clone());
-                changed.push(stringify!($field));
+                changed.push($input.name());
             }
         };
     }
-    update!(name, set_name, query.name, Durability::LOW);
-    update!(model, set_model, query.workload.model, Durability::HIGH);
-    update!(
-        weights,
-        set_weights,
-        query.workload.weights,
-        Durability::HIGH
-    );
-    update!(machine, set_machine, query.machine, Durability::HIGH);
-    update!(planning, set_planning, query.planning, Durability::MEDIUM);
-    update!(schedule, set_schedule, query.schedule, Durability::LOW);
-    update!(overrides, set_overrides, query.overrides, Durability::LOW);
-    update!(outputs, set_outputs, query.outputs, Durability::LOW);
+    update!(name, set_name, query.name, Input::Name);
+    update!(model, set_model, query.workload.model, Input::Model);
+    update!(weights, set_weights, query.workload.weights, Input::Weights);
+    update!(machine, set_machine, query.machine, Input::Machine);
+    update!(planning, set_planning, query.planning, Input::Planning);
+    update!(schedule, set_schedule, query.schedule, Input::Schedule);
+    update!(overrides, set_overrides, query.overrides, Input::Overrides);
+    update!(outputs, set_outputs, query.outputs, Input::Outputs);
     macro_rules! update_copy {
-        ($field:ident, $setter:ident, $value:expr, $durability:expr) => {
+        ($field:ident, $setter:ident, $value:expr, $input:expr) => {
             if inputs.$field(db) != $value {
-                inputs.$setter(db).with_durability($durability).to($value);
-                changed.push(stringify!($field));
+                inputs
+                    .$setter(db)
+                    .with_durability(durability($input))
+                    .to($value);
+                changed.push($input.name());
             }
         };
     }
-    update_copy!(batch, set_batch, query.workload.batch, Durability::HIGH);
+    update_copy!(batch, set_batch, query.workload.batch, Input::Batch);
     update_copy!(
         fuse_qkv,
         set_fuse_qkv,
         query.workload.fuse_qkv,
-        Durability::HIGH
+        Input::FuseQkv
     );
     update_copy!(
         fp8_scale,
         set_fp8_scale,
         query.workload.fp8_scale,
-        Durability::HIGH
+        Input::Fp8Scale
     );
     update_copy!(
         attention,
         set_attention,
         query.workload.attention,
-        Durability::HIGH
+        Input::Attention
     );
     changed
 }

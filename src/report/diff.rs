@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::session::Headline;
+
 /// A build report as it is written: the back half may be missing.
 #[derive(Debug, Deserialize)]
 struct ReportRecord {
@@ -35,20 +37,12 @@ pub struct ReportView {
     pub back: BackView,
 }
 
-/// What `diff` reads of a report's back half.
+/// What `diff` reads of a report's back half: the headline figures and
+/// each phase.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct BackView {
-    pub total_cycles: u64,
-    pub milliseconds: f64,
-    pub compute_cycles: u64,
-    pub exchange_cycles: u64,
-    pub sync_cycles: u64,
-    pub patch_cycles: u64,
-    pub barriers: u64,
-    pub exchange_table_bytes_per_tile_max: u64,
-    pub peak_sram_bytes_per_tile: u64,
-    pub repeat_patch_words: u64,
-    pub sharing_patch_words: u64,
+    #[serde(flatten)]
+    pub headline: Headline,
     pub phases: Vec<PhaseView>,
 }
 
@@ -224,17 +218,19 @@ impl Totals {
     fn of(a: &BackView, b: &BackView) -> Totals {
         let count = |figure: fn(&BackView) -> u64| count_change(figure(a), figure(b));
         Totals {
-            milliseconds: fraction_change(a.milliseconds, b.milliseconds),
-            total_cycles: count(|back| back.total_cycles),
-            compute_cycles: count(|back| back.compute_cycles),
-            exchange_cycles: count(|back| back.exchange_cycles),
-            sync_cycles: count(|back| back.sync_cycles),
-            patch_cycles: count(|back| back.patch_cycles),
-            barriers: count(|back| back.barriers),
-            exchange_table_bytes_per_tile_max: count(|back| back.exchange_table_bytes_per_tile_max),
-            peak_sram_bytes_per_tile: count(|back| back.peak_sram_bytes_per_tile),
-            repeat_patch_words: count(|back| back.repeat_patch_words),
-            sharing_patch_words: count(|back| back.sharing_patch_words),
+            milliseconds: fraction_change(a.headline.milliseconds, b.headline.milliseconds),
+            total_cycles: count(|back| back.headline.total_cycles),
+            compute_cycles: count(|back| back.headline.compute_cycles),
+            exchange_cycles: count(|back| back.headline.exchange_cycles),
+            sync_cycles: count(|back| back.headline.sync_cycles),
+            patch_cycles: count(|back| back.headline.patch_cycles),
+            barriers: count(|back| back.headline.barriers),
+            exchange_table_bytes_per_tile_max: count(|back| {
+                back.headline.exchange_table_bytes_per_tile_max
+            }),
+            peak_sram_bytes_per_tile: count(|back| back.headline.peak_sram_bytes_per_tile),
+            repeat_patch_words: count(|back| back.headline.repeat_patch_words),
+            sharing_patch_words: count(|back| back.headline.sharing_patch_words),
         }
     }
 
@@ -478,17 +474,22 @@ mod tests {
 
     fn back(total_cycles: u64, phases: Vec<PhaseView>) -> BackView {
         BackView {
-            total_cycles,
-            milliseconds: total_cycles as f64 / 1.5e6,
-            compute_cycles: 600,
-            exchange_cycles: 300,
-            sync_cycles: 100,
-            patch_cycles: 0,
-            barriers: 10,
-            exchange_table_bytes_per_tile_max: 4_096,
-            peak_sram_bytes_per_tile: 500_000,
-            repeat_patch_words: 0,
-            sharing_patch_words: 0,
+            headline: Headline {
+                total_cycles,
+                milliseconds: total_cycles as f64 / 1.5e6,
+                compute_cycles: 600,
+                exchange_cycles: 300,
+                sync_cycles: 100,
+                patch_cycles: 0,
+                barriers: 10,
+                exchange_table_bytes_per_tile_max: 4_096,
+                peak_sram_bytes_per_tile: 500_000,
+                peak_sram_tile: 0,
+                element_conflicts: 0,
+                fetch_conflicts: 0,
+                repeat_patch_words: 0,
+                sharing_patch_words: 0,
+            },
             phases,
         }
     }
@@ -526,9 +527,9 @@ mod tests {
     #[test]
     fn totals_deltas_are_b_minus_a_with_percentages() {
         let mut b = back(750, Vec::new());
-        b.compute_cycles = 900;
-        b.barriers = 0;
-        b.repeat_patch_words = 12;
+        b.headline.compute_cycles = 900;
+        b.headline.barriers = 0;
+        b.headline.repeat_patch_words = 12;
         let diff = compared(back(1_000, Vec::new()), b);
         let totals = &diff.totals;
         assert_eq!(
@@ -676,6 +677,7 @@ mod tests {
             "ops":[],"back":{"total_cycles":10,"milliseconds":0.1,"compute_cycles":5,
             "exchange_cycles":3,"sync_cycles":2,"patch_cycles":0,"barriers":1,
             "exchange_table_bytes_per_tile_max":8,"peak_sram_bytes_per_tile":9,
+            "peak_sram_tile":3,"element_conflicts":0,"fetch_conflicts":0,
             "repeat_patch_words":0,"sharing_patch_words":0,
             "phases":[{"key":"x#0","executions":2,"policy":"latency","policy_source":"Default",
             "chosen":"latency","horizon":4,"max_row_bytes":1,"total_row_bytes":2,

@@ -183,25 +183,25 @@ fn categories(back: &BackReport) -> [Category; 4] {
         Category {
             name: "compute",
             label: "compute",
-            cycles: back.compute_cycles,
+            cycles: back.headline.compute_cycles,
             colour: "#3b6fd8",
         },
         Category {
             name: "exchange",
             label: "exchange",
-            cycles: back.exchange_cycles,
+            cycles: back.headline.exchange_cycles,
             colour: "#e8833a",
         },
         Category {
             name: "sync",
             label: "setup and sync",
-            cycles: back.sync_cycles,
+            cycles: back.headline.sync_cycles,
             colour: "#8d96a8",
         },
         Category {
             name: "patching",
             label: "patching",
-            cycles: back.patch_cycles,
+            cycles: back.headline.patch_cycles,
             colour: "#9b59b6",
         },
     ]
@@ -238,31 +238,31 @@ fn headline(page: &ReportPage) -> Markup {
             h2 { "Estimate" }
             div.cards {
                 (card("estimate", html! {
-                    span id="milliseconds" data-value=(back.milliseconds) { (format!("{:.4}", back.milliseconds)) " ms" }
+                    span id="milliseconds" data-value=(back.headline.milliseconds) { (format!("{:.4}", back.headline.milliseconds)) " ms" }
                 }, html! {
-                    span id="total-cycles" data-value=(back.total_cycles) { (thousands(back.total_cycles)) } " cycles"
+                    span id="total-cycles" data-value=(back.headline.total_cycles) { (thousands(back.headline.total_cycles)) } " cycles"
                 }))
                 @for category in categories(back) {
                     (card(category.label, html! { (thousands(category.cycles)) " cycles" }, html! {
-                        (percent(category.cycles, back.total_cycles)) " of the estimate · "
+                        (percent(category.cycles, back.headline.total_cycles)) " of the estimate · "
                         (milliseconds(category.cycles))
                     }))
                 }
                 (card("barriers", html! {
-                    span id="barriers" data-value=(back.barriers) { (thousands(back.barriers)) }
+                    span id="barriers" data-value=(back.headline.barriers) { (thousands(back.headline.barriers)) }
                 }, html! { "one per exchange phase executed" }))
                 (card("exchange table", html! {
-                    span id="exchange-table-max" data-value=(back.exchange_table_bytes_per_tile_max) {
-                        (thousands(back.exchange_table_bytes_per_tile_max)) " B"
+                    span id="exchange-table-max" data-value=(back.headline.exchange_table_bytes_per_tile_max) {
+                        (thousands(back.headline.exchange_table_bytes_per_tile_max)) " B"
                     }
                 }, html! { "per tile, the largest" }))
                 (card("peak SRAM", html! {
-                    span id="peak-sram" data-value=(back.peak_sram_bytes_per_tile) data-tile=(back.peak_sram_tile) {
-                        (thousands(back.peak_sram_bytes_per_tile)) " B"
+                    span id="peak-sram" data-value=(back.headline.peak_sram_bytes_per_tile) data-tile=(back.headline.peak_sram_tile) {
+                        (thousands(back.headline.peak_sram_bytes_per_tile)) " B"
                     }
                 }, html! {
-                    "on tile " (back.peak_sram_tile) " · "
-                    (percent(back.peak_sram_bytes_per_tile, u64::from(page.memory.usable_bytes_per_tile)))
+                    "on tile " (back.headline.peak_sram_tile) " · "
+                    (percent(back.headline.peak_sram_bytes_per_tile, u64::from(page.memory.usable_bytes_per_tile)))
                     " of the " (thousands(page.memory.usable_bytes_per_tile)) " usable bytes"
                 }))
                 (card("exchange against its bounds", html! {
@@ -282,7 +282,7 @@ const CHART_WIDTH: f64 = 1240.0;
 
 /// Each category with its segment's left edge and width in the stacked bar.
 fn segments(back: &BackReport) -> Vec<(Category, f64, f64)> {
-    let total = back.total_cycles.max(1) as f64;
+    let total = back.headline.total_cycles.max(1) as f64;
     let mut left = 0.0;
     categories(back)
         .into_iter()
@@ -310,7 +310,7 @@ fn time_split(back: &BackReport) -> Markup {
                     }
                     @if width > 90.0 {
                         text.inside x=(coordinate(x + 8.0)) y="27" {
-                            (category.label) " " (percent(category.cycles, back.total_cycles))
+                            (category.label) " " (percent(category.cycles, back.headline.total_cycles))
                         }
                     }
                 }
@@ -323,13 +323,13 @@ fn time_split(back: &BackReport) -> Markup {
                             td.text { span.swatch style=(format!("background:{}", category.colour)) {} (category.label) }
                             td { (thousands(category.cycles)) }
                             td { (format!("{:.4}", cycles_to_ms(category.cycles))) }
-                            td { (percent(category.cycles, back.total_cycles)) }
+                            td { (percent(category.cycles, back.headline.total_cycles)) }
                         }
                     }
                     tr {
                         td.text { strong { "total" } }
-                        td { strong { (thousands(back.total_cycles)) } }
-                        td { strong { (format!("{:.4}", back.milliseconds)) } }
+                        td { strong { (thousands(back.headline.total_cycles)) } }
+                        td { strong { (format!("{:.4}", back.headline.milliseconds)) } }
                         td { "100.0%" }
                     }
                 }

@@ -2,12 +2,15 @@
 //! (`exchange` sums up schedule quality) and the build report written to
 //! `artifacts/NAME/report.json`, `phases.csv` and (`html`) `report.html`. Everything here is
 //! deterministic (ordered, no timings), so the same build gives
-//! byte-identical reports. `diff` compares two reports.
+//! byte-identical reports. `diff` compares two reports; `last_build` is the
+//! record of the last successful build (`last-build.json`) that `--why` and
+//! `watch` read.
 
 pub mod artifacts;
 pub mod diff;
 pub mod exchange;
 pub mod html;
+pub mod last_build;
 pub mod manifest;
 pub mod packing;
 pub mod sweep;
@@ -24,6 +27,7 @@ use crate::layout::cost::AttentionMethod;
 use crate::layout::plan::{Layouts, OpPlan};
 use crate::model::graph::{Graph, Region};
 use crate::numerics::dot::Accumulation;
+use crate::session::Headline;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OpSummary {
@@ -201,22 +205,9 @@ pub struct BuildReport {
 /// schedule and row figures.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BackReport {
-    pub total_cycles: u64,
-    pub milliseconds: f64,
-    pub compute_cycles: u64,
-    pub exchange_cycles: u64,
-    pub sync_cycles: u64,
-    pub patch_cycles: u64,
-    pub barriers: u64,
-    pub exchange_table_bytes_per_tile_max: u64,
-    pub peak_sram_bytes_per_tile: u64,
-    pub peak_sram_tile: u32,
-    /// (exchange, tile, element) triples where sends and receives share an
-    /// element, and where they touch the elements of the exchange code.
-    pub element_conflicts: u64,
-    pub fetch_conflicts: u64,
-    pub repeat_patch_words: u64,
-    pub sharing_patch_words: u64,
+    /// The build's headline figures (written in place: `back.total_cycles`).
+    #[serde(flatten)]
+    pub headline: Headline,
     /// Weighted horizons against the endpoint and latency-aware bounds.
     pub exchange_quality: ExchangeQuality,
     pub phases: Vec<crate::session::PhaseFigures>,
@@ -255,27 +246,14 @@ impl OpComputeLine {
 impl BackReport {
     pub fn from_outcome(back: &crate::session::BackOutcome) -> BackReport {
         BackReport {
-            total_cycles: back.cycles,
-            milliseconds: back.milliseconds,
-            compute_cycles: back.estimate.compute_cycles,
-            exchange_cycles: back.estimate.exchange_cycles,
-            sync_cycles: back.estimate.sync_cycles,
-            patch_cycles: back.estimate.patch_cycles,
-            barriers: back.barriers,
-            exchange_table_bytes_per_tile_max: back.exchange_table_bytes_max,
-            peak_sram_bytes_per_tile: back.peak_sram_bytes,
-            peak_sram_tile: back.peak_sram_tile,
-            element_conflicts: back.element_conflicts,
-            fetch_conflicts: back.fetch_conflicts,
-            repeat_patch_words: back.repeat_patch_words,
-            sharing_patch_words: back.sharing_patch_words,
+            headline: back.headline.clone(),
             exchange_quality: ExchangeQuality::of(&back.phases),
             phases: back.phases.clone(),
             compute_roofline_cycles: back.compute_by_op.iter().map(|op| op.roofline_cycles).sum(),
             compute_by_op: back
                 .compute_by_op
                 .iter()
-                .map(|op| OpComputeLine::of(op, back.cycles))
+                .map(|op| OpComputeLine::of(op, back.headline.total_cycles))
                 .collect(),
         }
     }

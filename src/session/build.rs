@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use super::fan_out::fan_out;
 use super::phase::UnknownPhase;
 use super::{Session, pricing};
@@ -58,22 +60,41 @@ pub struct BuildOutcome {
     pub back: Option<BackOutcome>,
 }
 
-/// The back half's headline figures.
-#[derive(Clone, Debug)]
-pub struct BackOutcome {
-    pub phases: Vec<PhaseFigures>,
-    pub cycles: u64,
+/// A build's headline figures: the one type the build command, report.json
+/// (`back`, flattened), `diff`, `watch`, `--why` and the sweep read. The
+/// names are report.json's (its documented schema).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Headline {
+    /// The estimate: cycles of the whole program, and in ms at 1.5 GHz.
+    pub total_cycles: u64,
     pub milliseconds: f64,
+    /// The estimate's parts.
+    pub compute_cycles: u64,
+    pub exchange_cycles: u64,
+    pub sync_cycles: u64,
+    pub patch_cycles: u64,
+    /// Exchange barriers executed (Repeat iterations unrolled).
     pub barriers: u64,
-    pub exchange_table_bytes_max: u64,
-    pub repeat_patch_words: u64,
-    pub sharing_patch_words: u64,
-    pub peak_sram_bytes: u64,
+    /// The largest exchange table (rows and patch lists) on any tile.
+    pub exchange_table_bytes_per_tile_max: u64,
+    /// Peak SRAM on the fullest tile, reservations included, and that tile.
+    pub peak_sram_bytes_per_tile: u64,
     pub peak_sram_tile: u32,
     /// Exchanges x tiles x elements where a tile's sends and receives
     /// share a memory element, and where they touch its exchange code's.
     pub element_conflicts: u64,
     pub fetch_conflicts: u64,
+    /// Repeat patch words per iteration (all tiles) and sharing patches.
+    pub repeat_patch_words: u64,
+    pub sharing_patch_words: u64,
+}
+
+/// What the back half computed: the headline figures, each phase's
+/// figures, the estimate and the compute by op.
+#[derive(Clone, Debug)]
+pub struct BackOutcome {
+    pub headline: Headline,
+    pub phases: Vec<PhaseFigures>,
     pub estimate: Estimate,
     /// Compute cycles, MACs and roofline per op (most cycles first).
     pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
@@ -217,17 +238,23 @@ impl Session {
         let compute_by_op = compute_breakdown(&self.db, build).clone()?;
         timed("estimate", start);
         outcome.back = Some(BackOutcome {
+            headline: Headline {
+                total_cycles: estimate.total_cycles,
+                milliseconds: estimate.milliseconds,
+                compute_cycles: estimate.compute_cycles,
+                exchange_cycles: estimate.exchange_cycles,
+                sync_cycles: estimate.sync_cycles,
+                patch_cycles: estimate.patch_cycles,
+                barriers: estimate.barriers,
+                exchange_table_bytes_per_tile_max: table.max_bytes(),
+                peak_sram_bytes_per_tile: placed.max_peak.1 as u64,
+                peak_sram_tile: placed.max_peak.0,
+                element_conflicts: placed.element_conflicts.count,
+                fetch_conflicts: placed.element_conflicts.fetch_count,
+                repeat_patch_words: patch_words,
+                sharing_patch_words: table.sharing_patches.len() as u64,
+            },
             phases,
-            cycles: estimate.total_cycles,
-            milliseconds: estimate.milliseconds,
-            barriers: estimate.barriers,
-            exchange_table_bytes_max: table.max_bytes(),
-            repeat_patch_words: patch_words,
-            sharing_patch_words: table.sharing_patches.len() as u64,
-            peak_sram_bytes: placed.max_peak.1 as u64,
-            element_conflicts: placed.element_conflicts.count,
-            fetch_conflicts: placed.element_conflicts.fetch_count,
-            peak_sram_tile: placed.max_peak.0,
             estimate: (*estimate).clone(),
             compute_by_op: compute_by_op.as_ref().clone(),
         });

@@ -471,7 +471,10 @@ impl Search<'_> {
             Ok(outcome) => {
                 let executions = outcome.executions_by_query();
                 Ok(Trial {
-                    cycles: outcome.back.as_ref().map_or(u64::MAX, |back| back.cycles),
+                    cycles: outcome
+                        .back
+                        .as_ref()
+                        .map_or(u64::MAX, |back| back.headline.total_cycles),
                     recomputed_queries: executions.values().sum::<usize>() as u32,
                     recomputed_schedules: executions
                         .get(&TrackedQuery::Scheduled)

@@ -31,7 +31,7 @@ pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, 
 pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use crate::incremental::{Execution, Stage, TrackedQuery};
-pub use build::{BackOutcome, BuildError, BuildOutcome, StageTime};
+pub use build::{BackOutcome, BuildError, BuildOutcome, Headline, StageTime};
 pub use phase::{Phase, UnknownPhase};
 pub use suggest::Suggestion;
 

@@ -1,30 +1,28 @@
 //! The headline metrics a user watches move between builds, and their diff
 //! ("transfers 225,119 (-1,024)").
 //!
-//! The first half fills the program counts; the back half (schedules, rows,
-//! patches, placement, estimate) will fill the optional fields, which print
-//! "n/a" until then. This module only formats; it computes nothing itself.
+//! The first half fills the program counts; the back half's headline
+//! figures (the session's `Headline`) fill the rest, which print "n/a"
+//! until then. This module only formats; it computes nothing itself.
 
 use std::fmt::Write as _;
 
 use crate::expand::summary::ProgramSummary;
+use crate::session::Headline;
 
-/// The numbers that summarise a build for a user iterating on it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The numbers that summarise a build for a user iterating on it: the
+/// program counts of the first half and the back half's headline figures
+/// (the session's one [`Headline`] type), which print "n/a" until a build
+/// has a back half.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct HeadlineMetrics {
     pub transfers: u64,
     pub exchanges: u64,
     pub local_copies: u64,
     pub kernel_runs: u64,
     pub allocated_bytes: u64,
-    /// Estimated cycles per step (filled by the estimate stage).
-    pub cycles: Option<u64>,
-    /// Largest exchange row table on any tile, in bytes (row tables stage).
-    pub exchange_table_bytes_per_tile: Option<u64>,
-    /// Words of Repeat and sharing patches (patch lists stage).
-    pub patch_words: Option<u64>,
-    /// Peak SRAM in use on the fullest tile, in bytes (placement stage).
-    pub peak_sram_per_tile: Option<u64>,
+    /// The back half's figures, when it ran.
+    pub headline: Option<Headline>,
 }
 
 /// One metric, by label, for printing and diffing.
@@ -35,19 +33,15 @@ pub struct Metric {
 }
 
 impl HeadlineMetrics {
-    /// The program counts of the first half; back-half fields stay `None`.
     /// The first half's counts, and the back half's figures when present.
     pub fn from_outcome(outcome: &crate::session::BuildOutcome) -> HeadlineMetrics {
-        let mut metrics = HeadlineMetrics::from_summary(&outcome.summary);
-        if let Some(back) = &outcome.back {
-            metrics.cycles = Some(back.cycles);
-            metrics.exchange_table_bytes_per_tile = Some(back.exchange_table_bytes_max);
-            metrics.patch_words = Some(back.repeat_patch_words + back.sharing_patch_words);
-            metrics.peak_sram_per_tile = Some(back.peak_sram_bytes);
+        HeadlineMetrics {
+            headline: outcome.back.as_ref().map(|back| back.headline.clone()),
+            ..HeadlineMetrics::from_summary(&outcome.summary)
         }
-        metrics
     }
 
+    /// The program counts of the first half; the headline stays `None`.
     pub fn from_summary(summary: &ProgramSummary) -> HeadlineMetrics {
         HeadlineMetrics {
             transfers: summary.total.transfers,
@@ -55,26 +49,33 @@ impl HeadlineMetrics {
             local_copies: summary.total.local_copies,
             kernel_runs: summary.total.kernel_runs,
             allocated_bytes: summary.allocated_bytes,
-            ..HeadlineMetrics::default()
+            headline: None,
         }
     }
 
     /// The metrics in display order.
     pub fn entries(&self) -> [Metric; 9] {
         let metric = |label, value| Metric { label, value };
+        let figure = |read: fn(&Headline) -> u64| self.headline.as_ref().map(read);
         [
             metric("transfers", Some(self.transfers)),
             metric("exchanges", Some(self.exchanges)),
             metric("local copies", Some(self.local_copies)),
             metric("kernel runs", Some(self.kernel_runs)),
             metric("allocated bytes", Some(self.allocated_bytes)),
-            metric("cycles", self.cycles),
+            metric("cycles", figure(|headline| headline.total_cycles)),
             metric(
                 "exchange table bytes/tile",
-                self.exchange_table_bytes_per_tile,
+                figure(|headline| headline.exchange_table_bytes_per_tile_max),
             ),
-            metric("patch words", self.patch_words),
-            metric("peak SRAM/tile", self.peak_sram_per_tile),
+            metric(
+                "patch words",
+                figure(|headline| headline.repeat_patch_words + headline.sharing_patch_words),
+            ),
+            metric(
+                "peak SRAM/tile",
+                figure(|headline| headline.peak_sram_bytes_per_tile),
+            ),
         ]
     }
 }
@@ -132,7 +133,22 @@ mod tests {
         };
         let current = HeadlineMetrics {
             transfers: 225_119,
-            cycles: Some(1_500),
+            headline: Some(Headline {
+                total_cycles: 1_500,
+                milliseconds: 0.001,
+                compute_cycles: 1_000,
+                exchange_cycles: 400,
+                sync_cycles: 100,
+                patch_cycles: 0,
+                barriers: 2,
+                exchange_table_bytes_per_tile_max: 64,
+                peak_sram_bytes_per_tile: 4_096,
+                peak_sram_tile: 0,
+                element_conflicts: 0,
+                fetch_conflicts: 0,
+                repeat_patch_words: 0,
+                sharing_patch_words: 0,
+            }),
             ..HeadlineMetrics::default()
         };
         let text = render_metrics(&current, Some(&previous));
@@ -141,7 +157,13 @@ mod tests {
         assert!(transfers.ends_with("225,119 (-1,024)"), "{text}");
         assert!(text.contains("1,500 (new)"), "{text}");
         assert!(text.contains("patch words"), "{text}");
-        assert!(text.lines().any(|line| line.ends_with("n/a")), "{text}");
+        assert!(text.contains("4,096 (new)"), "{text}");
+        assert!(!text.contains("n/a"), "{text}");
+        let first_half_only = render_metrics(&previous, None);
+        assert!(
+            first_half_only.lines().any(|line| line.ends_with("n/a")),
+            "{first_half_only}"
+        );
         assert!(!render_metrics(&current, None).contains('('));
     }
 }

@@ -4,22 +4,21 @@
 //!
 //! Split by concept: `watcher` is the loop's logic, driven through a channel
 //! and testable without a file system watcher; `source` turns notify events
-//! into that channel's messages; `why` and `state` explain one-shot
-//! rebuilds; `stages`, `fields`, `metrics` and `report` format what changed.
+//! into that channel's messages; `why` explains one-shot rebuilds (from
+//! the record `report::last_build` keeps); `stages`, `metrics` and `report`
+//! format what changed (the settings compared are
+//! `build_file::settings`').
 //! Nothing here computes compiler results: it drives `session::Session`.
 
-pub mod fields;
 pub mod metrics;
 pub mod moves;
 pub mod report;
 pub mod source;
 pub mod stages;
-pub mod state;
 pub mod watcher;
 pub mod why;
 
 pub use metrics::HeadlineMetrics;
 pub use source::{FolderWatch, watch_file};
-pub use state::LastBuild;
 pub use watcher::{Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher};
 pub use why::{WhyRebuild, rebuild_from};

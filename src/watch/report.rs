@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::fields::SettingChange;
 use super::stages::group_by_stage;
+use crate::build_file::settings::SettingChange;
 use crate::session::Execution;
 use crate::session::{StageTime, TrackedQuery};
 

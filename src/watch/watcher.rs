@@ -15,15 +15,15 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::moves::{PHASE_MOVES, PhaseCosts, phase_costs, render_phase_moves};
 use super::report::{render_changes, render_runs, render_times};
-use super::state::{LastBuild, STATE_FILE};
 use crate::build_file::error::render_query_error;
+use crate::build_file::settings::setting_changes;
 use crate::build_file::{BuildQuery, QueryError, QueryProblem, parse_query};
 use crate::cache::PersistentCache;
 use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
+use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::report::manifest;
 use crate::session::Session;
 use crate::session::suggest::SUGGESTION_CANDIDATES;

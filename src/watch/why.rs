@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fields::setting_changes;
 use super::metrics::{HeadlineMetrics, render_metrics};
 use super::report::{render_changes, render_runs};
 use crate::build_file::BuildQuery;
+use crate::build_file::settings::setting_changes;
 use crate::cache::PersistentCache;
 use crate::session::BuildError;
 use crate::session::{BuildOutcome, Session};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::fields::query_settings;
+use crate::build_file::settings::query_settings;
 use crate::build_file::{BuildQuery, QueryError, parse_query};
 
 /// The state file's format version.
