@@ -1,17 +1,20 @@
 //! `superstep build`: compile and report.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::QueryArguments;
-use super::command_error::CommandError;
+use super::command_error::{CommandError, query_path};
 use super::common::{
-    artifacts_directory, build_weights, finish_cache, load, open_cache, output_error,
+    artifacts_directory, build_cold, build_weights, finish_cache, load, open_cache, output_error,
 };
 use super::{preflight, progress, why};
+use crate::build_file::BuildQuery;
 use crate::build_file::package_build_key as build_key;
 use crate::package::PackageError;
 use crate::report::BackReport;
 use crate::report::artifacts::{ArtifactError, session_report, write_reports};
+use crate::report::last_build::{LastBuild, last_build_path};
 use crate::report::manifest;
 
 use crate::text::thousands;
@@ -34,7 +37,13 @@ pub fn run(
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
     let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
-    let (session, outcome, explanation) = why::build_session(arguments, &query, why, cache)?;
+    let (session, outcome, explanation) = if why {
+        let (session, outcome, explanation) = why::build_on_last_build(arguments, &query, cache)?;
+        (session, outcome, Some(explanation))
+    } else {
+        let (session, outcome) = build_cold(arguments, &query, cache)?;
+        (session, outcome, None)
+    };
     // A checkpoint is read and checked at build time (every tensor present,
     // shaped as the preset needs, finite): a build never succeeds on a file
     // `run` would refuse.
@@ -167,7 +176,7 @@ pub fn run(
     if let Some(explanation) = explanation {
         print_text!("{explanation}");
     }
-    written.extend(why::record_build(arguments, &query));
+    written.extend(record_build(arguments, &query));
     manifest::finish(&directory, &query, &written, previous.as_ref())
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     if json {
@@ -378,4 +387,25 @@ pub fn report_of(
 ) -> Result<crate::report::BuildReport, CommandError> {
     session_report(session, query, outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))
+}
+
+/// Records `query` as the last successful build (what `--why` builds on);
+/// a failure only warns.
+fn record_build(arguments: &QueryArguments, query: &BuildQuery) -> Option<PathBuf> {
+    let file = query_path(arguments);
+    let record = std::fs::read_to_string(&file)
+        .map(|text| LastBuild::new(&file, &text, &arguments.sets, query))
+        .map_err(|error| format!("cannot read {}: {error}", file.display()))
+        .and_then(|record| {
+            record
+                .save(&last_build_path(query))
+                .map_err(|error| error.to_string())
+        });
+    match record {
+        Ok(()) => Some(last_build_path(query)),
+        Err(error) => {
+            eprintln!("warning: the build was not recorded for --why: {error}");
+            None
+        }
+    }
 }

@@ -64,6 +64,19 @@ impl From<BackendError> for CommandError {
     }
 }
 
+/// A new session for `query` (with progress bars) built through the whole
+/// pipeline: what `superstep build` does without `--why`.
+pub fn build_cold(
+    arguments: &QueryArguments,
+    query: &BuildQuery,
+    cache: Option<Arc<PersistentCache>>,
+) -> Result<(Session, BuildOutcome), CommandError> {
+    let mut session = Session::with_cache(query, cache);
+    session.set_progress(super::progress::bars());
+    let outcome = build_checked(&mut session, query, arguments)?;
+    Ok((session, outcome))
+}
+
 /// Builds the whole pipeline of `session` for `query`, explaining a
 /// failure as the command line shows it.
 pub fn build_checked(

@@ -21,6 +21,12 @@ pub const STATE_FORMAT: u32 = 1;
 /// The state file's name inside a build's artifacts folder.
 pub const STATE_FILE: &str = "last-build.json";
 
+/// Where the record of `query`'s last successful build is kept:
+/// `OUTPUTS/NAME/last-build.json`.
+pub fn last_build_path(query: &BuildQuery) -> PathBuf {
+    query.outputs.directory.join(&query.name).join(STATE_FILE)
+}
+
 /// What `superstep build` records after a successful build.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastBuild {
