@@ -14,12 +14,25 @@ use super::common::{finish_cache, load, open_session, stage_error};
 use crate::session::{Blocked, BoundaryAudit, CopyAudit, GroupAudit, Other};
 use crate::text::thousands;
 
-/// The options of `superstep audit copies`.
-#[derive(Clone, Debug)]
-pub struct CopiesOptions {
+/// The flags of `superstep audit copies`.
+#[derive(Debug, clap::Args)]
+pub struct CopiesArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// Print the COPY_BOUNDARY records as JSON (an object with the
+    /// build's name, the summary and the boundaries shown).
+    #[arg(long)]
     pub json: bool,
+    /// Only boundary N (its index in the table); the table then shows
+    /// every group of it, movable or not.
+    #[arg(long, value_name = "N")]
     pub boundary: Option<u32>,
-    pub fusion: MotionFusion,
+    /// Whose copy-motion decisions to show beside the audit: build (the
+    /// build's own pass, under planning.fusion) or across (copy motion
+    /// with cross-operator fusion, the seed's experiment, run for the
+    /// audit only; the build is unchanged).
+    #[arg(long, value_enum, default_value = "build", value_name = "build|across")]
+    pub motion: MotionFusion,
 }
 
 /// Whose copy-motion decisions the audit shows.
@@ -40,19 +53,19 @@ pub struct AuditDocument<'a> {
     pub boundaries: Vec<&'a BoundaryAudit>,
 }
 
-pub fn run(arguments: &QueryArguments, options: &CopiesOptions) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let mut session = open_session(arguments, &query)?;
+pub fn run(arguments: &CopiesArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &query)?;
     let tiles = Some(query.machine.tiles);
     session
         .build_low_program()
         .map_err(|error| stage_error(error, tiles))?;
-    let audit = match options.fusion {
+    let audit = match arguments.motion {
         MotionFusion::Build => session.copy_audit(),
         MotionFusion::Across => session.copy_audit_across_operators(),
     }
     .map_err(|error| stage_error(error, tiles))?;
-    let result = report(&audit, &query.name, options);
+    let result = report(&audit, &query.name, arguments);
     finish_cache(session.cache());
     result
 }
@@ -230,8 +243,8 @@ pub fn blocked_text(blocked: &Blocked) -> String {
     )
 }
 
-fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), CommandError> {
-    if let Some(wanted) = options.boundary
+fn report(audit: &CopyAudit, name: &str, arguments: &CopiesArguments) -> Result<(), CommandError> {
+    if let Some(wanted) = arguments.boundary
         && wanted >= audit.summary.boundaries
     {
         return Err(CommandError::Input(format!(
@@ -245,14 +258,18 @@ fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), 
             }
         )));
     }
-    if options.json {
+    if arguments.json {
         let document = AuditDocument {
             name,
             summary: &audit.summary,
             boundaries: audit
                 .boundaries
                 .iter()
-                .filter(|record| options.boundary.is_none_or(|wanted| record.index == wanted))
+                .filter(|record| {
+                    arguments
+                        .boundary
+                        .is_none_or(|wanted| record.index == wanted)
+                })
                 .collect(),
         };
         let text = serde_json::to_string_pretty(&document)
@@ -260,7 +277,7 @@ fn report(audit: &CopyAudit, name: &str, options: &CopiesOptions) -> Result<(), 
         print_line!("{text}");
         return Ok(());
     }
-    let lines = render(audit, name, options.boundary);
+    let lines = render(audit, name, arguments.boundary);
     // --quiet: the headline only.
     let shown = if super::progress::quiet() {
         1

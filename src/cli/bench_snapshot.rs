@@ -13,15 +13,34 @@ use crate::build_file::validate::DEFAULT_POLICY;
 use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::snapshot::{BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases};
 
-/// The command's arguments.
-#[derive(Debug, Clone)]
-pub struct BenchArguments {
+/// The most timed repetitions `bench-snapshot --iterations` accepts.
+pub const MAX_BENCH_ITERATIONS: i64 = 1000;
+
+/// The flags of `superstep bench-snapshot`.
+#[derive(Debug, clap::Args)]
+pub struct BenchSnapshotArguments {
+    /// The snapshot file.
+    #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
+    /// Only this phase id (repeatable; default: every phase).
+    #[arg(long = "phase", value_name = "N")]
     pub phases: Vec<u32>,
+    /// A schedule policy: latency, S<W> or B<W> (repeatable; default: the
+    /// build default, B1024).
+    #[arg(long = "policy", value_name = "P")]
     pub policies: Vec<SchedulePolicy>,
+    /// Transfer width: auto, word32 or paired64.
+    #[arg(long, value_name = "WIDTH", default_value = "auto", value_parser = parse_width)]
     pub width: TransferWidth,
-    pub iterations: usize,
+    /// Timed repetitions of schedule + encode per phase and policy (1..=1000).
+    #[arg(long, value_name = "K", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_BENCH_ITERATIONS))]
+    pub iterations: u32,
+    /// Words the replay checks per phase (a deterministic sample); 0 checks every word.
+    #[arg(long, value_name = "WORDS", default_value_t = 8192)]
     pub sample: u64,
+    /// Also write the records as JSON to OUT.
+    #[arg(long, value_name = "OUT")]
     pub json: Option<PathBuf>,
 }
 
@@ -37,7 +56,7 @@ pub fn parse_width(text: &str) -> Result<TransferWidth, String> {
     }
 }
 
-pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
+pub fn run(arguments: &BenchSnapshotArguments) -> Result<(), CommandError> {
     let started = Instant::now();
     let snapshot = Snapshot::read(&arguments.file)
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
@@ -81,7 +100,9 @@ pub fn run(arguments: &BenchArguments) -> Result<(), CommandError> {
             arguments.policies.clone()
         },
         width: arguments.width,
-        iterations: arguments.iterations.max(1),
+        iterations: usize::try_from(arguments.iterations)
+            .unwrap_or(usize::MAX)
+            .max(1),
         sample: (arguments.sample > 0).then_some(arguments.sample),
     };
     let mut records: Vec<BenchRecord> = Vec::new();

@@ -21,27 +21,58 @@ use crate::text::thousands;
 
 pub use crate::session::suggest::SUGGESTION_CANDIDATES;
 
-pub fn run(
-    arguments: &QueryArguments,
-    show_ops: bool,
-    why: bool,
-    suggestions: usize,
-    json: bool,
-) -> Result<(), CommandError> {
+/// The flags of `superstep build`.
+#[derive(Debug, clap::Args)]
+pub struct BuildArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// Also print one line per op (plan, output format, counts).
+    #[arg(long)]
+    pub ops: bool,
+    /// Print one JSON document instead of the text: report.json's record
+    /// (schema_version, compiler, the figures), the files written and
+    /// the suggestions measured. The same build prints the same bytes.
+    #[arg(long)]
+    pub json: bool,
+    /// Explain the build against the last successful build of the same NAME.
+    ///
+    /// Every successful build records its effective query (build file
+    /// text, folder and --set overrides) in artifacts/NAME/last-build.json.
+    /// With --why, that recorded query is built first in a fresh session,
+    /// then the current query is applied and built incrementally on top,
+    /// and the build prints which input fields changed (old -> new) and
+    /// which queries they invalidated, by stage, with op names. Cost: it
+    /// builds twice (the recorded query cold, then the current one
+    /// incrementally); the stage times shown are the second build's.
+    /// Without a usable record it says so and builds once, cold.
+    #[arg(long, verbatim_doc_comment)]
+    pub why: bool,
+    /// How many suggested overrides to end with (0: none, and none are
+    /// measured; report.html then says so). Each is the best standard
+    /// policy of one of the four most expensive exchange phases, proved
+    /// by scheduling it under every standard policy: on a cold cache
+    /// that is the largest part of a SigLIP build's time (memoized and
+    /// cached after); `superstep phases --suggest` lists all.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub suggestions: usize,
+}
+
+pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     let started = Instant::now();
-    if json {
+    if arguments.json {
         super::stdout::set_json_document();
     }
-    let query = load(arguments)?;
+    let query = load(&arguments.query)?;
     // Every build writes into the outputs folder (at least last-build.json):
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
-    let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
-    let (session, outcome, explanation) = if why {
-        let (session, outcome, explanation) = why::build_on_last_build(arguments, &query, cache)?;
+    let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
+    let (session, outcome, explanation) = if arguments.why {
+        let (session, outcome, explanation) =
+            why::build_on_last_build(&arguments.query, &query, cache)?;
         (session, outcome, Some(explanation))
     } else {
-        let (session, outcome) = build_cold(arguments, &query, cache)?;
+        let (session, outcome) = build_cold(&arguments.query, &query, cache)?;
         (session, outcome, None)
     };
     // A checkpoint is read and checked at build time (every tensor present,
@@ -65,7 +96,7 @@ pub fn run(
         summary.tiles
     );
     if !quiet {
-        print_details(&outcome, &report, show_ops);
+        print_details(&outcome, &report, arguments.ops);
     }
     if let Some(weights) = &checkpoint {
         super::quantisation::report(weights, !quiet, "");
@@ -86,7 +117,7 @@ pub fn run(
         if !quiet {
             print_back_details(back);
         }
-        if show_ops && !quiet {
+        if arguments.ops && !quiet {
             print_line!(
                 "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9}",
                 "op",
@@ -134,7 +165,7 @@ pub fn run(
     // Advice, not the build: measured once the package is on disk (each
     // standard policy pruned by the phase's current cost), shown in
     // report.html and printed after every output is written.
-    if suggestions > 0 && report.back.is_some() && (!quiet || query.outputs.html) {
+    if arguments.suggestions > 0 && report.back.is_some() && (!quiet || query.outputs.html) {
         measured = true;
         found = session
             .suggestions(Some(SUGGESTION_CANDIDATES))
@@ -154,7 +185,7 @@ pub fn run(
         written.push(path);
     }
     if let Some(back) = report.back.as_ref().filter(|_| !quiet) {
-        if suggestions > 0 {
+        if arguments.suggestions > 0 {
             if found.is_empty() {
                 print_line!(
                     "suggestions: none; no standard policy beats the {SUGGESTION_CANDIDATES} most expensive exchange phases as built"
@@ -162,9 +193,9 @@ pub fn run(
             } else {
                 print_line!(
                     "suggestions: the {} largest savings among the {SUGGESTION_CANDIDATES} most expensive exchange phases (superstep phases --suggest lists every phase):",
-                    found.len().min(suggestions)
+                    found.len().min(arguments.suggestions)
                 );
-                let shown = &found[..found.len().min(suggestions)];
+                let shown = &found[..found.len().min(arguments.suggestions)];
                 for line in super::phases::render_suggestions(shown) {
                     print_line!("{line}");
                 }
@@ -176,10 +207,10 @@ pub fn run(
     if let Some(explanation) = explanation {
         print_text!("{explanation}");
     }
-    written.extend(record_build(arguments, &query));
+    written.extend(record_build(&arguments.query, &query));
     manifest::finish(&directory, &query, &written, previous.as_ref())
         .map_err(|error| CommandError::Internal(error.to_string()))?;
-    if json {
+    if arguments.json {
         // report.json's record, what was written and the advice measured;
         // nothing of the run (wall time, cache use), so that the same build
         // prints the same document.

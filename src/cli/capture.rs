@@ -2,7 +2,7 @@
 //! schema-4 snapshot (`crate::snapshot`), with or without the symbolic
 //! provenance that makes a re-import exact.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::QueryArguments;
@@ -10,28 +10,40 @@ use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
 use crate::snapshot::{capture_session, snapshot_of_build};
 
-pub fn run(
-    arguments: &QueryArguments,
-    output: &Path,
-    without_allocations: bool,
-) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let mut session = open_session(arguments, &query)?;
+/// The flags of `superstep capture`.
+#[derive(Debug, clap::Args)]
+pub struct CaptureArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// The snapshot file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE.json")]
+    pub output: PathBuf,
+    /// Leave out the symbolic provenance (allocations, source_allocation,
+    /// destination_allocations): the file then holds the seed system's
+    /// fields plus phase key, operator and executions, and an import
+    /// reconstructs allocations from the address pattern.
+    #[arg(long)]
+    pub without_allocations: bool,
+}
+
+pub fn run(arguments: &CaptureArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &query)?;
     let started = Instant::now();
-    build_checked(&mut session, &query, arguments)?;
+    build_checked(&mut session, &query, &arguments.query)?;
     let built = started.elapsed();
     finish_cache(session.cache());
     let started = Instant::now();
     let phases = capture_session(&session)
         .and_then(|mut phases| {
             for phase in &mut phases {
-                phase.symbolic = !without_allocations;
+                phase.symbolic = !arguments.without_allocations;
             }
             snapshot_of_build(&phases, query.machine.tiles)
         })
         .map_err(|error| CommandError::Internal(format!("capture: {error}")))?;
     let bytes = phases.to_bytes();
-    super::common::write_output(output, &bytes)?;
+    super::common::write_output(&arguments.output, &bytes)?;
     let transfers: usize = phases
         .phases
         .iter()
@@ -50,7 +62,7 @@ pub fn run(
         query.name,
         transfers,
         destinations,
-        output.display(),
+        arguments.output.display(),
         bytes.len() as f64 / 1e6,
         built.as_secs_f64(),
         started.elapsed().as_secs_f64()

@@ -23,16 +23,32 @@ use crate::report::diff::{
 use crate::session::Session;
 use crate::text::thousands;
 
-/// The arguments of `superstep diff`.
-#[derive(Clone, Debug)]
+/// The flags of `superstep diff`.
+#[derive(Debug, clap::Args)]
 pub struct DiffArguments {
+    /// Build A: a report.json file or a build query file.
+    #[arg(value_name = "A")]
     pub a: PathBuf,
+    /// Build B: a report.json file or a build query file.
+    #[arg(value_name = "B")]
     pub b: PathBuf,
+    /// Override one field of both build queries (repeatable; before
+    /// --set-a and --set-b, which win).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Override one field of build query A (repeatable).
+    #[arg(long = "set-a", value_name = "KEY=VALUE")]
     pub sets_a: Vec<String>,
+    /// Override one field of build query B (repeatable).
+    #[arg(long = "set-b", value_name = "KEY=VALUE")]
     pub sets_b: Vec<String>,
+    /// At most N phase lines (the largest cycle deltas).
+    #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
     pub cache: CacheArguments,
 }
 

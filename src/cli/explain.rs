@@ -21,6 +21,22 @@ use crate::schedule::candidates::BASELINE_POLICY;
 use crate::session::{PolicySource, SUGGESTIONS, Session, StepKind};
 use crate::text::nearest_keys;
 
+/// The flags of `superstep explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// The line: an exchange phase's key (`op#ordinal`), a compute
+    /// step's key (`op:kernels#ordinal`, `:copies`, `:fills`), or its
+    /// step number (the first column of `superstep phases`).
+    #[arg(long, value_name = "KEY|STEP")]
+    pub phase: String,
+    /// Print the figures as one JSON object (schema_version, compiler,
+    /// the phases line, and the exchange's or compute step's detail).
+    #[arg(long)]
+    pub json: bool,
+}
+
 fn bucket(bytes: u64) -> String {
     if bytes == 0 {
         return "idle".to_string();
@@ -29,11 +45,11 @@ fn bucket(bytes: u64) -> String {
     format!("{}..{} B", upper / 2 + 1, upper)
 }
 
-pub fn run(arguments: &QueryArguments, selector: &str, json: bool) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let mut session = open_session(arguments, &query)?;
-    build_checked(&mut session, &query, arguments)?;
-    let result = explain(&session, &query, selector, json);
+pub fn run(arguments: &ExplainArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &query)?;
+    build_checked(&mut session, &query, &arguments.query)?;
+    let result = explain(&session, &query, &arguments.phase, arguments.json);
     finish_cache(session.cache());
     result
 }

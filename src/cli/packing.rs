@@ -46,32 +46,53 @@ impl FromStr for PackingConfig {
     }
 }
 
-/// The options of `superstep packing`.
-#[derive(Clone, Debug)]
-pub struct PackingOptions {
+/// The flags of `superstep packing`.
+#[derive(Debug, clap::Args)]
+pub struct PackingArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// Study this phase (its key, as `superstep phases` lists it).
+    /// Repeatable; default: every phase.
+    #[arg(long = "phase", value_name = "KEY")]
     pub phases: Vec<String>,
+    /// Study only the N phases with the most piece endpoints on one tile
+    /// (of those --phase names, if any).
+    #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Schedule the original and every alternative under POLICY[/WIDTH]
+    /// (latency, list, matching, auto, S<W>, B<W>; WIDTH word32 or
+    /// paired64, default word32) instead of each phase's own policy.
+    #[arg(long = "policy", value_name = "P[/WIDTH]")]
     pub config: Option<PackingConfig>,
+    /// Print packing.json to standard output instead of the tables.
+    #[arg(long)]
     pub json: bool,
-    /// Study an exchange snapshot's phases instead of a build's.
+    /// Study the phases of an exchange snapshot (`superstep capture`'s
+    /// schema-4 JSON, the seed's capture format) instead of a build:
+    /// --phase then takes a snapshot phase id or key, and every phase is
+    /// scheduled under --policy (default: auto at word32). No build
+    /// query or --set is read.
+    #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
-    /// Where packing.json and packing.html go (default: under the build's
-    /// or the snapshot's artifacts folder).
+    /// Write packing.json and packing.html into DIR (default:
+    /// outputs.directory/NAME/packing, or artifacts/STEM/packing for a
+    /// snapshot). Created when missing; a file in its path is an error.
+    #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
 }
 
-pub fn run(arguments: &QueryArguments, options: &PackingOptions) -> Result<(), CommandError> {
-    if options.top == Some(0) {
+pub fn run(arguments: &PackingArguments) -> Result<(), CommandError> {
+    if arguments.top == Some(0) {
         return Err(CommandError::Input(
             "--top 0 studies no phase; give at least 1 (or leave --top out for every phase)"
                 .to_string(),
         ));
     }
-    if let Some(file) = &options.snapshot {
-        return run_snapshot(arguments, options, file);
+    if let Some(file) = &arguments.snapshot {
+        return run_snapshot(arguments, file);
     }
-    let query = load(arguments)?;
-    let directory = match &options.output {
+    let query = load(&arguments.query)?;
+    let directory = match &arguments.output {
         Some(directory) => {
             preflight::check_output_flag_directory("--output", directory)?;
             directory.clone()
@@ -82,18 +103,18 @@ pub fn run(arguments: &QueryArguments, options: &PackingOptions) -> Result<(), C
             directory
         }
     };
-    let mut session = open_session(arguments, &query)?;
-    build_phase_groups_checked(&mut session, &query, arguments)?;
+    let mut session = open_session(&arguments.query, &query)?;
+    build_phase_groups_checked(&mut session, &query, &arguments.query)?;
     let request = PackingRequest {
-        phases: options.phases.clone(),
-        top: options.top,
-        config: options.config.map(|config| config.0),
+        phases: arguments.phases.clone(),
+        top: arguments.top,
+        config: arguments.config.map(|config| config.0),
     };
     let packing = session.packing(&request).map_err(|error| match error {
         PackingRequestError::UnknownPhase(_) => CommandError::Input(error.to_string()),
         PackingRequestError::Phase(error) => CommandError::Internal(error.to_string()),
     })?;
-    show(&query.name, &packing, &directory, options)?;
+    show(&query.name, &packing, &directory, arguments)?;
     finish_cache(session.cache());
     Ok(())
 }
@@ -103,11 +124,11 @@ fn show(
     name: &str,
     packing: &Packing,
     directory: &Path,
-    options: &PackingOptions,
+    arguments: &PackingArguments,
 ) -> Result<(), CommandError> {
     let written = write_packing(directory, name, packing)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
-    if options.json {
+    if arguments.json {
         let document = PackingDocument { name, packing };
         print_line!(
             "{}",
@@ -116,7 +137,7 @@ fn show(
         );
         return Ok(());
     }
-    for line in render(name, packing, options.top) {
+    for line in render(name, packing, arguments.top) {
         print_line!("{line}");
     }
     if !progress::quiet() {
@@ -129,12 +150,8 @@ fn show(
 
 /// `--snapshot FILE`: the phases of an exchange snapshot, each scheduled
 /// under --policy (default: the build default policy at word32).
-fn run_snapshot(
-    arguments: &QueryArguments,
-    options: &PackingOptions,
-    file: &Path,
-) -> Result<(), CommandError> {
-    if let Some(query) = &arguments.query {
+fn run_snapshot(arguments: &PackingArguments, file: &Path) -> Result<(), CommandError> {
+    if let Some(query) = &arguments.query.query {
         return Err(CommandError::Input(format!(
             "error: packing --snapshot {} studies the snapshot's phases; drop the build query {} \
              (or drop --snapshot to study the build)",
@@ -142,7 +159,7 @@ fn run_snapshot(
             query.display()
         )));
     }
-    if !arguments.sets.is_empty() {
+    if !arguments.query.sets.is_empty() {
         return Err(CommandError::Input(
             "error: --set changes a build query; packing --snapshot reads no build query"
                 .to_string(),
@@ -154,7 +171,7 @@ fn run_snapshot(
         .unwrap_or_else(|| "snapshot".to_string());
     // A snapshot has no build file: the folder is --output's, or its
     // default, so the advice names the flag (never a build-file key).
-    let directory = options.output.clone().unwrap_or_else(|| {
+    let directory = arguments.output.clone().unwrap_or_else(|| {
         Path::new(DEFAULT_OUTPUT_DIRECTORY)
             .join(&name)
             .join("packing")
@@ -162,8 +179,8 @@ fn run_snapshot(
     preflight::check_output_flag_directory("--output", &directory)?;
     let snapshot =
         Snapshot::read(file).map_err(|error| CommandError::Input(format!("error: {error}")))?;
-    let mut selected = Vec::with_capacity(options.phases.len());
-    for wanted in &options.phases {
+    let mut selected = Vec::with_capacity(arguments.phases.len());
+    for wanted in &arguments.phases {
         let found = snapshot.phases.iter().find(|phase| {
             phase.key.as_deref() == Some(wanted.as_str())
                 || wanted.parse::<u32>().is_ok_and(|id| id == phase.phase)
@@ -188,7 +205,7 @@ fn run_snapshot(
         ))
     })?;
     drop(snapshot);
-    let config = options.config.map_or(
+    let config = arguments.config.map_or(
         SweepConfig {
             policy: DEFAULT_POLICY,
             width: TransferWidth::Word32,
@@ -196,8 +213,8 @@ fn run_snapshot(
         |config| config.0,
     );
     let packing =
-        snapshot_packing(&phases, total, config, options.top).map_err(CommandError::Internal)?;
-    show(&name, &packing, &directory, options)
+        snapshot_packing(&phases, total, config, arguments.top).map_err(CommandError::Internal)?;
+    show(&name, &packing, &directory, arguments)
 }
 
 /// The text of the study (what `run` prints without `--json`).

@@ -41,16 +41,50 @@ pub enum KindFilter {
     Compute,
 }
 
-/// The options of `superstep phases`.
-#[derive(Clone, Debug)]
-pub struct PhasesOptions {
+/// A fraction in 0..=1.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number; give a fraction such as 0.1"))?;
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} is outside 0..=1"))
+    }
+}
+
+/// The flags of `superstep phases`.
+#[derive(Debug, clap::Args)]
+pub struct PhasesArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// Order of the lines.
+    #[arg(long, value_enum, default_value = "order")]
     pub sort_by: SortKey,
+    /// Only lines whose one execution takes at most N cycles.
+    #[arg(long, value_name = "N")]
     pub max_cycles: Option<u64>,
+    /// Only compute steps whose occupancy is at most F (0..=1).
+    #[arg(long, value_name = "F", value_parser = parse_fraction)]
     pub max_occupancy: Option<f64>,
+    /// Only exchange phases, or only compute steps.
+    #[arg(long, value_enum)]
     pub kind: Option<KindFilter>,
+    /// Only the step whose execution covers this cycle of the modelled
+    /// timeline (Repeat iterations unrolled).
+    #[arg(long, value_name = "CYCLE", conflicts_with_all = ["sort_by", "top", "suggest"])]
     pub at_offset: Option<u64>,
+    /// At most N lines (after sorting).
+    #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Print the selected lines as JSON.
+    #[arg(long)]
     pub json: bool,
+    /// Instead of the lines: every phase whose cost (horizon plus Repeat
+    /// patching) a standard policy (latency, S64, S256, B256, B1024,
+    /// list, matching at the build's width) beats, measured by
+    /// scheduling it, with the saving and the `--set` that applies it.
+    #[arg(long)]
     pub suggest: bool,
 }
 
@@ -167,18 +201,22 @@ pub fn phase_lines(
         .collect()
 }
 
-/// The lines `options` selects, in the order it asks for.
-pub fn select(lines: Vec<PhaseLine>, options: &PhasesOptions) -> Vec<PhaseLine> {
+/// The lines the flags select, in the order they ask for.
+pub fn select(lines: Vec<PhaseLine>, arguments: &PhasesArguments) -> Vec<PhaseLine> {
     let mut kept: Vec<PhaseLine> = lines
         .into_iter()
-        .filter(|line| match options.kind {
+        .filter(|line| match arguments.kind {
             Some(KindFilter::Exchange) => line.kind == StepKind::Exchange,
             Some(KindFilter::Compute) => line.kind != StepKind::Exchange,
             None => true,
         })
-        .filter(|line| options.max_cycles.is_none_or(|limit| line.cycles <= limit))
         .filter(|line| {
-            options.max_occupancy.is_none_or(|limit| {
+            arguments
+                .max_cycles
+                .is_none_or(|limit| line.cycles <= limit)
+        })
+        .filter(|line| {
+            arguments.max_occupancy.is_none_or(|limit| {
                 line.compute
                     .as_ref()
                     .is_some_and(|compute| compute.occupancy <= limit)
@@ -186,7 +224,7 @@ pub fn select(lines: Vec<PhaseLine>, options: &PhasesOptions) -> Vec<PhaseLine> 
         })
         .collect();
     let descending = |a: f64, b: f64| b.partial_cmp(&a).unwrap_or(Ordering::Equal);
-    match options.sort_by {
+    match arguments.sort_by {
         SortKey::Order => {}
         SortKey::Cycles => kept.sort_by_key(|line| std::cmp::Reverse(line.cycles)),
         SortKey::Share => kept.sort_by_key(|line| std::cmp::Reverse(line.total_cycles)),
@@ -205,7 +243,7 @@ pub fn select(lines: Vec<PhaseLine>, options: &PhasesOptions) -> Vec<PhaseLine> 
                 .unwrap_or(Ordering::Equal)
         }),
     }
-    if let Some(top) = options.top {
+    if let Some(top) = arguments.top {
         kept.truncate(top);
     }
     kept
@@ -270,22 +308,22 @@ pub fn render_suggestions(suggestions: &[Suggestion]) -> Vec<String> {
 pub const SUGGESTION_NOTE: &str = "  (per-phase savings: horizon and Repeat patching of that phase, measured by scheduling it \
      under each standard policy; sharing patches and placement may move a little when applied)";
 
-pub fn run(arguments: &QueryArguments, options: &PhasesOptions) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let mut session = open_session(arguments, &query)?;
-    build_checked(&mut session, &query, arguments)?;
-    let result = report(&session, &query.name, options);
+pub fn run(arguments: &PhasesArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &query)?;
+    build_checked(&mut session, &query, &arguments.query)?;
+    let result = report(&session, &query.name, arguments);
     finish_cache(session.cache());
     result
 }
 
-fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), CommandError> {
+fn report(session: &Session, name: &str, arguments: &PhasesArguments) -> Result<(), CommandError> {
     let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
-    if options.suggest {
+    if arguments.suggest {
         let suggestions = session
             .suggestions(None)
             .map_err(|error| internal(&error))?;
-        if options.json {
+        if arguments.json {
             print_line!(
                 "{}",
                 serde_json::to_string_pretty(&suggestions).map_err(|error| internal(&error))?
@@ -306,7 +344,7 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
     let estimate = session.estimate()?;
     let lines = session_lines(session, &profile, estimate.total_cycles)?;
     let count = lines.len();
-    let selected = match options.at_offset {
+    let selected = match arguments.at_offset {
         Some(cycle) => {
             let Some(placed) = profile.at_offset(cycle) else {
                 return Err(CommandError::Input(format!(
@@ -317,7 +355,7 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
                     thousands(profile.total_cycles())
                 )));
             };
-            if !options.json {
+            if !arguments.json {
                 print_line!(
                     "cycle {} is in execution {} of `{}`, which starts at cycle {}{}",
                     thousands(cycle),
@@ -338,9 +376,9 @@ fn report(session: &Session, name: &str, options: &PhasesOptions) -> Result<(), 
             }
             lines.into_iter().skip(placed.entry).take(1).collect()
         }
-        None => select(lines, options),
+        None => select(lines, arguments),
     };
-    if options.json {
+    if arguments.json {
         print_line!(
             "{}",
             serde_json::to_string_pretty(&selected).map_err(|error| internal(&error))?

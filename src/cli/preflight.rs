@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use super::command_error::{CommandError, query_path};
+use super::host_data::HostArguments;
 use super::{AuditCommand, Cli, Command, QueryArguments};
 
 /// Checks the outputs named by flags, known before the build query is read:
@@ -34,18 +35,23 @@ pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
         }
     }
     match &cli.command {
-        Command::Capture { output, .. } => check_output_file("capture -o", output),
-        Command::Profile { output, .. } => check_output_file("profile -o", output),
-        Command::BenchSnapshot {
-            json: Some(json), ..
-        } => check_output_file("bench-snapshot --json", json),
-        Command::Run { host, .. } | Command::Simulate { host, .. } => {
-            match host.output.as_deref() {
-                Some(file) => check_output_file("--output", file),
-                None => Ok(()),
-            }
-        }
+        Command::Capture(arguments) => check_output_file("capture -o", &arguments.output),
+        Command::Profile(arguments) => check_output_file("profile -o", &arguments.output),
+        Command::BenchSnapshot(arguments) => match &arguments.json {
+            Some(json) => check_output_file("bench-snapshot --json", json),
+            None => Ok(()),
+        },
+        Command::Run(arguments) => check_host_output(&arguments.host),
+        Command::Simulate(arguments) => check_host_output(&arguments.host),
         _ => Ok(()),
+    }
+}
+
+/// `run --output` and `simulate --output`.
+fn check_host_output(host: &HostArguments) -> Result<(), CommandError> {
+    match host.output.as_deref() {
+        Some(file) => check_output_file("--output", file),
+        None => Ok(()),
     }
 }
 
@@ -55,60 +61,38 @@ pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
 fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
     let query = |arguments: &QueryArguments| vec![query_path(arguments)];
     match &cli.command {
-        Command::Build {
-            query: arguments, ..
-        }
-        | Command::Phases {
-            query: arguments, ..
-        }
-        | Command::Profile {
-            query: arguments, ..
-        }
-        | Command::Explain {
-            query: arguments, ..
-        }
-        | Command::Replay {
-            query: arguments, ..
-        }
-        | Command::Capture {
-            query: arguments, ..
-        }
-        | Command::Sweep {
-            query: arguments, ..
-        }
-        | Command::Search {
-            query: arguments, ..
-        }
-        | Command::Watch {
-            query: arguments, ..
-        }
-        | Command::Audit {
-            what: AuditCommand::Copies {
-                query: arguments, ..
-            },
-        } => query(arguments),
-        Command::Packing {
-            query: arguments,
-            snapshot,
-            ..
-        } => snapshot.iter().cloned().chain(query(arguments)).collect(),
-        Command::Run {
-            query: arguments,
-            host,
-        } => host.inputs().into_iter().chain(query(arguments)).collect(),
-        Command::Simulate {
-            query: arguments,
-            package,
-            host,
-            ..
-        } => package
+        Command::Build(arguments) => query(&arguments.query),
+        Command::Phases(arguments) => query(&arguments.query),
+        Command::Profile(arguments) => query(&arguments.query),
+        Command::Explain(arguments) => query(&arguments.query),
+        Command::Replay(arguments) => query(&arguments.query),
+        Command::Capture(arguments) => query(&arguments.query),
+        Command::Sweep(arguments) => query(&arguments.query),
+        Command::Search(arguments) => query(&arguments.query),
+        Command::Watch(arguments) => query(&arguments.query),
+        Command::Audit(AuditCommand::Copies(arguments)) => query(&arguments.query),
+        Command::Packing(arguments) => arguments
+            .snapshot
             .iter()
             .cloned()
-            .chain(host.inputs())
-            .chain(query(arguments))
+            .chain(query(&arguments.query))
             .collect(),
-        Command::Diff { a, b, .. } => vec![a.clone(), b.clone()],
-        Command::BenchSnapshot { file, .. } | Command::Verify { file, .. } => vec![file.clone()],
+        Command::Run(arguments) => arguments
+            .host
+            .inputs()
+            .into_iter()
+            .chain(query(&arguments.query))
+            .collect(),
+        Command::Simulate(arguments) => arguments
+            .package
+            .iter()
+            .cloned()
+            .chain(arguments.host.inputs())
+            .chain(query(&arguments.query))
+            .collect(),
+        Command::Diff(arguments) => vec![arguments.a.clone(), arguments.b.clone()],
+        Command::BenchSnapshot(arguments) => vec![arguments.file.clone()],
+        Command::Verify(arguments) => vec![arguments.file.clone()],
     }
 }
 
@@ -118,36 +102,34 @@ fn command_outputs(cli: &Cli) -> Vec<(&'static str, &Path)> {
     if let Some(trace) = &cli.trace {
         outputs.push(("--trace", trace));
     }
-    match &cli.command {
-        Command::Capture { output, .. } => outputs.push(("capture -o", output)),
-        Command::Profile { output, .. } => outputs.push(("profile -o", output)),
-        Command::BenchSnapshot {
-            json: Some(json), ..
-        } => outputs.push(("bench-snapshot --json", json)),
-        Command::Sweep {
-            write_overrides: Some(file),
-            ..
-        } => outputs.push(("sweep --write-overrides", file)),
-        Command::Search {
-            write_overrides: Some(file),
-            ..
-        } => outputs.push(("search --write-overrides", file)),
-        Command::Run {
-            host:
-                super::host_data::HostArguments {
-                    output: Some(file), ..
-                },
-            ..
-        } => outputs.push(("run --output", file)),
-        Command::Simulate {
-            host:
-                super::host_data::HostArguments {
-                    output: Some(file), ..
-                },
-            ..
-        } => outputs.push(("simulate --output", file)),
-        _ => {}
-    }
+    let named = match &cli.command {
+        Command::Capture(arguments) => Some(("capture -o", arguments.output.as_path())),
+        Command::Profile(arguments) => Some(("profile -o", arguments.output.as_path())),
+        Command::BenchSnapshot(arguments) => arguments
+            .json
+            .as_deref()
+            .map(|json| ("bench-snapshot --json", json)),
+        Command::Sweep(arguments) => arguments
+            .write_overrides
+            .as_deref()
+            .map(|file| ("sweep --write-overrides", file)),
+        Command::Search(arguments) => arguments
+            .write_overrides
+            .as_deref()
+            .map(|file| ("search --write-overrides", file)),
+        Command::Run(arguments) => arguments
+            .host
+            .output
+            .as_deref()
+            .map(|file| ("run --output", file)),
+        Command::Simulate(arguments) => arguments
+            .host
+            .output
+            .as_deref()
+            .map(|file| ("simulate --output", file)),
+        _ => None,
+    };
+    outputs.extend(named);
     outputs
 }
 

@@ -4,7 +4,7 @@
 //! asked for (default: the two tiles that move the most words and the tile
 //! with peak SRAM).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::QueryArguments;
@@ -13,6 +13,20 @@ use super::common::{build_checked, finish_cache, load, open_session};
 use crate::report::trace::{PhaseLabel, TraceTile, program_trace};
 use crate::session::{PhaseFigures, Session};
 use crate::text::thousands;
+
+/// The flags of `superstep profile`.
+#[derive(Debug, clap::Args)]
+pub struct ProfileArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// The trace file to write (e.g. program.trace.json).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Tiles shown in detail, e.g. `0,7,100-103` (at most 64; default:
+    /// the two tiles that move the most words and the peak-SRAM tile).
+    #[arg(long, value_name = "LIST", value_parser = parse_tile_list)]
+    pub tiles: Option<TileList>,
+}
 
 /// Tiles shown by default: this many of the busiest, plus the peak-SRAM tile.
 pub const DEFAULT_BUSIEST_TILES: usize = 2;
@@ -108,14 +122,11 @@ fn chosen_tiles(
     Ok(chosen)
 }
 
-pub fn run(
-    arguments: &QueryArguments,
-    output: &Path,
-    tiles: Option<&[u32]>,
-) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let mut session = open_session(arguments, &query)?;
-    build_checked(&mut session, &query, arguments)?;
+pub fn run(arguments: &ProfileArguments) -> Result<(), CommandError> {
+    let tiles = arguments.tiles.as_ref().map(|list| list.0.as_slice());
+    let query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &query)?;
+    build_checked(&mut session, &query, &arguments.query)?;
     let started = Instant::now();
     let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
     let chosen = chosen_tiles(&session, tiles, query.machine.tiles)?;
@@ -145,11 +156,11 @@ pub fn run(
         .map_err(|error| internal(&error))?;
     let trace = program_trace(&query.name, &profile, &labels, &chosen, &activity);
     let text = serde_json::to_string(&trace).map_err(|error| internal(&error))?;
-    super::common::write_output(output, text.as_bytes())?;
+    super::common::write_output(&arguments.output, text.as_bytes())?;
     let events = trace["traceEvents"].as_array().map_or(0, Vec::len);
     print_note!(
         "wrote {} ({} bytes, {} events; {} cycles = {:.3} ms modelled; tiles {}) in {:.3} s",
-        output.display(),
+        arguments.output.display(),
         thousands(text.len() as u64),
         thousands(events as u64),
         thousands(profile.total_cycles()),

@@ -9,13 +9,23 @@ use super::common::{build_checked, finish_cache, load, open_session};
 use crate::session::replay::replay_all;
 use crate::text::thousands;
 
-pub fn run(arguments: &QueryArguments, sample: u64) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let mut session = open_session(arguments, &query)?;
-    build_checked(&mut session, &query, arguments)?;
+/// The flags of `superstep replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// Words checked per phase (a deterministic sample); 0 checks every word.
+    #[arg(long, value_name = "WORDS", default_value_t = 8192)]
+    pub sample: u64,
+}
+
+pub fn run(arguments: &ReplayArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &query)?;
+    build_checked(&mut session, &query, &arguments.query)?;
     finish_cache(session.cache());
     let started = Instant::now();
-    let sample = (sample > 0).then_some(sample);
+    let sample = (arguments.sample > 0).then_some(arguments.sample);
     let replays = replay_all(&session, sample);
     let mut failures = 0;
     let (mut deliveries, mut words) = (0u64, 0u64);

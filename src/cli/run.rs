@@ -11,9 +11,18 @@ use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::interpreter::interpret;
 
-pub fn run(arguments: &QueryArguments, host: &HostArguments) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let host_data = host_data::read(host, &query)?;
+/// The flags of `superstep run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    #[command(flatten)]
+    pub host: HostArguments,
+}
+
+pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let host_data = host_data::read(&arguments.host, &query)?;
     // The first half only: the persistent cache holds back-half results.
     let mut session = Session::new(&query);
     let progress = super::progress::bars();
@@ -66,7 +75,7 @@ pub fn run(arguments: &QueryArguments, host: &HostArguments) -> Result<(), Comma
     super::quantisation::report(&weights, from_checkpoint && !super::progress::quiet(), "  ");
     print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");
-    for line in host_data.finish(host, &interpretation.output, &reference)? {
+    for line in host_data.finish(&arguments.host, &interpretation.output, &reference)? {
         print_line!("  {line}");
     }
     agreement_result(&agreement)

@@ -20,17 +20,58 @@ use super::progress::quiet;
 use crate::layout::overrides::overrides_toml;
 use crate::session::Session;
 use crate::session::layout_search::{
-    SearchOutcome, SearchProgress, SearchSettings, cached_search, store_search,
+    BeamSettings, SearchOutcome, SearchProgress, SearchSettings, cached_search, store_search,
 };
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
 
-/// The options of `superstep search`.
-#[derive(Clone, Debug)]
-pub struct SearchOptions {
-    pub settings: SearchSettings,
+/// The flags of `superstep search`.
+#[derive(Debug, clap::Args)]
+pub struct SearchArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// States the beam keeps per op (0, the default: no beam, the local
+    /// steps start from the build's layouts; on SigLIP, PE-Core and
+    /// ViT-B/16 the beam's plan did not lead to a better result, see
+    /// docs/commands/search.md).
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub beam_width: u32,
+    /// Passes over the operators (a pass that improves nothing ends the search).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub rounds: u32,
+    /// Partitions per operator that the cost model ranks cheapest.
+    #[arg(long, default_value_t = 6, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub cheapest: u32,
+    /// Partitions per alignment with a neighbour's blocks or whole heads.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub aligned: u32,
+    /// Do not try other tile orders of the accepted partitions.
+    #[arg(long)]
+    pub no_orders: bool,
+    /// Write the chosen plan as a [[layout.override]] fragment to FILE.
+    #[arg(long, value_name = "FILE")]
     pub write_overrides: Option<PathBuf>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
     pub json: bool,
+}
+
+impl SearchArguments {
+    /// The search's settings from the flags: no beam at width 0, every
+    /// other tile order unless --no-orders.
+    pub fn settings(&self) -> SearchSettings {
+        SearchSettings {
+            beam: (self.beam_width > 0).then_some(BeamSettings {
+                width: self.beam_width,
+                cheapest: self.cheapest,
+                aligned: self.aligned,
+            }),
+            rounds: self.rounds,
+            cheapest: self.cheapest,
+            aligned: self.aligned,
+            orders: !self.no_orders,
+        }
+    }
 }
 
 /// A bar with the trial count and the best estimate so far.
@@ -48,12 +89,13 @@ impl SearchProgress for Bar {
     }
 }
 
-pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let session = open_session(arguments, &query)?;
+pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
+    let settings = arguments.settings();
+    let query = load(&arguments.query)?;
+    let session = open_session(&arguments.query, &query)?;
     let cached = session
         .cache()
-        .and_then(|cache| cached_search(cache, &query, options.settings));
+        .and_then(|cache| cached_search(cache, &query, settings));
     let loaded = cached.is_some();
     let outcome = match cached {
         Some(outcome) => outcome,
@@ -74,25 +116,25 @@ pub fn run(arguments: &QueryArguments, options: &SearchOptions) -> Result<(), Co
             });
             let progress = Bar(bar);
             let outcome = trials
-                .search_layouts(&query, options.settings, &progress)
+                .search_layouts(&query, settings, &progress)
                 .map_err(|error| CommandError::Input(format!("error: {error}")))?;
             if let Some(bar) = progress.0 {
                 bar.finish_and_clear();
             }
             if let Some(cache) = session.cache() {
-                store_search(cache, &query, options.settings, &outcome);
+                store_search(cache, &query, settings, &outcome);
             }
             outcome
         }
     };
-    if options.json {
+    if arguments.json {
         let text = serde_json::to_string_pretty(&outcome)
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         print_line!("{text}");
     } else {
         print_outcome(&query.name, &outcome, loaded);
     }
-    if let Some(path) = &options.write_overrides {
+    if let Some(path) = &arguments.write_overrides {
         let text = format!(
             "# Layout overrides found by `superstep search` for {} (estimate {} -> {} cycles).\n\
              # Paste into the build file, or append: a plain build applies them without searching.\n\n{}",

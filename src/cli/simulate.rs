@@ -2,7 +2,7 @@
 //! simulated tile memories (`crate::sim::package`) and compare the output
 //! with the FP32 reference.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::QueryArguments;
@@ -19,6 +19,24 @@ use crate::package::file::PackageHeader;
 use crate::session::Session;
 use crate::sim::compare::compare;
 use crate::sim::package::{SimulationOptions, admit, simulate_admitted};
+
+/// The flags of `superstep simulate`.
+#[derive(Debug, clap::Args)]
+pub struct SimulateArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    #[command(flatten)]
+    pub host: HostArguments,
+    /// Execute this package file (a foreign, truncated, corrupt or stale
+    /// file is an error, exit code 2).
+    #[arg(long, value_name = "FILE")]
+    pub package: Option<PathBuf>,
+    /// Start tile memory as NaN and read bytes an operand never wrote
+    /// (but another allocation did) as NaN: results that depend on
+    /// undefined bytes show as non-finite or as differences.
+    #[arg(long)]
+    pub poisoned: bool,
+}
 
 /// The package a simulation executes and where it came from.
 fn choose_package(
@@ -57,16 +75,11 @@ fn choose_package(
     }
 }
 
-pub fn run(
-    arguments: &QueryArguments,
-    host: &HostArguments,
-    poisoned: bool,
-    package_file: Option<&Path>,
-) -> Result<(), CommandError> {
-    let query = load(arguments)?;
-    let host_data = host_data::read(host, &query)?;
+pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
+    let query = load(&arguments.query)?;
+    let host_data = host_data::read(&arguments.host, &query)?;
     // A package named on the command line is read and checked before the compile.
-    let from_flag = match package_file {
+    let from_flag = match arguments.package.as_deref() {
         Some(path) => {
             let (package, header) = Package::read_with_header(path)
                 .map_err(|error| CommandError::Input(format!("error: --package: {error}")))?;
@@ -83,9 +96,9 @@ pub fn run(
         }
         None => None,
     };
-    let mut session = open_session(arguments, &query)?;
+    let mut session = open_session(&arguments.query, &query)?;
     let started = Instant::now();
-    let outcome = build_checked(&mut session, &query, arguments)?;
+    let outcome = build_checked(&mut session, &query, &arguments.query)?;
     finish_cache(session.cache());
     let flagged = from_flag.as_ref().map(|(_, path)| path.to_path_buf());
     let (package, origin) = choose_package(&session, &query, from_flag)?;
@@ -110,7 +123,7 @@ pub fn run(
     let started = Instant::now();
     let options = SimulationOptions {
         strict: false,
-        poisoned,
+        poisoned: arguments.poisoned,
     };
     let progress = super::progress::Bars::for_terminal();
     use crate::session::progress::Progress;
@@ -176,7 +189,7 @@ pub fn run(
     super::quantisation::report(&weights, from_checkpoint && !super::progress::quiet(), "  ");
     print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");
-    for line in host_data.finish(host, &run.output, &reference)? {
+    for line in host_data.finish(&arguments.host, &run.output, &reference)? {
         print_line!("  {line}");
     }
     agreement_result(&agreement)

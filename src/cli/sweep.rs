@@ -23,8 +23,8 @@ use crate::build_file::{BuildQuery, PhaseOverride};
 use crate::report::sweep::fragment::overrides_fragment;
 use crate::report::sweep::{write_sweep, write_text};
 use crate::session::sweep::{
-    ConfigList, Selection, SelectionRule, Shard, Sweep, SweepOutcome, chosen_configs, frontier,
-    select,
+    ConfigList, DEFAULT_WINDOW_BYTES, Selection, SelectionRule, Shard, Sweep, SweepOutcome,
+    chosen_configs, frontier, select,
 };
 use crate::session::{BackOutcome, BuildError, Session};
 use crate::target::costs::cycles_to_ms;
@@ -39,17 +39,50 @@ pub enum SelectionLetter {
     B,
 }
 
-/// The options of `superstep sweep`.
-#[derive(Clone, Debug)]
-pub struct SweepOptions {
+/// The flags of `superstep sweep`.
+#[derive(Debug, clap::Args)]
+pub struct SweepArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// A configuration to measure, POLICY or POLICY/WIDTH (latency,
+    /// list, matching, auto, S<W>, B<W>; WIDTH word32, paired64 or
+    /// auto); POLICY alone means both word32 and paired64. Repeatable;
+    /// default: latency, S64, S256, S1024, B64, B256, B1024 and B4096 (the
+    /// seed study's) and matching, list and B16 (the rest of what `auto`
+    /// considers), each at word32 and paired64. A paired64 configuration is measured
+    /// only on phases where some piece may move paired.
+    #[arg(long = "config", value_name = "P[/WIDTH]")]
     pub configs: Vec<ConfigList>,
+    /// Selection (b)'s window: how many bytes each phase's max row may
+    /// grow by.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_WINDOW_BYTES)]
     pub window: u64,
+    /// Write the selection chosen by --select as [[schedule.override]]
+    /// entries (phase, policy, width) to FILE, to append to a build file
+    /// that does not already override those phases. FILE's folder must exist.
+    #[arg(long, value_name = "FILE")]
     pub write_overrides: Option<PathBuf>,
+    /// The selection --write-overrides writes: a (no storage growth) or
+    /// b (max row within --window).
+    #[arg(long, value_enum, default_value = "a", value_name = "a|b")]
     pub select: SelectionLetter,
+    /// Apply selection a or b as per-phase overrides, rebuild the whole
+    /// program and print the real estimate, exchange table and peak SRAM
+    /// (after sharing and placement) next to the per-phase predictions
+    /// and the difference; also writes sweep/applied.json.
+    #[arg(long, value_enum, value_name = "a|b")]
     pub apply: Option<SelectionLetter>,
-    /// Only this shard's points, into the caches; no reports.
+    /// Measure only shard I of N (0 <= I < N): every N-th point of the
+    /// sweep's deterministic order, starting at the I-th, into the
+    /// cache (local and --cache-remote); no reports. Run N shards as a
+    /// job array against one remote cache, then `superstep sweep`
+    /// without --shard: it finds every point cached and writes them.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["apply", "write_overrides"])]
     pub shard: Option<Shard>,
-    /// One JSON document instead of the text.
+    /// Print one JSON document instead of the text: the configurations,
+    /// every phase's points, both selections and where the build's own
+    /// suggestions stand (`--apply`'s figures are in sweep/applied.json).
+    #[arg(long, conflicts_with = "shard")]
     pub json: bool,
 }
 
@@ -97,28 +130,28 @@ pub struct Applied {
     pub real: SelectionFigures,
 }
 
-pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), CommandError> {
-    if options.json {
+pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
+    if arguments.json {
         super::stdout::set_json_document();
     }
-    let query = load(arguments)?;
+    let query = load(&arguments.query)?;
     let directory = artifacts_directory(&query).join("sweep");
     // A shard writes no reports, so it needs no output folder.
-    if options.shard.is_none() {
+    if arguments.shard.is_none() {
         preflight::check_output_directory("outputs.directory", &directory)?;
     }
-    if let Some(path) = &options.write_overrides {
+    if let Some(path) = &arguments.write_overrides {
         preflight::check_output_file("sweep --write-overrides", path)?;
     }
-    let mut session = open_session(arguments, &query)?;
-    let configs = chosen_configs(&options.configs);
-    if let Some(shard) = options.shard {
+    let mut session = open_session(&arguments.query, &query)?;
+    let configs = chosen_configs(&arguments.configs);
+    if let Some(shard) = arguments.shard {
         // A shard needs the phase groups, not the placed program: the
         // merge run builds that (from the phases the shards cached).
-        build_phase_groups_checked(&mut session, &query, arguments)?;
+        build_phase_groups_checked(&mut session, &query, &arguments.query)?;
         return run_shard(&session, &query.name, &configs, shard);
     }
-    let outcome = build_checked(&mut session, &query, arguments)?;
+    let outcome = build_checked(&mut session, &query, &arguments.query)?;
     let built = outcome
         .back
         .as_ref()
@@ -131,14 +164,14 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
     let window = select(
         &sweep,
         SelectionRule::MaxRowWindow {
-            bytes: options.window,
+            bytes: arguments.window,
         },
     );
     let written = write_sweep(&directory, &query.name, &sweep, &no_growth, &window)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     print_summary(&query.name, &sweep, &built, &[&no_growth, &window]);
     let mut suggestions = Vec::new();
-    if !progress::quiet() || options.json {
+    if !progress::quiet() || arguments.json {
         let measured = session
             .suggestions(Some(crate::session::suggest::SUGGESTION_CANDIDATES))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
@@ -147,7 +180,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
             print_line!("{line}");
         }
     }
-    if options.json {
+    if arguments.json {
         let selections = [&no_growth, &window].map(|selection| {
             serde_json::json!({
                 "rule": selection.rule.describe(),
@@ -177,8 +210,8 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
         SelectionLetter::A => &no_growth,
         SelectionLetter::B => &window,
     };
-    if let Some(path) = &options.write_overrides {
-        let selection = chosen(options.select);
+    if let Some(path) = &arguments.write_overrides {
+        let selection = chosen(arguments.select);
         write_text(path, &overrides_fragment(&query.name, selection))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         print_note!(
@@ -188,7 +221,7 @@ pub fn run(arguments: &QueryArguments, options: &SweepOptions) -> Result<(), Com
             selection.rule.letter()
         );
     }
-    let result = match options.apply {
+    let result = match arguments.apply {
         Some(letter) => apply(
             &mut session,
             &query,

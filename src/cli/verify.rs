@@ -1,14 +1,23 @@
 //! `superstep verify FILE`: read a package file from disk (header, length,
 //! digest) and check it on its own (`crate::package::verify`).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::command_error::CommandError;
 use crate::package::Package;
 use crate::package::verify::verify_package;
 
-pub fn run(path: &Path) -> Result<(), CommandError> {
+/// The flags of `superstep verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArguments {
+    /// The package file (artifacts/NAME/package.bin).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+pub fn run(arguments: &VerifyArguments) -> Result<(), CommandError> {
+    let path = &arguments.file;
     let started = Instant::now();
     let (package, header) = Package::read_with_header(path)
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;

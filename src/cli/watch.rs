@@ -2,25 +2,41 @@
 //! loop, which writes its reports to standard output.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use super::QueryArguments;
-use std::path::PathBuf;
-
 use super::command_error::{CommandError, query_path};
 use super::common::{load, open_cache};
 use crate::build_file::validate::DEFAULT_OUTPUT_DIRECTORY;
 use crate::watch::{Refresh, WatchEvent, WatchOptions, Watcher, watch_file};
 
-pub fn run(
-    arguments: &QueryArguments,
-    exit_after: Option<usize>,
-    debounce_ms: u64,
-    no_artifacts: bool,
-) -> Result<(), CommandError> {
-    let path = query_path(arguments);
+/// The flags of `superstep watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArguments {
+    #[command(flatten)]
+    pub query: QueryArguments,
+    /// Stop after N changes of the build file have been handled (each
+    /// rebuild, failed build or invalid edit counts; the initial build
+    /// does not, so 0 builds once). The exit code is then 2 if the last
+    /// one was an invalid file or a failed build.
+    #[arg(long, value_name = "N")]
+    pub exit_after: Option<usize>,
+    /// Quiet period in milliseconds: events closer together than this
+    /// are one change.
+    #[arg(long, value_name = "MS", default_value_t = 150)]
+    pub debounce_ms: u64,
+    /// Do not write report.json, phases.csv, compute.csv, report.html
+    /// and last-build.json after each successful build (written by default,
+    /// as `[outputs]` asks).
+    #[arg(long)]
+    pub no_artifacts: bool,
+}
+
+pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
+    let path = query_path(&arguments.query);
     let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
@@ -35,14 +51,14 @@ pub fn run(
     }
     // The cache folder follows the build file as it is when watching
     // starts (its output folder), or the default when it does not load.
-    let (outputs, cache_settings) = match load(arguments) {
+    let (outputs, cache_settings) = match load(&arguments.query) {
         Ok(query) => (query.outputs.directory, query.cache),
         Err(_) => (
             PathBuf::from(DEFAULT_OUTPUT_DIRECTORY),
             crate::build_file::CacheSettings::default(),
         ),
     };
-    let cache = open_cache(arguments, &outputs, &cache_settings)?;
+    let cache = open_cache(&arguments.query, &outputs, &cache_settings)?;
     let (sender, events) = mpsc::channel();
     // Watch before the first build, so that saves during it are not missed.
     let watch = watch_file(&path, sender.clone()).map_err(|error| {
@@ -68,11 +84,11 @@ pub fn run(
     }
     let mut watcher = Watcher::new(WatchOptions {
         path,
-        sets: arguments.sets.clone(),
-        quiet_period: Duration::from_millis(debounce_ms),
-        exit_after,
+        sets: arguments.query.sets.clone(),
+        quiet_period: Duration::from_millis(arguments.debounce_ms),
+        exit_after: arguments.exit_after,
         cache,
-        write_artifacts: !no_artifacts,
+        write_artifacts: !arguments.no_artifacts,
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -22,9 +22,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::layout_beam::{
-    BeamSettings, beam_search, choices_of, conversion_proxy, op_candidates, overrides_of,
-};
+/// The beam of [`SearchSettings::beam`], named where the settings are made
+/// (`superstep search`'s flags).
+pub use super::layout_beam::BeamSettings;
+use super::layout_beam::{beam_search, choices_of, conversion_proxy, op_candidates, overrides_of};
 use super::{Session, TrackedQuery};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
