@@ -342,7 +342,7 @@ fn a_snapshot_of_the_build_is_studied_alike() {
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("error: --output: cannot write outputs"),
+        stderr.contains("--output: cannot write outputs"),
         "{stderr}"
     );
     assert!(

@@ -304,7 +304,8 @@ impl Diagnostic for QueryError {
 /// be rendered.
 pub fn render_query_error(error: &QueryError) -> String {
     let mut rendered = String::new();
-    let handler = miette::GraphicalReportHandler::new();
+    // Lines are not wrapped: keys, paths and suggested `--set`s stay whole.
+    let handler = miette::GraphicalReportHandler::new().with_wrap_lines(false);
     if handler.render_report(&mut rendered, error).is_err() {
         rendered = error.to_string();
     }

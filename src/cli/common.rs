@@ -179,7 +179,7 @@ pub fn layout_override_error(
         problem,
         op_is_wrong,
     );
-    CommandError::Input(render_query_error(&error))
+    CommandError::Diagnostic(render_query_error(&error))
 }
 
 /// Whether `graph` has a matrix product or attention named `op`.
@@ -197,7 +197,7 @@ fn has_heavy_op(graph: &Graph, op: &str) -> bool {
 
 pub fn load(arguments: &QueryArguments) -> Result<BuildQuery, CommandError> {
     load_query(&query_path(arguments), &arguments.sets)
-        .map_err(|error| CommandError::Input(render_query_error(&error)))
+        .map_err(|error| CommandError::Diagnostic(render_query_error(&error)))
 }
 
 pub fn artifacts_directory(query: &BuildQuery) -> PathBuf {

@@ -138,12 +138,19 @@ fn input_of(
         };
         // Both sides are read and validated before either is built, and
         // a side's own override is blamed by its own flag.
-        if let Err(CommandError::Input(message)) = load(&query) {
+        if let Err(error) = load(&query) {
             let flag = format!("--set-{} ", side.to_ascii_lowercase());
-            let message = own_sets.iter().fold(message, |message, set| {
-                message.replace(&format!("--set {set}"), &format!("{flag}{set}"))
+            let relabel = |message: String| {
+                let message = own_sets.iter().fold(message, |message, set| {
+                    message.replace(&format!("--set {set}"), &format!("{flag}{set}"))
+                });
+                format!("{side}: {message}")
+            };
+            return Err(match error {
+                CommandError::Diagnostic(rendered) => CommandError::Diagnostic(relabel(rendered)),
+                CommandError::Input(message) => CommandError::Input(relabel(message)),
+                internal => internal,
             });
-            return Err(CommandError::Input(format!("{side}: {message}")));
         }
         return Ok(Input::Query(query));
     }

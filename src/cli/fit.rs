@@ -289,7 +289,7 @@ pub fn does_not_fit(
         advice(query, &findings, &failure.shortage.help),
         failure.override_op.as_deref(),
     );
-    CommandError::Input(format!(
+    CommandError::Diagnostic(format!(
         "{}\n  note: {MEMORY_MODEL}",
         crate::build_file::error::render_query_error(&error).trim_end()
     ))

@@ -41,5 +41,5 @@ pub fn unknown_override_error(
         "no phase has this key",
         help,
     );
-    CommandError::Input(render_query_error(&error))
+    CommandError::Diagnostic(render_query_error(&error))
 }
