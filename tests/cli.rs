@@ -594,3 +594,64 @@ fn build_file_reference_choices_are_what_validation_accepts() {
     }
     assert!(checked >= 25, "{checked}");
 }
+
+/// Every command's diagnostics have one style (miette's `× MESSAGE` and
+/// `help:` lines, with the code and span where there is a source), and no
+/// line is wrapped inside a key or path.
+#[test]
+fn diagnostics_have_one_style_across_commands() {
+    let cases: &[&[&str]] = &[
+        &["verify", "/nonexistent/package.bin"],
+        &[
+            "explain",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "--phase",
+            "nope",
+        ],
+        &[
+            "packing",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "--phase",
+            "nope",
+        ],
+        &[
+            "build",
+            "queries/vit-tiny.toml",
+            "--set",
+            "workload.layers=0",
+        ],
+        &[
+            "build",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "--set",
+            "schedule.override.layer.mlp.dwn#0=latency",
+        ],
+        &[
+            "phases",
+            "queries/vit-tiny.toml",
+            "--set",
+            "schedule.policy=matchng",
+        ],
+        &["bench-snapshot", "/nonexistent/capture.json"],
+    ];
+    for arguments in cases {
+        let output = superstep(arguments);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}");
+        let text = stderr(&output);
+        let message = text
+            .lines()
+            .find(|line| line.starts_with("  × ") || line.starts_with("  x "));
+        assert!(
+            message.is_some(),
+            "{arguments:?}: no diagnostic line in {text}"
+        );
+        assert!(
+            !text.lines().any(|line| line.starts_with("error:")),
+            "{arguments:?}: a plain error line in {text}"
+        );
+        assert!(!text.contains("panicked"), "{arguments:?}: {text}");
+    }
+}
