@@ -639,8 +639,11 @@ pub fn reference() -> std::string::String {
     let mut text = std::string::String::from(
         "# Build-file reference\n\n\
          Every key a build file (`queries/*.toml`) may hold, and every key `--set KEY=VALUE` \
-         may name. Generated from `src/build_file/fields.rs` (the one table the parser, `--set` \
-         and their errors read); a test fails when this page is stale. Regenerate it with \
+         may name. Generated from `src/build_file/fields.rs` (the one table the parser, `--set`, \
+         their errors, the compiler's inputs and `watch` read); a test fails when this page is \
+         stale. The input is the compiler input a key's value lands in: a change re-runs only \
+         what reads that input, and its durability (high, medium, low: how rarely it changes) \
+         lets salsa skip checking queries that read only more durable inputs. Regenerate it with \
          `SUPERSTEP_WRITE_DOCS=1 cargo test --test suite cli::build_file_reference`.\n",
     );
     for section in FIELDS.iter().filter(|field| field.kind == KeyKind::Table) {
@@ -648,7 +651,7 @@ pub fn reference() -> std::string::String {
             "\n## `[{}]`\n\n{}\n\n",
             section.key, section.meaning
         ));
-        text.push_str("| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
+        text.push_str("| key | type | default | allowed | input (durability) | meaning |\n|---|---|---|---|---|---|\n");
         let prefix = format!("{}.", section.key);
         for entry in FIELDS.iter().filter(|field| {
             field.kind != KeyKind::Table
@@ -663,7 +666,7 @@ pub fn reference() -> std::string::String {
         }
     }
     text.push_str(
-        "\n## Top level\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n",
+        "\n## Top level\n\n| key | type | default | allowed | input (durability) | meaning |\n|---|---|---|---|---|---|\n",
     );
     for entry in FIELDS
         .iter()
@@ -675,12 +678,25 @@ pub fn reference() -> std::string::String {
 }
 
 fn row(field: &Field) -> std::string::String {
+    let input = match field.input {
+        Some(input) => format!(
+            "`{}` ({})",
+            input.name(),
+            match input.durability() {
+                Durability::High => "high",
+                Durability::Medium => "medium",
+                Durability::Low => "low",
+            }
+        ),
+        None => std::string::String::from("the command line only"),
+    };
     format!(
-        "| `{}` | {} | {} | {} | {} |\n",
+        "| `{}` | {} | {} | {} | {} | {} |\n",
         field.key,
         field.kind.describe(),
         field.default,
         allowed(field).replace('|', "\\|"),
+        input,
         field.meaning.replace('|', "\\|")
     )
 }
