@@ -3,7 +3,8 @@
 //! kind, default, allowed values and meaning. The salsa inputs take their
 //! durabilities from it and `watch` its input names. The
 //! schema's key lists (`schema::keys_of`, which `--set` and the unknown-key
-//! errors read) are made from it, and the build-file reference
+//! errors read) are made from it, validation takes each choice field's
+//! accepted names from it, and the build-file reference
 //! (`docs/build-file.md`) is rendered from it; tests hold that every listed
 //! choice passes validation and that the reference is current.
 

@@ -359,3 +359,40 @@ fn layout_override_entries_are_checked_with_spans() {
     let error = parse(SIGLIP, &["layout.override=8x8x23"]).expect_err("whole table");
     assert!(format!("{error}").contains("one op at a time"), "{error}");
 }
+
+/// A choice field's error lists the table of fields' choices, in the
+/// table's order (the reference in docs/build-file.md says the same).
+#[test]
+fn choice_errors_list_the_table_of_fields_choices() {
+    let message = expect_set_error(
+        VIT_TINY,
+        &["planning.fusion=same-operators"],
+        "planning.fusion=same-operators",
+        Some("planning.fusion"),
+    );
+    let listed = crate::build_file::fields::field_of("planning.fusion")
+        .expect("planning.fusion is in the table")
+        .choices
+        .join(" | ");
+    assert!(message.contains(&listed), "{message}");
+    let rendered = render(&expect_error(VIT_TINY, &["planning.fusion=same-operators"]));
+    assert!(
+        rendered.contains("did you mean \"same-operator\"?"),
+        "{rendered}"
+    );
+}
+
+/// An array entry's choice (`schedule.override[0].width`) is checked
+/// against its field in the table (`schedule.override.width`).
+#[test]
+fn choice_of_an_array_entry_is_looked_up_without_its_index() {
+    let text = format!(
+        "{VIT_TINY}\n[[schedule.override]]\nphase = \"layer.mlp.up#0\"\npolicy = \"S64\"\nwidth = \"paired63\"\n"
+    );
+    let rendered = expect_file_error(&text, "schedule.override[0].width", "\"paired63\"");
+    assert!(rendered.contains("auto | word32 | paired64"), "{rendered}");
+    assert!(
+        rendered.contains("did you mean \"paired64\"?"),
+        "{rendered}"
+    );
+}

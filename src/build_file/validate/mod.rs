@@ -14,6 +14,7 @@ use std::path::Path;
 use toml::Spanned;
 
 use crate::build_file::error::{Issue, Origin};
+use crate::build_file::fields;
 use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
 use crate::model::config::ModelConfig;
@@ -89,6 +90,43 @@ pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
 /// The activation estimate of the fit check: tokens x width x 2 bytes x batch
 /// x this many live copies.
 pub(super) const ACTIVATION_COPIES: u128 = 4;
+
+/// The names a choice field accepts: its choices in the table of fields
+/// when the table lists them (an array entry's path, `schedule.override[3].width`,
+/// is looked up as `schedule.override.width`), else the options' names.
+fn allowed_names<'a, T>(path: &str, options: &'a [(&'a str, T)]) -> Vec<&'a str> {
+    let key = table_key(path);
+    let option_names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+    match fields::field_of(&key).filter(|field| !field.choices.is_empty()) {
+        Some(field) => {
+            debug_assert_eq!(
+                field.choices, option_names,
+                "validation's options for `{key}` differ from the table of fields"
+            );
+            option_names
+                .into_iter()
+                .filter(|name| field.choices.contains(name))
+                .collect()
+        }
+        None => option_names,
+    }
+}
+
+/// A value's path with array indices dropped: the key of its field in the
+/// table of fields.
+fn table_key(path: &str) -> String {
+    let mut key = String::with_capacity(path.len());
+    let mut inside_index = false;
+    for character in path.chars() {
+        match character {
+            '[' => inside_index = true,
+            ']' => inside_index = false,
+            _ if !inside_index => key.push(character),
+            _ => {}
+        }
+    }
+    key
+}
 
 /// The accepted widths, `a | b | c`, for messages.
 fn width_names() -> String {
@@ -314,17 +352,25 @@ impl Resolver<'_> {
         })
     }
 
+    /// The value `field` names among `options`: the field's choices in the
+    /// table of fields ([`fields::FIELDS`]), each paired with what it means
+    /// here. The table is what a user is told is allowed; the options must
+    /// name exactly its choices (checked in debug builds, which every test
+    /// that validates a choice field runs).
     fn choice<T: Copy>(
         &self,
         path: &str,
         field: &Spanned<String>,
         options: &[(&str, T)],
     ) -> Result<T, Issue> {
+        let names = allowed_names(path, options);
         let text = field.get_ref().as_str();
-        if let Some((_, value)) = options.iter().find(|(name, _)| *name == text) {
+        if let Some((_, value)) = options
+            .iter()
+            .find(|(name, _)| *name == text && names.contains(name))
+        {
             return Ok(*value);
         }
-        let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
         let close = names
             .iter()
             .map(|name| (*name, schema::edit_distance(name, text)))
@@ -413,9 +459,9 @@ impl Resolver<'_> {
                 "planning.fusion",
                 field,
                 &[
+                    ("auto", Fusion::Auto),
                     ("same-operator", Fusion::SameOperator),
                     ("across-operators", Fusion::AcrossOperators),
-                    ("auto", Fusion::Auto),
                 ],
             )?,
             None => DEFAULT_FUSION,
