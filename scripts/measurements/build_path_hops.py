@@ -78,7 +78,7 @@ def hops(profile):
             caller_file, callee_file_name = user_file(current_file), user_file(callee_file)
             if caller_file and callee_file_name and caller_file != callee_file_name:
                 crossings.add((caller_file, callee_file_name))
-                function_crossings.add((function, callee))
+                function_crossings.add((function, callee, callee_file_name))
             if callee_file_name:
                 visited.add(callee_file_name)
     return visited, crossings, function_crossings
@@ -96,6 +96,12 @@ def main():
         "calls from a function of one user-layer file to one of another "
         f"(distinct caller-callee pairs): {len(function_crossings)}"
     )
+    entries = {}
+    for _, _, callee_file_name in function_crossings:
+        entries[callee_file_name] = entries.get(callee_file_name, 0) + 1
+    print("entries into each file (distinct caller-callee pairs arriving from another file):")
+    for name, count in sorted(entries.items(), key=lambda item: (-item[1], item[0])):
+        print(f"  {count:3} {name}")
 
 
 if __name__ == "__main__":

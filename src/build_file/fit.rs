@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use super::error::{Issue, Origin, QueryError};
-use super::{overrides, schema};
+use super::{schema, set};
 
 /// The fields a fit error may point at, in order of preference: the first
 /// one the file or a `--set` gives is the one shown. At batch 1 the batch
@@ -47,7 +47,7 @@ pub fn fit_error(
     let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
         return plain(message, help);
     };
-    let Ok(origins) = overrides::apply_sets(&mut file, sets) else {
+    let Ok(origins) = set::apply_sets(&mut file, sets) else {
         return plain(message, help);
     };
     let Some((field, origin)) = FIT_FIELDS
@@ -71,7 +71,7 @@ pub fn fit_error(
 /// Where `field` (one of [`FIT_FIELDS`]) got its value, if it has one.
 fn field_origin(
     file: &schema::QueryFile,
-    origins: &overrides::SetOrigins,
+    origins: &set::SetOrigins,
     field: &str,
 ) -> Option<Origin> {
     if let Some(argument) = origins.get(field) {

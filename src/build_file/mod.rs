@@ -9,13 +9,13 @@
 //!
 //! The pipeline is: TOML syntax (`toml::de::DeTable`) -> known keys and types
 //! (`validate::check_structure`) -> serde layer with spans (`schema`) ->
-//! `--set` overrides (`overrides`) -> validation and defaults (`validate`).
+//! `--set` overrides (`set`) -> validation and defaults (`validate`).
 
 pub mod error;
 pub mod fields;
 pub mod fit;
-pub mod overrides;
 pub mod schema;
+pub mod set;
 pub mod settings;
 pub mod validate;
 
@@ -253,7 +253,7 @@ pub fn parse_query(
     let mut file: schema::QueryFile = toml::from_str(text).map_err(|error| {
         validate::serde_issue(&error, document.get_ref()).into_error(source_name, text)
     })?;
-    let origins = overrides::apply_sets(&mut file, sets)?;
+    let origins = set::apply_sets(&mut file, sets)?;
     let mut query = validate::resolve(&file, &origins, base_dir, source_name)
         .map_err(|issue| issue.into_error(source_name, text))?;
     query.source_path = None;
@@ -286,7 +286,7 @@ pub fn override_error(
     let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
         return plain(message);
     };
-    if overrides::apply_sets(&mut file, sets).is_err() {
+    if set::apply_sets(&mut file, sets).is_err() {
         return plain(message);
     }
     let entry = file
@@ -342,7 +342,7 @@ pub fn layout_override_error(
     let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
         return plain();
     };
-    if overrides::apply_sets(&mut file, sets).is_err() {
+    if set::apply_sets(&mut file, sets).is_err() {
         return plain();
     }
     let found = file.layout.overrides.iter().enumerate().find(|(_, entry)| {

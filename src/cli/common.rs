@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::command_error::{CommandError, query_path};
-use super::{CacheArguments, QueryArguments, fit, memory, overrides};
+use super::{CacheArguments, QueryArguments, fit, memory, unknown_override};
 use crate::build_file::{BuildQuery, CacheSettings, load_query};
 use crate::cache::PersistentCache;
 use crate::cache::remote::{RemoteCache, RemoteSettings};
@@ -113,7 +113,7 @@ pub fn build_failure(
     let tiles = Some(query.machine.tiles);
     match error {
         BuildError::UnknownOverride(unknown) => {
-            overrides::unknown_override_error(query, arguments, &unknown)
+            unknown_override::unknown_override_error(query, arguments, &unknown)
         }
         BuildError::Backend(BackendError::Stage(error)) => {
             front_error(session, query, arguments, error)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{backend_error, build_cold};
-use super::overrides::unknown_override_error;
+use super::unknown_override::unknown_override_error;
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
 use crate::report::last_build::{LastBuild, last_build_path};

@@ -49,7 +49,7 @@ use crate::expand::program::{LowProgram, Step, TransferList};
 
 /// One exchange phase of the transformed step sequence.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Phase {
+pub struct ExchangePhase {
     /// `op#ordinal` of its first constituent exchange.
     pub key: String,
     pub in_repeat: bool,
@@ -68,7 +68,7 @@ pub struct Phase {
 pub struct PhaseGroups {
     /// The transformed steps: same representation as `LowProgram::steps`.
     pub steps: Vec<Step>,
-    pub phases: Vec<Phase>,
+    pub phases: Vec<ExchangePhase>,
     pub decisions: Vec<MotionDecision>,
 }
 
@@ -183,12 +183,12 @@ fn list_phases(
     executions: u32,
     in_repeat: bool,
     path: &mut Vec<u32>,
-    phases: &mut Vec<Phase>,
+    phases: &mut Vec<ExchangePhase>,
 ) {
     for (index, step) in steps.iter().enumerate() {
         path.push(index as u32);
         match step {
-            Step::Exchange { transfers, .. } => phases.push(Phase {
+            Step::Exchange { transfers, .. } => phases.push(ExchangePhase {
                 key: String::new(),
                 in_repeat,
                 executions,

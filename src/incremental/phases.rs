@@ -18,7 +18,8 @@ use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::cache::{CacheKey, StableHasher};
 use crate::expand::program::{AllocationId, LowProgram, Step, TransferList};
 use crate::group::{
-    Fusion, FusionCost, MotionOptions, Phase, PhaseGroups, group_phases_priced, group_phases_with,
+    ExchangePhase, Fusion, FusionCost, MotionOptions, PhaseGroups, group_phases_priced,
+    group_phases_with,
 };
 use crate::patch::{PhasePatches, repeat_patches};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
@@ -231,7 +232,10 @@ pub fn phase_positions(db: &dyn Db, build: BuildInputs) -> Arc<BTreeMap<String, 
 }
 
 /// The phase record at `position` and its transfer list (and Repeat iterations).
-pub fn locate_phase(groups: &PhaseGroups, position: u32) -> Option<(&Phase, &TransferList, u32)> {
+pub fn locate_phase(
+    groups: &PhaseGroups,
+    position: u32,
+) -> Option<(&ExchangePhase, &TransferList, u32)> {
     let phase = groups.phases.get(position as usize)?;
     let mut steps = &groups.steps;
     let mut iterations = 1;

@@ -15,8 +15,8 @@ use toml::Spanned;
 
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::fields;
-use crate::build_file::overrides::SetOrigins;
 use crate::build_file::schema::{self, QueryFile};
+use crate::build_file::set::SetOrigins;
 use crate::model::config::ModelConfig;
 use crate::model::quantisation::Fp8Scale;
 mod fit;
