@@ -1,4 +1,5 @@
-//! The headline metrics a user watches move between builds, and their diff
+//! The metrics a user watches move between builds (not a second headline
+//! type: the program counts plus the session's `Headline`), and their diff
 //! ("transfers 225,119 (-1,024)").
 //!
 //! The first half fills the program counts; the back half's headline
@@ -15,7 +16,7 @@ use crate::session::Headline;
 /// (the session's one [`Headline`] type), which print "n/a" until a build
 /// has a back half.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct HeadlineMetrics {
+pub struct WatchMetrics {
     pub transfers: u64,
     pub exchanges: u64,
     pub local_copies: u64,
@@ -32,18 +33,18 @@ pub struct Metric {
     pub value: Option<u64>,
 }
 
-impl HeadlineMetrics {
+impl WatchMetrics {
     /// The first half's counts, and the back half's figures when present.
-    pub fn from_outcome(outcome: &crate::session::BuildOutcome) -> HeadlineMetrics {
-        HeadlineMetrics {
+    pub fn from_outcome(outcome: &crate::session::BuildOutcome) -> WatchMetrics {
+        WatchMetrics {
             headline: outcome.back.as_ref().map(|back| back.headline.clone()),
-            ..HeadlineMetrics::from_summary(&outcome.summary)
+            ..WatchMetrics::from_summary(&outcome.summary)
         }
     }
 
     /// The program counts of the first half; the headline stays `None`.
-    pub fn from_summary(summary: &ProgramSummary) -> HeadlineMetrics {
-        HeadlineMetrics {
+    pub fn from_summary(summary: &ProgramSummary) -> WatchMetrics {
+        WatchMetrics {
             transfers: summary.total.transfers,
             exchanges: summary.total.exchanges,
             local_copies: summary.total.local_copies,
@@ -93,9 +94,9 @@ pub fn signed_change(old: u64, new: u64) -> String {
 
 /// One line per metric, `  transfers   225,119 (-1,024)`; without a
 /// previous build, values only. Absent values print "n/a".
-pub fn render_metrics(current: &HeadlineMetrics, previous: Option<&HeadlineMetrics>) -> String {
+pub fn render_metrics(current: &WatchMetrics, previous: Option<&WatchMetrics>) -> String {
     let mut out = String::new();
-    let before = previous.map(HeadlineMetrics::entries);
+    let before = previous.map(WatchMetrics::entries);
     for (index, metric) in current.entries().iter().enumerate() {
         let value = metric.value.map_or_else(|| String::from("n/a"), thousands);
         let change = match (
@@ -127,11 +128,11 @@ mod tests {
 
     #[test]
     fn renders_a_diff_and_absent_metrics() {
-        let previous = HeadlineMetrics {
+        let previous = WatchMetrics {
             transfers: 226_143,
-            ..HeadlineMetrics::default()
+            ..WatchMetrics::default()
         };
-        let current = HeadlineMetrics {
+        let current = WatchMetrics {
             transfers: 225_119,
             headline: Some(Headline {
                 total_cycles: 1_500,
@@ -149,7 +150,7 @@ mod tests {
                 repeat_patch_words: 0,
                 sharing_patch_words: 0,
             }),
-            ..HeadlineMetrics::default()
+            ..WatchMetrics::default()
         };
         let text = render_metrics(&current, Some(&previous));
         let transfers = text.lines().next().expect("first line");

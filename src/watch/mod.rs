@@ -18,7 +18,7 @@ pub mod stages;
 pub mod watcher;
 pub mod why;
 
-pub use metrics::HeadlineMetrics;
+pub use metrics::WatchMetrics;
 pub use source::{FolderWatch, watch_file};
 pub use watcher::{Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher};
 pub use why::{WhyRebuild, rebuild_from};

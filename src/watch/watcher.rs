@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::metrics::{HeadlineMetrics, render_metrics};
+use super::metrics::{WatchMetrics, render_metrics};
 use super::moves::{PHASE_MOVES, PhaseCosts, phase_costs, render_phase_moves};
 use super::report::{render_changes, render_runs, render_times};
 use crate::build_file::error::render_query_error;
@@ -135,7 +135,7 @@ pub struct Watcher {
     last_text: Option<String>,
     last_unreadable: bool,
     applied: Option<BuildQuery>,
-    metrics: Option<HeadlineMetrics>,
+    metrics: Option<WatchMetrics>,
     /// Each phase's cycles in the last successful build.
     phase_costs: Option<PhaseCosts>,
     builds: usize,
@@ -165,7 +165,7 @@ impl Watcher {
     }
 
     /// The metrics of the last successful build.
-    pub fn metrics(&self) -> Option<&HeadlineMetrics> {
+    pub fn metrics(&self) -> Option<&WatchMetrics> {
         self.metrics.as_ref()
     }
 
@@ -300,7 +300,7 @@ impl Watcher {
                 }
                 write!(out, "{}", render_runs(&outcome.executions, None))?;
                 write!(out, "{}", render_times(&outcome.times))?;
-                let metrics = HeadlineMetrics::from_outcome(&outcome);
+                let metrics = WatchMetrics::from_outcome(&outcome);
                 writeln!(out, "headline metrics:")?;
                 write!(out, "{}", render_metrics(&metrics, self.metrics.as_ref()))?;
                 self.metrics = Some(metrics);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::metrics::{HeadlineMetrics, render_metrics};
+use super::metrics::{WatchMetrics, render_metrics};
 use super::report::{render_changes, render_runs};
 use crate::build_file::BuildQuery;
 use crate::build_file::settings::setting_changes;
@@ -45,7 +45,7 @@ pub fn rebuild_from(
     let outcome = session.build()?;
     let mut explanation = String::new();
     let previous_metrics = match &before {
-        Ok(outcome) => Some(HeadlineMetrics::from_outcome(outcome)),
+        Ok(outcome) => Some(WatchMetrics::from_outcome(outcome)),
         Err(error) => {
             explanation.push_str(&format!("the previous query fails today: {error}\n"));
             None
@@ -58,7 +58,7 @@ pub fn rebuild_from(
     explanation.push_str(&render_runs(&outcome.executions, Some(&op_names(&session))));
     explanation.push_str("headline metrics:\n");
     explanation.push_str(&render_metrics(
-        &HeadlineMetrics::from_outcome(&outcome),
+        &WatchMetrics::from_outcome(&outcome),
         previous_metrics.as_ref(),
     ));
     Ok(WhyRebuild {
