@@ -9,6 +9,12 @@
 //! values (ranges and spellings are `crate::build_file::validate`'s job); it only
 //! checks that the key exists and the value has the key's TOML type.
 //!
+//! Keys and their kinds come from the table of fields
+//! (`crate::build_file::fields`, through `schema::keys_of`); writing a typed
+//! value into the parsed file is one arm per key (`assign`), and a test
+//! (`every_value_field_of_the_table_can_be_set`) holds that every value
+//! field of the table has one.
+//!
 //! A value is parsed as a TOML value (`value = VALUE`); when that fails it is
 //! taken as a string, so `schedule.policy=B256` works unquoted. String keys
 //! also take the literal text of a number or boolean (`name=2024`).
