@@ -292,8 +292,9 @@ pub fn render_suggestions(suggestions: &[Suggestion]) -> Vec<String> {
         .iter()
         .map(|suggestion| {
             format!(
-                "  --set {}   saves {:.3} ms on this phase ({} -> {} cycles x {}; was {})",
+                "  --set {}   saves {} cycles = {:.4} ms on this phase ({} -> {} cycles x {}; was {})",
                 suggestion.set,
+                thousands(suggestion.saving_cycles),
                 suggestion.saving_milliseconds,
                 thousands(suggestion.current_cycles),
                 thousands(suggestion.predicted_cycles),
@@ -412,4 +413,35 @@ fn report(session: &Session, name: &str, arguments: &PhasesArguments) -> Result<
         print_line!("{}", render_line(line));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A saving too small for three decimals of a millisecond still shows:
+    /// the line leads with cycles.
+    #[test]
+    fn a_suggestion_line_gives_the_saving_in_cycles_and_milliseconds() {
+        let suggestion = Suggestion {
+            phase: String::from("layer.attn.split_q#0"),
+            index: 16,
+            current_policy: String::from("latency"),
+            policy: String::from("list"),
+            executions: 2,
+            current_cycles: 1_052,
+            predicted_cycles: 679,
+            saving_cycles: 746,
+            saving_milliseconds: cycles_to_ms(746),
+            set: String::from("schedule.override.layer.attn.split_q#0=list"),
+        };
+        let lines = render_suggestions(&[suggestion]);
+        assert_eq!(
+            lines,
+            [
+                "  --set schedule.override.layer.attn.split_q#0=list   saves 746 cycles = 0.0005 ms \
+              on this phase (1,052 -> 679 cycles x 2; was latency)"
+            ]
+        );
+    }
 }
