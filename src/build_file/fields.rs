@@ -47,6 +47,17 @@ pub enum Durability {
     High,
 }
 
+impl Durability {
+    /// The word for it in the build-file reference.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Low => "low",
+            Durability::Medium => "medium",
+            Durability::High => "high",
+        }
+    }
+}
+
 /// A field of the compiler's build input (`incremental::BuildInputs`):
 /// where a key's value lands, named as `Session::update` reports a change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -544,12 +555,11 @@ pub const FIELDS: &[Field] = &[
         "as schedule.policy",
         "Its policy.",
     ),
-    field(
+    choice(
         "schedule.override.width",
         Some(Input::Overrides),
-        String,
         "schedule.width",
-        "auto | word32 | paired64",
+        &["auto", "word32", "paired64"],
         "Its width.",
     ),
     table("outputs", "What a build writes."),
@@ -680,15 +690,7 @@ pub fn reference() -> std::string::String {
 
 fn row(field: &Field) -> std::string::String {
     let input = match field.input {
-        Some(input) => format!(
-            "`{}` ({})",
-            input.name(),
-            match input.durability() {
-                Durability::High => "high",
-                Durability::Medium => "medium",
-                Durability::Low => "low",
-            }
-        ),
+        Some(input) => format!("`{}` ({})", input.name(), input.durability().name()),
         None => std::string::String::from("the command line only"),
     };
     format!(

@@ -386,6 +386,14 @@ fn choice_errors_list_the_table_of_fields_choices() {
 /// against its field in the table (`schedule.override.width`).
 #[test]
 fn choice_of_an_array_entry_is_looked_up_without_its_index() {
+    use crate::build_file::fields::field_of;
+    use crate::build_file::validate::table_key;
+    assert_eq!(
+        table_key("schedule.override[12].width"),
+        "schedule.override.width"
+    );
+    assert_eq!(table_key("workload.gelu"), "workload.gelu");
+    assert!(field_of(&table_key("schedule.override[0].width")).is_some());
     let text = format!(
         "{VIT_TINY}\n[[schedule.override]]\nphase = \"layer.mlp.up#0\"\npolicy = \"S64\"\nwidth = \"paired63\"\n"
     );

@@ -94,27 +94,26 @@ pub(super) const ACTIVATION_COPIES: u128 = 4;
 /// The names a choice field accepts: its choices in the table of fields
 /// when the table lists them (an array entry's path, `schedule.override[3].width`,
 /// is looked up as `schedule.override.width`), else the options' names.
-fn allowed_names<'a, T>(path: &str, options: &'a [(&'a str, T)]) -> Vec<&'a str> {
+fn allowed_names<'a, T>(path: &str, options: &[(&'a str, T)]) -> Vec<&'a str> {
     let key = table_key(path);
-    let option_names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
     match fields::field_of(&key).filter(|field| !field.choices.is_empty()) {
         Some(field) => {
-            debug_assert_eq!(
-                field.choices, option_names,
+            debug_assert!(
+                options
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .eq(field.choices.iter().copied()),
                 "validation's options for `{key}` differ from the table of fields"
             );
-            option_names
-                .into_iter()
-                .filter(|name| field.choices.contains(name))
-                .collect()
+            field.choices.to_vec()
         }
-        None => option_names,
+        None => options.iter().map(|(name, _)| *name).collect(),
     }
 }
 
 /// A value's path with array indices dropped: the key of its field in the
-/// table of fields.
-fn table_key(path: &str) -> String {
+/// table of fields (`schedule.override[3].width` -> `schedule.override.width`).
+pub(crate) fn table_key(path: &str) -> String {
     let mut key = String::with_capacity(path.len());
     let mut inside_index = false;
     for character in path.chars() {
