@@ -740,12 +740,22 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
         before = step.cycles_after;
     }
     assert_eq!(before, outcome.best_cycles);
-    let down = outcome
-        .overrides
-        .iter()
-        .find(|(op, _)| op == "layer.mlp.down")
-        .map(|(_, partition)| partition.as_str());
-    assert_eq!(down, Some("1x1x16"), "{outcome:?}");
+    let partition = |name: &str| {
+        outcome
+            .overrides
+            .iter()
+            .find(|(op, _)| op == name)
+            .map(|(_, partition)| partition.clone())
+    };
+    // The pair: the down projection split by reduction alone, into as many
+    // parts as the up projection has column blocks.
+    let up = partition("layer.mlp.up").expect("an up projection plan");
+    let up_columns = up.split('x').nth(1).expect("ROWSxCOLSxREDUCTION");
+    assert_eq!(
+        partition("layer.mlp.down"),
+        Some(format!("1x1x{up_columns}")),
+        "{outcome:?}"
+    );
 
     // A plain build of the written overrides: the same estimate.
     let sets: Vec<String> = outcome

@@ -172,7 +172,11 @@ impl Planner<'_> {
         let input_value = self.graph.value(input);
         let planned_input = PlannedValueId(input.0);
         if let ValueKind::Weight { .. } = input_value.kind {
-            let storage = storage_format(&wanted, name_rotation(&input_value.name));
+            let storage = storage_format(
+                &wanted,
+                name_rotation(&input_value.name),
+                self.settings.tiles,
+            );
             self.values[input.0 as usize].format = storage;
             if wanted.replicas == 1 {
                 return planned_input;
