@@ -521,7 +521,7 @@ pub const FIELDS: &[Field] = &[
         Integer,
         "256",
         "0 or more bytes",
-        "auto: bytes a candidate's largest row may exceed the baseline B1024's by.",
+        "auto: bytes a candidate's largest row may exceed the baseline B1024's by (per exchange a merged phase holds).",
     ),
     field(
         "schedule.prune_by_bounds",

@@ -305,6 +305,12 @@ pub struct TransferList {
     pub words: Vec<u32>,
     pub destination_start: Vec<u32>,
     pub destinations: Vec<Destination>,
+    /// Where each exchange merged into this one after the first begins
+    /// (transfer indices, ascending; empty for an exchange that merged
+    /// nothing). A scheduling hint only: orders may place the merged
+    /// exchanges one after another (`crate::schedule::matching`).
+    #[serde(default)]
+    pub segment_starts: Vec<u32>,
 }
 
 impl TransferList {

@@ -163,6 +163,11 @@ pub fn merged_transfers(first: &TransferList, second: &TransferList) -> Transfer
 }
 
 fn append(target: &mut TransferList, other: &TransferList) {
+    let first = target.len() as u32;
+    target.segment_starts.push(first);
+    target
+        .segment_starts
+        .extend(other.segment_starts.iter().map(|&start| start + first));
     let base = target.destinations.len() as u32;
     target.source_tile.extend_from_slice(&other.source_tile);
     target

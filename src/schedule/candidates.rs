@@ -14,7 +14,8 @@
 //!
 //! A storage guard keeps the exchange table from growing: a candidate whose
 //! maximum row exceeds the baseline's maximum row by more than the allowance
-//! (default 256 bytes) is not admitted. (Measured against the smallest
+//! (default 256 bytes per exchange the phase merged: each keeps the
+//! allowance it had as a phase of its own) is not admitted. (Measured against the smallest
 //! candidate's row instead, the guard picked the latency order at 3.5x the
 //! horizon on SigLIP's `split_k`, whose rows happen to be 30% shorter than
 //! any order that interleaves senders.) Candidates of a stage run in
@@ -168,7 +169,10 @@ pub fn choose(
         .map(|(_, outcome)| outcome.max_row_words)
         .min()
         .unwrap_or(0);
-    let allowance = u64::from(settings.row_allowance_bytes) / ROW_WORD_BYTES;
+    // Each exchange merged into the phase keeps the allowance it had as a
+    // phase of its own.
+    let exchanges = 1 + problem.segment_starts.len() as u64;
+    let allowance = u64::from(settings.row_allowance_bytes) * exchanges / ROW_WORD_BYTES;
     let admit = |tried: &mut Vec<(Option<Schedule>, CandidateOutcome)>| {
         for (_, outcome) in tried.iter_mut() {
             outcome.admitted = !outcome.pruned && outcome.max_row_words <= reference + allowance;

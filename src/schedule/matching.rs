@@ -14,8 +14,14 @@
 //! first colour free at the sender and every receiver (first fit over
 //! per-tile bitsets), which still gives conflict-free waves.
 //!
-//! Waves keep dependency order: the order is (dependency depth, wave,
-//! piece). This module orders pieces only; the placer times them.
+//! Waves keep dependency order: the order is (merged exchange, dependency
+//! depth, wave, piece). In a phase that merged several exchanges
+//! (`ExchangeProblem::segment_starts`) each one's waves are placed before the
+//! next one's, each piece still at its earliest feasible event, so a later
+//! exchange fills in around the earlier one instead of interleaving waves
+//! whose multicasts wait for each other (dependencies only point from
+//! earlier transfers to later ones, so this keeps dependency order). This
+//! module orders pieces only; the placer times them.
 
 use super::dependencies::Dependencies;
 use super::problem::ExchangeProblem;
@@ -31,11 +37,19 @@ pub fn matching_order(problem: &ExchangeProblem, dependencies: &Dependencies) ->
     } else {
         first_fit_waves(problem)
     };
-    let mut keys: Vec<(u32, u32, u32)> = (0..pieces)
-        .map(|piece| (dependencies.depth[piece], waves[piece], piece as u32))
+    let segments = problem.segment_of_pieces();
+    let mut keys: Vec<(u32, u32, u32, u32)> = (0..pieces)
+        .map(|piece| {
+            (
+                segments[piece],
+                dependencies.depth[piece],
+                waves[piece],
+                piece as u32,
+            )
+        })
         .collect();
     keys.sort_unstable();
-    keys.into_iter().map(|key| key.2).collect()
+    keys.into_iter().map(|key| key.3).collect()
 }
 
 /// Colours of the point-to-point pieces: a proper edge colouring of the

@@ -116,6 +116,10 @@ pub struct ExchangeProblem {
     /// by allocation. Only imported snapshots have them (`crate::snapshot`):
     /// a build's bindings are always `offset + iteration * bytes`.
     pub explicit_bindings: Vec<ExplicitBinding>,
+    /// The first piece of each merged exchange after the first (ascending;
+    /// empty when the phase merged nothing): from
+    /// `TransferList::segment_starts`. A scheduling hint, no constraint.
+    pub segment_starts: Vec<u32>,
 }
 
 /// The bindings of an iterated allocation given one by one: iteration `i`
@@ -147,6 +151,7 @@ impl Hash for ExchangeProblem {
         self.destination_start.hash(state);
         self.destination_tile.hash(state);
         self.explicit_bindings.hash(state);
+        self.segment_starts.hash(state);
     }
 }
 
@@ -272,9 +277,22 @@ impl ExchangeProblem {
             allocations,
             local: vec![NOT_LOCAL; allocations.len()],
         };
+        let mut segment_starts = transfers.segment_starts.iter().peekable();
         for transfer in 0..transfers.len() {
-            builder.add_transfer(transfers, transfer)?;
+            let mut starts_segment = false;
+            while let Some(&&start) = segment_starts.peek()
+                && start <= transfer as u32
+            {
+                starts_segment |= start == transfer as u32;
+                segment_starts.next();
+            }
+            if starts_segment {
+                let first_piece = builder.problem.pieces() as u32;
+                builder.problem.segment_starts.push(first_piece);
+            }
+            builder.add_transfer(transfers, transfer, starts_segment)?;
         }
+        builder.problem.segment_starts.dedup();
         Ok((builder.problem, builder.origin))
     }
 }
@@ -378,10 +396,14 @@ impl Builder<'_> {
         Ok(address)
     }
 
+    /// Adds one transfer's pieces; the first does not join the previous
+    /// piece when the transfer `starts_segment` (a merged exchange's
+    /// first), so segments begin at a piece.
     fn add_transfer(
         &mut self,
         transfers: &TransferList,
         transfer: usize,
+        starts_segment: bool,
     ) -> Result<(), ProblemError> {
         let words = transfers.words[transfer];
         if words == 0 {
@@ -415,7 +437,8 @@ impl Builder<'_> {
                 .iter()
                 .map(|&(tile, address)| (tile, moved(address)))
                 .collect();
-            if !self.coalesce(source_tile, moved(source), chunk, &piece_receivers) {
+            let joinable = done > 0 || !starts_segment;
+            if !(joinable && self.coalesce(source_tile, moved(source), chunk, &piece_receivers)) {
                 self.push(
                     transfer,
                     source_tile,
@@ -455,6 +478,24 @@ impl Builder<'_> {
 }
 
 impl ExchangeProblem {
+    /// The merged exchange (segment) of every piece: 0 for the first
+    /// exchange's pieces, `i` for those at or after `segment_starts[i - 1]`.
+    pub fn segment_of_pieces(&self) -> Vec<u32> {
+        let mut segments = Vec::with_capacity(self.pieces());
+        let mut segment = 0u32;
+        for piece in 0..self.pieces() as u32 {
+            while self
+                .segment_starts
+                .get(segment as usize)
+                .is_some_and(|&start| start <= piece)
+            {
+                segment += 1;
+            }
+            segments.push(segment);
+        }
+        segments
+    }
+
     /// Appends a piece: joined onto the last one when
     /// [`ExchangeProblem::extend_last_piece`] allows it, otherwise pushed
     /// as a new piece. Returns whether it was joined.

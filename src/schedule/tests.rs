@@ -763,3 +763,123 @@ fn tiny_receives_stay_about_one_event_each() {
         );
     }
 }
+
+/// Two exchanges merged by `group::merged_transfers`: the second's first
+/// transfer continues the first's last one contiguously, yet the problem
+/// keeps them apart (a segment starts at a piece), and matching waves place
+/// the first exchange's pieces before the second's.
+#[test]
+fn merged_exchanges_keep_their_segments_and_matching_places_them_in_turn() {
+    let allocations = vec![allocation(0, 4096, 1, 0), allocation(1, 4096, 1, 1)];
+    let at = |allocation, offset| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    let to_tile_one = |offset| {
+        [Destination {
+            tile: 1,
+            location: at(1, offset),
+        }]
+    };
+    let mut first = TransferList::default();
+    first.push(0, at(0, 0), 8, &to_tile_one(0));
+    first.push(0, at(0, 512), 8, &to_tile_one(512));
+    let mut second = TransferList::default();
+    // Continues the first exchange's last transfer exactly.
+    second.push(0, at(0, 544), 8, &to_tile_one(544));
+    second.push(0, at(0, 1024), 8, &to_tile_one(1024));
+    let merged = crate::group::merged_transfers(&first, &second);
+    assert_eq!(merged.segment_starts, vec![2]);
+    let (problem, origin) = ExchangeProblem::with_origin(&merged, &allocations, 1, 2).unwrap();
+    assert_eq!(problem.segment_starts, vec![2]);
+    assert_eq!(
+        origin.transfers,
+        vec![0, 1, 2, 3],
+        "no piece spans the merge"
+    );
+    assert_eq!(problem.segment_of_pieces(), vec![0, 0, 1, 1]);
+    // Unmerged, the same transfers coalesce (the hint is what stops it).
+    let mut plain = merged.clone();
+    plain.segment_starts.clear();
+    let (unmerged, _) = ExchangeProblem::with_origin(&plain, &allocations, 1, 2).unwrap();
+    assert_eq!(unmerged.pieces(), 3);
+    assert_ne!(problem, unmerged);
+
+    // A merge of merges: segment starts shift with the list they join.
+    let again = crate::group::merged_transfers(&merged, &first);
+    assert_eq!(again.segment_starts, vec![2, 4]);
+
+    // Matching: every piece of an earlier segment first, whatever its wave.
+    // Two random phases over the same allocations (so the second may
+    // depend on the first), merged.
+    let (list, allocations) = random_phase(7, 16, 60);
+    let (other, _) = random_phase(8, 16, 60);
+    let joined = crate::group::merged_transfers(&list, &other);
+    let problem = ExchangeProblem::from_transfers(&joined, &allocations, ITERATIONS, 16).unwrap();
+    assert_eq!(problem.segment_starts.len(), 1);
+    let segments = problem.segment_of_pieces();
+    let dependencies = super::dependencies::dependencies(&problem);
+    let order = super::matching::matching_order(&problem, &dependencies);
+    let in_order: Vec<u32> = order
+        .iter()
+        .map(|&piece| segments[piece as usize])
+        .collect();
+    assert!(in_order.contains(&1));
+    assert!(
+        in_order.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{in_order:?}"
+    );
+    for width in WIDTHS {
+        let schedule = schedule(&problem, SchedulePolicy::Matching, width).expect("schedules");
+        validate(&problem, &schedule).expect("a segment-major schedule is valid");
+    }
+}
+
+/// A phase that merged n exchanges admits candidates whose largest row
+/// exceeds the baseline's by up to n allowances: each exchange keeps the
+/// allowance it had as a phase of its own.
+#[test]
+fn each_merged_exchange_keeps_its_row_allowance() {
+    let settings = AutoSettings {
+        row_allowance_bytes: 16,
+        ..AutoSettings::default()
+    };
+    let admitted_under = |problem: &ExchangeProblem| {
+        let chosen = schedule_with(
+            problem,
+            SchedulePolicy::Auto,
+            TransferWidth::Word32,
+            &settings,
+        )
+        .unwrap();
+        let baseline = chosen
+            .candidates
+            .iter()
+            .find(|c| c.policy == candidates::BASELINE_POLICY)
+            .unwrap()
+            .max_row_words;
+        chosen
+            .candidates
+            .iter()
+            .filter(|candidate| !candidate.pruned)
+            .map(|candidate| (candidate.admitted, candidate.max_row_words, baseline))
+            .collect::<Vec<_>>()
+    };
+    let mut wider = 0;
+    for seed in 0..20 {
+        let mut problem = random_problem(500 + seed, 16, 60);
+        for (admitted, words, baseline) in admitted_under(&problem) {
+            assert_eq!(admitted, words <= baseline + 4, "{words} over {baseline}");
+        }
+        // Three exchanges merged (segments that start at pieces 20 and 40).
+        problem.segment_starts = vec![20, 40];
+        for (admitted, words, baseline) in admitted_under(&problem) {
+            assert_eq!(admitted, words <= baseline + 12, "{words} over {baseline}");
+            wider += usize::from(admitted && words > baseline + 4);
+        }
+    }
+    assert!(
+        wider > 0,
+        "some candidate is admitted only with the merged allowance"
+    );
+}

@@ -167,8 +167,12 @@ pub fn phase_record(phase: &PhaseSnapshot) -> Result<SnapshotPhase, CaptureError
     let problem = &phase.problem;
     let iterations = problem.iterations.max(1);
     let mut transfers = Vec::with_capacity(problem.pieces());
+    let mut segment_starts = Vec::with_capacity(problem.segment_starts.len());
     for run in transfer_runs(phase) {
         let piece = run.start;
+        if problem.segment_starts.contains(&(piece as u32)) {
+            segment_starts.push(transfers.len() as u32);
+        }
         let source = problem.source[piece];
         let source_addresses = (0..iterations)
             .map(|iteration| absolute(phase, source, iteration, piece))
@@ -237,5 +241,6 @@ pub fn phase_record(phase: &PhaseSnapshot) -> Result<SnapshotPhase, CaptureError
         executions: phase.provenance.executions,
         allocations,
         transfers,
+        segment_starts,
     })
 }

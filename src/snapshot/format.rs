@@ -54,6 +54,11 @@ pub struct SnapshotPhase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocations: Option<Vec<AllocationRecord>>,
     pub transfers: Vec<SnapshotTransfer>,
+    /// The first transfer of each exchange merged into this phase after
+    /// the first (ascending; absent when it merged nothing): a scheduling
+    /// hint (`ExchangeProblem::segment_starts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segment_starts: Vec<u32>,
 }
 
 /// One local allocation of a phase, as placed.

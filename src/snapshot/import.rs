@@ -77,6 +77,15 @@ pub enum ImportError {
         tile: u32,
         tiles: u32,
     },
+    #[error(
+        "phase {phase}: segment_starts {starts:?} must name transfers after the first, \
+         ascending, below the phase's {transfers} transfers"
+    )]
+    SegmentStarts {
+        phase: u32,
+        starts: Vec<u32>,
+        transfers: usize,
+    },
     #[error("phase {phase}, transfer {transfer}: no source addresses")]
     NoSourceAddress { phase: u32, transfer: usize },
     #[error(
@@ -225,6 +234,9 @@ pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, 
     let mut split = false;
     for (index, transfer) in phase.transfers.iter().enumerate() {
         let (source, destinations) = addresses.of(index);
+        if phase.segment_starts.contains(&(index as u32)) {
+            problem.segment_starts.push(problem.pieces() as u32);
+        }
         let mut done = 0;
         while done < transfer.words {
             let words = (transfer.words - done).min(MAX_LOGICAL_TRANSFER_WORDS);
@@ -272,6 +284,18 @@ pub fn import_phase(phase: &SnapshotPhase, tiles: u32) -> Result<PhaseSnapshot, 
 /// Checks every transfer of a phase; returns its Repeat iteration count.
 fn check_transfers(phase: &SnapshotPhase, tiles: u32) -> Result<usize, ImportError> {
     let id = phase.phase;
+    let starts = &phase.segment_starts;
+    let ascending = starts.windows(2).all(|pair| pair[0] < pair[1]);
+    let inside = starts
+        .iter()
+        .all(|&start| start > 0 && (start as usize) < phase.transfers.len());
+    if !(ascending && inside) {
+        return Err(ImportError::SegmentStarts {
+            phase: id,
+            starts: starts.clone(),
+            transfers: phase.transfers.len(),
+        });
+    }
     let expected = phase
         .transfers
         .first()

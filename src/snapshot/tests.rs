@@ -45,6 +45,7 @@ fn sample() -> Snapshot {
             transfer(0, &[A], &[(1, A), (2, A)], 16),
             transfer(1, &[A + 64], &[(3, A)], 8),
         ],
+        segment_starts: Vec::new(),
     };
     let layers = [A, A + STRIDE, A + 2 * STRIDE];
     let phase1 = SnapshotPhase {
@@ -65,6 +66,7 @@ fn sample() -> Snapshot {
             // 3: independent.
             transfer(5, &[A; 3], &[(6, A), (7, A)], 8),
         ],
+        segment_starts: Vec::new(),
     };
     Snapshot {
         schema_version: SCHEMA_VERSION,
@@ -331,5 +333,30 @@ fn imported_phases_schedule_validate_encode_and_replay() {
             assert!(record.horizon >= record.lower_bound);
             assert!(record.row_words_max > 0 && record.row_words_total >= record.row_words_max);
         }
+    }
+}
+
+/// A merged phase's segment starts (transfer indices) import as the first
+/// pieces of those transfers and are recaptured as written; ones that are
+/// not after the first transfer, not ascending or past the last transfer
+/// are refused.
+#[test]
+fn segment_starts_round_trip_and_bad_ones_are_refused() {
+    let mut snapshot = sample();
+    snapshot.phases[1].segment_starts = vec![2];
+    let imported = import_snapshot(&snapshot).expect("imports");
+    assert_eq!(imported[1].problem.segment_starts, vec![2]);
+    let recaptured = super::capture::phase_record(&imported[1]).expect("captures");
+    assert_eq!(recaptured.segment_starts, vec![2]);
+    for bad in [vec![0], vec![3, 2], vec![4], vec![2, 2]] {
+        let error = rejected(|snapshot| snapshot.phases[1].segment_starts = bad.clone());
+        assert_eq!(
+            error,
+            ImportError::SegmentStarts {
+                phase: 1,
+                starts: bad,
+                transfers: 4
+            }
+        );
     }
 }
