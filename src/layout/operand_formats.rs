@@ -268,7 +268,17 @@ pub(super) fn storage_format(
                         let choice = rotation
                             .wrapping_add(piece * spread)
                             .wrapping_add(col_block);
-                        vector_piece_home(required, block, choice, &mut uses_block)
+                        // A piece may reach into the next column block
+                        // (pieces need not divide blocks): avoid both
+                        // blocks' replicas.
+                        let last_col = (first_col + sub_cols).min(required.shape.cols) - 1;
+                        let last_block = (last_col / block_cols).min(parts[2] - 1);
+                        let blocks: Vec<u32> = (col_block..=last_block)
+                            .map(|col_block| {
+                                required.block_index(group_block, row_block, col_block)
+                            })
+                            .collect();
+                        vector_piece_home(required, &blocks, choice, &mut uses_block)
                     }
                 };
                 tiles.push(tile);
@@ -287,18 +297,44 @@ pub(super) fn storage_format(
     }
 }
 
-/// The home of one piece of a replicated vector's block `block`: the tile
-/// `choice` picks (modulo) among the machine's tiles that do not hold a
-/// replica of the block, or among the replicas when every tile holds one.
-/// `uses_block` is scratch space of one flag per machine tile.
+/// The home of one piece of a replicated vector that lies in `blocks`
+/// (the first is its own): the tile `choice` picks (modulo) among the
+/// machine's tiles that hold no replica of its own block, unless that one
+/// holds a replica of another of `blocks`, then among the tiles that hold
+/// a replica of none of them; among the first block's replicas when every
+/// tile holds one. `uses_block` is scratch space of one flag per machine
+/// tile.
 fn vector_piece_home(
     required: &TensorFormat,
-    block: u32,
+    blocks: &[u32],
     choice: u32,
     uses_block: &mut [bool],
 ) -> u32 {
-    let replicas = required.replicas;
-    let replica_tiles = (0..replicas).map(|replica| required.tile(block, replica));
+    let uses = |tile: u32, blocks: &[u32]| {
+        blocks.iter().any(|&block| {
+            (0..required.replicas).any(|replica| required.tile(block, replica) == tile)
+        })
+    };
+    if let Some(home) = home_avoiding(required, &blocks[..1], choice, uses_block)
+        && !uses(home, &blocks[1..])
+    {
+        return home;
+    }
+    home_avoiding(required, blocks, choice, uses_block)
+        .unwrap_or_else(|| required.tile(blocks[0], choice % required.replicas))
+}
+
+/// The `choice % n`-th of the `n` machine tiles that hold no replica of
+/// `blocks`, or `None` when every tile holds one.
+fn home_avoiding(
+    required: &TensorFormat,
+    blocks: &[u32],
+    choice: u32,
+    uses_block: &mut [bool],
+) -> Option<u32> {
+    let replica_tiles = blocks.iter().flat_map(|&block| {
+        (0..required.replicas).map(move |replica| required.tile(block, replica))
+    });
     let mut users = 0u32;
     for tile in replica_tiles.clone() {
         if let Some(flag) = uses_block.get_mut(tile as usize)
@@ -309,10 +345,7 @@ fn vector_piece_home(
         }
     }
     let others = uses_block.len() as u32 - users;
-    let home = if others == 0 {
-        required.tile(block, choice % replicas)
-    } else {
-        // The `choice % others`-th tile that does not use the block.
+    let home = (others > 0).then(|| {
         let wanted = (choice % others) as usize;
         uses_block
             .iter()
@@ -320,8 +353,8 @@ fn vector_piece_home(
             .filter(|(_, uses)| !**uses)
             .nth(wanted)
             .map(|(tile, _)| tile as u32)
-            .expect("`others` tiles do not use the block")
-    };
+            .expect("`others` tiles hold no replica")
+    });
     for tile in replica_tiles {
         if let Some(flag) = uses_block.get_mut(tile as usize) {
             *flag = false;
@@ -429,6 +462,39 @@ mod tests {
                 !users.contains(&home),
                 "column {col} homed at {home}, a user: {users:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_piece_reaching_into_the_next_block_avoids_both_blocks_replicas() {
+        // 768 columns in blocks of 70 (the last one 68) on 4 row tiles
+        // each: 44 of 64 tiles use the vector; its pieces of 36 columns
+        // cross block boundaries.
+        let output = TensorFormat::sequential(
+            Shape::matrix(4, 768),
+            Precision::F16,
+            ElementOrder::RowMajor,
+            [1, 1, 70],
+            1,
+            MemoryClass::Standard,
+            64,
+        );
+        let wanted = broadcast_vector_format(&output, Precision::F16);
+        assert_eq!(wanted.parts(), [1, 1, 11]);
+        for rotation in 0..64 {
+            let storage = storage_format(&wanted, rotation, 64);
+            assert_eq!(storage.block[2], 36);
+            for (col, &home) in homes_by_column(&storage).iter().enumerate() {
+                let block = col as u32 / 70;
+                let users: Vec<u32> = (0..wanted.replicas)
+                    .map(|replica| wanted.tile(block, replica))
+                    .collect();
+                assert!(
+                    !users.contains(&home),
+                    "rotation {rotation}: column {col} homed at {home}, a user of block {block}: \
+                     {users:?}"
+                );
+            }
         }
     }
 
