@@ -384,15 +384,36 @@ mod tests {
     /// A `[rows, cols]` FP16 value split into `rows` one-row blocks on
     /// tiles `0..rows`.
     fn rows_on_first_tiles(rows: u32, cols: u32) -> TensorFormat {
+        row_blocks(rows, cols, cols, rows)
+    }
+
+    /// A `[rows, cols]` FP16 value in one-row blocks of `block_cols`
+    /// columns, spread over `tiles` tiles.
+    fn row_blocks(rows: u32, cols: u32, block_cols: u32, tiles: u32) -> TensorFormat {
         TensorFormat::sequential(
             Shape::matrix(rows, cols),
             Precision::F16,
             ElementOrder::RowMajor,
-            [1, 1, cols],
+            [1, 1, block_cols],
             1,
             MemoryClass::Standard,
-            rows,
+            tiles,
         )
+    }
+
+    /// Every stored column of `storage` lives on a tile that holds no
+    /// replica of that column's block of `wanted`.
+    fn assert_homed_off_their_users(wanted: &TensorFormat, storage: &TensorFormat, label: &str) {
+        for (col, &home) in homes_by_column(storage).iter().enumerate() {
+            let block = col as u32 / wanted.block[2];
+            let users: Vec<u32> = (0..wanted.replicas)
+                .map(|replica| wanted.tile(block, replica))
+                .collect();
+            assert!(
+                !users.contains(&home),
+                "{label}: column {col} homed at {home}, a user of block {block}: {users:?}"
+            );
+        }
     }
 
     /// Which tiles hold each stored column of `storage`.
@@ -438,31 +459,11 @@ mod tests {
     fn a_bias_piece_is_homed_outside_its_column_blocks_replicas() {
         // A product 8x2x1 on 16 tiles: the bias's two column blocks are each
         // wanted on 8 tiles; each block's pieces live on the other block's.
-        let plan_formats = {
-            let output = TensorFormat::sequential(
-                Shape::matrix(8, 128),
-                Precision::F16,
-                ElementOrder::RowMajor,
-                [1, 1, 64],
-                1,
-                MemoryClass::Standard,
-                16,
-            );
-            broadcast_vector_format(&output, Precision::F16)
-        };
-        assert_eq!(plan_formats.parts(), [1, 1, 2]);
-        assert_eq!(plan_formats.replicas, 8);
-        let storage = storage_format(&plan_formats, 0, 16);
-        for (col, &home) in homes_by_column(&storage).iter().enumerate() {
-            let block = col as u32 / 64;
-            let users: Vec<u32> = (0..8)
-                .map(|replica| plan_formats.tile(block, replica))
-                .collect();
-            assert!(
-                !users.contains(&home),
-                "column {col} homed at {home}, a user: {users:?}"
-            );
-        }
+        let wanted = broadcast_vector_format(&row_blocks(8, 128, 64, 16), Precision::F16);
+        assert_eq!(wanted.parts(), [1, 1, 2]);
+        assert_eq!(wanted.replicas, 8);
+        let storage = storage_format(&wanted, 0, 16);
+        assert_homed_off_their_users(&wanted, &storage, "bias");
     }
 
     #[test]
@@ -470,31 +471,12 @@ mod tests {
         // 768 columns in blocks of 70 (the last one 68) on 4 row tiles
         // each: 44 of 64 tiles use the vector; its pieces of 36 columns
         // cross block boundaries.
-        let output = TensorFormat::sequential(
-            Shape::matrix(4, 768),
-            Precision::F16,
-            ElementOrder::RowMajor,
-            [1, 1, 70],
-            1,
-            MemoryClass::Standard,
-            64,
-        );
-        let wanted = broadcast_vector_format(&output, Precision::F16);
+        let wanted = broadcast_vector_format(&row_blocks(4, 768, 70, 64), Precision::F16);
         assert_eq!(wanted.parts(), [1, 1, 11]);
         for rotation in 0..64 {
             let storage = storage_format(&wanted, rotation, 64);
             assert_eq!(storage.block[2], 36);
-            for (col, &home) in homes_by_column(&storage).iter().enumerate() {
-                let block = col as u32 / 70;
-                let users: Vec<u32> = (0..wanted.replicas)
-                    .map(|replica| wanted.tile(block, replica))
-                    .collect();
-                assert!(
-                    !users.contains(&home),
-                    "rotation {rotation}: column {col} homed at {home}, a user of block {block}: \
-                     {users:?}"
-                );
-            }
+            assert_homed_off_their_users(&wanted, &storage, &format!("rotation {rotation}"));
         }
     }
 

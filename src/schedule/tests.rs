@@ -687,15 +687,15 @@ fn pruning_by_bounds_never_changes_a_schedule() {
     assert!(differing_records > 0, "pruning stopped some candidates");
 }
 
-#[test]
-fn a_zero_allowance_admits_nothing_with_larger_rows_than_the_baseline() {
-    let problem = random_problem(7, 16, 60);
+/// `auto` under `row_allowance_bytes` (32-bit words), and the baseline
+/// B1024's largest row in words.
+fn auto_with_allowance(problem: &ExchangeProblem, row_allowance_bytes: u32) -> (Schedule, u64) {
     let settings = AutoSettings {
-        row_allowance_bytes: 0,
+        row_allowance_bytes,
         ..AutoSettings::default()
     };
     let chosen = schedule_with(
-        &problem,
+        problem,
         SchedulePolicy::Auto,
         TransferWidth::Word32,
         &settings,
@@ -707,6 +707,13 @@ fn a_zero_allowance_admits_nothing_with_larger_rows_than_the_baseline() {
         .find(|c| c.policy == candidates::BASELINE_POLICY)
         .unwrap()
         .max_row_words;
+    (chosen, baseline)
+}
+
+#[test]
+fn a_zero_allowance_admits_nothing_with_larger_rows_than_the_baseline() {
+    let problem = random_problem(7, 16, 60);
+    let (chosen, baseline) = auto_with_allowance(&problem, 0);
     for candidate in &chosen.candidates {
         assert_eq!(
             candidate.admitted,
@@ -840,24 +847,8 @@ fn merged_exchanges_keep_their_segments_and_matching_places_them_in_turn() {
 /// allowance it had as a phase of its own.
 #[test]
 fn each_merged_exchange_keeps_its_row_allowance() {
-    let settings = AutoSettings {
-        row_allowance_bytes: 16,
-        ..AutoSettings::default()
-    };
     let admitted_under = |problem: &ExchangeProblem| {
-        let chosen = schedule_with(
-            problem,
-            SchedulePolicy::Auto,
-            TransferWidth::Word32,
-            &settings,
-        )
-        .unwrap();
-        let baseline = chosen
-            .candidates
-            .iter()
-            .find(|c| c.policy == candidates::BASELINE_POLICY)
-            .unwrap()
-            .max_row_words;
+        let (chosen, baseline) = auto_with_allowance(problem, 16);
         chosen
             .candidates
             .iter()
