@@ -102,6 +102,59 @@ fn tiny_package_matches_the_interpreter_bit_for_bit_and_the_reference() {
     built("queries/vit-tiny.toml", &[]).check_against_interpreter_and_reference();
 }
 
+/// The Repeat's carry converts nothing on the tiny build (the layer's
+/// output has the carried value's format), so the layer's last op writes
+/// straight into the carried value's allocations and no step is left of
+/// the carry; the package still computes the interpreter's bits (each
+/// iteration reads what the previous one wrote) and, over 3 layers, the
+/// reference's output.
+#[test]
+fn the_carry_moves_nothing_and_three_layers_still_compute_the_reference() {
+    for layers in ["workload.layers=2", "workload.layers=3"] {
+        let built = built("queries/vit-tiny.toml", &[layers]);
+        let layouts = built.session.layouts().expect("layouts");
+        let program = built.session.low_program().expect("program");
+        let carry = layouts
+            .ops
+            .iter()
+            .find(|op| op.name == "repeat.carry")
+            .expect("the carry op");
+        let allocations = |value: superstep::layout::plan::PlannedValueId| {
+            &program.values[value.0 as usize].allocations
+        };
+        assert_eq!(allocations(carry.inputs[0]), allocations(carry.output));
+        let carry_name = program_name(&program, "repeat.carry");
+        assert!(carry_name.is_none() || steps_of(&program.steps, carry_name) == 0);
+        assert!(steps_of(&program.steps, program_name(&program, "layer.mlp.residual")) > 0);
+        built.check_against_interpreter_and_reference();
+    }
+}
+
+/// The index of `name` among the program's names.
+fn program_name(program: &superstep::expand::program::LowProgram, name: &str) -> Option<u32> {
+    program
+        .names
+        .iter()
+        .position(|known| known == name)
+        .map(|index| index as u32)
+}
+
+/// Steps (in Repeat bodies too) whose provenance is the op named `op`.
+fn steps_of(steps: &[superstep::expand::program::Step], op: Option<u32>) -> usize {
+    use superstep::expand::program::Step;
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Repeat { body, .. } => steps_of(body, op),
+            Step::Kernels { provenance, .. }
+            | Step::Copies { provenance, .. }
+            | Step::Fills { provenance, .. }
+            | Step::Exchange { provenance, .. } => usize::from(Some(provenance.op) == op),
+            Step::Checkpoint { .. } => 0,
+        })
+        .sum()
+}
+
 /// Fused packages (`planning.fusion = "auto"`, the default, and
 /// `"across-operators"`) simulate with the same checks as the tiny builds
 /// above (strict: bit for bit the interpreter's output, finite, cosine at

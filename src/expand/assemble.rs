@@ -2,7 +2,10 @@
 //! value block-replica (iterated weights hold one instance per layer), each
 //! op's scratch, provenance names, and the step sequence: prologue, a
 //! checkpoint, the Repeat with the body expanded once, a checkpoint, and the
-//! epilogue.
+//! epilogue. When the layer's output has the carried value's format, it is
+//! written straight into the carried value's allocations (by then the
+//! carried value has been read for the last time in the iteration), so the
+//! carry moves nothing: its expansion, all local copies, is left out.
 
 use std::collections::HashMap;
 
@@ -12,7 +15,7 @@ use super::program::{
 };
 use super::visit::step_locations_mut;
 use crate::layout::format::MemoryClass;
-use crate::layout::plan::Layouts;
+use crate::layout::plan::{Layouts, OpPlan, PlannedOp, RearrangeReason};
 use crate::model::graph::Region;
 
 #[derive(Default)]
@@ -57,7 +60,28 @@ fn set_provenance(step: &mut Step, op: u32, value: Option<u32>) {
 }
 
 /// Builds the low program. `expansions[i]` is the expansion of `layouts.ops[i]`.
+/// The Repeat's carry when it converts nothing: the op's index and the
+/// carried output it reads (same format and instances as the carried input
+/// it writes).
+fn aliased_carry(layouts: &Layouts) -> Option<(usize, usize)> {
+    let is_carry = |op: &PlannedOp| {
+        matches!(
+            op.plan,
+            OpPlan::Rearrange {
+                reason: RearrangeReason::RepeatCarry,
+                ..
+            }
+        )
+    };
+    let index = layouts.ops.iter().position(is_carry)?;
+    let carry = &layouts.ops[index];
+    let (from, to) = (layouts.value(carry.inputs[0]), layouts.value(carry.output));
+    (from.format == to.format && from.iterations == to.iterations)
+        .then_some((index, carry.inputs[0].0 as usize))
+}
+
 pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32) -> LowProgram {
+    let carry = aliased_carry(layouts);
     let mut names = Names::default();
     let mut allocations = Vec::new();
     let mut producers: HashMap<u32, u32> = HashMap::new();
@@ -73,6 +97,15 @@ pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32) -> L
             .get(&(index as u32))
             .copied()
             .unwrap_or(value_name);
+        if carry.is_some_and(|(_, carried_output)| carried_output == index) {
+            // Bound to the carried input's allocations below.
+            values.push(ValueBinding {
+                name: value_name,
+                planned_value: index as u32,
+                allocations: Vec::new(),
+            });
+            continue;
+        }
         let format = &value.format;
         let mut ids = Vec::with_capacity(format.tiles.len());
         for &tile in format.tiles.iter() {
@@ -98,10 +131,17 @@ pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32) -> L
             allocations: ids,
         });
     }
+    if let Some((carry_op, carried_output)) = carry {
+        let carried_input = layouts.ops[carry_op].output.0 as usize;
+        values[carried_output].allocations = values[carried_input].allocations.clone();
+    }
     let mut prologue = Vec::new();
     let mut body = Vec::new();
     let mut epilogue = Vec::new();
-    for (op, expansion) in layouts.ops.iter().zip(expansions) {
+    for (index, (op, expansion)) in layouts.ops.iter().zip(expansions).enumerate() {
+        if carry.is_some_and(|(carry_op, _)| carry_op == index) {
+            continue;
+        }
         let op_name = names.intern(&op.name);
         let value_name = names.intern(&layouts.value(op.output).name);
         let scratch_base = allocations.len() as u32;
