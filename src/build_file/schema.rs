@@ -224,10 +224,25 @@ pub fn kind_of(dotted_path: &str) -> Option<KeyKind> {
         Some((table, key)) => (table, key),
         None => ("", dotted_path),
     };
-    keys_of(table)?
+    key_in(table, key)
+}
+
+/// The kind of `key` in the table at `table_path`, if both are known.
+pub fn key_in(table_path: &str, key: &str) -> Option<KeyKind> {
+    keys_of(table_path)?
         .iter()
         .find(|(name, _)| *name == key)
         .map(|(_, kind)| *kind)
+}
+
+/// "known top-level keys" or "known keys under `TABLE`", for messages
+/// about a key that is not one of them.
+pub fn known_keys_phrase(table_path: &str) -> String {
+    if table_path.is_empty() {
+        String::from("known top-level keys")
+    } else {
+        format!("known keys under `{table_path}`")
+    }
 }
 
 /// The known key names under `table_path`, comma separated, for messages.

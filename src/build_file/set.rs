@@ -129,15 +129,8 @@ fn find_kind(argument: &str, key: &str) -> Result<KeyKind, QueryError> {
         } else {
             format!("{table}.{segment}")
         };
-        let known = schema::keys_of(&table)
-            .and_then(|keys| keys.iter().find(|(name, _)| name == segment))
-            .map(|(_, kind)| *kind);
-        let Some(kind) = known else {
-            let under = if table.is_empty() {
-                String::from("known top-level keys")
-            } else {
-                format!("known keys under `{table}`")
-            };
+        let Some(kind) = schema::key_in(&table, segment) else {
+            let under = schema::known_keys_phrase(&table);
             let suggestion = schema::closest_key(&table, segment).map(|close| {
                 if table.is_empty() {
                     format!("did you mean `{close}`? ")
@@ -462,26 +455,16 @@ fn set_phase_override(
         ));
     };
     // `POLICY/WIDTH` also sets the phase's transfer width.
-    let (policy, width) = match policy.split_once('/') {
-        Some((policy, width)) => (policy.trim().to_string(), unset(width.trim().to_string())),
-        None => (policy, None),
-    };
+    let (policy, width) = split_suffix(policy);
     let entry = OverrideEntry {
         phase: unset(phase.to_string()),
         policy: unset(policy),
         width,
         set_argument: Some(argument.to_string()),
     };
-    let existing = file.schedule.overrides.iter_mut().find(|candidate| {
-        candidate
-            .phase
-            .as_ref()
-            .is_some_and(|existing| existing.get_ref() == phase)
+    replace_or_push(&mut file.schedule.overrides, entry, |candidate| {
+        candidate.phase.as_ref().map(|name| name.get_ref().as_str()) == Some(phase)
     });
-    match existing {
-        Some(slot) => *slot = entry,
-        None => file.schedule.overrides.push(entry),
-    }
     Ok(())
 }
 
@@ -523,30 +506,34 @@ fn set_layout_override(
         });
         return Ok(());
     }
-    let (partition, order) = match value.split_once('/') {
-        Some((partition, order)) => (
-            partition.trim().to_string(),
-            unset(order.trim().to_string()),
-        ),
-        None => (value, None),
-    };
+    let (partition, order) = split_suffix(value);
     let entry = LayoutOverrideEntry {
         op: unset(op.to_string()),
         partition: unset(partition),
         order,
         set_argument: Some(argument.to_string()),
     };
-    let existing = file.layout.overrides.iter_mut().find(|candidate| {
-        candidate
-            .op
-            .as_ref()
-            .is_some_and(|existing| existing.get_ref() == op)
+    replace_or_push(&mut file.layout.overrides, entry, |candidate| {
+        candidate.op.as_ref().map(|name| name.get_ref().as_str()) == Some(op)
     });
-    match existing {
-        Some(slot) => *slot = entry,
-        None => file.layout.overrides.push(entry),
-    }
     Ok(())
+}
+
+/// `VALUE[/SUFFIX]` of an override: the value and the suffix (a phase's
+/// width, an op's tile order), each trimmed.
+fn split_suffix(value: String) -> (String, Option<Spanned<String>>) {
+    match value.split_once('/') {
+        Some((value, suffix)) => (value.trim().to_string(), unset(suffix.trim().to_string())),
+        None => (value, None),
+    }
+}
+
+/// Replaces the entry `same` picks, or appends `entry` when there is none.
+fn replace_or_push<T>(entries: &mut Vec<T>, entry: T, same: impl Fn(&T) -> bool) {
+    match entries.iter_mut().find(|candidate| same(candidate)) {
+        Some(slot) => *slot = entry,
+        None => entries.push(entry),
+    }
 }
 
 #[cfg(test)]

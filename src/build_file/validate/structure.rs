@@ -39,15 +39,8 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
     for (key, value) in table.iter() {
         let name: &str = key.get_ref();
         let path = join(display_path, name);
-        let known = schema::keys_of(schema_path)
-            .and_then(|keys| keys.iter().find(|(known, _)| *known == name))
-            .map(|(_, kind)| *kind);
-        let Some(kind) = known else {
-            let under = if display_path.is_empty() {
-                String::from("known top-level keys")
-            } else {
-                format!("known keys under `{display_path}`")
-            };
+        let Some(kind) = schema::key_in(schema_path, name) else {
+            let under = schema::known_keys_phrase(display_path);
             let mut issue = Issue::new(
                 path.clone(),
                 Origin::File(key.span()),
