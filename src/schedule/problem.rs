@@ -292,7 +292,6 @@ impl ExchangeProblem {
             }
             builder.add_transfer(transfers, transfer, starts_segment)?;
         }
-        builder.problem.segment_starts.dedup();
         Ok((builder.problem, builder.origin))
     }
 }
