@@ -36,10 +36,21 @@ impl Names {
     }
 }
 
-fn alignment(class: MemoryClass) -> u32 {
+/// Alignment of a value block in bytes: 8 for data of either class, since a
+/// paired 64-bit transfer needs 8-byte aligned source and destination
+/// (IPU21.md) and a 4-aligned block would keep every transfer out of or into
+/// it at 32 bits; 4 for code, and for a Repeat-bound block whose instance
+/// size is no multiple of 8 (its instances follow each other, so the
+/// second would lose the alignment; `place::check` refuses that).
+fn alignment(class: MemoryClass, bytes: u32, iterations: u32) -> u32 {
     match class {
-        MemoryClass::Interleaved => 8,
-        MemoryClass::Standard | MemoryClass::Code => 4,
+        MemoryClass::Code => 4,
+        MemoryClass::Interleaved | MemoryClass::Standard
+            if iterations > 1 && !bytes.is_multiple_of(8) =>
+        {
+            4
+        }
+        MemoryClass::Interleaved | MemoryClass::Standard => 8,
     }
 }
 
@@ -114,7 +125,7 @@ pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32) -> L
             allocations.push(Allocation {
                 tile,
                 bytes: format.block_bytes(),
-                alignment: alignment(format.class),
+                alignment: alignment(format.class, format.block_bytes(), value.iterations),
                 class: format.class,
                 alias_group: id,
                 iterations: value.iterations,

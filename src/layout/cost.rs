@@ -126,6 +126,34 @@ impl MatMulPlan {
         )
     }
 
+    /// The tile order that lets the larger of the plan's replicated operands
+    /// move as paired 64-bit transfers: a replicated block multicast to
+    /// whole partner pairs (logical tiles `2i` and `2i + 1`) takes half the
+    /// events (IPU21.md), and a block's replicas are whole pairs when the
+    /// axis it is replicated along is innermost with an even number of
+    /// parts. The weight block (`block_reduction x block_cols` FP8 words,
+    /// replicated over the row parts) pairs under `ckr`, the activation
+    /// block (`block_rows x block_reduction` FP16, over the column parts)
+    /// under `rkc`; neither even, the default order.
+    pub fn pairing_order(&self) -> TileOrder {
+        let pairs = |parts: u32| parts > 1 && parts.is_multiple_of(2);
+        let weight_words = if pairs(self.row_parts) {
+            u64::from(self.block_reduction) * u64::from(self.block_cols) / 4
+        } else {
+            0
+        };
+        let operand_words = if pairs(self.col_parts) {
+            u64::from(self.block_rows) * u64::from(self.block_reduction) / 2
+        } else {
+            0
+        };
+        match (weight_words, operand_words) {
+            (0, 0) => TileOrder::default(),
+            (weight, operand) if weight >= operand => TileOrder::ColumnsReductionRows,
+            _ => TileOrder::RowsReductionColumns,
+        }
+    }
+
     /// The partition as the build file writes it: `ROWSxCOLSxREDUCTION`.
     pub fn partition(&self) -> String {
         format!(
@@ -669,6 +697,39 @@ mod tests {
             working_budget: 400 * 1024,
             accumulation: Accumulation::F32,
             candidate_limit: 64,
+        }
+    }
+
+    #[test]
+    fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
+        use crate::target::mapping::partner;
+        let qkv = problem(729, 1152, 3456, 1472);
+        // Even row parts and the larger weight block: rows innermost, so
+        // partners share every coordinate but the row, hence the weight.
+        let rows_even = matmul_partition(&qkv, 16, 23, 4).expect("16x23x4");
+        assert_eq!(rows_even.pairing_order(), TileOrder::ColumnsReductionRows);
+        // Odd row parts, even column parts: columns innermost, so partners
+        // share the activation block.
+        let cols_even = matmul_partition(&qkv, 15, 24, 4).expect("15x24x4");
+        assert_eq!(cols_even.pairing_order(), TileOrder::RowsReductionColumns);
+        // Neither even: the default.
+        let odd = matmul_partition(&qkv, 15, 23, 3).expect("15x23x3");
+        assert_eq!(odd.pairing_order(), TileOrder::default());
+        for (mut plan, paired_axis) in [(rows_even, 0), (cols_even, 1)] {
+            plan.order = plan.pairing_order();
+            let parts = [plan.row_parts, plan.col_parts, plan.reduction_parts];
+            for row in 0..parts[0] {
+                for col in 0..parts[1] {
+                    for reduction in 0..parts[2] {
+                        let mut coordinate = [row, col, reduction];
+                        let tile = plan.tile(row, col, reduction);
+                        // The partner differs in the paired axis only.
+                        coordinate[paired_axis] ^= 1;
+                        let other = plan.tile(coordinate[0], coordinate[1], coordinate[2]);
+                        assert_eq!(partner(tile), other, "{plan:?} at {row},{col},{reduction}");
+                    }
+                }
+            }
         }
     }
 

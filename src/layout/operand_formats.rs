@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::cost::{AttentionPlan, MatMulPlan};
 use super::format::{ElementOrder, MemoryClass, TensorFormat, ceil_div, round_up};
 use crate::model::graph::{Precision, Shape};
+use crate::target::mapping::partner;
 
 /// Canonical format: whole rows, groups and row blocks spread over the tiles.
 pub fn canonical_format(shape: Shape, precision: Precision, tiles: u32) -> TensorFormat {
@@ -219,7 +220,12 @@ pub(super) fn with_precision(format: &TensorFormat, precision: Precision) -> Ten
 /// Storage of a weight on a machine of `machine_tiles` tiles. A replicated
 /// weight is stored split by columns, so the per-iteration broadcast is an
 /// all-gather or a multicast: matrix-unit weights split into one piece per
-/// replica (the tiles that use them keep equal shares), vectors (biases,
+/// replica, each homed at one of the block's replicas (which then keeps it
+/// by a local copy) unless the replicas come in whole partner pairs: then
+/// at a tile that does not use the block, so that every piece reaches all
+/// the replicas over the exchange and may move as paired 64-bit items
+/// (half the events; a piece whose home is a replica leaves that replica's
+/// partner alone in its pair and cannot pair); vectors (biases,
 /// norm parameters) into pieces of at least `VECTOR_STORAGE_PIECE` elements
 /// homed at tiles spread by `rotation` that do *not* use that block, so
 /// every replica receives its whole block over the exchange and no tile
@@ -262,6 +268,11 @@ pub(super) fn storage_format(
                 let piece = (first_col - col_block * block_cols) / sub_cols;
                 let block = required.block_index(group_block, row_block, col_block);
                 let tile = match required.order {
+                    ElementOrder::ColumnMajor if replicas_in_pairs(required, block) => {
+                        let choice = rotation.wrapping_add(block.wrapping_mul(replicas) + piece);
+                        home_avoiding(required, &[block], choice, &mut uses_block)
+                            .unwrap_or_else(|| required.tile(block, piece.min(replicas - 1)))
+                    }
                     ElementOrder::ColumnMajor => required.tile(block, piece.min(replicas - 1)),
                     ElementOrder::RowMajor => {
                         let spread = (replicas / pieces_per_block).max(1);
@@ -295,6 +306,18 @@ pub(super) fn storage_format(
         tiles: Arc::from(tiles),
         ..required.clone()
     }
+}
+
+/// Whether every replica of `block` has its partner tile among the block's
+/// replicas (so a multicast to them all may pair).
+fn replicas_in_pairs(required: &TensorFormat, block: u32) -> bool {
+    let tiles: Vec<u32> = (0..required.replicas)
+        .map(|replica| required.tile(block, replica))
+        .collect();
+    tiles.iter().all(|&tile| {
+        let other = partner(tile);
+        other != tile && tiles.contains(&other)
+    })
 }
 
 /// The home of one piece of a replicated vector that lies in `blocks`
@@ -421,6 +444,45 @@ mod tests {
         (0..storage.shape.cols)
             .map(|col| storage.tile(col / storage.block[2], 0))
             .collect()
+    }
+
+    /// A `[k, n]` FP8 matrix-unit weight in column-major blocks of `n /
+    /// col_blocks` columns, each block wanted on `replicas` consecutive
+    /// tiles.
+    fn column_major_weight(k: u32, n: u32, col_blocks: u32, replicas: u32) -> TensorFormat {
+        TensorFormat::sequential(
+            Shape::matrix(k, n),
+            Precision::F8,
+            ElementOrder::ColumnMajor,
+            [1, k, n / col_blocks],
+            replicas,
+            MemoryClass::Interleaved,
+            64,
+        )
+    }
+
+    #[test]
+    fn weight_pieces_leave_their_users_when_the_replicas_are_whole_pairs() {
+        // Replicas on tiles {0, 1, 2, 3} and {4, 5, 6, 7}: whole partner
+        // pairs, so no piece is homed at a user (each reaches all four
+        // replicas over the exchange, pairable) and the pieces spread.
+        let paired = column_major_weight(64, 32, 2, 4);
+        let storage = storage_format(&paired, 3, 64);
+        assert_eq!(storage.block, [1, 64, 4]);
+        assert_homed_off_their_users(&paired, &storage, "paired replicas");
+        let mut distinct = storage.tiles.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), storage.tiles.len(), "{:?}", storage.tiles);
+        // Three replicas ({0, 1, 2}, ...) leave tile 2 without its partner:
+        // each piece stays with the replica that keeps it by a local copy.
+        let odd = column_major_weight(64, 30, 2, 3);
+        let storage = storage_format(&odd, 3, 64);
+        for (col, &home) in homes_by_column(&storage).iter().enumerate() {
+            let block = col as u32 / odd.block[2];
+            let users: Vec<u32> = (0..3).map(|replica| odd.tile(block, replica)).collect();
+            assert!(users.contains(&home), "column {col} at {home}: {users:?}");
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Lower bounds of a phase's horizon.
 //!
 //! The endpoint bound (`Schedule::lower_bound`, computed by the placer and
-//! re-checked by the validator) is the largest number of words one tile
-//! sends or receives. It agrees with the seed system's, but on tiny phases
+//! re-checked by the validator) is the largest number of events one tile
+//! sends or receives, a piece that may pair counted at half its words. It
+//! agrees with the seed system's (words) where nothing may pair, but on tiny phases
 //! (a few dozen words) it ignores the fabric's fixed latency, which then
 //! dominates: a ratio of 60x against a 53-word bound says nothing.
 //!

@@ -111,6 +111,10 @@ struct ReceivePlan {
 pub struct Placer<'a> {
     problem: &'a ExchangeProblem,
     dependencies: &'a Dependencies,
+    /// Per piece: whether it may be paired (for the endpoint bound, which
+    /// counts such pieces at their paired events whatever this schedule
+    /// chose).
+    eligible: &'a [bool],
     tiles: Vec<Tile>,
     ready: Vec<i64>,
     schedule: Schedule,
@@ -224,10 +228,12 @@ fn event(piece: usize, value: i64) -> Result<u32, ScheduleError> {
 
 impl<'a> Placer<'a> {
     /// A placer with nothing placed. `paired[p]` says whether piece `p`
-    /// moves as paired 64-bit items; the caller has run [`check_pieces`].
+    /// moves as paired 64-bit items and `eligible[p]` whether it may; the
+    /// caller has run [`check_pieces`].
     pub fn new(
         problem: &'a ExchangeProblem,
         dependencies: &'a Dependencies,
+        eligible: &'a [bool],
         paired: &[bool],
         policy: SchedulePolicy,
         width: TransferWidth,
@@ -238,6 +244,7 @@ impl<'a> Placer<'a> {
         Placer {
             problem,
             dependencies,
+            eligible,
             tiles: vec![Tile::default(); tiles],
             ready: vec![0; pieces],
             schedule: Schedule {
@@ -570,28 +577,34 @@ impl<'a> Placer<'a> {
     /// The finished schedule, with per-tile ends, horizon and totals.
     pub fn finish(mut self) -> Result<Schedule, ScheduleError> {
         let problem = self.problem;
+        let tiles = problem.tiles as usize;
+        let mut send_events = vec![0u64; tiles];
+        let mut receive_events = vec![0u64; tiles];
         for piece in 0..problem.pieces() {
             let words = problem.words[piece];
-            let sent = &mut self.schedule.send_words[problem.source_tile[piece] as usize];
+            let events = u64::from(piece_events(words, self.eligible[piece]));
+            let sender = problem.source_tile[piece] as usize;
+            let sent = &mut self.schedule.send_words[sender];
             *sent = sent.saturating_add(words);
+            send_events[sender] += events;
             for receive in problem.receives_of(piece) {
-                let received =
-                    &mut self.schedule.receive_words[problem.destination_tile[receive] as usize];
+                let receiver = problem.destination_tile[receive] as usize;
+                let received = &mut self.schedule.receive_words[receiver];
                 *received = received.saturating_add(words);
+                receive_events[receiver] += events;
             }
         }
         for (tile, state) in self.tiles.iter().enumerate() {
             self.schedule.tile_end[tile] = event(0, state.end)?;
         }
         self.schedule.horizon = self.schedule.tile_end.iter().copied().max().unwrap_or(0);
-        self.schedule.lower_bound = self
-            .schedule
-            .send_words
+        let bound = send_events
             .iter()
-            .zip(&self.schedule.receive_words)
+            .zip(&receive_events)
             .map(|(&sent, &received)| sent.max(received))
             .max()
             .unwrap_or(0);
+        self.schedule.lower_bound = u32::try_from(bound).unwrap_or(u32::MAX);
         Ok(self.schedule)
     }
 }

@@ -135,7 +135,14 @@ impl<'a> Prepared<'a> {
         cutoff: Option<u32>,
     ) -> Result<Schedule, ScheduleError> {
         let problem = self.problem;
-        let mut placer = Placer::new(problem, &self.dependencies, paired, policy, width);
+        let mut placer = Placer::new(
+            problem,
+            &self.dependencies,
+            &self.eligible,
+            paired,
+            policy,
+            width,
+        );
         if let Some(cutoff) = cutoff {
             placer.set_cutoff(cutoff)?;
         }

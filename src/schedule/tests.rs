@@ -179,6 +179,7 @@ fn random_phases_schedule_and_validate() {
     let mut paired = 0;
     let mut chains = 0;
     let mut tight_chains = 0;
+    let mut below_words = 0;
     for seed in 0..40 {
         let problem = random_problem(seed, 16, 20 + (seed as usize % 30));
         chains += dependencies(&problem).edges();
@@ -187,7 +188,23 @@ fn random_phases_schedule_and_validate() {
                 let schedule = schedule(&problem, policy, width).expect("schedules");
                 validate(&problem, &schedule)
                     .unwrap_or_else(|error| panic!("seed {seed} {policy} {width:?}: {error}"));
-                assert!(schedule.horizon >= schedule.lower_bound.min(1));
+                assert!(
+                    schedule.horizon >= schedule.lower_bound,
+                    "seed {seed} {policy} {width:?}: horizon {} below the endpoint bound {}",
+                    schedule.horizon,
+                    schedule.lower_bound
+                );
+                // Counting words, not events, the bound would not hold once
+                // pieces pair.
+                let busiest_words = schedule
+                    .send_words
+                    .iter()
+                    .zip(&schedule.receive_words)
+                    .map(|(&sent, &received)| sent.max(received))
+                    .max()
+                    .unwrap_or(0);
+                assert!(schedule.lower_bound <= busiest_words);
+                below_words += usize::from(schedule.horizon < busiest_words);
                 assert!(
                     schedule.horizon >= schedule.latency_bound,
                     "seed {seed} {policy} {width:?}: horizon {} below the latency-aware bound {}",
@@ -206,6 +223,10 @@ fn random_phases_schedule_and_validate() {
         }
     }
     assert!(paired > 0, "some pieces move paired");
+    assert!(
+        below_words > 0,
+        "some paired schedule is shorter than its busiest tile's words"
+    );
     assert!(chains > 0, "some receive-then-forward chains exist");
     assert!(
         tight_chains > 0,

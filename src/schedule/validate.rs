@@ -171,45 +171,52 @@ fn check_paired(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), Va
         if !schedule.paired[piece] {
             continue;
         }
-        let tile = problem.source_tile[piece];
-        let fail = |reason| {
-            Err(ValidationError::PairedIneligible {
+        if let Some(reason) = pairing_refusal(problem, piece) {
+            return Err(ValidationError::PairedIneligible {
                 piece,
-                tile,
+                tile: problem.source_tile[piece],
                 reason,
-            })
-        };
-        let words = problem.words[piece];
-        if !words.is_multiple_of(2) || words / 2 < PAIRED_MINIMUM_ITEMS {
-            return fail("fewer than 64 whole items");
-        }
-        let aligned = |address: SymbolicAddress| {
-            let allocation = problem.allocations[address.allocation as usize];
-            address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
-                && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
-                && problem.bindings_keep_alignment(address.allocation, PAIRED_ALIGNMENT_BYTES)
-        };
-        if !aligned(problem.source[piece]) {
-            return fail("source not 8-byte aligned");
-        }
-        if partner(tile) == tile || partner(tile) >= problem.tiles {
-            return fail("sender has no partner");
-        }
-        let range = problem.receives_of(piece);
-        let tiles: std::collections::HashSet<u32> = problem.destination_tile[range.clone()]
-            .iter()
-            .copied()
-            .collect();
-        for receive in range {
-            if !aligned(problem.destination[receive]) {
-                return fail("destination not 8-byte aligned");
-            }
-            if !tiles.contains(&partner(problem.destination_tile[receive])) {
-                return fail("incomplete receiver pair");
-            }
+            });
         }
     }
     Ok(())
+}
+
+/// Why `piece` may not move as paired 64-bit items (IPU21.md), or `None`
+/// when it may. Written from the machine facts, apart from the scheduler's
+/// own eligibility test.
+fn pairing_refusal(problem: &ExchangeProblem, piece: usize) -> Option<&'static str> {
+    let tile = problem.source_tile[piece];
+    let words = problem.words[piece];
+    if !words.is_multiple_of(2) || words / 2 < PAIRED_MINIMUM_ITEMS {
+        return Some("fewer than 64 whole items");
+    }
+    let aligned = |address: SymbolicAddress| {
+        let allocation = problem.allocations[address.allocation as usize];
+        address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
+            && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
+            && problem.bindings_keep_alignment(address.allocation, PAIRED_ALIGNMENT_BYTES)
+    };
+    if !aligned(problem.source[piece]) {
+        return Some("source not 8-byte aligned");
+    }
+    if partner(tile) == tile || partner(tile) >= problem.tiles {
+        return Some("sender has no partner");
+    }
+    let range = problem.receives_of(piece);
+    let tiles: std::collections::HashSet<u32> = problem.destination_tile[range.clone()]
+        .iter()
+        .copied()
+        .collect();
+    for receive in range {
+        if !aligned(problem.destination[receive]) {
+            return Some("destination not 8-byte aligned");
+        }
+        if !tiles.contains(&partner(problem.destination_tile[receive])) {
+            return Some("incomplete receiver pair");
+        }
+    }
+    None
 }
 
 /// Own sends per tile: (start, events, paired, piece), sorted by start.
@@ -580,10 +587,23 @@ fn check_totals(
     let tiles = problem.tiles as usize;
     let mut sent = vec![0u64; tiles];
     let mut received = vec![0u64; tiles];
+    let mut sent_events = vec![0u64; tiles];
+    let mut received_events = vec![0u64; tiles];
     for piece in 0..problem.pieces() {
-        sent[problem.source_tile[piece] as usize] += u64::from(problem.words[piece]);
+        let words = u64::from(problem.words[piece]);
+        // The shortest a piece can take: half its words when it may pair.
+        let events = if pairing_refusal(problem, piece).is_none() {
+            words / 2
+        } else {
+            words
+        };
+        let sender = problem.source_tile[piece] as usize;
+        sent[sender] += words;
+        sent_events[sender] += events;
         for receive in problem.receives_of(piece) {
-            received[problem.destination_tile[receive] as usize] += u64::from(problem.words[piece]);
+            let receiver = problem.destination_tile[receive] as usize;
+            received[receiver] += words;
+            received_events[receiver] += events;
         }
     }
     for tile in 0..tiles {
@@ -595,9 +615,9 @@ fn check_totals(
             });
         }
     }
-    let bound = sent
+    let bound = sent_events
         .iter()
-        .zip(&received)
+        .zip(&received_events)
         .map(|(&a, &b)| a.max(b))
         .max()
         .unwrap_or(0);

@@ -28,7 +28,7 @@ use crate::expand::expand_op;
 use crate::expand::program::Step;
 use crate::layout::candidates::{Alignment, attention_search_candidates, matmul_search_candidates};
 use crate::layout::capacity::MemoryBudget;
-use crate::layout::cost::{AttentionOrder, TileOrder};
+use crate::layout::cost::AttentionOrder;
 use crate::layout::format::TensorFormat;
 use crate::layout::overrides::{LayoutOverride, Partition};
 use crate::layout::plan::{Layouts, OpPlan, PlannedOp};
@@ -361,7 +361,9 @@ pub fn op_candidates(
                     rows: plan.row_parts,
                     cols: plan.col_parts,
                     reduction: plan.reduction_parts,
-                    order: TileOrder::default(),
+                    // Tried first in the order that lets a replicated
+                    // operand pair; the accepted one's other orders follow.
+                    order: plan.pairing_order(),
                 })
                 .collect()
         }

@@ -253,10 +253,10 @@ fn assembly_numbers_value_blocks_then_scratch_and_remaps_every_reference() {
     assert_eq!(bytes, vec![16, 16, 16, 16, 16, 16, 16, 16, 40, 24]);
     let iterations: Vec<u32> = program.allocations.iter().map(|a| a.iterations).collect();
     assert_eq!(iterations, vec![1, 1, 3, 3, 1, 1, 1, 1, 1, 1]);
-    // Interleaved blocks align to 8 bytes, standard ones to 4; scratch
-    // keeps its own. Every allocation is its own alias group.
+    // Data blocks of either class align to 8 bytes (so their transfers may
+    // pair); scratch keeps its own. Every allocation is its own alias group.
     let alignments: Vec<u32> = program.allocations.iter().map(|a| a.alignment).collect();
-    assert_eq!(alignments, vec![4, 4, 8, 8, 4, 4, 4, 4, 8, 8]);
+    assert_eq!(alignments, vec![8; 10]);
     for (index, allocation) in program.allocations.iter().enumerate() {
         assert_eq!(allocation.alias_group, index as u32);
     }
