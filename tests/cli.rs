@@ -472,6 +472,19 @@ fn build_explain_and_sweep_print_one_json_document() {
             .expect("horizon")
             > 0
     );
+    // Every piece either may pair or is refused for a named reason.
+    let transfers = &exchange["detail"]["transfers"];
+    let refused: u64 = transfers["not_pairable"]
+        .as_object()
+        .expect("not_pairable")
+        .values()
+        .map(|entry| entry["pieces"].as_u64().expect("pieces"))
+        .sum();
+    assert_eq!(
+        transfers["pairable_pieces"].as_u64().expect("pairable") + refused,
+        transfers["pieces"].as_u64().expect("pieces"),
+        "{transfers}"
+    );
 
     let sweep = run(&[
         "sweep",

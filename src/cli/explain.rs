@@ -266,6 +266,28 @@ fn exchange(
             None => String::from("an override in [[schedule.override]]"),
         },
     };
+    let mut pairable = (0usize, 0u64);
+    let mut refusals: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    for piece in 0..problem.pieces() {
+        let words = u64::from(problem.words[piece]);
+        let slot = match problem.pairing_refusal(piece) {
+            None => &mut pairable,
+            Some(reason) => refusals.entry(reason).or_default(),
+        };
+        slot.0 += 1;
+        slot.1 += words;
+    }
+    let refused: Vec<String> = refusals
+        .iter()
+        .map(|(reason, (pieces, words))| format!("{reason} {pieces} ({words} words)"))
+        .collect();
+    say!(
+        "  pairing: {} pieces ({} words) may move as paired 64-bit items{}{}",
+        pairable.0,
+        pairable.1,
+        if refused.is_empty() { "" } else { "; not: " },
+        refused.join(", ")
+    );
     say!(
         "  policy: {} ({why}); order {}; width {:?} (asked {:?})",
         policy.policy,
@@ -336,6 +358,14 @@ fn exchange(
             "receiving_tiles": received.iter().filter(|&&words| words > 0).count(),
             "max_words_sent_by_a_tile": sent.iter().copied().max().unwrap_or(0),
             "max_words_received_by_a_tile": received.iter().copied().max().unwrap_or(0),
+            "pairable_pieces": pairable.0,
+            "pairable_words": pairable.1,
+            "not_pairable": refusals
+                .iter()
+                .map(|(reason, (pieces, words))| {
+                    (reason.to_string(), serde_json::json!({"pieces": pieces, "words": words}))
+                })
+                .collect::<serde_json::Map<String, Value>>(),
         },
         "policy": {
             "policy": policy.policy.to_string(),

@@ -56,10 +56,17 @@ pub fn receive_payload_start(select: i64, tile: u32, paired: bool) -> i64 {
 /// items, 8-byte alignment, complete receiver pairs; the sender's partner
 /// must exist because its stream is blocked).
 pub fn paired_eligible(problem: &ExchangeProblem, piece: usize) -> bool {
+    pairing_refusal(problem, piece).is_none()
+}
+
+/// Why a piece may not move as paired 64-bit items (the first rule of
+/// [`paired_eligible`] it breaks, in words a user can act on), or `None`
+/// when it may.
+pub fn pairing_refusal(problem: &ExchangeProblem, piece: usize) -> Option<&'static str> {
     let words = problem.words[piece];
     if !words.is_multiple_of(PAIRED_ITEM_WORDS) || words / PAIRED_ITEM_WORDS < PAIRED_MINIMUM_ITEMS
     {
-        return false;
+        return Some("fewer than 64 whole 64-bit items");
     }
     let aligned = |address: super::problem::SymbolicAddress| {
         let allocation = problem.allocations[address.allocation as usize];
@@ -68,22 +75,33 @@ pub fn paired_eligible(problem: &ExchangeProblem, piece: usize) -> bool {
             && problem.bindings_keep_alignment(address.allocation, PAIRED_ALIGNMENT_BYTES)
     };
     let sender = problem.source_tile[piece];
-    if partner(sender) == sender
-        || partner(sender) >= problem.tiles
-        || !aligned(problem.source[piece])
-    {
-        return false;
+    if partner(sender) == sender || partner(sender) >= problem.tiles {
+        return Some("sender without a partner tile");
+    }
+    if !aligned(problem.source[piece]) {
+        return Some("source not 8-byte aligned");
     }
     let receives = problem.receives_of(piece);
-    let mut tiles = problem.destination_tile[receives.clone()].to_vec();
-    tiles.sort_unstable();
-    receives
+    if !receives
         .clone()
         .all(|receive| aligned(problem.destination[receive]))
-        && tiles.iter().all(|&tile| {
-            let other = partner(tile);
-            other != tile && tiles.binary_search(&other).is_ok()
-        })
+    {
+        return Some("destination not 8-byte aligned");
+    }
+    let mut tiles = problem.destination_tile[receives].to_vec();
+    tiles.sort_unstable();
+    let whole_pairs = tiles.iter().all(|&tile| {
+        let other = partner(tile);
+        other != tile && tiles.binary_search(&other).is_ok()
+    });
+    (!whole_pairs).then_some("receivers not whole partner pairs")
+}
+
+impl ExchangeProblem {
+    /// [`pairing_refusal`] of `piece`.
+    pub fn pairing_refusal(&self, piece: usize) -> Option<&'static str> {
+        pairing_refusal(self, piece)
+    }
 }
 
 /// Bytes a piece moves per receive.
