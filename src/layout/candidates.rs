@@ -150,7 +150,8 @@ pub struct Alignment {
 }
 
 /// The matrix-product candidates the search tries: the `cheapest` by the
-/// cost model, the plan with the least working memory, and for each
+/// cost model, the `cheapest` by [`MatMulPlan::paired_cycles`], the plan
+/// with the least working memory, and for each
 /// alignment the `aligned` cheapest whose blocks line up with it; each in
 /// the default tile order. Sorted by model cycles, deduplicated.
 pub fn matmul_search_candidates(
@@ -170,6 +171,19 @@ pub fn matmul_search_candidates(
         )
     });
     let mut chosen: Vec<MatMulPlan> = plans.iter().take(cheapest).copied().collect();
+    // The cheapest once a replicated block pairs (each is tried in its
+    // pairing order).
+    let mut by_paired = plans.clone();
+    by_paired.sort_by_key(|plan| {
+        (
+            plan.paired_cycles(),
+            plan.working_bytes,
+            plan.row_parts,
+            plan.col_parts,
+            plan.reduction_parts,
+        )
+    });
+    chosen.extend(by_paired.iter().take(cheapest).copied());
     if let Some(least) = plans
         .iter()
         .min_by_key(|plan| (plan.working_bytes, plan.cycles))

@@ -136,6 +136,21 @@ impl MatMulPlan {
     /// block (`block_rows x block_reduction` FP16, over the column parts)
     /// under `rkc`; neither even, the default order.
     pub fn pairing_order(&self) -> TileOrder {
+        self.pairing().0
+    }
+
+    /// `cycles` with the operand [`MatMulPlan::pairing_order`] pairs
+    /// received at half its words: what the plan may cost in that order
+    /// (the cost model itself prices the default order). The search ranks
+    /// candidates by it too, so that a partition whose only merit is a
+    /// pairable block is tried.
+    pub fn paired_cycles(&self) -> u64 {
+        self.cycles
+            .saturating_sub(exchange_cycles(self.pairing().1.div_ceil(2)))
+    }
+
+    /// The pairing order and the words of the block it pairs.
+    fn pairing(&self) -> (TileOrder, u64) {
         let pairs = |parts: u32| parts > 1 && parts.is_multiple_of(2);
         let weight_words = if pairs(self.row_parts) {
             u64::from(self.block_reduction) * u64::from(self.block_cols) / 4
@@ -148,9 +163,9 @@ impl MatMulPlan {
             0
         };
         match (weight_words, operand_words) {
-            (0, 0) => TileOrder::default(),
-            (weight, operand) if weight >= operand => TileOrder::ColumnsReductionRows,
-            _ => TileOrder::RowsReductionColumns,
+            (0, 0) => (TileOrder::default(), 0),
+            (weight, operand) if weight >= operand => (TileOrder::ColumnsReductionRows, weight),
+            (_, operand) => (TileOrder::RowsReductionColumns, operand),
         }
     }
 
@@ -715,6 +730,13 @@ mod tests {
         // Neither even: the default.
         let odd = matmul_partition(&qkv, 15, 23, 3).expect("15x23x3");
         assert_eq!(odd.pairing_order(), TileOrder::default());
+        // Paired, the weight block (288 x 152 FP8 = 10,944 words) takes
+        // half its events; unpaired, nothing changes.
+        assert_eq!(
+            rows_even.cycles - rows_even.paired_cycles(),
+            exchange_cycles(288 * 152 / 4 / 2)
+        );
+        assert_eq!(odd.paired_cycles(), odd.cycles);
         for (mut plan, paired_axis) in [(rows_even, 0), (cols_even, 1)] {
             plan.order = plan.pairing_order();
             let parts = [plan.row_parts, plan.col_parts, plan.reduction_parts];
