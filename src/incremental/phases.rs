@@ -603,7 +603,8 @@ pub struct PhaseFigures {
     pub transfers: u64,
     pub destinations: u64,
     pub horizon: u32,
-    /// The endpoint bound: max words one tile sends or receives.
+    /// The endpoint bound: max events one tile sends or receives (a piece
+    /// that may pair at half its words; `crate::schedule::Schedule`).
     pub lower_bound: u32,
     /// The latency-aware bound (`crate::schedule::bound`).
     pub latency_bound: u32,
