@@ -182,10 +182,22 @@ pub fn attention_formats(
     }
 }
 
-/// A `[1, 1, cols]` vector replicated next to every block of `output`.
-pub(super) fn broadcast_vector_format(output: &TensorFormat, precision: Precision) -> TensorFormat {
+/// A `[1, 1, cols]` vector replicated next to every block of `output` on a
+/// machine of `machine_tiles` tiles. A vector of one column block (a norm's
+/// parameters) long enough to be stored in pairable pieces also goes to the
+/// partner of every replica tile whose partner
+/// holds no replica, after the replicas the blocks use: such a tile reads
+/// nothing of it, but with it the replicas are whole partner pairs, so the
+/// broadcast's pieces may move as paired 64-bit items (half the events;
+/// IPU21.md). SigLIP's norms run on 729 tiles, and tile 728's partner is
+/// what lets all 729 receive paired.
+pub(super) fn broadcast_vector_format(
+    output: &TensorFormat,
+    precision: Precision,
+    machine_tiles: u32,
+) -> TensorFormat {
     let parts = output.parts();
-    let replicas = parts[0] * parts[1] * output.replicas;
+    let mut replicas = parts[0] * parts[1] * output.replicas;
     let mut tiles = Vec::with_capacity((parts[2] * replicas) as usize);
     for col_block in 0..parts[2] {
         for group_block in 0..parts[0] {
@@ -198,6 +210,20 @@ pub(super) fn broadcast_vector_format(output: &TensorFormat, precision: Precisio
                 }
             }
         }
+    }
+    // Only pieces of whole pairable size may pair (`vector_pieces`).
+    let pairable = output.block[2] * precision.bytes() >= 2 * PAIRABLE_VECTOR_PIECE_BYTES;
+    if parts[2] == 1 && pairable {
+        let mut users = tiles.clone();
+        users.sort_unstable();
+        users.dedup();
+        let partners: Vec<u32> = users
+            .iter()
+            .map(|&tile| partner(tile))
+            .filter(|&other| other < machine_tiles && users.binary_search(&other).is_err())
+            .collect();
+        replicas += partners.len() as u32;
+        tiles.extend(partners);
     }
     TensorFormat {
         shape: Shape::matrix(1, output.shape.cols),
@@ -245,9 +271,7 @@ pub(super) fn storage_format(
     let (pieces, alignment) = match required.order {
         ElementOrder::ColumnMajor => (replicas, 1),
         ElementOrder::RowMajor => (
-            replicas
-                .min(ceil_div(block_cols, VECTOR_STORAGE_PIECE))
-                .max(1),
+            replicas.min(vector_pieces(block_cols, required.precision)),
             // Pieces of whole 32-bit words.
             4 / required.precision.bytes().min(4),
         ),
@@ -389,6 +413,24 @@ fn home_avoiding(
 /// Smallest piece (elements) a replicated vector weight is stored in.
 pub const VECTOR_STORAGE_PIECE: u32 = 64;
 
+/// Bytes of the pieces a long vector block is stored in: 64 paired 64-bit
+/// items, the least that may move paired (IPU21.md).
+pub const PAIRABLE_VECTOR_PIECE_BYTES: u32 = 512;
+
+/// How many pieces a vector block of `block_cols` elements is stored in:
+/// pieces of `VECTOR_STORAGE_PIECE` elements, or, for a block of at least
+/// two pairable pieces, as many whole pairable pieces as fit (a norm's 1,152
+/// FP16 parameters: 4 pieces of 288 instead of 18 of 64, which could not
+/// pair).
+fn vector_pieces(block_cols: u32, precision: Precision) -> u32 {
+    let bytes = block_cols * precision.bytes();
+    if bytes >= 2 * PAIRABLE_VECTOR_PIECE_BYTES {
+        bytes / PAIRABLE_VECTOR_PIECE_BYTES
+    } else {
+        ceil_div(block_cols, VECTOR_STORAGE_PIECE).max(1)
+    }
+}
+
 /// A well-mixed rotation from a weight's name (FNV-1a), so that the homes
 /// of small weights spread over the tiles instead of piling onto the first.
 pub(super) fn name_rotation(name: &str) -> u32 {
@@ -486,11 +528,33 @@ mod tests {
     }
 
     #[test]
+    fn a_long_norm_vector_reaches_whole_pairs_in_pairable_pieces() {
+        // 1,152 FP16 parameters wanted on 9 row tiles (0..9) of 16: tile
+        // 8's partner 9 joins as a tenth replica, so every tile receiving
+        // the vector has its partner receiving it too, and it is stored in
+        // 4 pieces of 288 (576 bytes: 72 paired items) off those tiles.
+        let output = rows_on_first_tiles(9, 1152);
+        let wanted = broadcast_vector_format(&output, Precision::F16, 16);
+        assert_eq!(wanted.replicas, 10);
+        assert_eq!(wanted.tile(0, 9), 9);
+        let tiles: Vec<u32> = (0..10).map(|replica| wanted.tile(0, replica)).collect();
+        assert!(tiles.iter().all(|&tile| tiles.contains(&partner(tile))));
+        let storage = storage_format(&wanted, 5, 16);
+        assert_eq!(storage.block, [1, 1, 288]);
+        assert_eq!(storage.tiles.len(), 4);
+        assert_homed_off_their_users(&wanted, &storage, "norm");
+        // A short vector could not pair: no extra replica, pieces of 64.
+        let short = broadcast_vector_format(&rows_on_first_tiles(9, 256), Precision::F16, 16);
+        assert_eq!(short.replicas, 9);
+        assert_eq!(storage_format(&short, 5, 16).block, [1, 1, 64]);
+    }
+
+    #[test]
     fn vector_pieces_are_homed_on_tiles_that_do_not_use_them() {
         // A norm's 256-wide parameter, wanted whole on each of 8 row tiles
         // of a 16-tile machine: 4 pieces of 64, none on tiles 0..8.
         let output = rows_on_first_tiles(8, 256);
-        let wanted = broadcast_vector_format(&output, Precision::F16);
+        let wanted = broadcast_vector_format(&output, Precision::F16, 16);
         assert_eq!(wanted.replicas, 8);
         let storage = storage_format(&wanted, 5, 16);
         assert_eq!(storage.replicas, 1);
@@ -511,7 +575,7 @@ mod tests {
     #[test]
     fn vector_pieces_stay_on_replicas_when_every_tile_uses_them() {
         let output = rows_on_first_tiles(8, 256);
-        let wanted = broadcast_vector_format(&output, Precision::F16);
+        let wanted = broadcast_vector_format(&output, Precision::F16, 16);
         let storage = storage_format(&wanted, 5, 8);
         assert!(storage.tiles.iter().all(|&tile| tile < 8));
         assert_eq!(storage.tiles.len(), 4);
@@ -521,7 +585,7 @@ mod tests {
     fn a_bias_piece_is_homed_outside_its_column_blocks_replicas() {
         // A product 8x2x1 on 16 tiles: the bias's two column blocks are each
         // wanted on 8 tiles; each block's pieces live on the other block's.
-        let wanted = broadcast_vector_format(&row_blocks(8, 128, 64, 16), Precision::F16);
+        let wanted = broadcast_vector_format(&row_blocks(8, 128, 64, 16), Precision::F16, 16);
         assert_eq!(wanted.parts(), [1, 1, 2]);
         assert_eq!(wanted.replicas, 8);
         let storage = storage_format(&wanted, 0, 16);
@@ -533,7 +597,7 @@ mod tests {
         // 768 columns in blocks of 70 (the last one 68) on 4 row tiles
         // each: 44 of 64 tiles use the vector; its pieces of 36 columns
         // cross block boundaries.
-        let wanted = broadcast_vector_format(&row_blocks(4, 768, 70, 64), Precision::F16);
+        let wanted = broadcast_vector_format(&row_blocks(4, 768, 70, 64), Precision::F16, 64);
         assert_eq!(wanted.parts(), [1, 1, 11]);
         for rotation in 0..64 {
             let storage = storage_format(&wanted, rotation, 64);

@@ -440,7 +440,7 @@ fn on_eight_tiles_every_format_covers_its_value_and_every_op_reads_what_its_plan
                 for slot in [1, 2] {
                     assert_eq!(
                         format(op.inputs[slot]),
-                        &broadcast_vector_format(output, Precision::F16),
+                        &broadcast_vector_format(output, Precision::F16, tiles),
                         "{}",
                         op.name
                     );

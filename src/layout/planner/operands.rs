@@ -148,6 +148,7 @@ impl Planner<'_> {
                 (OpKind::LayerNorm { .. }, 1 | 2) => Some(broadcast_vector_format(
                     &output_format,
                     input_value.precision,
+                    self.settings.tiles,
                 )),
                 _ => Some(with_precision(&output_format, input_value.precision)),
             };
