@@ -21,5 +21,9 @@ pub mod validate;
 mod planner_tests;
 
 #[cfg(test)]
+#[path = "cost_tests.rs"]
+mod cost_tests;
+
+#[cfg(test)]
 #[path = "planner_override_tests.rs"]
 mod planner_override_tests;

@@ -1,0 +1,120 @@
+//! Tests of the cost model: plans cover their products and fit, memory
+//! budgets, attention splits and the pairing order.
+
+use super::cost::*;
+use crate::numerics::dot::Accumulation;
+
+fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
+    MatMulProblem {
+        m,
+        k,
+        n,
+        tiles,
+        working_budget: 400 * 1024,
+        accumulation: Accumulation::F32,
+        candidate_limit: 64,
+    }
+}
+
+#[test]
+fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
+    use crate::target::mapping::partner;
+    let qkv = problem(729, 1152, 3456, 1472);
+    // Even row parts and the larger weight block: rows innermost, so
+    // partners share every coordinate but the row, hence the weight.
+    let rows_even = matmul_partition(&qkv, 16, 23, 4).expect("16x23x4");
+    assert_eq!(rows_even.pairing_order(), TileOrder::ColumnsReductionRows);
+    // Odd row parts, even column parts: columns innermost, so partners
+    // share the activation block.
+    let cols_even = matmul_partition(&qkv, 15, 24, 4).expect("15x24x4");
+    assert_eq!(cols_even.pairing_order(), TileOrder::RowsReductionColumns);
+    // Neither even: the default.
+    let odd = matmul_partition(&qkv, 15, 23, 3).expect("15x23x3");
+    assert_eq!(odd.pairing_order(), TileOrder::default());
+    // Paired, the weight block (288 x 152 FP8 = 10,944 words) takes
+    // half its events; unpaired, nothing changes.
+    assert_eq!(
+        rows_even.cycles - rows_even.paired_cycles(),
+        exchange_cycles(288 * 152 / 4 / 2)
+    );
+    assert_eq!(odd.paired_cycles(), odd.cycles);
+    for (mut plan, paired_axis) in [(rows_even, 0), (cols_even, 1)] {
+        plan.order = plan.pairing_order();
+        let parts = [plan.row_parts, plan.col_parts, plan.reduction_parts];
+        for row in 0..parts[0] {
+            for col in 0..parts[1] {
+                for reduction in 0..parts[2] {
+                    let mut coordinate = [row, col, reduction];
+                    let tile = plan.tile(row, col, reduction);
+                    // The partner differs in the paired axis only.
+                    coordinate[paired_axis] ^= 1;
+                    let other = plan.tile(coordinate[0], coordinate[1], coordinate[2]);
+                    assert_eq!(partner(tile), other, "{plan:?} at {row},{col},{reduction}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn plan_covers_the_product_and_fits_the_machine() {
+    for (m, k, n, tiles) in [
+        (729, 1152, 3456, 1472),
+        (197, 768, 3072, 1472),
+        (17, 64, 256, 16),
+        (1, 1152, 1152, 1472),
+    ] {
+        let plan = plan_matmul(&problem(m, k, n, tiles)).expect("plan");
+        assert!(plan.tiles_used() <= tiles);
+        assert!(plan.row_parts * plan.block_rows >= m);
+        assert!(plan.col_parts * plan.block_cols >= n);
+        assert!(plan.reduction_parts * plan.block_reduction >= k);
+        assert_eq!(plan.block_rows % plan.reduction_parts, 0);
+    }
+}
+
+#[test]
+fn plan_is_not_a_fixed_grid() {
+    let wide = plan_matmul(&problem(729, 1152, 4304, 1472)).expect("plan");
+    let narrow = plan_matmul(&problem(1, 1152, 1152, 1472)).expect("plan");
+    assert_ne!(
+        (wide.row_parts, wide.reduction_parts),
+        (narrow.row_parts, narrow.reduction_parts)
+    );
+}
+
+#[test]
+fn too_small_budget_is_an_error() {
+    let mut tight = problem(729, 1152, 4304, 16);
+    tight.working_budget = 1024;
+    assert!(matches!(
+        plan_matmul(&tight),
+        Err(CostError::MatMulDoesNotFit { .. })
+    ));
+}
+
+#[test]
+fn attention_splits_keys_when_memory_is_tight() {
+    let mut attention = AttentionProblem {
+        groups: 16,
+        queries: 729,
+        keys: 729,
+        dimension: 72,
+        tiles: 1472,
+        working_budget: 400 * 1024,
+        forced_flash: None,
+    };
+    assert_eq!(
+        plan_attention(&attention).expect("plan").method,
+        AttentionMethod::Materialized
+    );
+    attention.working_budget = 100 * 1024;
+    let split = plan_attention(&attention).expect("plan");
+    assert!(split.key_parts > 1, "{split:?}");
+    assert!(split.working_bytes <= 100 * 1024);
+    attention.forced_flash = Some(true);
+    assert!(matches!(
+        plan_attention(&attention).expect("plan").method,
+        AttentionMethod::Flash { .. }
+    ));
+}
