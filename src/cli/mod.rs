@@ -348,9 +348,12 @@ pub enum Command {
     /// and kept when the real estimate beats the build's. Then, from there,
     /// local steps that try the next partitions of one
     /// matrix product or attention at a time (the cost model's cheapest,
+    /// the cheapest once a block that pairs is priced at half its words,
     /// the least memory, and those whose blocks line up with the value they
-    /// read or with whole heads), then the accepted partition's other tile
-    /// orders. A step is accepted only when the whole program, re-planned,
+    /// read or with whole heads; a product's in the tile order that lets
+    /// partner tiles share a replicated block, so it moves as paired 64-bit
+    /// transfers), then the accepted partition's other tile orders. A step
+    /// is accepted only when the whole program, re-planned,
     /// scheduled under the build's policy, placed and estimated, is cheaper
     /// and still fits. Each trial is an incremental rebuild; the result is
     /// kept in the persistent cache, so a second search of the same build
