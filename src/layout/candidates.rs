@@ -244,19 +244,7 @@ pub fn attention_search_candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::numerics::dot::Accumulation;
-
-    fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
-        MatMulProblem {
-            m,
-            k,
-            n,
-            tiles,
-            working_budget: 400 * 1024,
-            accumulation: Accumulation::F32,
-            candidate_limit: 64,
-        }
-    }
+    use crate::layout::cost_tests::problem;
 
     #[test]
     fn every_candidate_has_exactly_its_parts_and_fits() {

@@ -4,7 +4,9 @@
 use super::cost::*;
 use crate::numerics::dot::Accumulation;
 
-fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
+/// A product of `m x k` by `k x n` on `tiles` tiles with a 400 KiB working
+/// budget and FP32 partial sums (the candidates' tests share it).
+pub(super) fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
     MatMulProblem {
         m,
         k,
