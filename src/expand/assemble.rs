@@ -70,7 +70,6 @@ fn set_provenance(step: &mut Step, op: u32, value: Option<u32>) {
     }
 }
 
-/// Builds the low program. `expansions[i]` is the expansion of `layouts.ops[i]`.
 /// The Repeat's carry when it converts nothing: the op's index and the
 /// carried output it reads (same format and instances as the carried input
 /// it writes).
@@ -91,6 +90,7 @@ fn aliased_carry(layouts: &Layouts) -> Option<(usize, usize)> {
         .then_some((index, carry.inputs[0].0 as usize))
 }
 
+/// Builds the low program. `expansions[i]` is the expansion of `layouts.ops[i]`.
 pub fn assemble(layouts: &Layouts, expansions: &[&OpExpansion], tiles: u32) -> LowProgram {
     let carry = aliased_carry(layouts);
     let mut names = Names::default();

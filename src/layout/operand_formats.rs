@@ -284,6 +284,14 @@ pub(super) fn storage_format(
     let storage_col_parts = ceil_div(required.shape.cols, sub_cols);
     let mut tiles = Vec::with_capacity((parts[0] * parts[1] * storage_col_parts) as usize);
     let mut uses_block = vec![false; machine_tiles as usize];
+    // Per block of a matrix-unit weight: whether its replicas are whole
+    // partner pairs (then its pieces are homed off them).
+    let blocks_in_pairs: Vec<bool> = match required.order {
+        ElementOrder::ColumnMajor => (0..required.block_count())
+            .map(|block| replicas_in_pairs(required, block))
+            .collect(),
+        ElementOrder::RowMajor => Vec::new(),
+    };
     for group_block in 0..parts[0] {
         for row_block in 0..parts[1] {
             for storage_col in 0..storage_col_parts {
@@ -292,7 +300,7 @@ pub(super) fn storage_format(
                 let piece = (first_col - col_block * block_cols) / sub_cols;
                 let block = required.block_index(group_block, row_block, col_block);
                 let tile = match required.order {
-                    ElementOrder::ColumnMajor if replicas_in_pairs(required, block) => {
+                    ElementOrder::ColumnMajor if blocks_in_pairs[block as usize] => {
                         let choice = rotation.wrapping_add(block.wrapping_mul(replicas) + piece);
                         home_avoiding(required, &[block], choice, &mut uses_block)
                             .unwrap_or_else(|| required.tile(block, piece.min(replicas - 1)))
@@ -335,12 +343,13 @@ pub(super) fn storage_format(
 /// Whether every replica of `block` has its partner tile among the block's
 /// replicas (so a multicast to them all may pair).
 fn replicas_in_pairs(required: &TensorFormat, block: u32) -> bool {
-    let tiles: Vec<u32> = (0..required.replicas)
+    let mut tiles: Vec<u32> = (0..required.replicas)
         .map(|replica| required.tile(block, replica))
         .collect();
+    tiles.sort_unstable();
     tiles.iter().all(|&tile| {
         let other = partner(tile);
-        other != tile && tiles.contains(&other)
+        other != tile && tiles.binary_search(&other).is_ok()
     })
 }
 

@@ -159,19 +159,27 @@ pub fn validate(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), Va
             && schedule.receive_words.len() == tiles,
         "per-tile arrays",
     )?;
-    check_paired(problem, schedule)?;
+    // Once per piece: which paired pieces break a rule, and the bound.
+    let refusals: Vec<Option<&'static str>> = (0..pieces)
+        .map(|piece| pairing_refusal(problem, piece))
+        .collect();
+    check_paired(problem, schedule, &refusals)?;
     let sends = check_senders(problem, schedule)?;
     let ends = check_receivers(problem, schedule, &sends)?;
     check_hazards(problem, schedule)?;
-    check_totals(problem, schedule, ends)
+    check_totals(problem, schedule, ends, &refusals)
 }
 
-fn check_paired(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), ValidationError> {
-    for piece in 0..problem.pieces() {
+fn check_paired(
+    problem: &ExchangeProblem,
+    schedule: &Schedule,
+    refusals: &[Option<&'static str>],
+) -> Result<(), ValidationError> {
+    for (piece, refusal) in refusals.iter().enumerate() {
         if !schedule.paired[piece] {
             continue;
         }
-        if let Some(reason) = pairing_refusal(problem, piece) {
+        if let Some(reason) = *refusal {
             return Err(ValidationError::PairedIneligible {
                 piece,
                 tile: problem.source_tile[piece],
@@ -570,6 +578,7 @@ fn check_totals(
     problem: &ExchangeProblem,
     schedule: &Schedule,
     ends: Vec<i64>,
+    refusals: &[Option<&'static str>],
 ) -> Result<(), ValidationError> {
     for (tile, &expected) in ends.iter().enumerate() {
         if i64::from(schedule.tile_end[tile]) != expected {
@@ -589,14 +598,10 @@ fn check_totals(
     let mut received = vec![0u64; tiles];
     let mut sent_events = vec![0u64; tiles];
     let mut received_events = vec![0u64; tiles];
-    for piece in 0..problem.pieces() {
+    for (piece, refusal) in refusals.iter().enumerate() {
         let words = u64::from(problem.words[piece]);
         // The shortest a piece can take: half its words when it may pair.
-        let events = if pairing_refusal(problem, piece).is_none() {
-            words / 2
-        } else {
-            words
-        };
+        let events = if refusal.is_none() { words / 2 } else { words };
         let sender = problem.source_tile[piece] as usize;
         sent[sender] += words;
         sent_events[sender] += events;
