@@ -747,12 +747,24 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
             .find(|(op, _)| op == name)
             .map(|(_, partition)| partition.clone())
     };
-    // The pair: the down projection split by reduction alone, into as many
-    // parts as the up projection has column blocks.
-    let up = partition("layer.mlp.up").expect("an up projection plan");
+    // An op's partition in the beam's plan: where the first local step
+    // that changed it started, else where the search ended.
+    let beam_partition = |name: &str| {
+        outcome
+            .steps
+            .iter()
+            .find(|step| step.op == name)
+            .map(|step| step.from.clone())
+            .or_else(|| partition(name))
+    };
+    // The pair, in the beam's plan: the down projection split by reduction
+    // alone, into as many parts as the up projection has column blocks.
+    // (A local step may trade it for a plan the real estimate prices
+    // lower: since reduced slices may be ragged, `1x2x8/rkc`.)
+    let up = beam_partition("layer.mlp.up").expect("an up projection plan");
     let up_columns = up.split('x').nth(1).expect("ROWSxCOLSxREDUCTION");
     assert_eq!(
-        partition("layer.mlp.down"),
+        beam_partition("layer.mlp.down"),
         Some(format!("1x1x{up_columns}")),
         "{outcome:?}"
     );
@@ -771,12 +783,23 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
         built.back.expect("back").headline.total_cycles,
         outcome.best_cycles
     );
-    let layouts = plain.layouts().expect("layouts");
+    // The beam's plan, built: the pair's operand conversion moves nothing
+    // over the exchange.
+    let sets: Vec<String> = outcome
+        .overrides
+        .iter()
+        .map(|(op, _)| format!("layout.override.{op}={}", beam_partition(op).expect("plan")))
+        .chain([wide.to_string()])
+        .collect();
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let mut paired = Session::new(&query(file, &sets));
+    paired.build().expect("plain build of the beam's plan");
+    let layouts = paired.layouts().expect("layouts");
     let position = layouts
         .ops
         .iter()
         .position(|op| op.name == "layer.mlp.down.a.rearrange")
         .expect("conversion");
-    let counts = step_counts(&plain.op_expansions().expect("expansions")[position]);
+    let counts = step_counts(&paired.op_expansions().expect("expansions")[position]);
     assert_eq!(counts.transfers, 0, "{counts:?}");
 }

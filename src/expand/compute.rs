@@ -39,8 +39,9 @@ pub fn element_type(precision: Precision) -> ElementType {
     }
 }
 
-/// Byte sizes of a split product's partial sums: one row, and one slice
-/// (the `block_rows / reduction_parts` rows a tile reduces).
+/// Byte sizes of a split product's partial sums: one row, and the largest
+/// slice (the most rows a tile reduces, `MatMulPlan::slice_rows`): each
+/// received slice's slot.
 struct PartialSums {
     line: u32,
     slice: u32,
@@ -49,11 +50,17 @@ struct PartialSums {
 impl PartialSums {
     fn of(plan: &MatMulPlan) -> PartialSums {
         let line = plan.block_cols * plan.partial_bytes();
-        let slice_rows = plan.block_rows / plan.reduction_parts;
         PartialSums {
             line,
-            slice: slice_rows * line,
+            slice: plan.slice_rows() * line,
         }
+    }
+
+    /// Byte offset and length of slice `slice` of row block `row_block`
+    /// in a tile's partial sums, for an `m`-row product.
+    fn slice_span(&self, plan: &MatMulPlan, m: u32, row_block: u32, slice: u32) -> (u32, u32) {
+        let (first_row, rows) = plan.slice(m, row_block, slice);
+        (first_row * self.line, rows * self.line)
     }
 }
 
@@ -83,18 +90,21 @@ pub fn expand_matmul(
         parts: pk,
     };
     let tile = |i: u32, j: u32, k: u32| plan.tile(i, j, k);
-    let slice_bytes = PartialSums::of(plan).slice;
+    let sums = PartialSums::of(plan);
+    let m = inputs[0].shape.rows;
     let output_row_parts = output.parts()[1];
     let received = received_partials(
         builder,
         grid,
         tile,
         |i, _, s| i * pk + s < output_row_parts,
-        slice_bytes,
+        sums.slice,
     );
-    let transfers = partial_transfers(grid, tile, &partials, &received, slice_bytes);
+    let transfers = partial_transfers(grid, tile, &partials, &received, sums.slice, |i, s| {
+        sums.slice_span(plan, m, i, s)
+    });
     builder.exchange(Reason::PartialExchange, transfers);
-    let runs = reduce_bias_runs(builder, plan, inputs[2], output, (&partials, &received));
+    let runs = reduce_bias_runs(builder, plan, (inputs[2], output), (&partials, &received));
     builder.push(Step::Kernels {
         provenance: local_provenance(Reason::Compute),
         runs,
@@ -197,15 +207,13 @@ fn product_output(
 fn reduce_bias_runs(
     builder: &mut ExpansionBuilder,
     plan: &MatMulPlan,
-    bias: &TensorFormat,
-    output: &TensorFormat,
+    (bias, output): (&TensorFormat, &TensorFormat),
     (partials, received): (&[Location], &[Option<Location>]),
 ) -> Vec<KernelRun> {
     let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);
-    let PartialSums {
-        line: partial_line,
-        slice: slice_bytes,
-    } = PartialSums::of(plan);
+    let sums = PartialSums::of(plan);
+    let (partial_line, slot_bytes) = (sums.line, sums.slice);
+    let m = output.shape.rows;
     let coordinate = |i: u32, j: u32, k: u32| ((i * pn + j) * pk + k) as usize;
     let partial_type = match plan.accumulation {
         Accumulation::F32 => ElementType::F32,
@@ -221,23 +229,21 @@ fn reduce_bias_runs(
                 let output_block = output.block_index(0, i * pk + s, j);
                 let extent = output.valid_extent(output_block);
                 let local = partials[coordinate(i, j, s)];
+                let (offset, slice_bytes) = sums.slice_span(plan, m, i, s);
                 runs.push(KernelRun {
                     tile: plan.tile(i, j, s),
                     kernel: Kernel::ReduceBias {
                         local: Operand {
-                            location: Location {
-                                offset: s * slice_bytes,
-                                ..local
-                            },
+                            location: Location { offset, ..local },
                             line: partial_line,
                             matrix: slice_bytes,
                         },
                         received: Operand {
                             location: buffer,
                             line: partial_line,
-                            matrix: slice_bytes,
+                            matrix: slot_bytes,
                         },
-                        received_slice_bytes: slice_bytes,
+                        received_slice_bytes: slot_bytes,
                         count: pk,
                         partial: partial_type,
                         bias: operand(builder, 2, bias, j, i * pk + s),
@@ -306,7 +312,9 @@ pub fn expand_attention(
         |_, query_block, slice| query_block * key_parts + slice < output_row_parts,
         slice_bytes,
     );
-    let transfers = partial_transfers(grid, tile, &partials, &received, slice_bytes);
+    let transfers = partial_transfers(grid, tile, &partials, &received, slice_bytes, |_, s| {
+        (s * slice_bytes, slice_bytes)
+    });
     builder.exchange(Reason::PartialExchange, transfers);
     let runs = combine_runs(builder, plan, inputs[0], output, (&partials, &received));
     builder.push(Step::Kernels {
@@ -499,7 +507,7 @@ pub fn expand_blockwise(
                     groups: valid[0],
                     rows: valid[1],
                     cols: valid[2],
-                    first_row: position[1] * output.block[1],
+                    first_row: output.block_start(1, position[1]),
                     first_col: position[2] * output.block[2],
                     head_dim: output.shape.cols,
                     grid: *grid,

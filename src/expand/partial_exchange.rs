@@ -55,14 +55,16 @@ pub(super) fn received_partials(
 }
 
 /// The transfers of the reduce-scatter: part `part` of every block sends
-/// its row slice `slice` (of `slice_bytes`) to the tile of part `slice`,
-/// into the buffer's position of `part` among the senders.
+/// its row slice `slice` (at the byte offset and of the length that
+/// `span(outer, slice)` gives) to the tile of part `slice`, into the
+/// buffer's slot (of `slot_bytes`) of `part` among the senders.
 pub(super) fn partial_transfers(
     grid: PartialGrid,
     tile: impl Fn(u32, u32, u32) -> u32,
     partials: &[Location],
     received: &[Option<Location>],
-    slice_bytes: u32,
+    slot_bytes: u32,
+    span: impl Fn(u32, u32) -> (u32, u32),
 ) -> TransferList {
     let mut transfers = TransferList::default();
     for outer in 0..grid.outer {
@@ -77,17 +79,15 @@ pub(super) fn partial_transfers(
                     };
                     let position = if part < slice { part } else { part - 1 };
                     let source = partials[grid.index(outer, middle, part)];
+                    let (offset, bytes) = span(outer, slice);
                     transfers.push(
                         tile(outer, middle, part),
-                        Location {
-                            offset: slice * slice_bytes,
-                            ..source
-                        },
-                        slice_bytes / 4,
+                        Location { offset, ..source },
+                        bytes / 4,
                         &[Destination {
                             tile: tile(outer, middle, slice),
                             location: Location {
-                                offset: position * slice_bytes,
+                                offset: position * slot_bytes,
                                 ..buffer
                             },
                         }],

@@ -317,10 +317,10 @@ impl BlockMovement<'_> {
             for col in 0..valid[2] {
                 let global_group = position[0] * output.block[0] + group;
                 let global_col = position[2] * output.block[2] + col;
-                let mut row = position[1] * output.block[1];
+                let mut row = output.block_start(1, position[1]);
                 let end = row + valid[1];
                 while row < end {
-                    let piece_end = end.min((row / source.block[1] + 1) * source.block[1]);
+                    let piece_end = end.min(source.row_block_end(row));
                     let located = source.locate(global_group, row, global_col);
                     let destination_offset = output.locate(global_group, row, global_col).offset;
                     let mut bytes = (piece_end - row) * element_bytes;
@@ -361,7 +361,7 @@ impl BlockMovement<'_> {
         for group in 0..valid[0] {
             for row in 0..valid[1] {
                 let global_group = position[0] * output.block[0] + group;
-                let global_row = position[1] * output.block[1] + row;
+                let global_row = output.block_start(1, position[1]) + row;
                 let first_col = position[2] * output.block[2];
                 let end_col = first_col + valid[2];
                 let row_offset = output.locate(global_group, global_row, first_col).offset;

@@ -7,9 +7,11 @@
 //! one costing per distinct problem. It does not build formats or know about
 //! the graph.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
-use super::format::{ceil_div, round_up};
+use super::format::{balanced_start, ceil_div, round_up};
 use crate::numerics::dot::Accumulation;
 use crate::target::costs;
 
@@ -177,6 +179,51 @@ impl MatMulPlan {
         )
     }
 
+    /// Whether the reduced slices are ragged: the row blocks are not a
+    /// multiple of `reduction_parts` rows, so each block's rows are dealt
+    /// into balanced slices (the output format's `row_starts`).
+    pub fn ragged_slices(&self) -> bool {
+        self.reduction_parts > 1 && !self.block_rows.is_multiple_of(self.reduction_parts)
+    }
+
+    /// The most rows one reduced slice holds.
+    pub fn slice_rows(&self) -> u32 {
+        ceil_div(self.block_rows, self.reduction_parts)
+    }
+
+    /// Reduced slice `slice` of row block `row_block` of an `m`-row product:
+    /// its first row inside the block and its row count. Even slices are
+    /// `slice_rows` each (the output's edge clips the last); ragged ones
+    /// deal the block's rows out balanced, the first ones a row longer.
+    pub fn slice(&self, m: u32, row_block: u32, slice: u32) -> (u32, u32) {
+        let parts = self.reduction_parts;
+        if !self.ragged_slices() {
+            let rows = self.slice_rows();
+            return (slice * rows, rows);
+        }
+        let block_rows = self
+            .block_rows
+            .min(m.saturating_sub(row_block * self.block_rows));
+        let start = balanced_start(block_rows, parts, slice);
+        (start, balanced_start(block_rows, parts, slice + 1) - start)
+    }
+
+    /// The first row of every reduced slice of an `m`-row product, then
+    /// `m`, when the slices are ragged (`None` when they are even).
+    pub fn output_row_starts(&self, m: u32) -> Option<Arc<[u32]>> {
+        if !self.ragged_slices() {
+            return None;
+        }
+        let mut starts = Vec::with_capacity((self.row_parts * self.reduction_parts + 1) as usize);
+        for row_block in 0..self.row_parts {
+            for slice in 0..self.reduction_parts {
+                starts.push(row_block * self.block_rows + self.slice(m, row_block, slice).0);
+            }
+        }
+        starts.push(m);
+        Some(Arc::from(starts))
+    }
+
     pub fn partial_bytes(&self) -> u32 {
         match self.accumulation {
             Accumulation::F32 => 4,
@@ -194,7 +241,7 @@ impl MatMulPlan {
             u64::from(self.reduction_parts),
         );
         let partial = u64::from(self.partial_bytes());
-        let slice_rows = rows / parts;
+        let slice_rows = u64::from(self.slice_rows());
         vec![
             ("input block (FP16)", rows * reduction * 2),
             (
@@ -284,7 +331,17 @@ pub fn matmul_partition(
     {
         return None;
     }
-    let block_rows = round_up(ceil_div(problem.m, row_parts), reduction_parts);
+    // Row blocks of `ceil(m / row_parts)` rows; each is reduce-scattered
+    // in `reduction_parts` balanced slices (`MatMulPlan::slice`) when every
+    // block has a row per slice, else (a short last block) the blocks are
+    // padded to a multiple of `reduction_parts` rows and sliced evenly.
+    let even_rows = ceil_div(problem.m, row_parts);
+    let last_rows = problem.m - (ceil_div(problem.m, even_rows) - 1) * even_rows;
+    let block_rows = if last_rows >= reduction_parts {
+        even_rows
+    } else {
+        round_up(even_rows, reduction_parts)
+    };
     // FP8 weight columns are exchanged as whole 32-bit words.
     let block_reduction = round_up(ceil_div(problem.k, reduction_parts), 4);
     let block_cols = round_up(ceil_div(problem.n, col_parts_wanted), 2);
@@ -304,7 +361,7 @@ pub fn matmul_partition(
         block_cols as u64,
         reduction_parts as u64,
     );
-    let slice_rows = bm / pk;
+    let slice_rows = bm.div_ceil(pk);
     let compute = bm * bk * bn / costs::MATRIX_FP8_MACS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES;
     let operand_words = bm * bk * 2 / 4;
     let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };

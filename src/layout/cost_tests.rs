@@ -71,7 +71,24 @@ fn plan_covers_the_product_and_fits_the_machine() {
         assert!(plan.row_parts * plan.block_rows >= m);
         assert!(plan.col_parts * plan.block_cols >= n);
         assert!(plan.reduction_parts * plan.block_reduction >= k);
-        assert_eq!(plan.block_rows % plan.reduction_parts, 0);
+        // Every reduced slice holds a row: each block's rows deal out over
+        // the reduction parts (ragged), or the blocks are padded to a
+        // multiple of them (even).
+        let last_rows = m - (plan.row_parts - 1) * plan.block_rows;
+        assert!(
+            plan.block_rows.is_multiple_of(plan.reduction_parts)
+                || last_rows >= plan.reduction_parts,
+            "{plan:?}"
+        );
+        let sliced: u32 = (0..plan.row_parts)
+            .flat_map(|row_block| (0..plan.reduction_parts).map(move |slice| (row_block, slice)))
+            .map(|(row_block, slice)| plan.slice(m, row_block, slice).1)
+            .sum();
+        if plan.ragged_slices() {
+            assert_eq!(sliced, m, "{plan:?}");
+        } else {
+            assert!(sliced >= m, "{plan:?}");
+        }
     }
 }
 
@@ -119,4 +136,42 @@ fn attention_splits_keys_when_memory_is_tight() {
         plan_attention(&attention).expect("plan").method,
         AttentionMethod::Flash { .. }
     ));
+}
+
+/// PE-Core's 577 tokens over 14 row parts and 4 reduction parts: blocks
+/// of 42 rows (no longer padded to 44, a multiple of the reduction
+/// parts), each reduce-scattered in balanced slices (11, 11, 10, 10; the
+/// last block's 31 rows as 8, 8, 8, 7), which the output format's row
+/// starts name; a block too short for a row per slice keeps the even
+/// slices of a padded block.
+#[test]
+fn row_blocks_are_not_padded_to_the_reduction_parts() {
+    let qkv = problem(577, 1024, 3072, 1472);
+    let plan = matmul_partition(&qkv, 14, 26, 4).expect("14x26x4");
+    assert_eq!((plan.row_parts, plan.block_rows), (14, 42));
+    assert!(plan.ragged_slices());
+    assert_eq!(plan.slice_rows(), 11);
+    let slices: Vec<(u32, u32)> = (0..4).map(|slice| plan.slice(577, 0, slice)).collect();
+    assert_eq!(slices, [(0, 11), (11, 11), (22, 10), (32, 10)]);
+    let last: Vec<(u32, u32)> = (0..4).map(|slice| plan.slice(577, 13, slice)).collect();
+    assert_eq!(last, [(0, 8), (8, 8), (16, 8), (24, 7)]);
+    let starts = plan.output_row_starts(577).expect("ragged");
+    assert_eq!(starts.len(), 14 * 4 + 1);
+    assert_eq!(&starts[..5], &[0, 11, 22, 32, 42]);
+    assert_eq!(starts[starts.len() - 2..], [570, 577]);
+    // The same partition padded to 44 rows computed 44 x 256 x 120 per
+    // tile; 42 rows is the cheaper plan.
+    let padded_compute = 44 * 256 * 120 / 128;
+    let compute = u64::from(plan.block_rows * plan.block_reduction * plan.block_cols) / 128;
+    assert!(compute < padded_compute);
+    // Even blocks keep even slices and no row starts.
+    let even = matmul_partition(&problem(576, 1024, 3072, 1472), 12, 30, 4).expect("12x30x4");
+    assert!(!even.ragged_slices());
+    assert_eq!(even.slice(576, 3, 2), (24, 12));
+    assert_eq!(even.output_row_starts(576), None);
+    // One row over eight reduction parts: padded to eight rows, sliced
+    // one row each (the slices past the product's row exist nowhere).
+    let probe = matmul_partition(&problem(1, 1024, 1024, 1472), 1, 128, 8).expect("1x128x8");
+    assert_eq!(probe.block_rows, 8);
+    assert!(!probe.ragged_slices());
 }

@@ -2,7 +2,9 @@
 //!
 //! A value of shape `[groups, rows, cols]` is cut into equal blocks of
 //! `block = [groups, rows, cols]` (edge blocks are padded to the full block
-//! size). Each block lives on one or more tiles (`replicas`), listed in an
+//! size), or, along rows, at explicit `row_starts` (ragged row blocks of at
+//! most `block[1]` rows: a split product's reduced slices, which need not
+//! divide its row blocks evenly). Each block lives on one or more tiles (`replicas`), listed in an
 //! explicit tile table, so any partition/replication pattern an operator plan
 //! wants can be expressed without a closed-form mapping. Inside a block the
 //! elements are stored row-major or column-major, with each row (or column)
@@ -37,10 +39,25 @@ pub struct TensorFormat {
     pub block: [u32; 3],
     pub replicas: u32,
     pub class: MemoryClass,
+    /// The first row of every row block, then `shape.rows`, when row blocks
+    /// are ragged; `None` when they are `block[1]` rows each. A ragged block
+    /// holds at most `block[1]` rows and is padded to that size.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_row_starts"
+    )]
+    pub row_starts: Option<Arc<[u32]>>,
     /// `tiles[block_index * replicas + replica]`; `block_index` is
     /// `(group_block * row_parts + row_block) * col_parts + col_block`.
     #[serde(skip)]
     pub tiles: Arc<[u32]>,
+}
+
+fn serialize_row_starts<S: serde::Serializer>(
+    starts: &Option<Arc<[u32]>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    starts.as_deref().serialize(serializer)
 }
 
 pub fn ceil_div(value: u32, divisor: u32) -> u32 {
@@ -49,6 +66,13 @@ pub fn ceil_div(value: u32, divisor: u32) -> u32 {
 
 pub fn round_up(value: u32, multiple: u32) -> u32 {
     value.div_ceil(multiple) * multiple
+}
+
+/// The first of `total` items that part `index` of `parts` balanced parts
+/// holds: the first `total % parts` parts hold one item more.
+pub fn balanced_start(total: u32, parts: u32, index: u32) -> u32 {
+    let parts = parts.max(1);
+    index * (total / parts) + index.min(total % parts)
 }
 
 /// Where one element run of a block lives.
@@ -89,6 +113,7 @@ impl TensorFormat {
             block,
             replicas,
             class,
+            row_starts: None,
             tiles,
         }
     }
@@ -96,9 +121,39 @@ impl TensorFormat {
     pub fn parts(&self) -> [u32; 3] {
         [
             ceil_div(self.shape.groups, self.block[0]),
-            ceil_div(self.shape.rows, self.block[1]),
+            match &self.row_starts {
+                Some(starts) => starts.len().saturating_sub(1) as u32,
+                None => ceil_div(self.shape.rows, self.block[1]),
+            },
             ceil_div(self.shape.cols, self.block[2]),
         ]
+    }
+
+    /// The first element along `axis` of block position `position` on it.
+    pub fn block_start(&self, axis: usize, position: u32) -> u32 {
+        match &self.row_starts {
+            Some(starts) if axis == 1 => starts[position as usize],
+            _ => position * self.block[axis],
+        }
+    }
+
+    /// The row block holding `row`.
+    pub fn row_block(&self, row: u32) -> u32 {
+        match &self.row_starts {
+            Some(starts) => {
+                (starts.partition_point(|&start| start <= row) as u32).saturating_sub(1)
+            }
+            None => row / self.block[1],
+        }
+    }
+
+    /// One past the last row of the row block holding `row`.
+    pub fn row_block_end(&self, row: u32) -> u32 {
+        let block = self.row_block(row);
+        match &self.row_starts {
+            Some(starts) => starts[block as usize + 1],
+            None => (block + 1) * self.block[1],
+        }
     }
 
     pub fn block_count(&self) -> u32 {
@@ -159,8 +214,12 @@ impl TensorFormat {
         let extents = [self.shape.groups, self.shape.rows, self.shape.cols];
         let mut valid = [0; 3];
         for axis in 0..3 {
-            let start = position[axis] * self.block[axis];
-            valid[axis] = self.block[axis].min(extents[axis].saturating_sub(start));
+            let start = self.block_start(axis, position[axis]);
+            let end = match &self.row_starts {
+                Some(starts) if axis == 1 => starts[position[axis] as usize + 1],
+                _ => extents[axis],
+            };
+            valid[axis] = self.block[axis].min(end.saturating_sub(start));
         }
         valid
     }
@@ -176,7 +235,7 @@ impl TensorFormat {
                 for col in 0..valid[2] {
                     let (g, r, c) = (
                         position[0] * self.block[0] + group,
-                        position[1] * self.block[1] + row,
+                        self.block_start(1, position[1]) + row,
                         position[2] * self.block[2] + col,
                     );
                     let index = ((g * self.shape.rows + r) * self.shape.cols + c) as usize;
@@ -188,14 +247,11 @@ impl TensorFormat {
 
     /// Block and byte offset of element `(group, row, col)`.
     pub fn locate(&self, group: u32, row: u32, col: u32) -> BlockCoordinate {
-        let block_index = self.block_index(
-            group / self.block[0],
-            row / self.block[1],
-            col / self.block[2],
-        );
+        let row_block = self.row_block(row);
+        let block_index = self.block_index(group / self.block[0], row_block, col / self.block[2]);
         let (local_group, local_row, local_col) = (
             group % self.block[0],
-            row % self.block[1],
+            row - self.block_start(1, row_block),
             col % self.block[2],
         );
         let offset = local_group * self.matrix_bytes()
@@ -232,6 +288,7 @@ impl TensorFormat {
             && self.precision == other.precision
             && self.order == other.order
             && self.block == other.block
+            && self.row_starts == other.row_starts
     }
 }
 
@@ -257,6 +314,53 @@ mod tests {
         assert_eq!(coordinate.block_index, 4);
         assert_eq!(coordinate.offset, 8 + 2);
         assert_eq!(format.valid_extent(8), [1, 1, 1]);
+    }
+
+    /// Seven rows cut at 0, 3, 5 and 7: blocks of 3, 2 and 2 rows, each
+    /// padded to three rows; every element is found in its own block.
+    #[test]
+    fn ragged_row_blocks_locate_and_visit_every_element_once() {
+        let format = TensorFormat {
+            row_starts: Some(Arc::from(vec![0, 3, 5, 7])),
+            ..TensorFormat::sequential(
+                Shape::matrix(7, 2),
+                Precision::F16,
+                ElementOrder::RowMajor,
+                [1, 3, 2],
+                1,
+                MemoryClass::Standard,
+                64,
+            )
+        };
+        assert_eq!(format.parts(), [1, 3, 1]);
+        assert_eq!(format.block_bytes(), 12);
+        assert_eq!(format.valid_extent(0), [1, 3, 2]);
+        assert_eq!(format.valid_extent(1), [1, 2, 2]);
+        assert_eq!(format.valid_extent(2), [1, 2, 2]);
+        assert_eq!(format.row_block(4), 1);
+        assert_eq!(format.row_block_end(4), 5);
+        let coordinate = format.locate(0, 5, 1);
+        assert_eq!(coordinate.block_index, 2);
+        assert_eq!(coordinate.offset, 2);
+        let mut seen = vec![0u32; 14];
+        for block in 0..format.block_count() {
+            format.for_each_element(block, |offset, index| {
+                let (row, col) = (index as u32 / 2, index as u32 % 2);
+                let located = format.locate(0, row, col);
+                assert_eq!(
+                    (located.block_index, located.offset as usize),
+                    (block, offset)
+                );
+                seen[index] += 1;
+            });
+        }
+        assert!(seen.iter().all(|&count| count == 1), "{seen:?}");
+        assert!(!format.same_blocking(&TensorFormat {
+            row_starts: None,
+            ..format.clone()
+        }));
+        assert_eq!(balanced_start(42, 4, 2), 22);
+        assert_eq!(balanced_start(42, 4, 4), 42);
     }
 
     #[test]

@@ -64,8 +64,12 @@ pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormat
             }
         }
     }
-    let slice_rows = plan.block_rows / pk;
-    let output_row_parts = ceil_div(m, slice_rows);
+    let slice_rows = plan.slice_rows();
+    let output_row_starts = plan.output_row_starts(m);
+    let output_row_parts = match &output_row_starts {
+        Some(starts) => starts.len() as u32 - 1,
+        None => ceil_div(m, slice_rows),
+    };
     let mut output_tiles = Vec::with_capacity((output_row_parts * pn) as usize);
     for row_block in 0..output_row_parts {
         for j in 0..pn {
@@ -80,6 +84,7 @@ pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormat
             block: [1, plan.block_rows, plan.block_reduction],
             replicas: pn,
             class: MemoryClass::Interleaved,
+            row_starts: None,
             tiles: Arc::from(a_tiles),
         },
         weight: TensorFormat {
@@ -89,6 +94,7 @@ pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormat
             block: [1, plan.block_reduction, plan.block_cols],
             replicas: pm,
             class: MemoryClass::Interleaved,
+            row_starts: None,
             tiles: Arc::from(weight_tiles),
         },
         bias: TensorFormat {
@@ -98,6 +104,7 @@ pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormat
             block: [1, 1, plan.block_cols],
             replicas: pm * pk,
             class: MemoryClass::Standard,
+            row_starts: None,
             tiles: Arc::from(bias_tiles),
         },
         output: TensorFormat {
@@ -107,6 +114,7 @@ pub fn matmul_formats(plan: &MatMulPlan, m: u32, k: u32, n: u32) -> MatMulFormat
             block: [1, slice_rows, plan.block_cols],
             replicas: 1,
             class: MemoryClass::Standard,
+            row_starts: output_row_starts,
             tiles: Arc::from(output_tiles),
         },
     }
@@ -158,6 +166,7 @@ pub fn attention_formats(
         block,
         replicas,
         class: MemoryClass::Standard,
+        row_starts: None,
         tiles: Arc::from(tiles),
     };
     AttentionFormats {
@@ -232,6 +241,7 @@ pub(super) fn broadcast_vector_format(
         block: [1, 1, output.block[2]],
         replicas,
         class: MemoryClass::Standard,
+        row_starts: None,
         tiles: Arc::from(tiles),
     }
 }
@@ -624,6 +634,7 @@ mod tests {
             block: [1, 64, 64],
             replicas: 4,
             class: MemoryClass::Interleaved,
+            row_starts: None,
             tiles: Arc::from(vec![3, 5, 7, 9]),
         };
         let storage = storage_format(&wanted, 11, 16);

@@ -28,7 +28,25 @@ fn check_format(name: &str, format: &TensorFormat, tiles: u32) -> Result<(), Lay
     }
     let parts = format.parts();
     let extents = [format.shape.groups, format.shape.rows, format.shape.cols];
+    if let Some(starts) = &format.row_starts {
+        // Ragged rows: from 0 to the last row, each block non-empty and no
+        // larger than the padded block.
+        let ordered = starts
+            .windows(2)
+            .all(|pair| pair[0] < pair[1] && pair[1] - pair[0] <= format.block[1]);
+        if starts.first() != Some(&0) || starts.last() != Some(&extents[1]) || !ordered {
+            return Err(problem(format!(
+                "row starts {:?} do not cut {} rows into blocks of 1 to {}",
+                &starts[..starts.len().min(8)],
+                extents[1],
+                format.block[1]
+            )));
+        }
+    }
     for axis in 0..3 {
+        if axis == 1 && format.row_starts.is_some() {
+            continue;
+        }
         if parts[axis] * format.block[axis] < extents[axis]
             || (parts[axis] - 1) * format.block[axis] >= extents[axis].max(1)
         {
@@ -120,6 +138,39 @@ pub fn check_layouts(layouts: &Layouts, tiles: u32) -> Result<(), LayoutCheckErr
                         }
                     }
                 }
+                // Each output row block is a slice its reduce tile sums:
+                // inside the row block of the operand the product read.
+                let pk = plan.reduction_parts;
+                for row_block in 0..output.parts()[1] {
+                    let (first, valid) = (
+                        output.block_start(1, row_block),
+                        output.valid_extent(output.block_index(0, row_block, 0))[1],
+                    );
+                    let source = row_block / pk;
+                    let (source_first, source_rows) = (
+                        a.block_start(1, source),
+                        a.valid_extent(a.block_index(0, source, 0))[1],
+                    );
+                    if source >= plan.row_parts
+                        || first < source_first
+                        || first + valid > source_first + source_rows
+                    {
+                        return Err(problem(format!(
+                            "output rows {first}..{} are not inside operand row block {source} \
+                             ({source_first}..{})",
+                            first + valid,
+                            source_first + source_rows
+                        )));
+                    }
+                    for j in 0..plan.col_parts {
+                        let tile = plan.tile(source, j, row_block % pk);
+                        if output.tile(output.block_index(0, row_block, j), 0) != tile {
+                            return Err(problem(format!(
+                                "output block ({row_block}, {j}) is not on its reduce tile {tile}"
+                            )));
+                        }
+                    }
+                }
             }
             (OpPlan::Attention(plan), OpKind::Attention { .. }) => {
                 let (query, key, value) = (input(0), input(1), input(2));
@@ -154,6 +205,7 @@ pub fn check_layouts(layouts: &Layouts, tiles: u32) -> Result<(), LayoutCheckErr
                     let operand = input(slot);
                     same_shape(&op.name, "operand", operand.shape, output.shape)?;
                     if operand.block != output.block
+                        || operand.row_starts != output.row_starts
                         || operand.tiles != output.tiles
                         || operand.replicas != output.replicas
                     {
@@ -179,4 +231,51 @@ pub fn check_layouts(layouts: &Layouts, tiles: u32) -> Result<(), LayoutCheckErr
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::layout::format::{ElementOrder, MemoryClass};
+    use crate::model::graph::Precision;
+
+    fn rows_cut_at(starts: &[u32], block_rows: u32) -> TensorFormat {
+        let uniform = TensorFormat::sequential(
+            Shape::matrix(7, 2),
+            Precision::F16,
+            ElementOrder::RowMajor,
+            [1, block_rows, 2],
+            1,
+            MemoryClass::Standard,
+            16,
+        );
+        let blocks = starts.len() as u32 - 1;
+        TensorFormat {
+            row_starts: Some(Arc::from(starts.to_vec())),
+            tiles: Arc::from((0..blocks).collect::<Vec<u32>>()),
+            ..uniform
+        }
+    }
+
+    #[test]
+    fn ragged_row_starts_must_cut_every_row_into_short_enough_blocks() {
+        assert_eq!(
+            check_format("ragged", &rows_cut_at(&[0, 3, 5, 7], 3), 16),
+            Ok(())
+        );
+        for (starts, block_rows) in [
+            (&[0, 3, 3, 7][..], 4), // an empty block
+            (&[0, 3, 7][..], 3),    // a block longer than the padded size
+            (&[1, 3, 7][..], 4),    // row 0 in no block
+            (&[0, 3, 6][..], 4),    // row 6 in no block
+        ] {
+            let refusal = check_format("ragged", &rows_cut_at(starts, block_rows), 16);
+            assert!(
+                matches!(&refusal, Err(LayoutCheckError::Format { problem, .. }) if problem.contains("row starts")),
+                "{starts:?}: {refusal:?}"
+            );
+        }
+    }
 }

@@ -85,10 +85,14 @@ pub fn op_summaries(layouts: &Layouts, expansions: &[&OpExpansion]) -> Vec<OpSum
                 region: op.region,
                 plan: describe_plan(&op.plan),
                 output_format: format!(
-                    "{:?} {:?} block {:?} x{} on {} tiles",
+                    "{:?} {:?} block {:?}{} x{} on {} tiles",
                     format.precision,
                     format.order,
                     format.block,
+                    match &format.row_starts {
+                        Some(starts) => format!(" (ragged: {} row blocks)", starts.len() - 1),
+                        None => String::new(),
+                    },
                     format.replicas,
                     format.distinct_tiles().len()
                 ),

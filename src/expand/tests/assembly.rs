@@ -21,6 +21,7 @@ fn format(
         block,
         replicas,
         class,
+        row_starts: None,
         tiles: Arc::from(tiles.to_vec()),
     }
 }
