@@ -4,9 +4,10 @@
 //! `block = [groups, rows, cols]` (edge blocks are padded to the full block
 //! size), or, along rows, at explicit `row_starts` (ragged row blocks of at
 //! most `block[1]` rows: a split product's reduced slices, which need not
-//! divide its row blocks evenly). Each block lives on one or more tiles (`replicas`), listed in an
-//! explicit tile table, so any partition/replication pattern an operator plan
-//! wants can be expressed without a closed-form mapping. Inside a block the
+//! divide its row blocks evenly). Each block lives on one or more tiles
+//! (`replicas`), listed in an explicit tile table, so any
+//! partition/replication pattern an operator plan wants can be expressed
+//! without a closed-form mapping. Inside a block the
 //! elements are stored row-major or column-major, with each row (or column)
 //! padded to a 32-bit word so that exchange pieces are word-aligned.
 //!
