@@ -104,7 +104,7 @@ pub fn expand_matmul(
         sums.slice_span(plan, m, i, s)
     });
     builder.exchange(Reason::PartialExchange, transfers);
-    let runs = reduce_bias_runs(builder, plan, (inputs[2], output), (&partials, &received));
+    let runs = reduce_bias_runs(builder, plan, inputs[2], output, (&partials, &received));
     builder.push(Step::Kernels {
         provenance: local_provenance(Reason::Compute),
         runs,
@@ -207,7 +207,8 @@ fn product_output(
 fn reduce_bias_runs(
     builder: &mut ExpansionBuilder,
     plan: &MatMulPlan,
-    (bias, output): (&TensorFormat, &TensorFormat),
+    bias: &TensorFormat,
+    output: &TensorFormat,
     (partials, received): (&[Location], &[Option<Location>]),
 ) -> Vec<KernelRun> {
     let (pm, pn, pk) = (plan.row_parts, plan.col_parts, plan.reduction_parts);

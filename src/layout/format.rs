@@ -148,13 +148,18 @@ impl TensorFormat {
         }
     }
 
+    /// One past the last element along `axis` that block position
+    /// `position` may hold (its padded end; the value's edge may clip it).
+    pub fn block_end(&self, axis: usize, position: u32) -> u32 {
+        match &self.row_starts {
+            Some(starts) if axis == 1 => starts[position as usize + 1],
+            _ => (position + 1) * self.block[axis],
+        }
+    }
+
     /// One past the last row of the row block holding `row`.
     pub fn row_block_end(&self, row: u32) -> u32 {
-        let block = self.row_block(row);
-        match &self.row_starts {
-            Some(starts) => starts[block as usize + 1],
-            None => (block + 1) * self.block[1],
-        }
+        self.block_end(1, self.row_block(row))
     }
 
     pub fn block_count(&self) -> u32 {
@@ -216,11 +221,8 @@ impl TensorFormat {
         let mut valid = [0; 3];
         for axis in 0..3 {
             let start = self.block_start(axis, position[axis]);
-            let end = match &self.row_starts {
-                Some(starts) if axis == 1 => starts[position[axis] as usize + 1],
-                _ => extents[axis],
-            };
-            valid[axis] = self.block[axis].min(end.saturating_sub(start));
+            let end = self.block_end(axis, position[axis]).min(extents[axis]);
+            valid[axis] = end.saturating_sub(start);
         }
         valid
     }
