@@ -185,6 +185,8 @@ fn layout_trials() -> Vec<String> {
         tiles: 1472,
         working_budget: 400 * 1024,
         accumulation: superstep::numerics::dot::Accumulation::F32,
+        inputs: superstep::numerics::dot::ProductInputs::Fp16,
+        cost_table: superstep::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 64,
     };
     let mut trials = Vec::new();

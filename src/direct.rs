@@ -38,6 +38,7 @@ pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
 pub fn planning_settings(query: &BuildQuery) -> PlanningSettings {
     crate::build_file::planning_settings(
         query.machine.tiles,
+        query.machine.cost_table,
         &query.planning,
         query.workload.attention,
     )

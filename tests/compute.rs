@@ -55,11 +55,14 @@ fn per_op_compute_adds_up_and_counts_the_model_macs() {
             .iter()
             .find(|op| op.op == "layer.mlp.up")
             .expect("mlp up");
+        // Under the default FP16 matrix inputs (FP8 weights widened on the
+        // tile) they run at the FP16 rate.
         let up_macs = layers * batch * tokens * 64 * 256;
         assert!(
-            up.fp8_macs >= up_macs && up.fp8_macs < 2 * up_macs,
+            up.fp16_macs >= up_macs && up.fp16_macs < 2 * up_macs,
             "{sets:?}: {} up MACs vs {up_macs}",
-            up.fp8_macs
+            up.fp16_macs
         );
+        assert_eq!(up.fp8_macs, 0);
     }
 }

@@ -360,7 +360,7 @@ fn format_change_reexpands_only_the_ops_it_touches() {
         &[
             "workload.layers=1",
             plans,
-            "planning.max_partition_candidates=10",
+            "planning.max_partition_candidates=2",
         ],
     ));
     let outcome = session.build().expect("rebuild");
@@ -389,15 +389,17 @@ fn format_change_reexpands_only_the_ops_it_touches() {
         .collect();
     let expanded = expanded_ops(&session, &outcome.executions);
     assert_eq!(expanded, touched);
-    // Ten candidates fall short of the attention output product's best partition.
-    assert!(expanded.contains("layer.attn.out"), "{expanded:?}");
-    for untouched in [
-        "layer.mlp.up",
-        "layer.mlp.down",
-        "layer.mlp.gelu",
-        "layer.attn.core",
-        "layer.ln2",
-    ] {
+    // Two candidates fall short of the products' best partitions, so
+    // their formats (and their neighbours') change; the norms, whose
+    // formats stay, are not re-expanded.
+    assert!(!expanded.is_empty(), "no plan changed");
+    assert!(
+        expanded.len() < after.ops.len(),
+        "{} of {} ops re-expanded: {expanded:?}",
+        expanded.len(),
+        after.ops.len()
+    );
+    for untouched in ["layer.ln1", "layer.ln2"] {
         assert!(
             !expanded.contains(untouched),
             "{untouched} re-expanded: {expanded:?}"

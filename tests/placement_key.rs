@@ -75,6 +75,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "workload.weights.naming" => return Err("needs a weights file"),
         "machine.preset" => &["machine.preset=c600"],
         "machine.tiles" => &["machine.tiles=12"],
+        "machine.calibration" => &["machine.calibration=calibration/ipu21.txt"],
         "planning.accumulation" => &["planning.accumulation=f32"],
         "planning.copy_motion" => &["planning.copy_motion=false"],
         "planning.fusion" => &["planning.fusion=across-operators"],
@@ -82,6 +83,10 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "planning.reserved_bytes_per_tile" => &["planning.reserved_bytes_per_tile=40000"],
         "planning.max_partition_candidates" => &["planning.max_partition_candidates=2"],
         "planning.auto_f16_max_parts" => &["planning.auto_f16_max_parts=0"],
+        "planning.matrix_inputs" => &["planning.matrix_inputs=fp8"],
+        "planning.activation_scale" => {
+            &["planning.matrix_inputs=fp8", "planning.activation_scale=-3"]
+        }
         "layout.override.op" | "layout.override.partition" => {
             &["layout.override.layer.mlp.down=1x4x4"]
         }

@@ -25,6 +25,8 @@ mod capacity;
 mod cli;
 #[path = "compute.rs"]
 mod compute;
+#[path = "cost_model.rs"]
+mod cost_model;
 #[path = "diff.rs"]
 mod diff;
 #[path = "fit_error.rs"]

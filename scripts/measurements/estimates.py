@@ -32,6 +32,16 @@ BUILDS = [
     ),
     ("PE-Core-L14", "queries/pe-core-l14.toml", []),
     ("ViT-B/16", "queries/vit-b16.toml", []),
+    # The same builds with FP8 matrix inputs (activations rounded to FP8 at
+    # scale 2^-4 before each product, the FP8 rate).
+    ("SigLIP so400m, `matrix_inputs = fp8`", "queries/siglip-so400m.toml", ["planning.matrix_inputs=fp8"]),
+    (
+        "SigLIP so400m, batch 2, `fp8` (`layout.override=auto`)",
+        "queries/siglip-so400m.toml",
+        ["workload.batch=2", "layout.override=auto", "planning.matrix_inputs=fp8"],
+    ),
+    ("PE-Core-L14, `fp8`", "queries/pe-core-l14.toml", ["planning.matrix_inputs=fp8"]),
+    ("ViT-B/16, `fp8`", "queries/vit-b16.toml", ["planning.matrix_inputs=fp8"]),
 ]
 
 

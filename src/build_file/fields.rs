@@ -411,6 +411,14 @@ pub const FIELDS: &[Field] = &[
         "1..=1472",
         "Use the first N logical tiles.",
     ),
+    field(
+        "machine.calibration",
+        Some(Input::Machine),
+        String,
+        "(the shipped table)",
+        "a calibration file (`superstep calibrate -o FILE`)",
+        "The kernel cost model's constants refitted to your own profiles (relative to the build file's folder).",
+    ),
     table("planning", "Layouts, accumulation, copy motion and memory."),
     choice(
         "planning.accumulation",
@@ -465,6 +473,21 @@ pub const FIELDS: &[Field] = &[
         "16",
         "0 or more",
         "auto accumulation: FP16 partials only for products split into at most this many reduction parts.",
+    ),
+    choice(
+        "planning.matrix_inputs",
+        Some(Input::Planning),
+        "fp16",
+        &["fp16", "fp8"],
+        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate).",
+    ),
+    field(
+        "planning.activation_scale",
+        Some(Input::Planning),
+        Integer,
+        "-4",
+        "-32..=32",
+        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale).",
     ),
     table("layout", "Per-operator layouts."),
     field(

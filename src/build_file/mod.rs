@@ -109,6 +109,11 @@ pub struct MachineSettings {
     pub preset: String,
     /// The first `tiles` logical tiles are used.
     pub tiles: u32,
+    /// `machine.calibration`: the calibration file the kernel cost model's
+    /// constants were read from (`None`: the shipped table).
+    pub calibration: Option<PathBuf>,
+    /// The kernel cost model's constants.
+    pub cost_table: crate::target::kernel_cost::CostTable,
 }
 
 /// `[planning]`, resolved.
@@ -128,6 +133,9 @@ pub struct PlanningFlags {
     /// `auto` accumulation: FP16 partial sums for a product split into at
     /// most this many reduction parts, when that is cheaper (0: never).
     pub auto_f16_max_parts: u32,
+    /// What the matrix unit multiplies in every product
+    /// (`planning.matrix_inputs`, with `planning.activation_scale` for FP8).
+    pub matrix_inputs: crate::numerics::dot::ProductInputs,
     /// `[[layout.override]]`: partitions that replace the cost model's
     /// choice for the ops they name (sorted by op).
     pub layout_overrides: Vec<LayoutOverride>,
@@ -424,13 +432,16 @@ pub fn accumulation(
 /// the salsa query both use.
 pub fn planning_settings(
     tiles: u32,
+    cost_table: crate::target::kernel_cost::CostTable,
     planning: &PlanningFlags,
     attention: AttentionChoice,
 ) -> crate::layout::planner::PlanningSettings {
     crate::layout::planner::PlanningSettings {
         tiles,
+        cost_table,
         reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
         accumulation: accumulation(planning.accumulation, planning.auto_f16_max_parts),
+        matrix_inputs: planning.matrix_inputs,
         candidate_limit: planning.max_partition_candidates,
         forced_flash: match attention {
             AttentionChoice::Auto => None,

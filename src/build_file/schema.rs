@@ -104,6 +104,7 @@ pub struct WeightsSection {
 pub struct MachineSection {
     pub preset: Option<Spanned<String>>,
     pub tiles: Option<Spanned<i64>>,
+    pub calibration: Option<Spanned<String>>,
 }
 
 /// `[planning]`.
@@ -117,6 +118,8 @@ pub struct PlanningSection {
     pub reserved_bytes_per_tile: Option<Spanned<i64>>,
     pub max_partition_candidates: Option<Spanned<i64>>,
     pub auto_f16_max_parts: Option<Spanned<i64>>,
+    pub matrix_inputs: Option<Spanned<String>>,
+    pub activation_scale: Option<Spanned<i64>>,
 }
 
 /// `[layout]` and its `[[layout.override]]` entries.

@@ -395,6 +395,7 @@ fn assign(
         }
         ("machine.preset", Text(text)) => file.machine.preset = unset(text),
         ("machine.tiles", Integer(number)) => file.machine.tiles = unset(number),
+        ("machine.calibration", Text(text)) => file.machine.calibration = unset(text),
         ("planning.accumulation", Text(text)) => file.planning.accumulation = unset(text),
         ("planning.copy_motion", Boolean(flag)) => file.planning.copy_motion = unset(flag),
         ("planning.fusion", Text(text)) => file.planning.fusion = unset(text),
@@ -407,6 +408,10 @@ fn assign(
         }
         ("planning.auto_f16_max_parts", Integer(number)) => {
             file.planning.auto_f16_max_parts = unset(number)
+        }
+        ("planning.matrix_inputs", Text(text)) => file.planning.matrix_inputs = unset(text),
+        ("planning.activation_scale", Integer(number)) => {
+            file.planning.activation_scale = unset(number)
         }
         ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
         ("schedule.width", Text(text)) => file.schedule.width = unset(text),

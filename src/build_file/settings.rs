@@ -86,10 +86,31 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
     }
     settings.leaf("machine.preset", query.machine.preset.clone());
     settings.leaf("machine.tiles", query.machine.tiles.to_string());
+    settings.leaf(
+        "machine.calibration",
+        query.machine.calibration.as_ref().map_or_else(
+            || String::from("(the shipped table)"),
+            |path| path.display().to_string(),
+        ),
+    );
     let planning = &query.planning;
     settings.leaf(
         "planning.accumulation",
         format!("{:?}", planning.accumulation),
+    );
+    let (matrix_inputs, activation_scale) = match planning.matrix_inputs {
+        crate::numerics::dot::ProductInputs::Fp16 => ("fp16", None),
+        crate::numerics::dot::ProductInputs::Fp8 { activation_scale } => {
+            ("fp8", Some(activation_scale))
+        }
+    };
+    settings.leaf("planning.matrix_inputs", matrix_inputs.to_string());
+    settings.leaf(
+        "planning.activation_scale",
+        activation_scale.map_or_else(
+            || String::from("unused (matrix_inputs = fp16)"),
+            |scale| scale.to_string(),
+        ),
     );
     settings.leaf("planning.copy_motion", planning.copy_motion.to_string());
     settings.leaf("planning.fusion", planning.fusion.name().to_string());

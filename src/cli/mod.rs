@@ -13,9 +13,11 @@ pub mod stdout;
 pub mod audit;
 pub mod bench_snapshot;
 pub mod build;
+pub mod calibrate;
 pub mod capture;
 pub mod command_error;
 pub mod common;
+pub mod cost;
 pub mod diff;
 pub mod explain;
 pub mod fit;
@@ -388,6 +390,31 @@ pub enum Command {
     ///   superstep watch queries/vit-tiny.toml --exit-after 0
     #[command(verbatim_doc_comment)]
     Watch(watch::WatchArguments),
+    /// Price one kernel call on one tile with the kernel cost model: the
+    /// formula fitted to IPU21 hardware measurements (calibration/ipu21.csv,
+    /// from design/CALIBRATION.md), with its terms: machine facts (the matrix
+    /// unit's work at its rate) and fitted constants times counts read off
+    /// the shape. For comparing the model with your own profiles.
+    ///
+    /// Examples:
+    ///   superstep cost matmul --rows 82 --reduction 192 --cols 160 --inputs fp8
+    ///   superstep cost softmax --rows 8 --keys 729 --json
+    ///   superstep cost cast --rows 164 --cols 384 --into panels
+    #[command(verbatim_doc_comment)]
+    Cost(cost::CostArguments),
+    /// Refit the kernel cost model to measured calls: read a CSV of
+    /// (kernel, shape, cycles), fit each kernel family's constants by least
+    /// squares on relative error (the shared vector call first, from the
+    /// adds; a family with too few points keeps its constants), print every
+    /// point's error before and after and every constant, and write a
+    /// calibration file (-o) that `superstep cost --calibration FILE` reads.
+    /// A bad row is an error naming its line (exit 2).
+    ///
+    /// Examples:
+    ///   superstep calibrate calibration/ipu21.csv
+    ///   superstep calibrate my-profile.csv -o my-calibration.txt
+    #[command(verbatim_doc_comment)]
+    Calibrate(calibrate::CalibrateArguments),
 }
 
 #[derive(Debug, Subcommand)]
@@ -436,5 +463,7 @@ pub fn run(cli: &Cli) -> Result<(), CommandError> {
         Command::Search(arguments) => search::run(arguments),
         Command::Verify(arguments) => verify::run(arguments),
         Command::Watch(arguments) => watch::run(arguments),
+        Command::Cost(arguments) => cost::run(arguments),
+        Command::Calibrate(arguments) => calibrate::run(arguments),
     }
 }

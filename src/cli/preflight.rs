@@ -93,6 +93,10 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
         Command::Diff(arguments) => vec![arguments.a.clone(), arguments.b.clone()],
         Command::BenchSnapshot(arguments) => vec![arguments.file.clone()],
         Command::Verify(arguments) => vec![arguments.file.clone()],
+        Command::Cost(arguments) => arguments.calibration.iter().cloned().collect(),
+        Command::Calibrate(arguments) => std::iter::once(arguments.measurements.clone())
+            .chain(arguments.base.iter().cloned())
+            .collect(),
     }
 }
 
@@ -127,6 +131,10 @@ fn command_outputs(cli: &Cli) -> Vec<(&'static str, &Path)> {
             .output
             .as_deref()
             .map(|file| ("simulate --output", file)),
+        Command::Calibrate(arguments) => arguments
+            .output
+            .as_deref()
+            .map(|file| ("calibrate --output", file)),
         _ => None,
     };
     outputs.extend(named);

@@ -73,6 +73,11 @@ pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
     );
     let from_checkpoint = query.workload.weights.is_checkpoint();
     super::quantisation::report(&weights, from_checkpoint && !super::progress::quiet(), "  ");
+    super::quantisation::report_activations(
+        counts.fp8_activations,
+        counts.saturated_activations,
+        "  ",
+    );
     print_line!("  {}", host_data.input_line);
     print_line!("  {agreement}");
     for line in host_data.finish(&arguments.host, &interpretation.output, &reference)? {

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::expand::program::{Kernel, Step};
+use crate::numerics::dot::ProductInputs;
 use crate::target::costs::MatrixPrecision;
 
 /// One op's compute over a whole run of the program.
@@ -29,25 +30,34 @@ pub struct OpCompute {
     pub kernel_cycles: u64,
     pub copy_cycles: u64,
     pub fill_cycles: u64,
-    /// Multiply-accumulates with FP8 weights (matrix products), all tiles.
+    /// Multiply-accumulates with both inputs FP8 (products under
+    /// `planning.matrix_inputs = "fp8"`), all tiles.
     pub fp8_macs: u64,
-    /// Multiply-accumulates with FP16 inputs (attention's products), all tiles.
+    /// Multiply-accumulates at the FP16 rate (matrix products with widened
+    /// FP8 weights, attention's products), all tiles.
     pub fp16_macs: u64,
     /// Cycles those MACs need with every tile's matrix unit busy.
     pub roofline_cycles: u64,
 }
 
-/// Multiply-accumulates of one kernel run on the matrix unit and their input precision.
+/// Multiply-accumulates of one kernel run on the matrix unit and the rate
+/// they run at: a product of FP16 activations and FP8 weights widens the
+/// weights and runs at the FP16 rate (CALIBRATION.md: no FP16 x FP8 mode);
+/// one of FP8 activations runs at the FP8 rate.
 pub fn kernel_matrix_macs(kernel: &Kernel) -> Option<(u64, MatrixPrecision)> {
     match *kernel {
         Kernel::MatMul {
             rows,
             reduction,
             cols,
+            inputs,
             ..
         } => Some((
             rows as u64 * reduction as u64 * cols as u64,
-            MatrixPrecision::Float8,
+            match inputs {
+                ProductInputs::Fp16 => MatrixPrecision::Float16,
+                ProductInputs::Fp8 { .. } => MatrixPrecision::Float8,
+            },
         )),
         Kernel::Attention {
             groups,
@@ -206,6 +216,7 @@ mod tests {
             valid_reduction: 16,
             valid_cols: 8,
             accumulation: Accumulation::F32,
+            inputs: crate::numerics::dot::ProductInputs::Fp16,
         };
         let provenance = |op| Provenance {
             op,
@@ -247,10 +258,12 @@ mod tests {
         assert_eq!((ops[0].steps, ops[0].cycles), (3, 210));
         assert_eq!(ops[0].kernel_cycles, 210);
         assert_eq!(ops[0].copy_cycles + ops[0].fill_cycles, 0);
-        assert_eq!(ops[0].fp8_macs, 3 * 2 * 4 * 16 * 8);
-        assert_eq!(ops[0].roofline_cycles, (3 * 2 * 512u64).div_ceil(256));
+        // Products of FP16 activations and FP8 weights run at the FP16 rate.
+        assert_eq!(ops[0].fp8_macs, 0);
+        assert_eq!(ops[0].fp16_macs, 3 * 2 * 4 * 16 * 8);
+        assert_eq!(ops[0].roofline_cycles, (3 * 2 * 512u64).div_ceil(128));
         assert_eq!((ops[1].op.as_str(), ops[1].cycles), ("first", 100));
-        assert_eq!(ops[1].fp16_macs, 0);
+        assert_eq!((ops[1].fp8_macs, ops[1].fp16_macs), (0, 4 * 16 * 8));
         assert_eq!(roofline_cycles(0, 128 * 3, 2), 3);
     }
 }

@@ -1,34 +1,38 @@
-//! Cycle estimates of compute steps from the target's rates: each kernel run
-//! costs its matrix-unit or vector-unit work plus a launch (matrix products
-//! at FP8, attention's `QK^T` and `AV` at FP16 on the matrix unit); a step lasts as
-//! long as its busiest tile (the barrier waits for the slowest). Local copies
-//! and fills cost a call plus 8 bytes per cycle.
+//! Cycle estimates of compute steps from the kernel cost model fitted to
+//! hardware measurements (`crate::target::kernel_cost`, CALIBRATION.md):
+//! each kernel run is priced as the calls the hardware makes for it (a
+//! matrix product of FP16 activations and FP8 weights widens the weights
+//! and runs at the FP16 rate; attention is two FP16 products per head and a
+//! softmax); a step lasts as long as its busiest tile (the barrier waits
+//! for the slowest). Local copies and fills cost a call plus 8 bytes per
+//! cycle.
 
-use crate::expand::program::{ElementType, Kernel, MatMulOutput, Step};
-use crate::target::costs::{
-    self, KERNEL_LAUNCH_CYCLES, MatrixPrecision, VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE,
-    VectorPrecision,
+use crate::expand::program::{Kernel, MatMulOutput, Step};
+use crate::numerics::dot::ProductInputs;
+use crate::target::costs;
+use crate::target::kernel_cost::{
+    CastInto, CostTable, KernelCall, MatrixInputs, call_cycles, composite,
 };
 
-fn element_bytes(element: ElementType) -> u64 {
-    match element {
-        ElementType::F32 => 4,
-        ElementType::F16 => 2,
-        ElementType::F8 => 1,
+/// The matrix unit's input precision of a product's inputs.
+pub fn matrix_inputs(inputs: ProductInputs) -> MatrixInputs {
+    match inputs {
+        ProductInputs::Fp16 => MatrixInputs::Fp16,
+        ProductInputs::Fp8 { .. } => MatrixInputs::Fp8,
     }
 }
 
 /// Cycles of one kernel run on its tile.
-pub fn kernel_cycles(kernel: &Kernel) -> u64 {
+pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
     match *kernel {
         Kernel::MatMul {
             rows,
             reduction,
             cols,
             output,
+            inputs,
             ..
         } => {
-            let macs = rows as u64 * reduction as u64 * cols as u64;
             let bias = match output {
                 MatMulOutput::Final {
                     valid_rows,
@@ -37,47 +41,57 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
                 } => valid_rows as u64 * valid_cols as u64,
                 MatMulOutput::Partial(_) => 0,
             };
-            KERNEL_LAUNCH_CYCLES
-                + costs::matrix_cycles(macs, MatrixPrecision::Float8)
-                + bias.div_ceil(costs::VECTOR_F32_OPS_PER_CYCLE)
-        }
-        Kernel::ReduceBias {
-            rows,
-            cols,
-            count,
-            partial,
-            ..
-        } => {
-            let elements = rows as u64 * cols as u64;
-            costs::elementwise_cycles(
-                elements * count as u64,
-                elements * (count as u64 * element_bytes(partial) + 2),
-                VectorPrecision::Float32,
+            composite::product(
+                rows as u64,
+                reduction as u64,
+                cols as u64,
+                bias,
+                matrix_inputs(inputs),
+                table,
             )
         }
-        Kernel::LayerNorm { rows, cols, .. } => {
-            let elements = rows as u64 * cols as u64;
-            // Mean, variance, normalise, scale, shift.
-            costs::elementwise_cycles(elements * 5, elements * 4, VectorPrecision::Float32)
-        }
+        Kernel::ReduceBias {
+            rows, cols, count, ..
+        } => call_cycles(
+            KernelCall::Reduce {
+                elements: rows as u64 * cols as u64,
+                parts: count as u64,
+            },
+            table,
+        ),
+        Kernel::LayerNorm { rows, cols, .. } => call_cycles(
+            KernelCall::LayerNorm {
+                rows: rows as u64,
+                width: cols as u64,
+            },
+            table,
+        ),
         Kernel::Gelu {
             groups, rows, cols, ..
-        } => {
-            let elements = groups as u64 * rows as u64 * cols as u64;
-            KERNEL_LAUNCH_CYCLES + elements.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
-        }
+        } => call_cycles(
+            KernelCall::Gelu {
+                elements: groups as u64 * rows as u64 * cols as u64,
+            },
+            table,
+        ),
         Kernel::Add {
             groups, rows, cols, ..
-        } => {
-            let elements = groups as u64 * rows as u64 * cols as u64;
-            costs::elementwise_cycles(elements, elements * 6, VectorPrecision::Float16)
-        }
+        } => call_cycles(
+            KernelCall::Add {
+                elements: groups as u64 * rows as u64 * cols as u64,
+            },
+            table,
+        ),
+        // Rotation: a multiply and a multiply-add per element; priced as
+        // two adds' work per element in one call (model: no measurement).
         Kernel::Rotary {
             groups, rows, cols, ..
-        } => {
-            let elements = groups as u64 * rows as u64 * cols as u64;
-            costs::elementwise_cycles(elements * 3, elements * 4, VectorPrecision::Float32)
-        }
+        } => call_cycles(
+            KernelCall::Add {
+                elements: 2 * groups as u64 * rows as u64 * cols as u64,
+            },
+            table,
+        ),
         Kernel::Attention {
             groups,
             queries,
@@ -91,38 +105,38 @@ pub fn kernel_cycles(kernel: &Kernel) -> u64 {
             keys,
             dimension,
             ..
-        } => {
-            let scores = groups as u64 * queries as u64 * keys as u64;
-            let products = groups as u64
-                * costs::attention_matrix_macs(queries as u64, keys as u64, dimension as u64);
-            KERNEL_LAUNCH_CYCLES
-                + costs::matrix_cycles(products, MatrixPrecision::Float16)
-                + scores.div_ceil(VECTOR_TRANSCENDENTAL_OPS_PER_CYCLE)
-        }
+        } => composite::attention(
+            groups as u64,
+            queries as u64,
+            keys as u64,
+            dimension as u64,
+            table,
+        ),
+        // Weighted partial statistics summed over `count` slices: priced as
+        // a partial-sum reduction of the same elements (model).
         Kernel::AttentionCombine {
             groups,
             queries,
             dimension,
             count,
             ..
-        } => {
-            let values = groups as u64 * queries as u64 * (dimension as u64 + 2) * count as u64;
-            costs::elementwise_cycles(values * 2, values * 4, VectorPrecision::Float32)
-        }
+        } => call_cycles(
+            KernelCall::Reduce {
+                elements: groups as u64 * queries as u64 * (dimension as u64 + 2),
+                parts: count as u64,
+            },
+            table,
+        ),
         Kernel::Cast {
-            groups,
-            rows,
-            cols,
-            to,
-            ..
-        } => {
-            let elements = groups as u64 * rows as u64 * cols as u64;
-            costs::elementwise_cycles(
-                elements,
-                elements * (2 + element_bytes(to)),
-                VectorPrecision::Float32,
-            )
-        }
+            groups, rows, cols, ..
+        } => call_cycles(
+            KernelCall::Cast {
+                rows: groups as u64 * rows as u64,
+                cols: cols as u64,
+                into: CastInto::RowMajor,
+            },
+            table,
+        ),
     }
 }
 
@@ -139,18 +153,18 @@ pub struct StepLoad {
 
 /// Cycles of a compute step (kernels, copies or fills): its busiest tile.
 /// Exchanges, Repeats and checkpoints are not compute steps (0).
-pub fn compute_step_cycles(step: &Step, tiles: u32) -> u64 {
-    compute_step_load(step, tiles).cycles
+pub fn compute_step_cycles(step: &Step, tiles: u32, table: &CostTable) -> u64 {
+    compute_step_load(step, tiles, table).cycles
 }
 
 /// The load of a compute step; all zero for exchanges, Repeats and
 /// checkpoints.
-pub fn compute_step_load(step: &Step, tiles: u32) -> StepLoad {
+pub fn compute_step_load(step: &Step, tiles: u32, table: &CostTable) -> StepLoad {
     let mut per_tile = vec![0u64; tiles as usize];
     match step {
         Step::Kernels { runs, .. } => {
             for run in runs {
-                per_tile[run.tile as usize] += kernel_cycles(&run.kernel);
+                per_tile[run.tile as usize] += kernel_cycles(&run.kernel, table);
             }
         }
         Step::Copies { copies, .. } => {

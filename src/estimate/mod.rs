@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::expand::program::Step;
 use crate::target::costs::{PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES, cycles_to_ms};
+use crate::target::kernel_cost::CostTable;
 
 /// What one exchange phase costs per execution.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -75,27 +76,32 @@ impl Walker<'_> {
 }
 
 /// The load of every compute step, by step path.
-pub fn compute_step_loads(steps: &[Step], tiles: u32) -> HashMap<Vec<u32>, compute::StepLoad> {
+pub fn compute_step_loads(
+    steps: &[Step],
+    tiles: u32,
+    table: &CostTable,
+) -> HashMap<Vec<u32>, compute::StepLoad> {
     fn walk(
         steps: &[Step],
         tiles: u32,
+        table: &CostTable,
         path: &mut Vec<u32>,
         out: &mut HashMap<Vec<u32>, compute::StepLoad>,
     ) {
         for (index, step) in steps.iter().enumerate() {
             path.push(index as u32);
             match step {
-                Step::Repeat { body, .. } => walk(body, tiles, path, out),
+                Step::Repeat { body, .. } => walk(body, tiles, table, path, out),
                 Step::Exchange { .. } | Step::Checkpoint { .. } => {}
                 _ => {
-                    out.insert(path.clone(), compute::compute_step_load(step, tiles));
+                    out.insert(path.clone(), compute::compute_step_load(step, tiles, table));
                 }
             }
             path.pop();
         }
     }
     let mut out = HashMap::new();
-    walk(steps, tiles, &mut Vec::new(), &mut out);
+    walk(steps, tiles, table, &mut Vec::new(), &mut out);
     out
 }
 

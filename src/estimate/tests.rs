@@ -1,10 +1,11 @@
-//! Tests of the estimate's compute costs and totals, with every expected
-//! figure worked out by hand from IPU21.md's rates (`target::costs`): a
-//! kernel launch of 11 cycles, 128 FP8 or 64 FP16 multiply-accumulates per
-//! cycle, 4 FP32 / 8 FP16 vector operations and 8 streamed bytes per cycle,
-//! one transcendental per cycle, a local copy or fill of 288 cycles plus 8
-//! bytes per cycle, a step as long as its busiest tile, and 288 cycles of
-//! setup and sync per exchange phase, all weighted by Repeat executions.
+//! Tests of the estimate's compute costs and totals. Each program kernel is
+//! charged as the calls the hardware makes for it, priced by the fitted
+//! kernel cost table (`target::kernel_cost`, whose formulas are checked
+//! against CALIBRATION.md's measurements on their own): the expected
+//! figures below are written out from the table's constants by hand, term
+//! by term. A local copy or fill costs a 378-cycle call plus 8 bytes per
+//! cycle, a step is as long as its busiest tile, and each exchange phase
+//! 255 cycles of setup and sync, all weighted by Repeat executions.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use crate::expand::program::{
     Location, MatMulOutput, Operand, Provenance, Real, Reason, TransferList, ZeroFill,
 };
 use crate::numerics::dot::Accumulation;
+use crate::target::kernel_cost::{Constant, CostTable};
 
 fn location() -> Location {
     Location {
@@ -53,6 +55,7 @@ fn matmul(output: MatMulOutput) -> Kernel {
         valid_reduction: 64,
         valid_cols: 16,
         accumulation: Accumulation::F32,
+        inputs: crate::numerics::dot::ProductInputs::Fp16,
     }
 }
 
@@ -65,18 +68,53 @@ fn final_output(valid_rows: u32, valid_cols: u32) -> MatMulOutput {
     }
 }
 
+fn table() -> CostTable {
+    CostTable::shipped()
+}
+
+fn constant(constant: Constant) -> f64 {
+    table().get(constant)
+}
+
+fn cycles(kernel: &Kernel) -> u64 {
+    kernel_cycles(kernel, &table())
+}
+
+/// The matrix unit's work and fitted terms of one FP16 product call of
+/// `rows` rows through `panels` K16 x C16 panels of `col_panels` columns.
+fn fp16_product(rows: u64, panels: u64, col_panels: u64) -> u64 {
+    (rows as f64 * panels as f64 * 4.0
+        + constant(Constant::MatMulCall)
+        + panels as f64 * constant(Constant::MatMulPerPanel)
+        + (rows * col_panels) as f64 * constant(Constant::MatMulPerRowPanel))
+    .round() as u64
+}
+
+/// One vector call over `count` units at `per`.
+fn vector_call(count: u64, per: Constant) -> u64 {
+    (constant(Constant::VectorCall) + count as f64 * constant(per)).round() as u64
+}
+
 #[test]
-fn a_matrix_product_costs_a_launch_its_fp8_macs_and_its_bias_add() {
-    // 32 x 64 x 16 = 32,768 MACs at 128 per cycle: 256 cycles; the bias
-    // over 30 x 16 = 480 written elements at 4 per cycle: 120; launch 11.
-    assert_eq!(kernel_cycles(&matmul(final_output(30, 16))), 11 + 256 + 120);
+fn a_matrix_product_widens_its_weights_and_runs_at_the_fp16_rate() {
+    // 32 x 64 x 16: FP8 weights widened into 64 x 16 = 1,024 FP16 panel
+    // elements (a cast call), then 4 K16 x C16 panels: 32 rows x 4 panels
+    // x 4 cycles = 512 matrix-unit cycles plus the call, panel and
+    // row-panel terms; the bias over 30 x 16 = 480 written elements at the
+    // add rate, without a call of its own.
+    let widening = vector_call(1_024, Constant::CastPanelsPerElement);
+    let product = fp16_product(32, 4, 1);
+    let bias = (480.0 * constant(Constant::AddPerElement)).round() as u64;
+    assert_eq!(
+        cycles(&matmul(final_output(30, 16))),
+        product + widening + bias
+    );
     // Partial sums add no bias.
     assert_eq!(
-        kernel_cycles(&matmul(MatMulOutput::Partial(operand()))),
-        11 + 256
+        cycles(&matmul(MatMulOutput::Partial(operand()))),
+        product + widening
     );
-    // A product not a multiple of the rate rounds up: 3 x 4 x 2 = 24 MACs
-    // is one cycle, bias 3 x 2 = 6 elements is two.
+    // A small block still fills whole panels: 3 x 4 x 2 is one panel.
     let small = Kernel::MatMul {
         a: operand(),
         weight: operand(),
@@ -88,15 +126,21 @@ fn a_matrix_product_costs_a_launch_its_fp8_macs_and_its_bias_add() {
         valid_reduction: 4,
         valid_cols: 2,
         accumulation: Accumulation::F16,
+        inputs: crate::numerics::dot::ProductInputs::Fp16,
     };
-    assert_eq!(kernel_cycles(&small), 11 + 1 + 2);
+    let bias = (6.0 * constant(Constant::AddPerElement)).round() as u64;
+    assert_eq!(
+        cycles(&small),
+        fp16_product(3, 1, 1) + vector_call(8, Constant::CastPanelsPerElement) + bias
+    );
 }
 
 #[test]
-fn attention_runs_its_products_at_fp16_and_one_exponential_per_score() {
-    // Two groups of 16 queries over 16 keys, dimension 16 (no padding):
-    // QK^T and AV are 16 x 16 x 16 each, 2 x 8,192 = 16,384 MACs at 64
-    // per cycle: 256 cycles; 2 x 16 x 16 = 512 scores at one per cycle.
+fn attention_is_two_fp16_products_per_head_and_one_softmax() {
+    // Two heads of 16 queries over 16 keys, dimension 16: per head QK^T
+    // (16 rows through 1 x 1 panels) and AV (the same), and one softmax of
+    // 32 rows over 16 keys: split over the workers, ceil(32 / 6) = 6 rows
+    // of 16 keys on the busiest worker (cheaper than 32 segmented rows).
     let attention = Kernel::Attention {
         query: operand(),
         key: operand(),
@@ -110,9 +154,12 @@ fn attention_runs_its_products_at_fp16_and_one_exponential_per_score() {
         scale: Real::new(0.25),
         kind: AttentionKind::Materialized,
     };
-    assert_eq!(kernel_cycles(&attention), 11 + 256 + 512);
-    // Dimension 8 pads QK^T's reduction to 16: 16 x 16 x 16 + 16 x 16 x 8
-    // = 6,144 MACs for one group: 96 cycles, 256 scores.
+    let softmax = vector_call(6 * 16, Constant::SoftmaxPerWorkerElement);
+    assert_eq!(cycles(&attention), 2 * 2 * fp16_product(16, 1, 1) + softmax);
+    // One head of dimension 8 against 40 keys: QK^T is 16 rows through
+    // ceil(8/16) x ceil(40/16) = 3 panels of 3 column panels, AV 16 rows
+    // through ceil(40/16) x ceil(8/16) = 3 panels of 1 column panel; the
+    // softmax of 16 rows x 40 keys splits 3 rows onto the busiest worker.
     let partial = Kernel::AttentionPartial {
         query: operand(),
         key: operand(),
@@ -121,18 +168,21 @@ fn attention_runs_its_products_at_fp16_and_one_exponential_per_score() {
         groups: 1,
         stride_groups: 1,
         queries: 16,
-        keys: 16,
+        keys: 40,
         dimension: 8,
         scale: Real::new(0.25),
         kind: AttentionKind::Flash { key_block: 16 },
     };
-    assert_eq!(kernel_cycles(&partial), 11 + 96 + 256);
+    assert_eq!(
+        cycles(&partial),
+        fp16_product(16, 3, 3)
+            + fp16_product(16, 3, 1)
+            + vector_call(3 * 40, Constant::SoftmaxPerWorkerElement)
+    );
 }
 
 #[test]
-fn vector_kernels_cost_the_slower_of_arithmetic_and_streaming() {
-    // LayerNorm over 4 x 64 = 256 elements: 5 FP32 operations each (1,280
-    // at 4 per cycle: 320) against 4 bytes each (1,024 at 8: 128).
+fn vector_kernels_are_one_call_of_their_family() {
     let layer_norm = Kernel::LayerNorm {
         input: operand(),
         gamma: operand(),
@@ -142,9 +192,10 @@ fn vector_kernels_cost_the_slower_of_arithmetic_and_streaming() {
         cols: 64,
         epsilon: Real::new(1e-6),
     };
-    assert_eq!(kernel_cycles(&layer_norm), 11 + 320);
-    // Add over 4 x 16 = 64 FP16 elements: 64 operations at 8 per cycle
-    // (8) against 6 bytes each (384 at 8: 48): streaming dominates.
+    assert_eq!(
+        cycles(&layer_norm),
+        vector_call(256, Constant::LayerNormPerElement)
+    );
     let add = Kernel::Add {
         a: operand(),
         b: operand(),
@@ -153,8 +204,7 @@ fn vector_kernels_cost_the_slower_of_arithmetic_and_streaming() {
         rows: 4,
         cols: 16,
     };
-    assert_eq!(kernel_cycles(&add), 11 + 48);
-    // GELU: one transcendental per element, 2 x 2 x 8 = 32 elements.
+    assert_eq!(cycles(&add), vector_call(64, Constant::AddPerElement));
     let gelu = Kernel::Gelu {
         input: operand(),
         output: operand(),
@@ -163,35 +213,27 @@ fn vector_kernels_cost_the_slower_of_arithmetic_and_streaming() {
         cols: 8,
         form: GeluForm::Tanh,
     };
-    assert_eq!(kernel_cycles(&gelu), 11 + 32);
-    // Reduce-bias of 3 FP32 slices over 2 x 8 = 16 elements: 48 operations
-    // (12 cycles) against 16 x (3 x 4 + 2) = 224 bytes (28 cycles).
-    let reduce = Kernel::ReduceBias {
-        local: operand(),
-        received: operand(),
-        received_slice_bytes: 64,
-        count: 3,
-        partial: ElementType::F32,
-        bias: operand(),
-        output: operand(),
-        rows: 2,
-        cols: 8,
-    };
-    assert_eq!(kernel_cycles(&reduce), 11 + 28);
-    // The same with FP16 partials: 16 x (3 x 2 + 2) = 128 bytes, 16
-    // cycles, still above the 12 of arithmetic.
-    let reduce_f16 = Kernel::ReduceBias {
-        local: operand(),
-        received: operand(),
-        received_slice_bytes: 32,
-        count: 3,
-        partial: ElementType::F16,
-        bias: operand(),
-        output: operand(),
-        rows: 2,
-        cols: 8,
-    };
-    assert_eq!(kernel_cycles(&reduce_f16), 11 + 16);
+    assert_eq!(cycles(&gelu), vector_call(32, Constant::GeluPerElement));
+    // Reduce-bias of 3 slices over 2 x 8 = 16 elements: the output
+    // elements and the partial elements, whatever the partials' type.
+    let expected_reduce = (constant(Constant::VectorCall)
+        + 16.0 * constant(Constant::ReducePerElement)
+        + 48.0 * constant(Constant::ReducePerPartialElement))
+    .round() as u64;
+    for (partial, slice_bytes) in [(ElementType::F32, 64), (ElementType::F16, 32)] {
+        let reduce = Kernel::ReduceBias {
+            local: operand(),
+            received: operand(),
+            received_slice_bytes: slice_bytes,
+            count: 3,
+            partial,
+            bias: operand(),
+            output: operand(),
+            rows: 2,
+            cols: 8,
+        };
+        assert_eq!(cycles(&reduce), expected_reduce);
+    }
 }
 
 fn copy(tile: u32, rows: u32, row_bytes: u32) -> LocalCopy {
@@ -208,12 +250,12 @@ fn copy(tile: u32, rows: u32, row_bytes: u32) -> LocalCopy {
 
 #[test]
 fn copies_and_fills_cost_a_call_plus_eight_bytes_per_cycle() {
-    // 3 rows of 100 bytes: 288 + 300 / 8 (rounded up) = 288 + 38.
+    // 3 rows of 100 bytes: 378 + 300 / 8 (rounded up) = 378 + 38.
     let copies = Step::Copies {
         provenance: provenance(),
         copies: vec![copy(1, 3, 100)],
     };
-    assert_eq!(compute_step_cycles(&copies, 4), 326);
+    assert_eq!(compute_step_cycles(&copies, 4, &table()), 416);
     // A 7-byte fill still costs the whole call and one cycle.
     let fills = Step::Fills {
         provenance: provenance(),
@@ -225,12 +267,14 @@ fn copies_and_fills_cost_a_call_plus_eight_bytes_per_cycle() {
             stride: 8,
         }],
     };
-    assert_eq!(compute_step_cycles(&fills, 4), 289);
+    assert_eq!(compute_step_cycles(&fills, 4, &table()), 379);
 }
 
 #[test]
 fn a_step_lasts_as_long_as_its_busiest_tile() {
-    // Tile 0 runs two products (387 + 267 = 654 cycles), tile 2 one (387).
+    // Tile 0 runs two products, tile 2 one.
+    let whole = cycles(&matmul(final_output(30, 16)));
+    let partial = cycles(&matmul(MatMulOutput::Partial(operand())));
     let step = Step::Kernels {
         provenance: provenance(),
         runs: vec![
@@ -248,27 +292,27 @@ fn a_step_lasts_as_long_as_its_busiest_tile() {
             },
         ],
     };
-    let load = compute_step_load(&step, 4);
-    assert_eq!(load.cycles, 654);
+    let load = compute_step_load(&step, 4, &table());
+    assert_eq!(load.cycles, whole + partial);
     assert_eq!(load.busy_tiles, 2);
-    assert_eq!(load.busy_tile_cycles, 654 + 387);
-    // Two copies on one tile add up: 2 x (288 + 10) = 596; one on another
-    // tile: 288 + 1 = 289.
+    assert_eq!(load.busy_tile_cycles, 2 * whole + partial);
+    // Two copies on one tile add up: 2 x (378 + 10) = 776; one on another
+    // tile: 378 + 1 = 379.
     let copies = Step::Copies {
         provenance: provenance(),
         copies: vec![copy(3, 1, 80), copy(1, 1, 8), copy(3, 2, 40)],
     };
-    let load = compute_step_load(&copies, 4);
-    assert_eq!(load.cycles, 596);
+    let load = compute_step_load(&copies, 4, &table());
+    assert_eq!(load.cycles, 776);
     assert_eq!(load.busy_tiles, 2);
-    assert_eq!(load.busy_tile_cycles, 596 + 289);
+    assert_eq!(load.busy_tile_cycles, 776 + 379);
     // Exchanges and checkpoints are not compute.
     assert_eq!(
-        compute_step_load(&exchange(), 4),
+        compute_step_load(&exchange(), 4, &table()),
         compute::StepLoad::default()
     );
     assert_eq!(
-        compute_step_load(&Step::Checkpoint { name: 0 }, 4),
+        compute_step_load(&Step::Checkpoint { name: 0 }, 4, &table()),
         compute::StepLoad::default()
     );
 }
@@ -369,30 +413,33 @@ fn the_estimate_weights_every_step_by_its_executions() {
     // Exchanges: 1,000 once, 500 three times, 100 six times, 0 once.
     assert_eq!(estimate.exchange_cycles, 1_000 + 3 * 500 + 6 * 100);
     assert_eq!(estimate.barriers, 1 + 3 + 6 + 1);
-    // 288 cycles of setup and sync per executed phase.
-    assert_eq!(estimate.sync_cycles, 11 * 288);
+    // 255 cycles of setup and sync per executed phase.
+    assert_eq!(estimate.sync_cycles, 11 * 255);
     assert_eq!(estimate.patch_cycles, 3 * 162 + 6 * 54);
-    let total = 110 + 3_100 + 3_168 + 810;
+    let total = 110 + 3_100 + 2_805 + 810;
     assert_eq!(estimate.total_cycles, total);
     assert!((estimate.milliseconds - total as f64 / 1.5e6).abs() < 1e-12);
 }
 
 #[test]
 fn step_loads_are_keyed_by_path_for_one_execution() {
-    let loads = compute_step_loads(&nested_program(), 2);
+    let loads = compute_step_loads(&nested_program(), 2, &table());
     let mut paths: Vec<&Vec<u32>> = loads.keys().collect();
     paths.sort();
     assert_eq!(paths, vec![&vec![0], &vec![2, 1]]);
     // One execution each (the Repeat does not multiply a load).
-    assert_eq!(loads[&vec![0]].cycles, 11 + 256 + 120);
-    assert_eq!(loads[&vec![2, 1]].cycles, 288 + 1);
+    assert_eq!(
+        loads[&vec![0]].cycles,
+        cycles(&matmul(final_output(30, 16)))
+    );
+    assert_eq!(loads[&vec![2, 1]].cycles, 378 + 1);
     assert_eq!(loads[&vec![2, 1]].busy_tiles, 1);
 }
 
 #[test]
-fn rotary_combine_and_cast_cost_their_operations_or_their_bytes() {
-    // Rotary over 4 x 8 = 32 elements: 3 FP32 operations each (96 at 4:
-    // 24 cycles) against 4 bytes each (128 at 8: 16).
+fn rotary_combine_and_cast_are_priced_as_their_nearest_measured_family() {
+    // Rotary over 4 x 8 = 32 elements: a multiply and a multiply-add per
+    // element, two adds' work each.
     let rotary = Kernel::Rotary {
         input: operand(),
         output: operand(),
@@ -405,10 +452,9 @@ fn rotary_combine_and_cast_cost_their_operations_or_their_bytes() {
         grid: 2,
         class_token: false,
     };
-    assert_eq!(kernel_cycles(&rotary), 11 + 24);
-    // Combining 2 slices of 4 queries with dimension 6: 4 x (6 + 2) x 2 =
-    // 64 values, 2 operations each (128 at 4: 32) against 4 bytes each
-    // (256 at 8: 32).
+    assert_eq!(cycles(&rotary), vector_call(64, Constant::AddPerElement));
+    // Combining 2 slices of 4 queries with dimension 6: a reduction of
+    // 4 x (6 + 2) = 32 elements over 2 partials.
     let combine = Kernel::AttentionCombine {
         local: location(),
         received: location(),
@@ -420,9 +466,12 @@ fn rotary_combine_and_cast_cost_their_operations_or_their_bytes() {
         queries: 4,
         dimension: 6,
     };
-    assert_eq!(kernel_cycles(&combine), 11 + 32);
-    // FP16 to FP32 over 4 x 8 = 32 elements: 32 operations (8 cycles)
-    // against 2 + 4 bytes each (192 at 8: 24).
+    let expected = (constant(Constant::VectorCall)
+        + 32.0 * constant(Constant::ReducePerElement)
+        + 64.0 * constant(Constant::ReducePerPartialElement))
+    .round() as u64;
+    assert_eq!(cycles(&combine), expected);
+    // A cast over 4 x 8 = 32 elements, row-major.
     let cast = Kernel::Cast {
         input: operand(),
         output: operand(),
@@ -432,5 +481,8 @@ fn rotary_combine_and_cast_cost_their_operations_or_their_bytes() {
         rows: 4,
         cols: 8,
     };
-    assert_eq!(kernel_cycles(&cast), 11 + 24);
+    assert_eq!(
+        cycles(&cast),
+        vector_call(32, Constant::CastRowMajorPerElement)
+    );
 }

@@ -248,6 +248,7 @@ mod tests {
             valid_reduction: 1,
             valid_cols: 1,
             accumulation: Accumulation::F32,
+            inputs: crate::numerics::dot::ProductInputs::Fp16,
         };
         use AccessRole::{Read, Write};
         assert_eq!(

@@ -155,6 +155,7 @@ fn matmul_runs(
                         valid_reduction,
                         valid_cols,
                         accumulation: plan.accumulation,
+                        inputs: plan.inputs,
                     },
                 });
             }

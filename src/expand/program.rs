@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::layout::format::MemoryClass;
-use crate::numerics::dot::Accumulation;
+use crate::numerics::dot::{Accumulation, ProductInputs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AllocationId(pub u32);
@@ -151,6 +151,10 @@ pub enum Kernel {
         valid_reduction: u32,
         valid_cols: u32,
         accumulation: Accumulation,
+        /// What the matrix unit multiplies: FP16 activations by widened
+        /// weights, or FP8 activations (rounded at their scale) by the
+        /// FP8 weights.
+        inputs: ProductInputs,
     },
     /// Sum of `count` partial slices (the first local, the others received
     /// consecutively) plus bias, rounded to FP16.

@@ -48,8 +48,10 @@ pub fn graph(db: &dyn Db, build: BuildInputs) -> Graph {
 /// Firewall: the planning-relevant projection of the build's fields.
 #[salsa::tracked(returns(copy))]
 pub fn planning_settings(db: &dyn Db, build: BuildInputs) -> PlanningSettings {
+    let machine = build.machine(db);
     crate::build_file::planning_settings(
-        build.machine(db).tiles,
+        machine.tiles,
+        machine.cost_table,
         build.planning(db),
         build.attention(db),
     )

@@ -273,6 +273,7 @@ pub fn compute_loads(
     Ok(Arc::new(compute_step_loads(
         &groups.steps,
         build.machine(db).tiles,
+        &build.machine(db).cost_table,
     )))
 }
 

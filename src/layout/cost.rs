@@ -12,8 +12,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::format::{balanced_start, ceil_div, round_up};
-use crate::numerics::dot::Accumulation;
+use crate::numerics::dot::{Accumulation, ProductInputs};
 use crate::target::costs;
+use crate::target::kernel_cost::{CostTable, KernelCall, MatrixInputs, call_cycles, composite};
 
 /// A matrix product `[m, k] x [k, n]` to be distributed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -25,6 +26,11 @@ pub struct MatMulProblem {
     /// Bytes of SRAM per tile available to this operator's working set.
     pub working_budget: u32,
     pub accumulation: Accumulation,
+    /// What the matrix unit multiplies (`planning.matrix_inputs`).
+    pub inputs: ProductInputs,
+    /// The kernel cost model's constants the plan is priced with.
+    #[serde(skip)]
+    pub cost_table: CostTable,
     /// How many row partitions (`1..=limit`) the search considers.
     pub candidate_limit: u32,
 }
@@ -109,6 +115,8 @@ pub struct MatMulPlan {
     pub block_reduction: u32,
     pub block_cols: u32,
     pub accumulation: Accumulation,
+    /// What the matrix unit multiplies (`planning.matrix_inputs`).
+    pub inputs: ProductInputs,
     pub cycles: u64,
     pub working_bytes: u32,
     /// How partition coordinates are numbered onto tiles.
@@ -362,21 +370,30 @@ pub fn matmul_partition(
         reduction_parts as u64,
     );
     let slice_rows = bm.div_ceil(pk);
-    let compute = bm * bk * bn / costs::MATRIX_FP8_MACS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES;
+    // Priced as the estimate prices the kernel it becomes (the fitted
+    // kernel cost model: weights widened, the product at the FP16 rate).
+    let table = problem.cost_table;
+    let bias = if pk > 1 { 0 } else { bm * bn };
+    let inputs = match problem.inputs {
+        ProductInputs::Fp16 => MatrixInputs::Fp16,
+        ProductInputs::Fp8 { .. } => MatrixInputs::Fp8,
+    };
+    let compute = composite::product(bm, bk, bn, bias, inputs, &table);
     let operand_words = bm * bk * 2 / 4;
     let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };
     let partial_words = (pk - 1) * slice_rows * bn * partial_bytes / 4;
     // The reduction streams every partial and writes FP16 (priced as the
     // estimate prices the reduce-bias kernel); unsplit, only the bias add.
     let reduce = if pk > 1 {
-        let elements = slice_rows * bn;
-        costs::elementwise_cycles(
-            elements * pk,
-            elements * (pk * partial_bytes + 2),
-            costs::VectorPrecision::Float32,
+        call_cycles(
+            KernelCall::Reduce {
+                elements: slice_rows * bn,
+                parts: pk,
+            },
+            &table,
         )
     } else {
-        bm * bn / costs::VECTOR_F32_OPS_PER_CYCLE + costs::KERNEL_LAUNCH_CYCLES
+        0
     };
     let phases = 1 + u64::from(row_parts > 1) + u64::from(pk > 1);
     let cycles = compute
@@ -391,6 +408,7 @@ pub fn matmul_partition(
         block_reduction,
         block_cols,
         accumulation: problem.accumulation,
+        inputs: problem.inputs,
         cycles,
         working_bytes: 0,
         order: TileOrder::default(),
@@ -481,6 +499,9 @@ pub struct AttentionProblem {
     pub working_budget: u32,
     /// `None` chooses by cost; otherwise the method is forced.
     pub forced_flash: Option<bool>,
+    /// The kernel cost model's constants the plan is priced with.
+    #[serde(skip)]
+    pub cost_table: CostTable,
 }
 
 /// Attention distributed over `(group block, query block, key block)`
@@ -657,15 +678,20 @@ pub fn attention_partition(
     let line = round_up(dimension * 2, 4) as u64;
     let operands = bg * (bq * line + 2 * bk * line) + bg * (bq / pk) * line;
     let partial_row = AttentionPlan::partial_row_bytes(dimension) as u64;
+    // Priced as the estimate prices the kernels it becomes (the fitted
+    // kernel cost model): QK^T and AV per head at FP16 and the softmax, then
+    // the combine of the key parts' partial statistics.
+    let table = problem.cost_table;
     let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE;
-    // QK^T and AV on the matrix unit at FP16 (as the estimate charges them).
-    let products = costs::matrix_cycles(
-        bg * costs::attention_matrix_macs(bq, bk, d),
-        costs::MatrixPrecision::Float16,
-    );
-    let softmax = bg * bq * bk * 4 / vector_f32;
+    let products_and_softmax = composite::attention(bg, bq, bk, d, &table);
     let combine = if pk > 1 {
-        bg * bq * (d + 2) * 3 / vector_f32
+        call_cycles(
+            KernelCall::Reduce {
+                elements: bg * (bq / pk).max(1) * (d + 2),
+                parts: pk,
+            },
+            &table,
+        )
     } else {
         0
     };
@@ -690,8 +716,7 @@ pub fn attention_partition(
         key_parts,
         block_keys,
         method,
-        cycles: products
-            + softmax
+        cycles: products_and_softmax
             + combine
             + extra_cycles
             + exchange_cycles(received_words)

@@ -14,6 +14,8 @@ pub(super) fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
         tiles,
         working_budget: 400 * 1024,
         accumulation: Accumulation::F32,
+        inputs: crate::numerics::dot::ProductInputs::Fp16,
+        cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 64,
     }
 }
@@ -122,6 +124,7 @@ fn attention_splits_keys_when_memory_is_tight() {
         tiles: 1472,
         working_budget: 400 * 1024,
         forced_flash: None,
+        cost_table: crate::target::kernel_cost::CostTable::shipped(),
     };
     assert_eq!(
         plan_attention(&attention).expect("plan").method,

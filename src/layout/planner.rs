@@ -40,8 +40,12 @@ use crate::model::graph::{Graph, OpKind, Region, ValueKind, ViewKind};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PlanningSettings {
     pub tiles: u32,
+    /// The kernel cost model's constants (`machine.calibration`).
+    pub cost_table: crate::target::kernel_cost::CostTable,
     pub reserved_bytes_per_tile: u32,
     pub accumulation: AccumulationPolicy,
+    /// What the matrix unit multiplies in every product (`planning.matrix_inputs`).
+    pub matrix_inputs: crate::numerics::dot::ProductInputs,
     pub candidate_limit: u32,
     /// `None`: choose by cost; `Some(true)`: flash; `Some(false)`: materialized.
     pub forced_flash: Option<bool>,

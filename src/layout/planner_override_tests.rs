@@ -17,6 +17,8 @@ fn settings() -> PlanningSettings {
         tiles: 16,
         reserved_bytes_per_tile: 65536,
         accumulation: AccumulationPolicy::Fixed(Accumulation::F32),
+        matrix_inputs: crate::numerics::dot::ProductInputs::Fp16,
+        cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 8,
         forced_flash: None,
     }

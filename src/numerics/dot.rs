@@ -28,6 +28,30 @@ pub enum Accumulation {
     F16,
 }
 
+/// What the matrix unit multiplies in a product of activations and FP8
+/// weights: it takes both operands at one precision (CALIBRATION.md: there
+/// is no FP16 x FP8 mode).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProductInputs {
+    /// FP16 activations times the FP8 weights widened to FP16 on the tile
+    /// (exact: every F143 value is an FP16 value): the FP16 rate.
+    Fp16,
+    /// The activations rounded to FP8 F143 at scale `2^activation_scale`
+    /// (round to nearest even, saturating at +-240 x 2^scale) times the FP8
+    /// weights: the FP8 rate.
+    Fp8 { activation_scale: i8 },
+}
+
+impl ProductInputs {
+    /// `fp16` or `fp8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProductInputs::Fp16 => "fp16",
+            ProductInputs::Fp8 { .. } => "fp8",
+        }
+    }
+}
+
 /// Number of consecutive products summed in f32 before the running sum is
 /// rounded to f16 under [`Accumulation::F16`].
 pub const F16_ACCUMULATION_CHUNK: usize = 16;

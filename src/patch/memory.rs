@@ -12,7 +12,6 @@ use std::collections::HashMap;
 
 use super::PhasePatches;
 use crate::rows::SharingPatch;
-use crate::target::costs;
 
 /// Bytes a patch list entry takes in tile memory.
 pub const PATCH_ENTRY_BYTES: u32 = 8;
@@ -50,7 +49,7 @@ pub fn sharing_patch_cycles(sharing: &[SharingPatch], phases: usize) -> Vec<u64>
     let mut cycles = vec![0u64; phases];
     for ((phase, _), words) in per_phase_tile {
         if let Some(slot) = cycles.get_mut(phase as usize) {
-            *slot = (*slot).max(costs::patch_cycles(words));
+            *slot = (*slot).max(crate::target::kernel_cost::composite::patch_cycles(words));
         }
     }
     cycles
@@ -95,7 +94,7 @@ mod tests {
         ];
         let cycles = sharing_patch_cycles(&patches, 3);
         // Below the bulk patcher's threshold the supervisor patches word by word.
-        let per_word = costs::ARITHMETIC_PATCH_CYCLES_PER_WORD;
+        let per_word = crate::target::costs::ARITHMETIC_PATCH_CYCLES_PER_WORD;
         assert_eq!(cycles, vec![per_word, 2 * per_word, 0]);
     }
 }

@@ -30,7 +30,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::rows::{PhaseRows, SlotField};
 use crate::schedule::ExchangeProblem;
-use crate::target::costs;
 
 #[cfg(test)]
 mod tests;
@@ -91,7 +90,9 @@ impl PhasePatches {
     pub fn cycles(&self) -> u64 {
         self.tiles
             .iter()
-            .map(|tile| costs::patch_cycles(tile.words.len() as u64))
+            .map(
+                |tile| crate::target::kernel_cost::composite::patch_cycles(tile.words.len() as u64),
+            )
             .max()
             .unwrap_or(0)
     }
@@ -159,7 +160,12 @@ pub fn repeat_patches(
         // patched either way.
         let receiving = receivers.len() as u32;
         let cheaper = |patched: u32| {
-            let cost = |words: u32| (costs::patch_cycles(u64::from(words)), words);
+            let cost = |words: u32| {
+                (
+                    crate::target::kernel_cost::composite::patch_cycles(u64::from(words)),
+                    words,
+                )
+            };
             cost(patched + receiving) < cost(zero_base_words + receiving)
         };
         let (base, mut words) = match (common, with_base) {

@@ -540,6 +540,7 @@ impl Search<'_> {
     fn planning(&self) -> PlanningSettings {
         crate::build_file::planning_settings(
             self.query.machine.tiles,
+            self.query.machine.cost_table,
             &self.query.planning,
             self.query.workload.attention,
         )

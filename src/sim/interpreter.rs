@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::host::host_writes;
-use super::kernels::execute;
+use super::kernels::{KernelNotes, execute};
 use super::memory::{Memory, Reader, SimError, Writer, resolve};
 use super::weight_scales::WeightScales;
 use crate::expand::program::{AllocationId, LowProgram, Step};
@@ -24,6 +24,10 @@ pub struct ExecutionCounts {
     pub words_received: u64,
     pub copy_rows: u64,
     pub fills: u64,
+    /// Activations rounded to FP8 for FP8 x FP8 products, and those beyond
+    /// the format's range at their scale (saturated).
+    pub fp8_activations: u64,
+    pub saturated_activations: u64,
 }
 
 /// The buffers one kernel run writes, taken out of memory while it runs.
@@ -111,7 +115,7 @@ impl Interpreter<'_> {
                         iteration,
                     };
                     let scales = &self.scales;
-                    let results: Vec<Result<TakenBuffers, SimError>> = runs
+                    let results: Vec<Result<(TakenBuffers, KernelNotes), SimError>> = runs
                         .par_iter()
                         .zip(taken.into_par_iter())
                         .map(|(run, outputs)| {
@@ -123,15 +127,17 @@ impl Interpreter<'_> {
                             let table = scales
                                 .table(&run.kernel, iteration)
                                 .map_err(SimError::Weights)?;
-                            execute(&run.kernel, &reader, &mut writer, table)?;
-                            Ok(writer.outputs)
+                            let notes = execute(&run.kernel, &reader, &mut writer, table)?;
+                            Ok((writer.outputs, notes))
                         })
                         .collect();
                     let mut first_error = None;
                     // Put every buffer back before reporting, so memory stays whole.
                     for result in results {
                         match result {
-                            Ok(outputs) => {
+                            Ok((outputs, notes)) => {
+                                self.counts.fp8_activations += notes.fp8_activations;
+                                self.counts.saturated_activations += notes.saturated_activations;
                                 for (id, buffer) in outputs {
                                     self.memory.buffers[id.0 as usize] = buffer;
                                 }

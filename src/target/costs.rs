@@ -13,8 +13,9 @@ pub const MATRIX_FP8_MACS_PER_CYCLE: u64 = 128;
 /// Global sync cost per exchange phase in cycles (IPU21.md, "Chip": about 600).
 pub const GLOBAL_SYNC_CYCLES_PER_PHASE: u64 = 600;
 
-/// Setup and sync cycles above the scheduled horizon per phase (model: midpoint of IPU21.md's measured 280-295).
-pub const PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES: u64 = 288;
+/// Setup and sync cycles above the scheduled horizon per phase (CALIBRATION.md, "Exchange phases":
+/// 230-280 cycles measured above the horizon; the midpoint).
+pub const PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES: u64 = 255;
 
 /// Cycles to launch a kernel (IPU21.md, "Chip": kernel launch about 11).
 pub const KERNEL_LAUNCH_CYCLES: u64 = 11;
@@ -22,8 +23,9 @@ pub const KERNEL_LAUNCH_CYCLES: u64 = 11;
 /// Bytes a local copy moves per cycle (IPU21.md, "Chip": about 8).
 pub const LOCAL_COPY_BYTES_PER_CYCLE: u64 = 8;
 
-/// Fixed cycles of one local copy call using six workers (IPU21.md, "Chip": about 288).
-pub const LOCAL_COPY_CALL_CYCLES: u64 = 288;
+/// Fixed cycles of one local copy call using six workers (CALIBRATION.md: the smallest
+/// six-worker call measured, an add of 4 values, 378 cycles).
+pub const LOCAL_COPY_CALL_CYCLES: u64 = 378;
 
 /// 32-bit words the exchange moves per event per direction per tile (IPU21.md, "Chip": exchange).
 pub const EXCHANGE_WORDS_PER_EVENT_PER_DIRECTION: u64 = 1;
@@ -143,17 +145,6 @@ pub fn local_copy_cycles(bytes: u64) -> u64 {
     LOCAL_COPY_CALL_CYCLES + bytes.div_ceil(LOCAL_COPY_BYTES_PER_CYCLE)
 }
 
-/// Cycles to arithmetically patch `words` exchange words before an iteration
-/// (IPU21.md, "Repeat and patching"; model: the bulk patcher splits the loop over six workers).
-pub fn patch_cycles(words: u64) -> u64 {
-    let serial = words.saturating_mul(ARITHMETIC_PATCH_CYCLES_PER_WORD);
-    if words >= BULK_PATCHER_THRESHOLD_WORDS {
-        KERNEL_LAUNCH_CYCLES + serial.div_ceil(u64::from(WORKERS_PER_TILE))
-    } else {
-        serial
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,10 +186,7 @@ mod tests {
 
     #[test]
     fn copies_and_patches() {
-        assert_eq!(local_copy_cycles(0), 288);
-        assert_eq!(local_copy_cycles(80), 298);
-        assert_eq!(patch_cycles(23), 23 * 54);
-        assert_eq!(patch_cycles(24), 11 + 24 * 54 / 6);
-        assert!(patch_cycles(24) < patch_cycles(23));
+        assert_eq!(local_copy_cycles(0), 378);
+        assert_eq!(local_copy_cycles(80), 388);
     }
 }

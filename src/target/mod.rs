@@ -8,6 +8,7 @@
 
 pub mod costs;
 pub mod encoding;
+pub mod kernel_cost;
 pub mod machine;
 pub mod mapping;
 pub mod memory;

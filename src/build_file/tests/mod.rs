@@ -206,7 +206,9 @@ fn defaults_apply() {
         query.machine,
         MachineSettings {
             preset: "c600".into(),
-            tiles: 1472
+            tiles: 1472,
+            calibration: None,
+            cost_table: crate::target::kernel_cost::CostTable::shipped(),
         }
     );
     assert_eq!(
@@ -219,6 +221,7 @@ fn defaults_apply() {
             reserved_bytes_per_tile: 65536,
             max_partition_candidates: 64,
             auto_f16_max_parts: 16,
+            matrix_inputs: crate::numerics::dot::ProductInputs::Fp16,
             layout_overrides: Vec::new(),
         }
     );

@@ -26,7 +26,7 @@ fn at(allocation: u32) -> Location {
     }
 }
 
-/// A copy of `bytes` bytes on `tile`: 288 + bytes / 8 cycles.
+/// A copy of `bytes` bytes on `tile`: 378 + bytes / 8 cycles.
 fn copy(tile: u32, bytes: u32) -> LocalCopy {
     LocalCopy {
         tile,
@@ -88,7 +88,11 @@ fn built() -> ProgramProfile {
             },
         },
     );
-    let loads = crate::estimate::compute_step_loads(&steps, TILES);
+    let loads = crate::estimate::compute_step_loads(
+        &steps,
+        TILES,
+        &crate::target::kernel_cost::CostTable::shipped(),
+    );
     profile(&steps, &names, &phases, &loads, TILES)
 }
 
@@ -112,20 +116,20 @@ fn entries_carry_keys_costs_and_executions() {
     assert_eq!(
         summary,
         vec![
-            // 288 + 800 / 8
-            ("embed:fills#0", StepKind::Fills, 0, 1, 388, 388),
-            // 1000 + 288 sync + 12 patching
-            ("layer.mlp#0", StepKind::Exchange, 0, 3, 1300, 3900),
-            // tile 0: 2 × (288 + 10) = 596; tile 1: 288 + 20 = 308
-            ("layer.mlp:copies#0", StepKind::Copies, 1, 3, 596, 1788),
-            ("embed:copies#0", StepKind::Copies, 2, 1, 289, 289),
+            // 378 + 800 / 8
+            ("embed:fills#0", StepKind::Fills, 0, 1, 478, 478),
+            // 1000 + 255 sync + 12 patching
+            ("layer.mlp#0", StepKind::Exchange, 0, 3, 1267, 3801),
+            // tile 0: 2 × (378 + 10) = 776; tile 1: 378 + 20 = 398
+            ("layer.mlp:copies#0", StepKind::Copies, 1, 3, 776, 2328),
+            ("embed:copies#0", StepKind::Copies, 2, 1, 379, 379),
         ]
     );
     let copies = &profile.entries[2];
     assert_eq!(copies.busy_tiles, 2);
-    assert_eq!(copies.busy_tile_cycles, 596 + 308);
+    assert_eq!(copies.busy_tile_cycles, 776 + 398);
     let occupancy = copies.occupancy(TILES).expect("compute");
-    assert!((occupancy - 904.0 / (4.0 * 596.0)).abs() < 1e-12);
+    assert!((occupancy - 1174.0 / (4.0 * 776.0)).abs() < 1e-12);
     assert_eq!(profile.entries[1].occupancy(TILES), None);
     assert_eq!(profile.entries[1].horizon, 1000);
     assert_eq!(profile.entries[1].patch_cycles, 12);
@@ -135,7 +139,7 @@ fn entries_carry_keys_costs_and_executions() {
 fn the_timeline_adds_up_and_finds_the_step_at_a_cycle() {
     let profile = built();
     let total: u64 = profile.entries.iter().map(|entry| entry.total_cycles).sum();
-    assert_eq!(total, 388 + 3900 + 1788 + 289);
+    assert_eq!(total, 478 + 3801 + 2328 + 379);
     assert_eq!(profile.total_cycles(), total);
     // Cycle 0: the fill.
     assert_eq!(
@@ -146,13 +150,13 @@ fn the_timeline_adds_up_and_finds_the_step_at_a_cycle() {
             iterations: vec![]
         })
     );
-    // The second iteration starts at 388 + 1896; its copies at + 1300.
-    let second = 388 + 1896;
+    // The second iteration starts at 478 + 2043; its copies at + 1267.
+    let second = 478 + 2043;
     assert_eq!(
-        profile.at_offset(second + 1300 + 5),
+        profile.at_offset(second + 1267 + 5),
         Some(Placed {
             entry: 2,
-            start: second + 1300,
+            start: second + 1267,
             iterations: vec![1]
         })
     );

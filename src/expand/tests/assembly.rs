@@ -579,6 +579,8 @@ fn one_tile() -> PlanningSettings {
         tiles: 1,
         reserved_bytes_per_tile: 65_536,
         accumulation: AccumulationPolicy::Fixed(Accumulation::F32),
+        matrix_inputs: crate::numerics::dot::ProductInputs::Fp16,
+        cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 8,
         forced_flash: None,
     }

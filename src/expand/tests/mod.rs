@@ -82,6 +82,7 @@ fn every_kernel_location_is_visited_once() {
                 valid_reduction: 4,
                 valid_cols: 2,
                 accumulation: Accumulation::F32,
+                inputs: crate::numerics::dot::ProductInputs::Fp16,
             },
             4,
         ),
@@ -97,6 +98,7 @@ fn every_kernel_location_is_visited_once() {
                 valid_reduction: 4,
                 valid_cols: 2,
                 accumulation: Accumulation::F16,
+                inputs: crate::numerics::dot::ProductInputs::Fp16,
             },
             3,
         ),
@@ -295,6 +297,7 @@ fn every_step_kind() -> Step {
                             valid_reduction: 4,
                             valid_cols: 2,
                             accumulation: Accumulation::F32,
+                            inputs: crate::numerics::dot::ProductInputs::Fp16,
                         },
                     },
                     KernelRun {

@@ -136,6 +136,8 @@ pub fn matmul_problem(
         tiles: settings.tiles,
         working_budget,
         accumulation,
+        inputs: settings.matrix_inputs,
+        cost_table: settings.cost_table,
         candidate_limit: settings.candidate_limit,
     }
 }
@@ -157,6 +159,7 @@ pub fn attention_problem(
         tiles: settings.tiles,
         working_budget,
         forced_flash: settings.forced_flash,
+        cost_table: settings.cost_table,
     }
 }
 

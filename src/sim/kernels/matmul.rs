@@ -1,11 +1,14 @@
-//! The matrix-product kernels: an FP16 block times an FP8 weight block with
+//! The matrix-product kernels: an FP16 block (rounded to FP8 at its scale
+//! first when the product's inputs are FP8) times an FP8 weight block with
 //! the plan's accumulation precision (reading only the valid extents, the
 //! rest of both blocks zero), written as partial sums or as the final FP16
 //! output with bias; and the reduce-scatter sum of partial slices with bias.
 
+use super::KernelNotes;
 use super::operands::{other_kind, partial_type, read, read_weight, round_all, write};
 use crate::expand::program::{ElementType, Kernel, MatMulOutput, Operand};
-use crate::numerics::dot::{Accumulation, matmul_block_transposed_b};
+use crate::numerics::dot::{Accumulation, ProductInputs, matmul_block_transposed_b};
+use crate::numerics::fp8;
 use crate::numerics::half_float::round_f16;
 use crate::sim::memory::{KernelRead, KernelWrite, SimError};
 
@@ -15,7 +18,7 @@ pub(super) fn matmul(
     reader: &impl KernelRead,
     writer: &mut impl KernelWrite,
     fp8_table: &[f32; 256],
-) -> Result<(), SimError> {
+) -> Result<KernelNotes, SimError> {
     let Kernel::MatMul {
         a,
         weight,
@@ -27,6 +30,7 @@ pub(super) fn matmul(
         valid_reduction,
         valid_cols: weight_cols,
         accumulation,
+        inputs,
     } = *kernel
     else {
         return Err(other_kind("matrix product"));
@@ -38,7 +42,12 @@ pub(super) fn matmul(
         weight_cols.min(cols) as usize,
     );
     // Only the valid extents are read; the rest of both blocks is zero.
-    let a_values = read_a_block(reader, a, m, k, a_rows, valid_k)?;
+    let mut a_values = read_a_block(reader, a, m, k, a_rows, valid_k)?;
+    let mut notes = KernelNotes::default();
+    if let ProductInputs::Fp8 { activation_scale } = inputs {
+        notes.fp8_activations = (a_rows * valid_k) as u64;
+        notes.saturated_activations = round_to_fp8(&mut a_values, i32::from(activation_scale));
+    }
     let weight_values = read_weight_block(reader, weight, n, k, valid_k, weight_cols, fp8_table)?;
     let mut product = vec![0.0f32; m * n];
     matmul_block_transposed_b(
@@ -53,7 +62,22 @@ pub(super) fn matmul(
         &mut product,
         n,
     )?;
-    write_product(reader, writer, output, accumulation, rows, cols, product)
+    write_product(reader, writer, output, accumulation, rows, cols, product)?;
+    Ok(notes)
+}
+
+/// Rounds every activation to FP8 F143 at `scale` (nearest even,
+/// saturating), as the cast before an FP8 x FP8 product does; returns how
+/// many were beyond the largest magnitude, 240 x 2^scale.
+fn round_to_fp8(values: &mut [f32], scale: i32) -> u64 {
+    let table = fp8::decode_table(scale);
+    let largest = table[usize::from(fp8::F143_MAX_CODE)];
+    let mut saturated = 0;
+    for value in values {
+        saturated += u64::from(value.abs() > largest);
+        *value = table[usize::from(fp8::encode(*value, scale))];
+    }
+    saturated
 }
 
 /// The `m x k` FP16 block of `a` whose first `a_rows` rows and `valid_k`

@@ -105,13 +105,14 @@ fn matmul_reads_only_valid_extents() {
             valid_reduction: valid[1],
             valid_cols: valid[2],
             accumulation: Accumulation::F32,
+            inputs: crate::numerics::dot::ProductInputs::Fp16,
         };
         let reader = Memory {
             bytes: memory.bytes.clone(),
             written: memory.written.clone(),
         };
         let result = execute(&kernel, &reader, &mut memory, &table);
-        result.map(|()| memory.bytes[2].clone())
+        result.map(|_| memory.bytes[2].clone())
     };
     // Whole blocks read from zero-filled padding, as before.
     let filled = run([rows, reduction, cols], true).expect("zero-filled blocks");
@@ -121,4 +122,59 @@ fn matmul_reads_only_valid_extents() {
     assert!(filled.iter().any(|&byte| byte != 0));
     // Reading whole blocks of that memory touches the unwritten padding.
     assert!(run([rows, reduction, cols], false).is_err());
+}
+
+/// An FP8-input product rounds each activation to the nearest F143 value
+/// at the activation scale (saturating at 240 x 2^scale) before
+/// multiplying; the weights are the same FP8 codes either way.
+#[test]
+fn fp8_inputs_round_the_activations_before_the_product() {
+    // One row of two activations times one weight column of 1.0 (code 0x40
+    // at weight scale 0): the product is the sum of the rounded activations.
+    let table = decode_table(0);
+    let one = crate::numerics::fp8::encode(1.0, 0);
+    let run = |inputs: crate::numerics::dot::ProductInputs, activations: [f32; 2]| {
+        let mut memory = Memory {
+            bytes: vec![vec![0; 4], vec![one, one], vec![0; 4]],
+            written: vec![vec![true; 4], vec![true; 2], vec![false; 4]],
+        };
+        for (index, value) in activations.into_iter().enumerate() {
+            memory.bytes[0][index * 2..index * 2 + 2]
+                .copy_from_slice(&to_f16_bits(round_f16(value)).to_le_bytes());
+        }
+        let kernel = Kernel::MatMul {
+            a: operand(0, 4),
+            weight: operand(1, 2),
+            output: MatMulOutput::Partial(operand(2, 4)),
+            rows: 1,
+            reduction: 2,
+            cols: 1,
+            valid_rows: 1,
+            valid_reduction: 2,
+            valid_cols: 1,
+            accumulation: Accumulation::F32,
+            inputs,
+        };
+        let reader = Memory {
+            bytes: memory.bytes.clone(),
+            written: memory.written.clone(),
+        };
+        let notes = execute(&kernel, &reader, &mut memory, &table).expect("product");
+        let value = f32::from_le_bytes(memory.bytes[2][..4].try_into().unwrap());
+        (value, notes.saturated_activations)
+    };
+    use crate::numerics::dot::ProductInputs;
+    let fp8 = ProductInputs::Fp8 {
+        activation_scale: -4,
+    };
+    // 0.3 in F143 at scale -4: 4.8 x 2^-4, and 4.8 rounds to 5.0 (the
+    // spacing is 0.5 between 4 and 8): 0.3125. 1.0 is exact.
+    assert_eq!(run(fp8, [0.3, 1.0]), (0.3125 + 1.0, 0));
+    // FP16 inputs keep 0.3 as its FP16 value.
+    assert_eq!(
+        run(ProductInputs::Fp16, [0.3, 1.0]),
+        (round_f16(0.3) + 1.0, 0)
+    );
+    // 100 saturates at 240 x 2^-4 = 15, and is counted.
+    assert_eq!(run(fp8, [100.0, 0.0]), (15.0, 1));
 }

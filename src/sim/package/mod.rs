@@ -37,6 +37,7 @@ pub mod sharing;
 pub use admission::{Admitted, admit};
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -89,6 +90,10 @@ pub struct PackageCounts {
     /// but another did (non-strict runs): padding whose value depends on
     /// placement.
     pub foreign_kernel_reads: u64,
+    /// Activations rounded to FP8 for FP8 x FP8 products, and those beyond
+    /// the format's range at their scale (saturated).
+    pub fp8_activations: u64,
+    pub saturated_activations: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -170,6 +175,7 @@ impl Simulator<'_> {
         let foreign_reads = &self.foreign_reads;
         let poisoned = self.poisoned;
         let owners = Owners::current(&self.roots, &self.log);
+        let (fp8_activations, saturated_activations) = (AtomicU64::new(0), AtomicU64::new(0));
         self.images
             .par_iter_mut()
             .zip(by_tile.par_iter())
@@ -226,8 +232,10 @@ impl Simulator<'_> {
                     let table = scales
                         .table(&run.kernel, iteration)
                         .map_err(|message| failure(format!("kernel: {message}")))?;
-                    execute(&run.kernel, &reader, &mut writer, table)
+                    let notes = execute(&run.kernel, &reader, &mut writer, table)
                         .map_err(|error| failure(format!("kernel: {error}")))?;
+                    fp8_activations.fetch_add(notes.fp8_activations, Ordering::Relaxed);
+                    saturated_activations.fetch_add(notes.saturated_activations, Ordering::Relaxed);
                     for taken in writer.taken {
                         image.bytes[taken.start..taken.start + taken.bytes.len()]
                             .copy_from_slice(&taken.bytes);
@@ -245,6 +253,8 @@ impl Simulator<'_> {
                 Ok(())
             })?;
         self.counts.kernel_runs += runs.len() as u64;
+        self.counts.fp8_activations += fp8_activations.into_inner();
+        self.counts.saturated_activations += saturated_activations.into_inner();
         Ok(())
     }
 
