@@ -27,6 +27,8 @@ mod cli;
 mod compute;
 #[path = "diff.rs"]
 mod diff;
+#[path = "files.rs"]
+mod files;
 #[path = "fit_error.rs"]
 mod fit_error;
 #[path = "fp8_scale.rs"]
