@@ -21,6 +21,8 @@ mod audit;
 mod cache;
 #[path = "capacity.rs"]
 mod capacity;
+#[path = "checkpoint_ranges.rs"]
+mod checkpoint_ranges;
 #[path = "cli.rs"]
 mod cli;
 #[path = "compute.rs"]
