@@ -25,6 +25,7 @@ pub mod group;
 pub mod hashing;
 pub mod host_io;
 pub mod incremental;
+pub mod input_file;
 pub mod layout;
 pub mod model;
 pub mod numerics;

@@ -9,6 +9,9 @@ use superstep::cli::{self, Cli, preflight, progress, trace_output};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Every file the command reads is one no output may replace
+    // (docs/files.md).
+    superstep::input_file::remember_inputs();
     progress::set_verbosity(cli.verbosity());
     // Every output the command will write is checked before any work.
     if let Err(error) = preflight::check_outputs(&cli) {

@@ -1,19 +1,32 @@
 //! Writing a file whole: every file superstep writes for a user or for its
-//! cache (package, reports, snapshots, records, cache entries) is written
-//! to a temporary file beside it and renamed over the target (the package
-//! is also synced to disk first), so a reader never sees half a file, a full disk leaves the
-//! old file in place, and a failure names the file. A target that is a
-//! symbolic link is refused: no report is written through a link onto
-//! another file.
+//! cache (package, reports, snapshots, records, cache entries, the trace) is
+//! written to a temporary file beside it and renamed over the target (the
+//! package is also synced to disk first), so a reader never sees half a
+//! file, a full disk leaves the old file in place, and a failure names the
+//! file.
+//!
+//! A user's output ([`write_atomically`], [`write_parts_durably`],
+//! [`PendingFile`]) is refused, before anything is written, when its path
+//! is a symbolic link (dangling or not: nothing is written through a link),
+//! a folder, or a special file (a device, a FIFO, a socket: never replaced
+//! by a regular file), when its folder does not exist (no folder the user
+//! did not ask for is created), and when it is a file this command read
+//! (`input_file::read_by_this_command`: the same canonical path, or the same
+//! inode). What was written is remembered (length and BLAKE3 digest), so a
+//! build record lists the bytes this process wrote, not bytes re-read from
+//! disk ([`written_digest`]). docs/files.md states the rule.
 //!
 //! Temporary names are `.tmp-PID-SERIAL-NAME`: the cache's eviction knows
 //! them and removes those of writers that died between writing and
 //! renaming.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// A file that could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +37,18 @@ pub enum OutputFileError {
     Link { path: PathBuf, target: PathBuf },
     #[error("{path} is a folder, not a file")]
     Folder { path: PathBuf },
+    #[error(
+        "{path} is {kind}; superstep never replaces a special file by its output: write to a regular file"
+    )]
+    Special { path: PathBuf, kind: &'static str },
+    #[error(
+        "the folder {folder} of {path} does not exist; create it first or name a file in an existing folder"
+    )]
+    MissingFolder { path: PathBuf, folder: PathBuf },
+    #[error(
+        "{path} is {input}, which this command reads; writing it would destroy it: write elsewhere"
+    )]
+    Input { path: PathBuf, input: PathBuf },
     #[error("writing {path}: {source}")]
     Write {
         path: PathBuf,
@@ -33,9 +58,10 @@ pub enum OutputFileError {
 
 impl OutputFileError {
     /// Whether the failure is the state of the user's folder (a link or a
-    /// folder where the file goes) rather than of the machine.
+    /// folder where the file goes, an input in the way) rather than of the
+    /// machine.
     pub fn is_input(&self) -> bool {
-        matches!(self, Self::Link { .. } | Self::Folder { .. })
+        !matches!(self, Self::Write { .. })
     }
 }
 
@@ -44,8 +70,10 @@ pub const TEMPORARY_PREFIX: &str = ".tmp-";
 
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
-/// Writes `bytes` to `path` whole (see the module header), creating its
-/// folder when missing.
+/// What this process wrote, by canonical path: length and BLAKE3 digest.
+static WRITTEN: Mutex<BTreeMap<PathBuf, (u64, [u8; 32])>> = Mutex::new(BTreeMap::new());
+
+/// Writes a user's output `bytes` to `path` whole (see the module header).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), OutputFileError> {
     write_parts(path, &[bytes], false)
 }
@@ -57,59 +85,213 @@ pub fn write_parts_durably(path: &Path, parts: &[&[u8]]) -> Result<(), OutputFil
     write_parts(path, parts, true)
 }
 
-fn write_parts(path: &Path, parts: &[&[u8]], sync: bool) -> Result<(), OutputFileError> {
-    let failure = |source| OutputFileError::Write {
+/// Writes one of the cache's entries whole, creating its folder when
+/// missing: the cache's own folder, not a user's output, so it is neither
+/// checked against the command's inputs nor remembered.
+pub fn write_entry(path: &Path, bytes: &[u8]) -> Result<(), OutputFileError> {
+    check_target(path)?;
+    let parent = folder_of(path);
+    fs::create_dir_all(parent).map_err(|source| OutputFileError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    if let Ok(metadata) = fs::symlink_metadata(path) {
-        if metadata.file_type().is_symlink() {
-            return Err(OutputFileError::Link {
-                path: path.to_path_buf(),
-                target: fs::read_link(path).unwrap_or_default(),
-            });
-        }
-        if metadata.is_dir() {
-            return Err(OutputFileError::Folder {
-                path: path.to_path_buf(),
-            });
-        }
+    })?;
+    let mut pending = PendingFile::begin(path)?;
+    pending.write_parts(&[bytes], false)?;
+    pending.rename()
+}
+
+/// The length and BLAKE3 digest of what this process last wrote at `path`
+/// (by canonical path), if it wrote it.
+pub fn written_digest(path: &Path) -> Option<(u64, [u8; 32])> {
+    let canonical = crate::input_file::canonical_target(path)?;
+    WRITTEN
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&canonical)
+        .copied()
+}
+
+fn write_parts(path: &Path, parts: &[&[u8]], sync: bool) -> Result<(), OutputFileError> {
+    let mut pending = PendingFile::create(path)?;
+    pending.write_parts(parts, sync)?;
+    pending.commit()
+}
+
+/// A user's output being written: a temporary file beside the target,
+/// renamed over it by [`PendingFile::commit`] (checked again then), removed
+/// when dropped uncommitted. The trace is written through one.
+pub struct PendingFile {
+    path: PathBuf,
+    temporary: PathBuf,
+    file: Option<fs::File>,
+    hasher: blake3::Hasher,
+    length: u64,
+}
+
+impl PendingFile {
+    /// Checks `path` as a user's output (see the module header) and creates
+    /// its temporary file.
+    pub fn create(path: &Path) -> Result<PendingFile, OutputFileError> {
+        check_output(path)?;
+        PendingFile::begin(path)
     }
-    let parent = path
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(failure)?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = parent.join(format!(
-        "{TEMPORARY_PREFIX}{}-{}-{name}",
-        std::process::id(),
-        SERIAL.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
+
+    fn begin(path: &Path) -> Result<PendingFile, OutputFileError> {
+        let name = path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temporary = folder_of(path).join(format!(
+            "{TEMPORARY_PREFIX}{}-{}-{name}",
+            std::process::id(),
+            SERIAL.fetch_add(1, Ordering::Relaxed)
+        ));
         // `create_new`: never through a link someone planted at the
         // temporary name.
-        let mut file = fs::OpenOptions::new()
+        let file = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&temporary)?;
+            .open(&temporary)
+            .map_err(|source| OutputFileError::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(PendingFile {
+            path: path.to_path_buf(),
+            temporary,
+            file: Some(file),
+            hasher: blake3::Hasher::new(),
+            length: 0,
+        })
+    }
+
+    /// The target's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn failure(&self, source: std::io::Error) -> OutputFileError {
+        OutputFileError::Write {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Appends `bytes` (an error names the target).
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), OutputFileError> {
+        let result = match self.file.as_mut() {
+            Some(file) => file.write_all(bytes),
+            None => Err(std::io::Error::other("the file was already finished")),
+        };
+        result.map_err(|source| self.failure(source))?;
+        self.hasher.update(bytes);
+        self.length += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn write_parts(&mut self, parts: &[&[u8]], sync: bool) -> Result<(), OutputFileError> {
         for part in parts {
-            file.write_all(part)?;
+            self.write_all(part)?;
         }
-        if sync {
-            file.sync_all()?;
+        if sync && let Some(file) = &self.file {
+            file.sync_all().map_err(|source| self.failure(source))?;
         }
-        drop(file);
-        fs::rename(&temporary, path)
-    })();
-    if let Err(source) = written {
-        let _ = fs::remove_file(&temporary);
-        return Err(failure(source));
+        Ok(())
+    }
+
+    /// Checks the target again (a link or an input may have appeared since)
+    /// and renames the temporary file over it, remembering what was written.
+    pub fn commit(self) -> Result<(), OutputFileError> {
+        check_output(&self.path)?;
+        let path = self.path.clone();
+        let written = (self.length, *self.hasher.finalize().as_bytes());
+        self.rename()?;
+        if let Some(canonical) = crate::input_file::canonical_target(&path) {
+            WRITTEN
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(canonical, written);
+        }
+        Ok(())
+    }
+
+    fn rename(mut self) -> Result<(), OutputFileError> {
+        drop(self.file.take());
+        fs::rename(&self.temporary, &self.path).map_err(|source| self.failure(source))
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.temporary);
+        }
+    }
+}
+
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// A user's output at `path`: no link, folder or special file in its
+/// place, its folder present, not one of the command's inputs.
+pub fn check_output(path: &Path) -> Result<(), OutputFileError> {
+    check_target(path)?;
+    let folder = folder_of(path);
+    if !folder.is_dir() {
+        return Err(OutputFileError::MissingFolder {
+            path: path.to_path_buf(),
+            folder: folder.to_path_buf(),
+        });
+    }
+    if let Some(input) = crate::input_file::read_by_this_command(path) {
+        return Err(OutputFileError::Input {
+            path: path.to_path_buf(),
+            input,
+        });
     }
     Ok(())
+}
+
+/// What is at `path` now: nothing or a regular file may be replaced.
+fn check_target(path: &Path) -> Result<(), OutputFileError> {
+    let Ok(metadata) = fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let kind = metadata.file_type();
+    if kind.is_symlink() {
+        return Err(OutputFileError::Link {
+            path: path.to_path_buf(),
+            target: fs::read_link(path).unwrap_or_default(),
+        });
+    }
+    if kind.is_dir() {
+        return Err(OutputFileError::Folder {
+            path: path.to_path_buf(),
+        });
+    }
+    let special = if kind.is_file() {
+        None
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a special file")
+    };
+    match special {
+        Some(kind) => Err(OutputFileError::Special {
+            path: path.to_path_buf(),
+            kind,
+        }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -129,7 +311,7 @@ mod tests {
     #[test]
     fn writes_whole_files_and_leaves_no_temporary_behind() {
         let directory = folder("whole");
-        let path = directory.join("nested").join("report.json");
+        let path = directory.join("report.json");
         write_parts_durably(&path, &[b"ab", b"cd"]).expect("writes");
         assert_eq!(fs::read(&path).expect("reads"), b"abcd");
         write_atomically(&path, b"new").expect("replaces");
@@ -163,6 +345,40 @@ mod tests {
         fs::create_dir_all(&path).expect("folder in the way");
         let error = write_atomically(&path, b"x").expect_err("a folder");
         assert!(error.to_string().contains("is a folder"), "{error}");
+        let _ = fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn special_files_missing_folders_and_inputs_are_refused() {
+        let directory = folder("refused");
+        let error = write_atomically(Path::new("/dev/null"), b"x").expect_err("a device");
+        assert!(error.to_string().contains("character device"), "{error}");
+        let dangling = directory.join("dangling");
+        std::os::unix::fs::symlink(directory.join("target"), &dangling).expect("link");
+        let error = write_atomically(&dangling, b"x").expect_err("a dangling link");
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert!(!directory.join("target").exists());
+        let nested = directory.join("missing").join("file");
+        let error = write_atomically(&nested, b"x").expect_err("no folder");
+        assert!(error.to_string().contains("does not exist"), "{error}");
+        assert!(!directory.join("missing").exists());
+        let input = directory.join("input");
+        fs::write(&input, b"keep").expect("input");
+        crate::input_file::remember_inputs();
+        crate::input_file::remember(&input, &fs::metadata(&input).expect("metadata"));
+        let spelled = directory.join(".").join("input");
+        let error = write_atomically(&spelled, b"x").expect_err("an input");
+        assert!(
+            error.to_string().contains("which this command reads"),
+            "{error}"
+        );
+        assert_eq!(fs::read(&input).expect("reads"), b"keep");
+        let written = directory.join("written");
+        write_atomically(&written, b"abc").expect("writes");
+        assert_eq!(
+            written_digest(&written),
+            Some((3, *blake3::hash(b"abc").as_bytes()))
+        );
         let _ = fs::remove_dir_all(&directory);
     }
 }

@@ -183,16 +183,19 @@ fn a_trace_onto_the_build_file_is_refused_and_leaves_it_intact() {
 
 #[test]
 fn a_trace_that_cannot_be_written_is_an_error() {
+    // A device is never written (docs/files.md): `--trace /dev/full` is
+    // refused before any work, naming the flag and the kind of file.
     let directory = scratch("outputs", "trace-full");
     let folder = format!("outputs.directory={}", directory.display());
     let output = common::superstep(&[&["--trace", "/dev/full"][..], &tiny_build(&folder)].concat());
     let message = stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert_eq!(output.status.code(), Some(2), "{message}");
     assert!(!message.contains("panicked"), "{message}");
     assert!(
         message.contains("--trace: cannot write trace /dev/full"),
         "{message}"
     );
+    assert!(message.contains("character device"), "{message}");
     let _ = std::fs::remove_dir_all(&directory);
 }
 

@@ -21,6 +21,8 @@ mod audit;
 mod cache;
 #[path = "capacity.rs"]
 mod capacity;
+#[path = "checkpoint_ranges.rs"]
+mod checkpoint_ranges;
 #[path = "cli.rs"]
 mod cli;
 #[path = "compute.rs"]
@@ -29,6 +31,8 @@ mod compute;
 mod cost_model;
 #[path = "diff.rs"]
 mod diff;
+#[path = "files.rs"]
+mod files;
 #[path = "fit_error.rs"]
 mod fit_error;
 #[path = "fp8_scale.rs"]

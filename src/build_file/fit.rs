@@ -41,7 +41,7 @@ pub fn fit_error(
             Some(help),
         )
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = super::read_build_file(path) else {
         return plain(message, help);
     };
     let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {

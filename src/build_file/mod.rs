@@ -216,11 +216,21 @@ pub struct BuildQuery {
     pub cache: CacheSettings,
 }
 
+/// The most bytes a build file may have (the shipped ones have about 2 000).
+pub const MAX_BUILD_FILE_BYTES: u64 = 1 << 20;
+
+/// The text of the build file at `path` (`input_file`: a regular file of at
+/// most [`MAX_BUILD_FILE_BYTES`]).
+pub fn read_build_file(path: &Path) -> Result<String, std::io::Error> {
+    crate::input_file::read_text(path, MAX_BUILD_FILE_BYTES, "a build file")
+        .map_err(crate::input_file::InputFileError::into_io)
+}
+
 /// Reads and validates the build file at `path`, then applies `sets`
 /// (`KEY=VALUE` strings from `--set`). Relative SafeTensors paths in the file
 /// resolve against the file's directory.
 pub fn load_query(path: &Path, sets: &[String]) -> Result<BuildQuery, QueryError> {
-    let text = std::fs::read_to_string(path).map_err(|source| {
+    let text = read_build_file(path).map_err(|source| {
         QueryError::from_problem(QueryProblem::Read {
             path: path.to_path_buf(),
             source,
@@ -288,7 +298,7 @@ pub fn override_error(
             Some(help.clone()),
         )
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = read_build_file(path) else {
         return plain(message);
     };
     let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
@@ -344,7 +354,7 @@ pub fn layout_override_error(
             Some(help.clone()),
         )
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = read_build_file(path) else {
         return plain();
     };
     let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {

@@ -38,6 +38,13 @@ pub const COMPRESSION_LEVEL: i32 = 3;
 /// beyond it is refused before anything is allocated.
 pub const MAXIMUM_PAYLOAD_BYTES: u64 = 1 << 30;
 
+/// The most bytes an entry file may have: its header and the largest
+/// payload stored uncompressed (zstd's bound on an incompressible frame is
+/// the payload and 1/128 of it more, at most); a file over it is refused
+/// before it is read.
+pub const MAXIMUM_ENTRY_BYTES: u64 =
+    MAXIMUM_PAYLOAD_BYTES + (MAXIMUM_PAYLOAD_BYTES >> 7) + (1 << 16);
+
 /// What an entry holds (also the name of its sub-folder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryKind {

@@ -247,10 +247,19 @@ impl PersistentCache {
         decode_payload: impl FnOnce(&[u8], Source) -> Result<T, EntryError>,
     ) -> Option<T> {
         let path = self.path(kind, key);
-        let bytes = match fs::read(&path) {
+        let bytes = match crate::input_file::read_record(
+            &path,
+            super::entry::MAXIMUM_ENTRY_BYTES,
+            "a cache entry",
+        ) {
             Ok(bytes) => bytes,
             Err(error) => {
-                if error.kind() != std::io::ErrorKind::NotFound {
+                let missing = matches!(
+                    &error,
+                    crate::input_file::InputFileError::Open { source, .. }
+                        if source.kind() == std::io::ErrorKind::NotFound
+                );
+                if !missing {
                     self.warn(format!(
                         "cache: cannot read {} ({error}); recomputing",
                         path.display()
@@ -374,7 +383,7 @@ impl PersistentCache {
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        crate::output_file::write_atomically(path, bytes).map_err(|error| match error {
+        crate::output_file::write_entry(path, bytes).map_err(|error| match error {
             crate::output_file::OutputFileError::Write { source, .. } => source,
             other => std::io::Error::other(other),
         })

@@ -146,7 +146,8 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     // The folder's record goes first and comes back last: while the
     // outputs are written no record describes the folder.
     let directory = artifacts_directory(&query);
-    let previous = manifest::begin(&directory);
+    let (_lock, previous) = manifest::begin(&directory)
+        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let mut written = Vec::new();
     if query.outputs.package && report.back.is_some() {
         let package = session
@@ -424,7 +425,7 @@ pub fn report_of(
 /// a failure only warns.
 fn record_build(arguments: &QueryArguments, query: &BuildQuery) -> Option<PathBuf> {
     let file = query_path(arguments);
-    let record = std::fs::read_to_string(&file)
+    let record = crate::build_file::read_build_file(&file)
         .map(|text| LastBuild::new(&file, &text, &arguments.sets, query))
         .map_err(|error| format!("cannot read {}: {error}", file.display()))
         .and_then(|record| {

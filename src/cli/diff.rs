@@ -181,12 +181,14 @@ fn inputs(arguments: &DiffArguments) -> Result<(Input, Input), CommandError> {
 /// Reads a `report.json`; a missing, unreadable or foreign file is an input
 /// error naming the file.
 fn read_report(path: &Path, side: char) -> Result<ReportView, CommandError> {
-    let text = std::fs::read_to_string(path).map_err(|error| {
-        CommandError::Input(format!(
-            "error: {side}: cannot read {}: {error}",
-            path.display()
-        ))
-    })?;
+    let text = crate::input_file::read_text(path, 1 << 30, "a report")
+        .map_err(crate::input_file::InputFileError::into_io)
+        .map_err(|error| {
+            CommandError::Input(format!(
+                "error: {side}: cannot read {}: {error}",
+                path.display()
+            ))
+        })?;
     ReportView::parse(&text).map_err(|error| {
         CommandError::Input(format!(
             "error: {side}: {}: {error}\n  help: give a report.json written by `superstep build` \

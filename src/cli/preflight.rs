@@ -9,6 +9,8 @@
 //! (`outputs.directory/NAME`) is created, as the build would create it.
 
 use std::fs::{File, OpenOptions};
+
+use crate::output_file::PendingFile;
 use std::path::{Path, PathBuf};
 
 use super::command_error::{CommandError, query_path};
@@ -19,8 +21,11 @@ use super::{AuditCommand, Cli, Command, QueryArguments};
 /// `capture -o FILE` and `bench-snapshot --json OUT` (`--trace` is created by
 /// [`create_trace`]).
 pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
-    let inputs = command_inputs(cli);
-    for (flag, output) in command_outputs(cli) {
+    let mut inputs = command_inputs(cli);
+    let (query_inputs, build_files) = query_files(cli);
+    inputs.extend(query_inputs);
+    let outputs = command_outputs(cli);
+    for (index, (flag, output)) in outputs.iter().enumerate() {
         if let Some(input) = inputs.iter().find(|input| same_file(input, output)) {
             return Err(CommandError::Input(format!(
                 "error: {flag}: {} is {}, which this command reads; writing it would destroy it\n  \
@@ -33,12 +38,34 @@ pub fn check_outputs(cli: &Cli) -> Result<(), CommandError> {
                 }
             )));
         }
+        if let Some(own) = build_files.iter().find(|own| same_file(own, output)) {
+            return Err(CommandError::Input(format!(
+                "error: {flag}: {} is {}, a file of the build's outputs folder; writing it would \
+                 leave the folder disagreeing with its record\n  help: give {flag} a file outside it",
+                output.display(),
+                own.display()
+            )));
+        }
+        if let Some((other, _)) = outputs[..index]
+            .iter()
+            .find(|(_, earlier)| same_file(earlier, output))
+        {
+            return Err(CommandError::Input(format!(
+                "error: {flag}: {} is also written by {other}; one of the two would be lost\n  \
+                 help: give each output its own file",
+                output.display()
+            )));
+        }
     }
     match &cli.command {
         Command::Capture(arguments) => check_output_file("capture -o", &arguments.output),
         Command::Profile(arguments) => check_output_file("profile -o", &arguments.output),
         Command::BenchSnapshot(arguments) => match &arguments.json {
             Some(json) => check_output_file("bench-snapshot --json", json),
+            None => Ok(()),
+        },
+        Command::Search(arguments) => match &arguments.write_overrides {
+            Some(file) => check_output_file("search --write-overrides", file),
             None => Ok(()),
         },
         Command::Run(arguments) => check_host_output(&arguments.host),
@@ -100,6 +127,58 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
     }
 }
 
+/// The files a command's build query names, found before it runs (none
+/// when the query cannot be loaded: the command reports that itself):
+/// the checkpoint's files (the SafeTensors file or index, the shards an
+/// index names, `config.json` beside them), which the command reads, and
+/// the build's outputs folder's own files (those its record lists, the
+/// record, and the names a build writes), which no flag may name.
+fn query_files(cli: &Cli) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Some(arguments) = query_arguments(cli) else {
+        return (Vec::new(), Vec::new());
+    };
+    let Ok(query) = crate::build_file::load_query(&query_path(arguments), &arguments.sets) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut inputs = Vec::new();
+    if let crate::build_file::WeightSource::SafeTensors { path, .. } = &query.workload.weights {
+        let folder = path.parent().unwrap_or(Path::new(""));
+        inputs.push(path.clone());
+        inputs.push(folder.join("config.json"));
+        if path.to_string_lossy().ends_with(".index.json") {
+            inputs.extend(
+                crate::model::safetensors::SafeTensors::index_shards(path)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|shard| folder.join(shard)),
+            );
+        }
+    }
+    let directory = super::common::artifacts_directory(&query);
+    let build_files = crate::report::manifest::own_files(&directory);
+    (inputs, build_files)
+}
+
+/// The build query arguments of a command that has them.
+fn query_arguments(cli: &Cli) -> Option<&QueryArguments> {
+    Some(match &cli.command {
+        Command::Build(arguments) => &arguments.query,
+        Command::Phases(arguments) => &arguments.query,
+        Command::Profile(arguments) => &arguments.query,
+        Command::Explain(arguments) => &arguments.query,
+        Command::Replay(arguments) => &arguments.query,
+        Command::Capture(arguments) => &arguments.query,
+        Command::Sweep(arguments) => &arguments.query,
+        Command::Search(arguments) => &arguments.query,
+        Command::Watch(arguments) => &arguments.query,
+        Command::Audit(AuditCommand::Copies(arguments)) => &arguments.query,
+        Command::Packing(arguments) => &arguments.query,
+        Command::Run(arguments) => &arguments.query,
+        Command::Simulate(arguments) => &arguments.query,
+        Command::Diff(_) | Command::BenchSnapshot(_) | Command::Verify(_) => return None,
+    })
+}
+
 /// The files the command writes that a flag names, with the flag.
 fn command_outputs(cli: &Cli) -> Vec<(&'static str, &Path)> {
     let mut outputs: Vec<(&'static str, &Path)> = Vec::new();
@@ -141,19 +220,22 @@ fn command_outputs(cli: &Cli) -> Vec<(&'static str, &Path)> {
     outputs
 }
 
-/// Whether two paths name one existing file (the same device and inode:
-/// through links, `..` or a hard link).
+/// Whether two paths name one file: the same device and inode when both
+/// exist (through links, `..` or a hard link), else the same canonical
+/// path (the folder resolved, the name kept).
 fn same_file(first: &Path, second: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(first), std::fs::metadata(second)) {
-        (Ok(first), Ok(second)) => first.dev() == second.dev() && first.ino() == second.ino(),
-        _ => false,
+    if let (Ok(first), Ok(second)) = (std::fs::metadata(first), std::fs::metadata(second)) {
+        return first.dev() == second.dev() && first.ino() == second.ino();
     }
+    let canonical = crate::input_file::canonical_target;
+    canonical(first).is_some_and(|first| Some(first) == canonical(second))
 }
 
-/// Creates the trace file (truncating an existing one), or says why it
+/// Begins the trace file (a temporary file beside it, renamed into place
+/// when the trace is complete: `output_file::PendingFile`), or says why it
 /// cannot be: "cannot write trace FILE: reason".
-pub fn create_trace(path: &Path) -> Result<File, CommandError> {
+pub fn create_trace(path: &Path) -> Result<PendingFile, CommandError> {
     let failure = |reason: String| {
         CommandError::Input(format!(
             "error: --trace: cannot write trace {}: {reason}",
@@ -164,13 +246,14 @@ pub fn create_trace(path: &Path) -> Result<File, CommandError> {
     if path.is_dir() {
         return Err(failure(String::from("it is a directory")));
     }
-    File::create(path).map_err(|error| failure(error.to_string()))
+    PendingFile::create(path).map_err(|error| failure(error.to_string()))
 }
 
-/// Why a file named by `flag` cannot be written, checked without changing
-/// it: its folder must exist, it must not be a folder, and it must be
-/// openable for writing (an existing file is not truncated; a probe file is
-/// removed again).
+/// Why a file named by `flag` cannot be written, checked without opening
+/// it (a FIFO is never waited on, a link never followed): its folder must
+/// exist, nothing but a regular file may be in its place
+/// (`output_file::check_output`), and the folder must take a new file (a
+/// probe file is created beside it and removed again).
 pub fn check_output_file(flag: &str, path: &Path) -> Result<(), CommandError> {
     let failure = |reason: String| {
         CommandError::Input(format!(
@@ -182,15 +265,22 @@ pub fn check_output_file(flag: &str, path: &Path) -> Result<(), CommandError> {
     if path.is_dir() {
         return Err(failure(String::from("it is a directory")));
     }
-    let existed = path.exists();
+    crate::output_file::check_output(path).map_err(|error| failure(error.to_string()))?;
+    let folder = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = folder.join(format!(
+        "{}probe-{}",
+        crate::output_file::TEMPORARY_PREFIX,
+        std::process::id()
+    ));
     OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
+        .write(true)
+        .create_new(true)
+        .open(&probe)
         .map_err(|error| failure(error.to_string()))?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
-    }
+    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 

@@ -6,10 +6,12 @@
 //! The `--trace` file's writer: the Chrome trace layer writes from its own
 //! thread and panics on a write error; this writer keeps the first error
 //! instead (later writes are dropped), so that a trace that could not be
-//! written (`--trace /dev/full`) is reported by the command as an error
-//! naming the file, never a panic in another thread and an exit code 0.
+//! written (a full disk) is reported by the command as an error naming the
+//! file, never a panic in another thread and an exit code 0. The trace is
+//! written to a temporary file and renamed into place at the end, as every
+//! output is (`output_file`): a path that is one of the command's inputs is
+//! never truncated, not even before it is read.
 
-use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,6 +21,7 @@ use tracing_subscriber::prelude::*;
 
 use super::command_error::CommandError;
 use super::preflight;
+use crate::output_file::{OutputFileError, PendingFile};
 
 /// The installed tracing: with `--trace`, the guard that writes the rest of
 /// the trace when dropped and what became of the writes.
@@ -79,69 +82,87 @@ impl Tracing {
     }
 }
 
-/// The trace file, as the trace layer's writer.
+/// The trace file, as the trace layer's writer: a temporary file beside
+/// the target (`output_file::PendingFile`), renamed over it once the trace
+/// is complete ([`TraceOutcome::check`]).
 pub struct TraceWriter {
-    file: File,
-    failure: Arc<Mutex<Option<std::io::Error>>>,
+    state: Arc<Mutex<TraceState>>,
+}
+
+/// The trace being written and the first write that failed.
+struct TraceState {
+    file: Option<PendingFile>,
+    failure: Option<String>,
 }
 
 /// What became of the writes to the trace file, looked at after the trace
 /// layer has flushed (its guard dropped).
 pub struct TraceOutcome {
     path: PathBuf,
-    failure: Arc<Mutex<Option<std::io::Error>>>,
+    state: Arc<Mutex<TraceState>>,
 }
 
-/// The writer of `file` (created as `path`) and the handle that reports
-/// whether everything reached it.
-pub fn trace_writer(path: &Path, file: File) -> (TraceWriter, TraceOutcome) {
-    let failure = Arc::new(Mutex::new(None));
+/// The writer of `file` (the pending trace at `path`) and the handle that
+/// reports whether everything reached it and puts it in place.
+pub fn trace_writer(path: &Path, file: PendingFile) -> (TraceWriter, TraceOutcome) {
+    let state = Arc::new(Mutex::new(TraceState {
+        file: Some(file),
+        failure: None,
+    }));
     (
         TraceWriter {
-            file,
-            failure: Arc::clone(&failure),
+            state: Arc::clone(&state),
         },
         TraceOutcome {
             path: path.to_path_buf(),
-            failure,
+            state,
         },
     )
 }
 
-impl TraceWriter {
-    fn attempt(&mut self, write: impl FnOnce(&mut File) -> std::io::Result<()>) {
-        let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
-        if failure.is_none()
-            && let Err(error) = write(&mut self.file)
-        {
-            *failure = Some(error);
-        }
-    }
-}
-
 impl Write for TraceWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.attempt(|file| file.write_all(bytes));
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.failure.is_none()
+            && let Some(file) = state.file.as_mut()
+            && let Err(error) = file.write_all(bytes)
+        {
+            state.failure = Some(match error {
+                OutputFileError::Write { source, .. } => source.to_string(),
+                other => other.to_string(),
+            });
+        }
         Ok(bytes.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.attempt(|file| file.flush().and_then(|()| file.sync_data().or(Ok(()))));
         Ok(())
     }
 }
 
 impl TraceOutcome {
-    /// `Err` when a write to the trace file failed: "--trace: cannot write
-    /// trace FILE: reason" (exit 1).
+    /// `Err` when a write to the trace file failed ("--trace: cannot write
+    /// trace FILE: reason", exit 1) or its path became one it may not
+    /// replace (exit 2); otherwise the complete trace is renamed into place.
     pub fn check(&self) -> Result<(), CommandError> {
-        let failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
-        match failure.as_ref() {
-            None => Ok(()),
-            Some(error) => Err(CommandError::Internal(format!(
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let file = state.file.take();
+        if let Some(error) = state.failure.as_ref() {
+            return Err(CommandError::Internal(format!(
+                "--trace: cannot write trace {}: {error}",
+                self.path.display()
+            )));
+        }
+        match file.map(PendingFile::commit) {
+            Some(Err(error)) if error.is_input() => Err(CommandError::Input(format!(
+                "error: --trace: cannot write trace {}: {error}",
+                self.path.display()
+            ))),
+            Some(Err(error)) => Err(CommandError::Internal(format!(
                 "--trace: cannot write trace {}: {error}",
                 self.path.display()
             ))),
+            _ => Ok(()),
         }
     }
 }
@@ -151,16 +172,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_full_device_is_reported_not_panicked_on() {
-        let path = Path::new("/dev/full");
-        let file = File::options().write(true).open(path).expect("/dev/full");
-        let (mut writer, outcome) = trace_writer(path, file);
-        writer.write_all(&[b'x'; 100]).expect("kept, not returned");
-        writer.flush().expect("kept, not returned");
-        let error = outcome.check().expect_err("the write failed");
-        let CommandError::Internal(message) = error else {
-            panic!("an internal error");
+    fn a_trace_is_in_place_only_when_complete_and_a_failure_names_it() {
+        let directory =
+            std::env::temp_dir().join(format!("superstep-trace-output-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).expect("folder");
+        let path = directory.join("trace.json");
+        let (mut writer, outcome) =
+            trace_writer(&path, PendingFile::create(&path).expect("pending"));
+        writer.write_all(b"[]").expect("kept, not returned");
+        assert!(!path.exists(), "not in place before the end");
+        outcome.check().expect("committed");
+        assert_eq!(std::fs::read(&path).expect("reads"), b"[]");
+        // The folder went away while the trace was written: an error naming it.
+        let (mut writer, outcome) =
+            trace_writer(&path, PendingFile::create(&path).expect("pending"));
+        writer.write_all(b"[]").expect("kept, not returned");
+        std::fs::remove_dir_all(&directory).expect("removed");
+        let error = outcome.check().expect_err("the folder is gone");
+        let (CommandError::Internal(message) | CommandError::Input(message)) = error else {
+            panic!("an error with a message");
         };
-        assert!(message.contains("/dev/full"), "{message}");
+        assert!(message.contains("trace.json"), "{message}");
     }
 }

@@ -20,6 +20,8 @@ use std::path::PathBuf;
 pub enum HostIoError {
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    #[error(transparent)]
+    Read(#[from] crate::input_file::InputFileError),
     #[error("{flag}: {message}")]
     Count { flag: &'static str, message: String },
 }

@@ -21,6 +21,13 @@
 //! differ from PIL's by one level in a few pixels, so an embedding from
 //! `--image` agrees with the library's to about four digits, not bit for bit.
 //! For bit-exact inputs pass the library's own `pixel_values` with `--input`.
+//!
+//! A photo is bounded before it is decoded: the file at most
+//! [`MAX_IMAGE_FILE_BYTES`], its declared sides (read from its header) at
+//! most [`MAX_IMAGE_SIDE`] pixels each, and the images its resize makes (the
+//! filter resamples the width first, then the height, in F32) at most
+//! [`MAX_RESAMPLED_PIXELS`] each, so a tiny file declaring a huge or
+//! extremely narrow image is refused with a message, never allocated.
 
 use std::path::Path;
 
@@ -28,6 +35,17 @@ use image::imageops::FilterType;
 
 use super::HostIoError;
 use crate::model::config::ModelConfig;
+
+/// The most bytes a photo file may have.
+pub const MAX_IMAGE_FILE_BYTES: u64 = 64 << 20;
+
+/// The most pixels either side of a photo may declare.
+pub const MAX_IMAGE_SIDE: u32 = 16384;
+
+/// The most pixels of any image the resize makes on its way (the height
+/// resampled first: old width x new height; then new width x new height),
+/// 128 MiB of F32 RGBA.
+pub const MAX_RESAMPLED_PIXELS: u64 = 8 << 20;
 
 /// How the photo is brought to the model's square image side.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,18 +116,72 @@ impl Preprocessing {
     /// Decodes the PNG or JPEG at `path` and returns its pixel values,
     /// channel-major `[3, side, side]`, normalised.
     pub fn pixels_of_file(&self, path: &Path) -> Result<Vec<f32>, HostIoError> {
-        let image = image::ImageReader::open(path)
-            .map_err(|error| HostIoError::file(path, format!("cannot read: {error}")))?
-            .with_guessed_format()
-            .map_err(|error| HostIoError::file(path, format!("cannot read: {error}")))?
-            .decode()
-            .map_err(|error| {
-                HostIoError::file(
-                    path,
-                    format!("not an image superstep can read (PNG or JPEG): {error}"),
-                )
-            })?;
+        let bytes = crate::input_file::read(path, MAX_IMAGE_FILE_BYTES, "a photo")?;
+        let reader = || {
+            image::ImageReader::new(std::io::Cursor::new(&bytes[..]))
+                .with_guessed_format()
+                .map_err(|error| HostIoError::file(path, format!("cannot read: {error}")))
+        };
+        let (width, height) = reader()?.into_dimensions().map_err(|error| {
+            HostIoError::file(
+                path,
+                format!("not an image superstep can read (PNG or JPEG): {error}"),
+            )
+        })?;
+        self.check_dimensions(width, height)
+            .map_err(|message| HostIoError::file(path, message))?;
+        let mut limits = image::Limits::default();
+        limits.max_image_width = Some(MAX_IMAGE_SIDE);
+        limits.max_image_height = Some(MAX_IMAGE_SIDE);
+        limits.max_alloc = Some(4 * u64::from(MAX_IMAGE_SIDE) * u64::from(MAX_IMAGE_SIDE));
+        let mut decoder = reader()?;
+        decoder.limits(limits);
+        let image = decoder.decode().map_err(|error| {
+            HostIoError::file(
+                path,
+                format!("not an image superstep can read (PNG or JPEG): {error}"),
+            )
+        })?;
         Ok(self.pixels(&image.to_rgb8()))
+    }
+
+    /// The size the resize brings a `width` x `height` photo to (before
+    /// the centre crop): torchvision's Resize(int) truncates the longer side.
+    fn resized(&self, width: u32, height: u32) -> (u64, u64) {
+        let (width, height) = (u64::from(width.max(1)), u64::from(height.max(1)));
+        match self.resize {
+            Resize::Square => (u64::from(self.side), u64::from(self.side)),
+            Resize::ShorterSideThenCentreCrop { crop_fraction } => {
+                let shorter = u64::from(self.scaled_side(crop_fraction));
+                if width <= height {
+                    (shorter, shorter * height / width)
+                } else {
+                    (shorter * width / height, shorter)
+                }
+            }
+        }
+    }
+
+    /// Why a photo of `width` x `height` pixels (as its header declares)
+    /// cannot be preprocessed within the bounds of the module header.
+    pub fn check_dimensions(&self, width: u32, height: u32) -> Result<(), String> {
+        if width == 0 || height == 0 || width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
+            return Err(format!(
+                "the image is {width} x {height} pixels; superstep reads images of 1 to \
+                 {MAX_IMAGE_SIDE} pixels a side: scale it down first"
+            ));
+        }
+        let (new_width, new_height) = self.resized(width, height);
+        let largest = (u64::from(width) * new_height).max(new_width * new_height);
+        if largest > MAX_RESAMPLED_PIXELS {
+            return Err(format!(
+                "the image is {width} x {height} pixels; its resize ({}) would make a \
+                 {new_width} x {new_height} image, more than superstep resamples \
+                 ({MAX_RESAMPLED_PIXELS} pixels at most): crop it nearer to square first",
+                self.describe()
+            ));
+        }
+        Ok(())
     }
 
     /// The normalised pixel values of `image`, channel-major `[3, side, side]`.
@@ -117,21 +189,10 @@ impl Preprocessing {
         let side = self.side;
         let square = match self.resize {
             Resize::Square => image::imageops::resize(image, side, side, FilterType::CatmullRom),
-            Resize::ShorterSideThenCentreCrop { crop_fraction } => {
-                let shorter = self.scaled_side(crop_fraction);
+            Resize::ShorterSideThenCentreCrop { .. } => {
                 let (width, height) = image.dimensions();
-                // torchvision's Resize(int): the longer side is truncated.
-                let (new_width, new_height) = if width <= height {
-                    (
-                        shorter,
-                        (u64::from(shorter) * u64::from(height) / u64::from(width)) as u32,
-                    )
-                } else {
-                    (
-                        (u64::from(shorter) * u64::from(width) / u64::from(height)) as u32,
-                        shorter,
-                    )
-                };
+                let (new_width, new_height) = self.resized(width, height);
+                let (new_width, new_height) = (new_width as u32, new_height as u32);
                 let resized =
                     image::imageops::resize(image, new_width, new_height, FilterType::CatmullRom);
                 // torchvision's CenterCrop: offsets rounded half to even.

@@ -19,6 +19,11 @@ use crate::numerics::half_float::{
 };
 
 const METADATA_KEY: &str = "__metadata__";
+
+/// The most bytes one checkpoint file (or shard) may have: 16 GiB, some
+/// ten times SigLIP so400m's vision tower in F32. A larger file is refused
+/// before it is read.
+pub const MAX_CHECKPOINT_FILE_BYTES: u64 = 16 << 30;
 const HEADER_LENGTH_BYTES: usize = 8;
 /// The data section starts at a multiple of this (the header is padded with
 /// spaces).
@@ -125,6 +130,8 @@ pub enum SafeTensorsError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Input(#[from] crate::input_file::InputFileError),
     #[error("cannot write `{}`: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -256,12 +263,12 @@ impl SafeTensors {
         }
     }
 
-    /// Reads and validates a file.
+    /// Reads and validates a file: a regular file (`input_file`: a FIFO
+    /// or a device such as `/dev/zero` is refused by kind) of at most
+    /// [`MAX_CHECKPOINT_FILE_BYTES`], whose header then accounts for every
+    /// byte ([`SafeTensors::parse`]).
     pub fn read(path: &Path) -> Result<SafeTensors, SafeTensorsError> {
-        let bytes = std::fs::read(path).map_err(|source| SafeTensorsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = crate::input_file::read(path, MAX_CHECKPOINT_FILE_BYTES, "a checkpoint file")?;
         SafeTensors::parse(bytes)
     }
 
@@ -624,5 +631,6 @@ fn data_length_error(
 }
 
 mod shards;
+pub use shards::MAX_INDEX_BYTES;
 #[cfg(test)]
 mod tests;

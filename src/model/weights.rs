@@ -55,6 +55,63 @@ pub enum WeightError {
         index: usize,
         first: f32,
     },
+    #[error(
+        "{path}: `{value}` has {count} elements beyond FP16's range of ±65504 (the first, element \
+         {index}, is {first}); the program stores it in FP16: scale the checkpoint's values down"
+    )]
+    BeyondFp16 {
+        path: String,
+        value: String,
+        count: usize,
+        index: usize,
+        first: f32,
+    },
+    #[error(
+        "{path}: `{value}` (layer {instance}) needs an FP8 scale of 2^{scale}, beyond the range \
+         a scale may have (-32..=32): its values are too large for the program to compute with; \
+         scale the checkpoint's values down"
+    )]
+    ScaleBeyondRange {
+        path: String,
+        value: String,
+        instance: u32,
+        scale: i32,
+    },
+}
+
+/// The largest scale `fp8_scale = "auto"` may choose for a checkpoint's
+/// tensor: the range a fixed `workload.fp8_scale` accepts (-32..=32). A
+/// tensor needing more (an element beyond 240 x 2^32, about 1e12) is
+/// refused: its products overflow every activation the program computes.
+pub const MAX_AUTO_SCALE: i32 = 32;
+
+/// `Err` naming `value` when a value stored in FP16 lies beyond FP16's
+/// range (it would be clamped to 65504 silently).
+fn check_fp16_range(path: &Path, value: &str, values: &[f32]) -> Result<(), WeightError> {
+    let beyond = |number: &f32| number.abs() > half_float::F16_MAX;
+    let Some(index) = values.iter().position(beyond) else {
+        return Ok(());
+    };
+    Err(WeightError::BeyondFp16 {
+        path: path.display().to_string(),
+        value: value.to_string(),
+        count: values.iter().filter(|number| beyond(number)).count(),
+        index,
+        first: values[index],
+    })
+}
+
+/// `Err` naming the first FP8 instance whose scale is beyond [`MAX_AUTO_SCALE`].
+fn check_scales(path: &Path, costs: &[InstanceQuantisation]) -> Result<(), WeightError> {
+    match costs.iter().find(|cost| cost.scale > MAX_AUTO_SCALE) {
+        Some(cost) => Err(WeightError::ScaleBeyondRange {
+            path: path.display().to_string(),
+            value: cost.tensor.clone(),
+            instance: cost.instance,
+            scale: cost.scale,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// `Err` naming `value` when `values` holds a NaN or an infinity.
@@ -208,14 +265,19 @@ pub fn safetensors_weights(
     for (id, values) in values.tensors {
         let value = graph.value(id);
         check_finite(path, &value.name, &values)?;
+        if value.precision == super::graph::Precision::F16 {
+            check_fp16_range(path, &value.name, &values)?;
+        }
         let iterated = matches!(value.kind, ValueKind::Weight { iterated: true });
         let count = if iterated { instances } else { 1 };
         let (data, costs) = quantise(&value.name, values, value.precision, fp8_scale, count);
+        check_scales(path, &costs)?;
         Arc::make_mut(&mut weights.tensors).insert(id, data);
         weights.quantisation.extend(costs);
     }
     if let Some(input) = values.input {
         check_finite(path, "input.patches", &input)?;
+        check_fp16_range(path, "input.patches", &input)?;
         weights.input = input.into_iter().map(half_float::round_f16).collect();
     }
     Ok(weights)

@@ -94,19 +94,11 @@ impl PackageHeader {
         })
     }
 
-    /// Reads only the header of the file at `path`.
+    /// Reads only the header of the file at `path` (a regular file:
+    /// `input_file`).
     pub fn read(path: &std::path::Path) -> Result<PackageHeader, PackageError> {
-        use std::io::Read;
-        let io = |source| PackageError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut bytes = Vec::with_capacity(HEADER_BYTES);
-        std::fs::File::open(path)
-            .map_err(io)?
-            .take(HEADER_BYTES as u64)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
+        let mut file = crate::input_file::InputFile::open(path)?;
+        let bytes = file.read_prefix(HEADER_BYTES as u64)?;
         PackageHeader::parse(&bytes, &path.display().to_string())
     }
 }
@@ -123,24 +115,15 @@ pub fn split<'a>(bytes: &'a [u8], path: &str) -> Result<(PackageHeader, &'a [u8]
     Ok((header, &bytes[HEADER_BYTES..]))
 }
 
-/// Reads the file at `path` header first: the header is checked before
-/// the payload is read, the payload it promises is bounded
-/// ([`MAXIMUM_PAYLOAD_BYTES`]) and, for a regular file, matched against the
-/// file's length; at most one byte more than promised is ever read (an
-/// endless file such as `/dev/zero` is refused by its header).
+/// Reads the file at `path` header first: the file must be a regular one
+/// (`input_file`: a FIFO or a device is refused by kind, never waited on or
+/// read without end), the header is checked before the payload is read, the
+/// payload it promises is bounded ([`MAXIMUM_PAYLOAD_BYTES`]) and matched
+/// against the file's length before a byte of it is read.
 pub fn read_checked(path: &std::path::Path) -> Result<(PackageHeader, Vec<u8>), PackageError> {
-    use std::io::Read;
     let name = path.display().to_string();
-    let io = |source| PackageError::Io {
-        path: name.clone(),
-        source,
-    };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut head = Vec::with_capacity(HEADER_BYTES);
-    (&mut file)
-        .take(HEADER_BYTES as u64)
-        .read_to_end(&mut head)
-        .map_err(io)?;
+    let mut file = crate::input_file::InputFile::open(path)?;
+    let head = file.read_prefix(HEADER_BYTES as u64)?;
     let header = PackageHeader::parse(&head, &name)?;
     if header.payload_bytes > MAXIMUM_PAYLOAD_BYTES {
         return Err(PackageError::Oversized {
@@ -150,24 +133,20 @@ pub fn read_checked(path: &std::path::Path) -> Result<(PackageHeader, Vec<u8>), 
         });
     }
     let expected = HEADER_BYTES as u64 + header.payload_bytes;
-    let metadata = file.metadata().map_err(io)?;
-    if metadata.is_file() && metadata.len() < expected {
+    if file.length() < expected {
         return Err(PackageError::Truncated {
             path: name,
             expected,
-            found: metadata.len(),
+            found: file.length(),
         });
     }
-    if metadata.is_file() && metadata.len() > expected {
+    if file.length() > expected {
         return Err(PackageError::TrailingBytes {
             path: name,
-            extra: metadata.len() - expected,
+            extra: file.length() - expected,
         });
     }
-    let mut payload = Vec::with_capacity(header.payload_bytes.min(64 << 20) as usize);
-    file.take(header.payload_bytes + 1)
-        .read_to_end(&mut payload)
-        .map_err(io)?;
+    let payload = file.read_exactly(header.payload_bytes, "the payload")?;
     check_payload(&header, &payload, &name)?;
     Ok((header, payload))
 }

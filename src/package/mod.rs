@@ -83,6 +83,8 @@ pub enum PackageError {
     },
     #[error(transparent)]
     Output(#[from] crate::output_file::OutputFileError),
+    #[error(transparent)]
+    Input(#[from] crate::input_file::InputFileError),
     #[error("{path} is not a superstep package (it does not start with `SSTPKG`)")]
     Foreign { path: String },
     #[error(

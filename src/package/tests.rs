@@ -344,6 +344,10 @@ fn an_allocation_moved_away_from_what_uses_it_is_found_everywhere_it_is_used() {
                 "step 1: location 0x4c010 is outside allocation 0 (0x4c100..0x4c140 on tile 0)"
             ),
             String::from(
+                "step 1: the transfer list transfer 0: its source accesses 16 bytes at 0x4c010, \
+                 outside allocation 0 (0x4c100..0x4c140 on tile 0)"
+            ),
+            String::from(
                 "phase phase-a, tile 0: a send starts at 0x4c010, outside every allocation of the tile"
             ),
         ]

@@ -5,7 +5,9 @@
 //! inside its tile's memory; every location of every step lies inside the
 //! allocation it names; every exchange row decodes, its sends start inside
 //! an allocation of its tile and its sends and receive pointers stay inside
-//! the tile's memory; every Repeat patch and row-sharing patch names a tile,
+//! the tile's memory; every transfer's source and destinations lie, words
+//! and all, inside one instance of an allocation of their tile (as the
+//! package simulator binds them); every Repeat patch and row-sharing patch names a tile,
 //! phase and word that exist; the tile count is one a C600 has (checked
 //! first: every table is sized by it). The first failures are reported (by phase,
 //! tile and word), with the counts of what was checked. Linear in the
@@ -149,7 +151,11 @@ fn allocation_bytes(allocation: &PlacedAllocation) -> (u64, u64) {
 }
 
 /// What is wrong with `transfers` as a list on `tiles` tiles, if anything.
-fn transfer_list_problem(transfers: &TransferList, tiles: u32) -> Option<String> {
+fn transfer_list_problem(
+    transfers: &TransferList,
+    tiles: u32,
+    allocations: &[PlacedAllocation],
+) -> Option<String> {
     let count = transfers.words.len();
     if transfers.source_tile.len() != count
         || transfers.source_location.len() != count
@@ -191,6 +197,58 @@ fn transfer_list_problem(transfers: &TransferList, tiles: u32) -> Option<String>
             transfers.destinations[destination].tile
         ));
     }
+    // Every transfer reads and writes its words inside one instance of an
+    // allocation of the tile concerned: what the simulator binds.
+    for transfer in 0..count {
+        let bytes = u64::from(transfers.words[transfer]) * 4;
+        let source = transfers.source_location[transfer];
+        if let Some(problem) =
+            access_problem(allocations, transfers.source_tile[transfer], source, bytes)
+        {
+            return Some(format!("transfer {transfer}: its source {problem}"));
+        }
+        for destination in transfers.destinations_of(transfer) {
+            if let Some(problem) =
+                access_problem(allocations, destination.tile, destination.location, bytes)
+            {
+                return Some(format!("transfer {transfer}: a destination {problem}"));
+            }
+        }
+    }
+    None
+}
+
+/// Why `bytes` bytes at `location` on `tile` are not inside one instance of
+/// the allocation the location names, on that tile (the condition the
+/// package simulator's `bind` applies), if they are not.
+fn access_problem(
+    allocations: &[PlacedAllocation],
+    tile: u32,
+    location: crate::expand::program::Location,
+    bytes: u64,
+) -> Option<String> {
+    let Some(allocation) = allocations.get(location.allocation.0 as usize) else {
+        return Some(format!(
+            "names allocation {}, which does not exist",
+            location.allocation.0
+        ));
+    };
+    if allocation.tile != tile {
+        return Some(format!(
+            "on tile {tile} names allocation {} of tile {}",
+            location.allocation.0, allocation.tile
+        ));
+    }
+    let start = u64::from(allocation.address);
+    let end = start + u64::from(allocation.bytes);
+    let offset = u64::from(location.offset);
+    if offset < start || offset + bytes > end {
+        return Some(format!(
+            "accesses {bytes} bytes at {offset:#x}, outside allocation {} ({start:#x}..{end:#x} on \
+             tile {tile})",
+            location.allocation.0
+        ));
+    }
     None
 }
 
@@ -211,15 +269,75 @@ pub fn verify_package(package: &Package) -> Verification {
     result.check_tile_tables(package);
     let ranges = result.check_allocations(package);
     result.check_step_locations(package);
-    result.check_transfer_lists(&package.steps, package.tiles, &mut Vec::new());
+    result.check_transfer_lists(package, &package.steps, &mut Vec::new());
     for phase in &package.phases {
         result.check_phase(phase, package.tiles as usize, &ranges);
     }
     result.check_sharing_patches(package);
+    result.check_phase_steps(package);
     result
 }
 
+/// The paths (indices from `Package::steps`, through Repeat bodies) of every
+/// exchange step under `steps`.
+fn exchange_paths(steps: &[Step], path: &mut Vec<u32>, found: &mut Vec<Vec<u32>>) {
+    for (index, step) in steps.iter().enumerate() {
+        path.push(index as u32);
+        match step {
+            Step::Exchange { .. } => found.push(path.clone()),
+            Step::Repeat { body, .. } => exchange_paths(body, path, found),
+            _ => {}
+        }
+        path.pop();
+    }
+}
+
 impl Verification {
+    /// Every exchange step has a phase (whose rows run it), and the phases
+    /// that share one stored row of a tile give it one length (the stored
+    /// row is the first phase's, rewritten by the others' sharing patches).
+    fn check_phase_steps(&mut self, package: &Package) {
+        let mut paths = Vec::new();
+        exchange_paths(&package.steps, &mut Vec::new(), &mut paths);
+        let phased: std::collections::HashSet<&[u32]> = package
+            .phases
+            .iter()
+            .map(|phase| phase.step_path.as_slice())
+            .collect();
+        for path in paths
+            .iter()
+            .filter(|path| !phased.contains(path.as_slice()))
+        {
+            self.fail(format!(
+                "step {}: an exchange step no phase runs (no phase's step path names it)",
+                path.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/")
+            ));
+        }
+        let mut stored_lengths: std::collections::HashMap<(usize, u32), (usize, &str)> =
+            std::collections::HashMap::new();
+        for phase in &package.phases {
+            for (tile, &stored) in phase.stored_rows.iter().enumerate() {
+                let length = phase.rows.get(tile).map_or(0, Vec::len);
+                if stored == u32::MAX || length == 0 {
+                    continue;
+                }
+                let (first_length, first_phase) = *stored_lengths
+                    .entry((tile, stored))
+                    .or_insert((length, phase.key.as_str()));
+                if first_length != length {
+                    self.fail(format!(
+                        "phase {}, tile {tile}: stored row {stored} holds {first_length} words \
+                         (phase {first_phase}'s row); this phase's row has {length}",
+                        phase.key
+                    ));
+                }
+            }
+        }
+    }
+
     /// The per-tile tables (exchange table and patch list bases): one entry
     /// per tile, each inside the tile's memory.
     fn check_tile_tables(&mut self, package: &Package) {
@@ -308,7 +426,8 @@ impl Verification {
     /// Every exchange step's transfer list is well formed: its columns
     /// equally long, its destination ranges increasing and inside the
     /// destination column, every tile one of the package's.
-    fn check_transfer_lists(&mut self, steps: &[Step], tiles: u32, path: &mut Vec<u32>) {
+    fn check_transfer_lists(&mut self, package: &Package, steps: &[Step], path: &mut Vec<u32>) {
+        let tiles = package.tiles;
         for (index, step) in steps.iter().enumerate() {
             path.push(index as u32);
             match step {
@@ -319,11 +438,13 @@ impl Verification {
                             .collect::<Vec<_>>()
                             .join("/")
                     };
-                    if let Some(problem) = transfer_list_problem(transfers, tiles) {
+                    if let Some(problem) =
+                        transfer_list_problem(transfers, tiles, &package.allocations)
+                    {
                         self.fail(format!("step {}: the transfer list {problem}", at()));
                     }
                 }
-                Step::Repeat { body, .. } => self.check_transfer_lists(body, tiles, path),
+                Step::Repeat { body, .. } => self.check_transfer_lists(package, body, path),
                 _ => {}
             }
             path.pop();

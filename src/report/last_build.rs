@@ -90,7 +90,9 @@ impl LastBuild {
 
     /// Reads the record at `path`; `Ok(None)` when there is none.
     pub fn load(path: &Path) -> Result<Option<LastBuild>, StateError> {
-        let bytes = match std::fs::read(path) {
+        let read = crate::input_file::read_record(path, 16 << 20, "a build record")
+            .map_err(crate::input_file::InputFileError::into_io);
+        let bytes = match read {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {

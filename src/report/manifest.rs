@@ -5,7 +5,8 @@
 //! A build removes the old record before it writes anything ([`begin`]),
 //! writes each output whole (`output_file`), then removes the files the
 //! previous record listed that this build did not write and writes the new
-//! record last ([`finish`]). So a folder with a record holds exactly one
+//! record last ([`finish`]), its lengths and digests those of the bytes this
+//! process wrote (`output_file::written_digest`), never re-read from disk. So a folder with a record holds exactly one
 //! build's files, each as that build wrote it ([`check`] proves it), and a
 //! folder without one is a build that did not finish.
 
@@ -20,6 +21,10 @@ use crate::output_file::{OutputFileError, write_atomically};
 
 /// The record's file name in `outputs.directory/NAME`.
 pub const MANIFEST_FILE: &str = "build.json";
+
+/// The most bytes a file a record lists may have when it is checked (a
+/// package's limit and its header).
+const MAX_LISTED_FILE_BYTES: u64 = crate::package::file::MAXIMUM_PAYLOAD_BYTES + 4096;
 
 /// The record's schema.
 pub const MANIFEST_SCHEMA: u32 = 1;
@@ -69,14 +74,80 @@ pub enum ManifestError {
     },
 }
 
-/// The previous record of `directory`, read and then removed, so that
-/// while this build writes the folder no record describes it. A record that
-/// cannot be read is removed and ignored.
-pub fn begin(directory: &Path) -> Option<BuildManifest> {
+/// The names of the files a build writes in its outputs folder, whatever
+/// its settings (the record itself among them).
+pub const BUILD_FILE_NAMES: [&str; 7] = [
+    MANIFEST_FILE,
+    "package.bin",
+    "report.json",
+    "report.html",
+    "phases.csv",
+    "compute.csv",
+    crate::report::last_build::STATE_FILE,
+];
+
+/// The outputs folder `directory`'s own files: those its record lists and
+/// those a build writes ([`BUILD_FILE_NAMES`]); no output a flag names may
+/// be one of them.
+pub fn own_files(directory: &Path) -> Vec<PathBuf> {
+    let listed = read(&directory.join(MANIFEST_FILE))
+        .map(|record| record.files)
+        .unwrap_or_default();
+    BUILD_FILE_NAMES
+        .iter()
+        .map(|name| directory.join(name))
+        .chain(
+            listed
+                .iter()
+                .filter(|file| is_plain(&file.name))
+                .map(|file| directory.join(&file.name)),
+        )
+        .collect()
+}
+
+/// The outputs folder held by this process: while it lives no other
+/// superstep writes the folder (an advisory `flock` on the folder itself,
+/// so no lock file is left in it; released when dropped or when the
+/// process ends, however it ends).
+#[derive(Debug)]
+pub struct FolderLock {
+    _folder: fs::File,
+}
+
+/// Takes `directory`'s lock, waiting (with a note on standard error) while
+/// another superstep holds it.
+pub fn lock(directory: &Path) -> Result<FolderLock, ManifestError> {
+    let failure = |source: std::io::Error| ManifestError::Io {
+        path: directory.to_path_buf(),
+        source,
+    };
+    // The outputs folder is the one folder a build creates.
+    fs::create_dir_all(directory).map_err(failure)?;
+    let folder = fs::File::open(directory).map_err(failure)?;
+    match folder.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            eprintln!(
+                "note: another superstep is writing {}; waiting for it to finish",
+                directory.display()
+            );
+            folder.lock().map_err(failure)?;
+        }
+        Err(fs::TryLockError::Error(error)) => return Err(failure(error)),
+    }
+    Ok(FolderLock { _folder: folder })
+}
+
+/// Takes the folder's lock ([`lock`]), then reads and removes its previous
+/// record, so that while this build writes the folder no record describes
+/// it and no other build writes it. A record that cannot be read is removed
+/// and ignored. Keep the lock until [`finish`] has written the new record.
+pub fn begin(directory: &Path) -> Result<(FolderLock, Option<BuildManifest>), ManifestError> {
+    let lock = lock(directory)?;
     let path = directory.join(MANIFEST_FILE);
     let previous = read(&path).ok();
     let _ = fs::remove_file(&path);
-    previous
+    Ok((lock, previous))
 }
 
 /// Removes the files `previous` listed that `written` does not (plain
@@ -97,14 +168,18 @@ pub fn finish(
         if path.parent() != Some(directory) || !names.insert(name.clone()) {
             continue;
         }
-        let bytes = fs::read(path).map_err(|source| ManifestError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        // What this process wrote there, not what is on disk now: another
+        // writer's file is never vouched for.
+        let Some((bytes, digest)) = crate::output_file::written_digest(path) else {
+            return Err(ManifestError::Io {
+                path: path.clone(),
+                source: std::io::Error::other("this build did not write it"),
+            });
+        };
         files.push(ManifestFile {
             name,
-            bytes: bytes.len() as u64,
-            blake3: blake3::hash(&bytes).to_hex().to_string(),
+            bytes,
+            blake3: blake3::Hash::from_bytes(digest).to_hex().to_string(),
         });
     }
     for stale in previous.iter().flat_map(|record| &record.files) {
@@ -149,7 +224,8 @@ pub fn check(directory: &Path) -> Result<BuildManifest, ManifestError> {
         if !is_plain(&file.name) {
             return Err(mismatch(String::from("not a plain file name")));
         }
-        let bytes = fs::read(&path).map_err(|error| mismatch(error.to_string()))?;
+        let bytes = crate::input_file::read_record(&path, MAX_LISTED_FILE_BYTES, "a build's file")
+            .map_err(|error| mismatch(error.into_io().to_string()))?;
         if bytes.len() as u64 != file.bytes {
             return Err(mismatch(format!(
                 "{} bytes, the record says {}",
@@ -165,10 +241,14 @@ pub fn check(directory: &Path) -> Result<BuildManifest, ManifestError> {
 }
 
 fn read(path: &Path) -> Result<BuildManifest, ManifestError> {
-    let text = fs::read_to_string(path).map_err(|source| ManifestError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes =
+        crate::input_file::read_record(path, 16 << 20, "a build record").map_err(|error| {
+            ManifestError::Io {
+                path: path.to_path_buf(),
+                source: error.into_io(),
+            }
+        })?;
+    let text = String::from_utf8_lossy(&bytes);
     let record: BuildManifest =
         serde_json::from_str(&text).map_err(|error| ManifestError::Format {
             path: path.to_path_buf(),
@@ -223,8 +303,9 @@ mod tests {
     fn a_finished_folder_checks_and_a_changed_file_is_named() {
         let directory = folder("check");
         let report = directory.join("report.json");
-        fs::write(&report, b"{}").expect("report");
-        assert!(begin(&directory).is_none());
+        write_atomically(&report, b"{}").expect("report");
+        let (_lock, previous) = begin(&directory).expect("locked");
+        assert!(previous.is_none());
         finish(&directory, &query(), std::slice::from_ref(&report), None).expect("record");
         let record = check(&directory).expect("checks");
         assert_eq!(record.files.len(), 1);
@@ -244,7 +325,7 @@ mod tests {
             directory.join("notes.txt"),
         );
         for path in [&package, &report, &mine] {
-            fs::write(path, b"x").expect("file");
+            write_atomically(path, b"x").expect("file");
         }
         finish(
             &directory,
@@ -253,7 +334,7 @@ mod tests {
             None,
         )
         .expect("first");
-        let previous = begin(&directory);
+        let (_lock, previous) = begin(&directory).expect("locked");
         assert!(!directory.join(MANIFEST_FILE).exists());
         finish(
             &directory,

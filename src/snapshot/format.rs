@@ -159,6 +159,10 @@ fn json_error(bytes: &[u8], path: &str, source: &serde_json::Error) -> FormatErr
     }
 }
 
+/// The most bytes a snapshot file may have (SigLIP so400m's is some tens of
+/// megabytes).
+pub const MAX_SNAPSHOT_BYTES: u64 = 2 << 30;
+
 impl Snapshot {
     /// Parses a snapshot from bytes (one pass, no quadratic work).
     pub fn from_slice(bytes: &[u8], path: &str) -> Result<Snapshot, FormatError> {
@@ -168,10 +172,13 @@ impl Snapshot {
     /// Reads and parses a snapshot file.
     pub fn read(path: &std::path::Path) -> Result<Snapshot, FormatError> {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| FormatError::Read {
-            path: name.clone(),
-            source,
-        })?;
+        let bytes =
+            crate::input_file::read(path, MAX_SNAPSHOT_BYTES, "a snapshot").map_err(|error| {
+                FormatError::Read {
+                    path: name.clone(),
+                    source: error.into_io(),
+                }
+            })?;
         Snapshot::from_slice(&bytes, &name)
     }
 

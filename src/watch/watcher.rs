@@ -89,7 +89,7 @@ fn write_artifacts(
         Vec::new()
     };
     let directory = artifacts_directory(query);
-    let previous = manifest::begin(&directory);
+    let (_lock, previous) = manifest::begin(&directory).map_err(|error| error.to_string())?;
     let mut written = write_reports(session, query, &report, Some(&suggestions))
         .map_err(|error| error.to_string())?;
     let record_path = directory.join(STATE_FILE);
@@ -223,7 +223,7 @@ impl Watcher {
     /// rebuilds, writing what happened to `out`.
     pub fn refresh(&mut self, out: &mut impl Write) -> io::Result<Refresh> {
         let path = self.options.path.clone();
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::build_file::read_build_file(&path) {
             Ok(text) => text,
             Err(source) => {
                 if self.last_unreadable {

@@ -46,6 +46,19 @@ pub enum CheckpointError {
          another naming)"
     )]
     NoCounterpart { naming: Naming, value: String },
+    /// A PE-Core checkpoint (it has an attention pool and a pre-norm) read
+    /// for a model without them: its pool, pre-norm and projection would be
+    /// ignored, and the embedding would not be the checkpoint's.
+    #[error(
+        "the checkpoint is PE-Core ({naming} naming: it has `{tensor}`), but this model has no \
+         {missing}: its PE-Core parts would be ignored; build it with model = \"pe-core-l14\" \
+         (or a custom model with pooling = \"attention\" and pre_norm = true)"
+    )]
+    PeCoreParts {
+        naming: Naming,
+        tensor: &'static str,
+        missing: &'static str,
+    },
     /// Every tensor fits, but the library's `config.json` beside the
     /// checkpoint says another number of heads (which no shape shows).
     #[error("{mismatch} (heads from the `config.json` beside the checkpoint)")]

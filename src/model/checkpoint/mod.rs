@@ -57,6 +57,7 @@ pub fn read_values(
         Some(naming) => (naming, naming.prefix_in(file).unwrap_or("")),
         None => Naming::detect(file).ok_or(CheckpointError::UnknownNaming)?,
     };
+    check_pe_core_parts(graph, naming)?;
     let mismatch = || {
         Mismatch::between(
             ShapeSummary::of_checkpoint(file, naming, prefix, path),
@@ -113,6 +114,31 @@ pub fn read_values(
         naming,
         tensors,
         input,
+    })
+}
+
+/// A PE-Core naming read for a graph without PE-Core's pre-norm or
+/// attention pool is refused ([`CheckpointError::PeCoreParts`]).
+fn check_pe_core_parts(graph: &Graph, naming: Naming) -> Result<(), CheckpointError> {
+    if !matches!(naming, Naming::TimmPeCore | Naming::PerceptionModelsPeCore) {
+        return Ok(());
+    }
+    let has = |stem: &str| {
+        graph
+            .value_ids()
+            .any(|id| graph.value(id).name.starts_with(stem))
+    };
+    let missing = if !has("head.probe") {
+        "attention pool"
+    } else if !has("embed.ln_pre") {
+        "pre-norm (ln_pre)"
+    } else {
+        return Ok(());
+    };
+    Err(CheckpointError::PeCoreParts {
+        naming,
+        tensor: naming.signature()[naming.signature().len() - 1],
+        missing,
     })
 }
 

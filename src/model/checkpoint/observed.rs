@@ -201,7 +201,12 @@ fn patch_side(rows: usize) -> usize {
 /// `num_attention_heads` of a transformers `config.json` next to the
 /// checkpoint (top level, or under `vision_config` for a whole model).
 fn library_config_heads(path: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(path.parent()?.join("config.json")).ok()?;
+    let text = crate::input_file::read_text(
+        &path.parent()?.join("config.json"),
+        crate::model::safetensors::MAX_INDEX_BYTES,
+        "a model configuration",
+    )
+    .ok()?;
     let config: serde_json::Value = serde_json::from_str(&text).ok()?;
     let heads = config
         .get("vision_config")

@@ -19,30 +19,29 @@ struct Index {
 }
 
 /// The most bytes an index file may have (a 27-layer model's is about 60 kB).
-const MAX_INDEX_BYTES: u64 = 16 << 20;
+pub const MAX_INDEX_BYTES: u64 = 16 << 20;
 
 impl SafeTensors {
+    /// The shard file names the index at `path` names (read as an input,
+    /// bounded), without reading the shards.
+    pub fn index_shards(path: &Path) -> Result<Vec<String>, SafeTensorsError> {
+        let text = crate::input_file::read(path, MAX_INDEX_BYTES, "a checkpoint index")?;
+        let index: Index =
+            serde_json::from_slice(&text).map_err(|error| SafeTensorsError::Index {
+                path: path.to_path_buf(),
+                message: error.to_string(),
+            })?;
+        let shards: BTreeSet<String> = index.weight_map.into_values().collect();
+        Ok(shards.into_iter().collect())
+    }
+
     /// Reads the shards the index at `path` names as one checkpoint.
     pub fn read_sharded(path: &Path) -> Result<SafeTensors, SafeTensorsError> {
         let failure = |message: String| SafeTensorsError::Index {
             path: path.to_path_buf(),
             message,
         };
-        let length = std::fs::metadata(path)
-            .map_err(|source| SafeTensorsError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
-        if length > MAX_INDEX_BYTES {
-            return Err(failure(format!(
-                "{length} bytes is more than any checkpoint index ({MAX_INDEX_BYTES} at most)"
-            )));
-        }
-        let text = std::fs::read(path).map_err(|source| SafeTensorsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::input_file::read(path, MAX_INDEX_BYTES, "a checkpoint index")?;
         let index: Index = serde_json::from_slice(&text).map_err(|error| {
             failure(format!(
                 "not a checkpoint index (a `weight_map` of tensor names to shard files): {error}"

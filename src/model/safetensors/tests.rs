@@ -118,7 +118,7 @@ fn round_trip_through_a_file() {
 fn missing_file_names_the_path() {
     let path = unique_temp_path("missing");
     let error = SafeTensors::read(&path).unwrap_err();
-    assert!(matches!(error, SafeTensorsError::Read { .. }));
+    assert!(matches!(error, SafeTensorsError::Input(_)));
     assert!(error.to_string().contains(&path.display().to_string()));
 }
 
