@@ -2,7 +2,6 @@
 //! the kernel cost model (the shipped table, or a calibration file), with
 //! the formula's terms, for comparing the model with a profile.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -199,36 +198,12 @@ pub fn load_table(path: Option<&PathBuf>) -> Result<(CostTable, String), Command
     Ok((table, path.display().to_string()))
 }
 
-/// Reads a small text file whole, refusing what is not a regular file or is
-/// larger than the measurement bound (a FIFO or device is never opened for
-/// reading).
-pub fn read_bounded_text(path: &Path, what: &str) -> Result<String, CommandError> {
-    let unreadable = |detail: String| {
-        CommandError::Input(format!(
-            "error: cannot read the {what} {}: {detail}",
-            path.display()
-        ))
-    };
-    let metadata = std::fs::metadata(path).map_err(|error| unreadable(error.to_string()))?;
-    if !metadata.is_file() {
-        return Err(unreadable("not a regular file".to_string()));
-    }
-    if metadata.len() > MAXIMUM_POINTS_BYTES {
-        return Err(unreadable(format!(
-            "{} bytes, more than the {} a {what} may have",
-            metadata.len(),
-            MAXIMUM_POINTS_BYTES
-        )));
-    }
-    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-    let mut text = String::new();
-    file.take(MAXIMUM_POINTS_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|error| unreadable(error.to_string()))?;
-    if text.len() as u64 > MAXIMUM_POINTS_BYTES {
-        return Err(unreadable("it grew while being read".to_string()));
-    }
-    Ok(text)
+/// Reads a calibration or measurement file whole through the one input
+/// rule (`crate::input_file`: opened without blocking, a regular file, at
+/// most 4 MiB).
+pub fn read_bounded_text(path: &Path, what: &'static str) -> Result<String, CommandError> {
+    crate::input_file::read_text(path, MAXIMUM_POINTS_BYTES, what)
+        .map_err(|error| CommandError::Input(format!("error: {error}")))
 }
 
 #[derive(Serialize)]

@@ -175,7 +175,11 @@ fn query_arguments(cli: &Cli) -> Option<&QueryArguments> {
         Command::Packing(arguments) => &arguments.query,
         Command::Run(arguments) => &arguments.query,
         Command::Simulate(arguments) => &arguments.query,
-        Command::Diff(_) | Command::BenchSnapshot(_) | Command::Verify(_) => return None,
+        Command::Diff(_)
+        | Command::BenchSnapshot(_)
+        | Command::Verify(_)
+        | Command::Cost(_)
+        | Command::Calibrate(_) => return None,
     })
 }
 

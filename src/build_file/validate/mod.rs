@@ -428,21 +428,7 @@ impl Resolver<'_> {
                  build file are relative to the build file's folder",
             )
         };
-        let metadata = std::fs::metadata(&path)
-            .map_err(|error| fail(format!("cannot be read: {error}"), "cannot be read"))?;
-        if !metadata.is_file() {
-            return Err(fail("is not a regular file".to_string(), "not a file"));
-        }
-        if metadata.len() > MAXIMUM_BYTES {
-            return Err(fail(
-                format!(
-                    "has {} bytes; a calibration file has at most {MAXIMUM_BYTES}",
-                    metadata.len()
-                ),
-                "too large",
-            ));
-        }
-        let text = std::fs::read_to_string(&path)
+        let text = crate::input_file::read_text(&path, MAXIMUM_BYTES, "a calibration file")
             .map_err(|error| fail(format!("cannot be read: {error}"), "cannot be read"))?;
         let table = CostTable::from_text(&text).map_err(|error| {
             fail(
