@@ -70,6 +70,7 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
         Command::Sweep(arguments) => query(&arguments.query),
         Command::Search(arguments) => query(&arguments.query),
         Command::Watch(arguments) => query(&arguments.query),
+        Command::Snapshot(arguments) => query(&arguments.query),
         Command::Audit(AuditCommand::Copies(arguments)) => query(&arguments.query),
         Command::Packing(arguments) => arguments
             .snapshot
