@@ -48,10 +48,35 @@ pub fn run(arguments: &SnapshotArguments) -> Result<(), CommandError> {
     check_folder(&arguments.dir, !arguments.check)?;
     let query = load(&arguments.query)?;
     let mut session = open_session(&arguments.query, &query)?;
-    build_checked(&mut session, &query, &arguments.query)?;
-    let result = snapshot(arguments, &session, &query);
+    let outcome = build_checked(&mut session, &query, &arguments.query)?;
+    let result = snapshot(arguments, &session, &query, &outcome);
     finish_cache(session.cache());
     result
+}
+
+/// Under --verbose: the build's stage times, the record's, and the
+/// queries the build executed (salsa's log).
+fn print_verbose(outcome: &crate::session::BuildOutcome, record_time: std::time::Duration) {
+    if !super::progress::verbose() {
+        return;
+    }
+    print_line!("stage times:");
+    for time in &outcome.times {
+        print_line!(
+            "  {:<12} {:>10.3} ms",
+            time.stage,
+            time.elapsed.as_secs_f64() * 1e3
+        );
+    }
+    print_line!(
+        "  {:<12} {:>10.3} ms",
+        "record",
+        record_time.as_secs_f64() * 1e3
+    );
+    print_line!("queries executed:");
+    for (query_name, count) in outcome.executions_by_query() {
+        print_line!("  {:<24} {count:>6}", query_name.name());
+    }
 }
 
 /// Before any work: DIR must be a folder (or not exist yet), and writable
@@ -99,12 +124,15 @@ fn snapshot(
     arguments: &SnapshotArguments,
     session: &crate::session::Session,
     query: &crate::build_file::BuildQuery,
+    outcome: &crate::session::BuildOutcome,
 ) -> Result<(), CommandError> {
+    let started = std::time::Instant::now();
     let made = record(session, query, arguments.detail).map_err(|error| match error {
         RecordError::TooLarge { .. } => CommandError::Input(format!("error: {error}")),
         RecordError::Backend(error) => CommandError::from(error),
         RecordError::Inconsistent(message) => CommandError::Internal(message),
     })?;
+    print_verbose(outcome, started.elapsed());
     let dir = &arguments.dir;
     let stored = folder::read(dir).map_err(folder_error)?;
     let comparison = folder::compare(&made, &stored);
