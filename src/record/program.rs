@@ -100,13 +100,16 @@ pub fn text(
     sheet.count("barriers", estimate.barriers);
     sheet.count("compute steps", estimate.compute_steps);
 
+    // Shares to a tenth of a percent: a phase that moves the total by a
+    // little leaves the other steps' lines as they are (their cycles are
+    // exact beside them).
     sheet.section("shares");
     let total = estimate.total_cycles.max(1) as f64;
     for entry in &profile.entries {
         sheet.fact(
             &entry.key,
             format!(
-                "{} cycles · {:.3}%",
+                "{} cycles · {:.1}%",
                 thousands(entry.total_cycles),
                 entry.total_cycles as f64 * 100.0 / total
             ),
