@@ -186,7 +186,7 @@ fn bad_folders_and_damaged_files_are_exit_2() {
     let other = snapshot(&root, &dir, &["--check", "--set", "workload.layers=1"]);
     assert_eq!(other.status.code(), Some(2), "{}", text(&other.stderr));
     assert!(
-        text(&other.stderr).contains("model and machine"),
+        text(&other.stderr).contains("another model or machine"),
         "{}",
         text(&other.stderr)
     );

@@ -144,13 +144,14 @@ fn snapshot(
     }
     let shown = dir.display();
     if arguments.check {
-        print_changes(&comparison, arguments.items);
+        // A folder of another build would differ everywhere: say why once.
         if let Some(mismatch) = &comparison.mismatch {
             return Err(CommandError::Input(format!(
-                "error: {shown}: {mismatch}\n  help: compare with a snapshot of the same build \
+                "error: the snapshot {shown} {mismatch}\n  help: compare with a snapshot of the same build \
                  (and --detail), or take this build as the snapshot with --accept"
             )));
         }
+        print_changes(&comparison, arguments.items);
         if let Some((path, why)) = comparison.damaged.first() {
             return Err(damaged(dir, path, why, comparison.damaged.len()));
         }
@@ -175,7 +176,7 @@ fn snapshot(
     if !arguments.accept {
         if let Some(mismatch) = &comparison.mismatch {
             return Err(CommandError::Input(format!(
-                "error: {shown}: {mismatch}\n  help: write this build's snapshot to another folder, \
+                "error: the snapshot {shown} {mismatch}\n  help: write this build's snapshot to another folder, \
                  or replace the snapshot with --accept"
             )));
         }
@@ -186,7 +187,7 @@ fn snapshot(
     let fresh = stored.files.is_empty();
     if !fresh && !super::progress::quiet() {
         match &comparison.mismatch {
-            Some(mismatch) => print_line!("replacing the snapshot: {mismatch}"),
+            Some(mismatch) => print_line!("replacing the snapshot {shown}, which {mismatch}"),
             None => print_changes(&comparison, arguments.items),
         }
     }

@@ -149,7 +149,7 @@ pub struct Comparison {
     /// Files in the folder that are not record files (left alone).
     pub others: Vec<String>,
     /// The folder was written by another compiler, for another build or
-    /// at another detail: what differs (first file found).
+    /// at another detail: what differs (of the first such file).
     pub mismatch: Option<String>,
 }
 
@@ -181,10 +181,7 @@ pub fn compare(record: &Record, stored: &Stored) -> Comparison {
             Err(error) => comparison.damaged.push((path.clone(), error.to_string())),
             Ok(sheet) => {
                 if sheet.header != header && comparison.mismatch.is_none() {
-                    comparison.mismatch = Some(format!(
-                        "{path} {}",
-                        describe_mismatch(&sheet.header, &record.identity)
-                    ));
+                    comparison.mismatch = Some(describe_mismatch(&sheet.header, &record.identity));
                 }
                 if !generated.contains(path.as_str()) {
                     comparison.removed.push((path.clone(), sheet.title.clone()));
@@ -235,7 +232,7 @@ fn describe_mismatch(stored: &str, identity: &Identity) -> String {
     for (name, what) in [
         ("compiler ", "was written by compiler"),
         ("build ", "is a snapshot of build"),
-        ("model ", "is of the model and machine with digest"),
+        ("model ", "is of another model or machine: digest"),
         ("detail ", "was written at detail"),
     ] {
         let (old, new) = (field(stored, name), field(&expected, name));
