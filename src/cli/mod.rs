@@ -408,9 +408,9 @@ pub enum Command {
     /// Examples (write, change one phase's policy, check, accept):
     ///   superstep snapshot queries/vit-tiny.toml --dir snapshots/vit-tiny
     ///   superstep snapshot queries/vit-tiny.toml --dir snapshots/vit-tiny --check \
-    ///       --set 'schedule.override.layer.attn.qkv.a.rearrange#0=B64'
+    ///       --set 'schedule.override.layer.attn.split_q#0=B64'
     ///   superstep snapshot queries/vit-tiny.toml --dir snapshots/vit-tiny --accept \
-    ///       --set 'schedule.override.layer.attn.qkv.a.rearrange#0=B64'
+    ///       --set 'schedule.override.layer.attn.split_q#0=B64'
     #[command(verbatim_doc_comment)]
     Snapshot(snapshot::SnapshotArguments),
 }
