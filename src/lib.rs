@@ -33,6 +33,7 @@ pub mod output_file;
 pub mod package;
 pub mod patch;
 pub mod place;
+pub mod record;
 pub mod report;
 pub mod rows;
 pub mod schedule;

@@ -69,6 +69,10 @@ mod placement_key;
 mod profile_trace;
 #[path = "pruning.rs"]
 mod pruning;
+#[path = "record.rs"]
+mod record;
+#[path = "record_cli.rs"]
+mod record_cli;
 #[path = "reference_fidelity.rs"]
 mod reference_fidelity;
 #[path = "remote_cache.rs"]

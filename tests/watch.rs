@@ -398,3 +398,64 @@ fn rebuilds_name_the_phases_that_moved_and_write_artifacts() {
     assert!(!quiet_directory.exists(), "no artifacts unless asked");
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// `--snapshot DIR`: the first build writes the snapshot folder; an edit
+/// that overrides one phase's policy names exactly that phase's file and
+/// the program file, and the folder then matches the edited build.
+#[test]
+fn a_snapshot_folder_is_kept_current_and_changed_files_are_named() {
+    let directory = scratch("watch", "snapshot");
+    let file = tiny_copy(&directory);
+    let folder = directory.join("snap");
+    let mut options = WatchOptions::new(&file);
+    options.snapshot = Some(superstep::watch::snapshot::SnapshotOptions {
+        dir: folder.clone(),
+        detail: superstep::record::Detail::Summary,
+    });
+    let mut watcher = Watcher::new(options);
+    let mut out = Vec::new();
+    assert_eq!(watcher.refresh(&mut out).expect("refresh"), Refresh::Built);
+    let first = String::from_utf8(out.clone()).expect("utf-8");
+    assert!(
+        first.contains(&format!("snapshot {}: wrote", folder.display())),
+        "{first}"
+    );
+    assert!(folder.join("program.txt").exists());
+    let mut text = std::fs::read_to_string(&file).expect("read");
+    text.push_str("\n[[schedule.override]]\nphase = \"layer.attn.split_q#0\"\npolicy = \"B64\"\n");
+    std::fs::write(&file, text).expect("write");
+    let printed = out.len();
+    assert_eq!(watcher.refresh(&mut out).expect("refresh"), Refresh::Built);
+    let second = String::from_utf8(out[printed..].to_vec()).expect("utf-8");
+    assert!(
+        second.contains(&format!(
+            "snapshot {}: 2 changed, 0 added, 0 removed",
+            folder.display()
+        )),
+        "{second}"
+    );
+    let named: Vec<&str> = second
+        .lines()
+        .filter(|line| line.starts_with("  ") && line.contains(".txt ("))
+        .collect();
+    assert_eq!(named.len(), 2, "{second}");
+    assert!(
+        named
+            .iter()
+            .any(|line| line.starts_with("  program.txt (program: ")),
+        "{second}"
+    );
+    assert!(
+        named.iter().any(|line| line.starts_with("  exchange/layer.attn.split_q@0.txt (exchange layer.attn.split_q#0: schedule policy latency (default) -> B64 (override)")),
+        "{second}"
+    );
+    // The same content again: a touch rebuilds nothing and the folder holds.
+    let printed = out.len();
+    let mut text = std::fs::read_to_string(&file).expect("read");
+    text.push_str("\n# a comment\n");
+    std::fs::write(&file, text).expect("write");
+    assert_eq!(watcher.refresh(&mut out).expect("refresh"), Refresh::Built);
+    let third = String::from_utf8(out[printed..].to_vec()).expect("utf-8");
+    assert!(third.contains("no file changed"), "{third}");
+    let _ = std::fs::remove_dir_all(&directory);
+}

@@ -33,6 +33,7 @@ pub mod replay;
 pub mod run;
 pub mod search;
 pub mod simulate;
+pub mod snapshot;
 pub mod sweep;
 pub mod trace_output;
 pub mod unknown_override;
@@ -415,6 +416,30 @@ pub enum Command {
     ///   superstep calibrate my-profile.csv -o my-calibration.txt
     #[command(verbatim_doc_comment)]
     Calibrate(calibrate::CalibrateArguments),
+    /// Build, then keep DIR as the build's per-phase record: one text file
+    /// per exchange phase (exchange/KEY.txt: provenance, transfers,
+    /// schedule, rows, patches, the placement of what it touches, its
+    /// cycles), one per compute step (compute/KEY.txt: kernel shapes, runs,
+    /// cycles) and program.txt (settings, ops with plans and layouts, the
+    /// steps in order, row table, placement peaks, the estimate and each
+    /// step's share). One figure per line, the same bytes on every run, so
+    /// a change of one phase is a diff of that phase's file and the
+    /// program's. Only files that differ are rewritten (atomically).
+    ///
+    /// --check writes nothing, prints per changed file what changed and
+    /// exits 1 when anything differs (0 when nothing does): a CI gate.
+    /// --accept takes the build as the snapshot. A folder of another
+    /// compiler version, build or --detail, or a damaged file, is exit 2
+    /// unless --accept.
+    ///
+    /// Examples (write, change one phase's policy, check, accept):
+    ///   superstep snapshot queries/vit-tiny.toml --dir snapshots/vit-tiny
+    ///   superstep snapshot queries/vit-tiny.toml --dir snapshots/vit-tiny --check \
+    ///       --set 'schedule.override.layer.attn.split_q#0=B64'
+    ///   superstep snapshot queries/vit-tiny.toml --dir snapshots/vit-tiny --accept \
+    ///       --set 'schedule.override.layer.attn.split_q#0=B64'
+    #[command(verbatim_doc_comment)]
+    Snapshot(snapshot::SnapshotArguments),
 }
 
 #[derive(Debug, Subcommand)]
@@ -465,5 +490,6 @@ pub fn run(cli: &Cli) -> Result<(), CommandError> {
         Command::Watch(arguments) => watch::run(arguments),
         Command::Cost(arguments) => cost::run(arguments),
         Command::Calibrate(arguments) => calibrate::run(arguments),
+        Command::Snapshot(arguments) => snapshot::run(arguments),
     }
 }

@@ -97,6 +97,7 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
         Command::Sweep(arguments) => query(&arguments.query),
         Command::Search(arguments) => query(&arguments.query),
         Command::Watch(arguments) => query(&arguments.query),
+        Command::Snapshot(arguments) => query(&arguments.query),
         Command::Audit(AuditCommand::Copies(arguments)) => query(&arguments.query),
         Command::Packing(arguments) => arguments
             .snapshot
@@ -175,6 +176,7 @@ fn query_arguments(cli: &Cli) -> Option<&QueryArguments> {
         Command::Packing(arguments) => &arguments.query,
         Command::Run(arguments) => &arguments.query,
         Command::Simulate(arguments) => &arguments.query,
+        Command::Snapshot(arguments) => &arguments.query,
         Command::Diff(_)
         | Command::BenchSnapshot(_)
         | Command::Verify(_)

@@ -33,6 +33,10 @@ pub struct WatchArguments {
     /// as `[outputs]` asks).
     #[arg(long)]
     pub no_artifacts: bool,
+    /// Keep DIR as the build's per-phase snapshot (as `superstep snapshot
+    /// --dir DIR` writes it) and name, per rebuild, the files that changed.
+    #[arg(long, value_name = "DIR")]
+    pub snapshot: Option<PathBuf>,
 }
 
 pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
@@ -89,6 +93,13 @@ pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
         exit_after: arguments.exit_after,
         cache,
         write_artifacts: !arguments.no_artifacts,
+        snapshot: arguments
+            .snapshot
+            .clone()
+            .map(|dir| crate::watch::snapshot::SnapshotOptions {
+                dir,
+                detail: crate::record::Detail::Summary,
+            }),
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

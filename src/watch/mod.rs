@@ -7,12 +7,13 @@
 //! into that channel's messages; `why` explains one-shot rebuilds (from
 //! the record `report::last_build` keeps); `stages`, `metrics` and `report`
 //! format what changed (the settings compared are
-//! `build_file::settings`').
+//! `build_file::settings`'); `snapshot` keeps a `--snapshot` folder current.
 //! Nothing here computes compiler results: it drives `session::Session`.
 
 pub mod metrics;
 pub mod moves;
 pub mod report;
+pub mod snapshot;
 pub mod source;
 pub mod stages;
 pub mod watcher;

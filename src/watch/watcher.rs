@@ -54,6 +54,9 @@ pub struct WatchOptions {
     /// After each successful build, write report.json, phases.csv and
     /// compute.csv (as `[outputs]` asks) and last-build.json.
     pub write_artifacts: bool,
+    /// After each successful build, bring this snapshot folder up to date
+    /// and name the files that changed.
+    pub snapshot: Option<super::snapshot::SnapshotOptions>,
 }
 
 impl WatchOptions {
@@ -65,6 +68,7 @@ impl WatchOptions {
             exit_after: None,
             cache: None,
             write_artifacts: false,
+            snapshot: None,
         }
     }
 }
@@ -320,6 +324,9 @@ impl Watcher {
                         }
                         Err(error) => writeln!(out, "warning: artifacts not written: {error}")?,
                     }
+                }
+                if let (Some(snapshot), Some(applied)) = (&self.options.snapshot, &self.applied) {
+                    super::snapshot::update(session, applied, snapshot, out)?;
                 }
                 if let Some(cache) = session.cache() {
                     let report = cache.finish();
