@@ -419,7 +419,7 @@ impl Verification {
                         ));
                     }
                 }
-                RowEvent::End { .. } => {}
+                RowEvent::End { .. } | RowEvent::Format { .. } => {}
             }
         }
     }
