@@ -20,8 +20,8 @@ use crate::schedule::{ExchangeProblem, SymbolicAddress};
 use crate::target::mapping::{PARTNER_PHYSICAL_BIT, logical_tile, physical_tile};
 use crate::target::memory::TILE_BASE_ADDRESS;
 use crate::target::timing::{
-    NEUTRAL_INCOMING_SOURCE, POINT_TO_POINT_SELECT_OFFSET, paired_format_select,
-    paired_payload_start, payload_start, time_to_mux,
+    NEUTRAL_INCOMING_SOURCE, PAIRED_PAYLOAD_AFTER_FORMAT, POINT_TO_POINT_SELECT_OFFSET,
+    paired_format_select, paired_payload_start, payload_start, time_to_mux,
 };
 
 /// What a replay checked.
@@ -263,6 +263,46 @@ pub fn replay_phase(
     Ok(report)
 }
 
+/// Paired receives whose two members write their pointers to different
+/// addresses (IPU21.md requires one address; the placement does not yet
+/// guarantee it): per receiving pair and format-on, counted once, from the
+/// lane of each pair whose physical partner bit is clear.
+pub(crate) fn paired_split_addresses(decoded: &[Vec<RowEvent>]) -> u64 {
+    let pointer_at = |events: &[RowEvent], event: u64| {
+        let position = events.partition_point(|found| found.event() < event);
+        events[position..]
+            .iter()
+            .take_while(|found| found.event() == event)
+            .find_map(|found| match *found {
+                RowEvent::Pointer { address, .. } => Some(address),
+                _ => None,
+            })
+    };
+    let mut split = 0;
+    for (tile, events) in decoded.iter().enumerate() {
+        let physical = physical_tile(tile as u32);
+        if physical & PARTNER_PHYSICAL_BIT != 0 {
+            continue;
+        }
+        let Some(partner_events) = logical_tile(physical ^ PARTNER_PHYSICAL_BIT)
+            .and_then(|partner| decoded.get(partner as usize))
+        else {
+            continue;
+        };
+        for event in events {
+            if let RowEvent::Format { event, on: true } = *event {
+                let pointer = event + PAIRED_PAYLOAD_AFTER_FORMAT as u64;
+                let own = pointer_at(events, pointer);
+                let theirs = pointer_at(partner_events, pointer);
+                if own.is_some() && theirs.is_some() && own != theirs {
+                    split += 1;
+                }
+            }
+        }
+    }
+    split
+}
+
 /// One receive window of a tile, before its pointer is known.
 struct Window {
     payload: u64,
@@ -459,4 +499,36 @@ pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, Rep
         }
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiving pair member's row: format on at 100, pointer at 102.
+    fn member(pointer: u32) -> Vec<RowEvent> {
+        vec![
+            RowEvent::Format {
+                event: 100,
+                on: true,
+            },
+            RowEvent::Pointer {
+                event: 102,
+                address: pointer,
+            },
+            RowEvent::Format {
+                event: 164,
+                on: false,
+            },
+            RowEvent::End { event: 300 },
+        ]
+    }
+
+    #[test]
+    fn paired_members_at_different_addresses_are_counted_once_per_pair() {
+        // Logical tiles 0 and 1 are partners (physical 0 and 2).
+        assert_eq!(paired_split_addresses(&[member(0x4000), member(0x4000)]), 0);
+        assert_eq!(paired_split_addresses(&[member(0x4000), member(0x4100)]), 1);
+        assert_eq!(paired_split_addresses(&[member(0x4000), Vec::new()]), 0);
+    }
 }

@@ -29,7 +29,7 @@ use crate::expand::program::TransferList;
 use crate::package::{Package, PackagePhase};
 use crate::patch::BaseChoice;
 use crate::rows::{RowEvent, decode_row};
-use crate::sim::replay::{Delivery, deliveries};
+use crate::sim::replay::{Delivery, deliveries, paired_split_addresses};
 use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
 use crate::target::encoding::{Instruction, decode};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
@@ -193,6 +193,8 @@ pub struct PhaseRun {
     pub words_received: u64,
     pub events: u64,
     pub patched_words: u64,
+    /// Paired receives whose two members' pointers differ.
+    pub paired_split_addresses: u64,
 }
 
 /// Expected receives of one tile: `(start, end, source tile, source
@@ -381,6 +383,7 @@ pub fn run_phase(
         run.events = run.events.max(events.last().map_or(0, RowEvent::event));
     }
     let rows: Vec<Vec<RowEvent>> = decoded.into_iter().map(|(events, _)| events).collect();
+    run.paired_split_addresses = paired_split_addresses(&rows);
     let deliveries = deliveries(&rows).map_err(|error| TileFault {
         tile: None,
         message: format!("rows do not match: {error}"),

@@ -89,6 +89,10 @@ pub struct PackageCounts {
     /// but another did (non-strict runs): padding whose value depends on
     /// placement.
     pub foreign_kernel_reads: u64,
+    /// Paired receives (per pair and phase execution) whose two members'
+    /// pointers differ: IPU21.md requires one address, and the placement
+    /// does not yet guarantee it.
+    pub paired_receives_at_split_addresses: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -316,6 +320,7 @@ impl Simulator<'_> {
                 self.counts.words_received += run.words_received;
                 self.counts.exchange_events += run.events;
                 self.counts.patched_words += run.patched_words;
+                self.counts.paired_receives_at_split_addresses += run.paired_split_addresses;
             }
             Step::Copies { copies, .. } => {
                 for copy in copies {
