@@ -22,16 +22,20 @@
 //! | instruction | `N` | effect |
 //! |---|---|---|
 //! | `delay(e)` | `e` | none |
-//! | `delaypic(e, 0, v)` | `e` | at `E + e - 1`: PIC := word address `v` (selector 1 is invalid) |
+//! | `delaypic(e, s, v)` | `e` | at `E + e - 1`: `s` 0: PIC := word address `v`; `s` 1: the 64-bit receive format on (`v` = 1) or off |
 //! | `delayxpic(e, s, v)` | `e` | at `E + e - 1`: XPIC := source `v` (physical tile, `0x640` neutral); `s` = 0 word / 1 paired format |
-//! | `send(w, a, c)` | `w` | at `E`: a new send of `w` words (`w` 64-bit items when `c & 4`) from word address `a` |
+//! | `send(w, a, c)` | `w` | at `E`: a new send of `w` words from word address `a` (`w` 64-bit items from 8-byte unit `a` when `c & 4`) |
 //! | `sendoff(w, d, c)` | `w` | at `E`: continues the outgoing stream `d` words after its end (`d = 0`: same send) |
-//! | `sendpic(w, s, v)` | `w` | at `E`: continues the stream (delta 0, previous control); `s` 0/1: XPIC := `v` word/paired, 2: PIC := `v`, 3 invalid |
+//! | `sendpic(w, s, v)` | `w` | at `E`: continues the stream (delta 0, previous control); `s` 0/1: XPIC := `v` word/paired, 2: PIC := `v`, 3: format on (`v` = 1) or off |
 //! | `sendpicp(w, s, a, c); x, p` | `w` | at `E`: XPIC := `x` (format `s`), PIC := `p`; with `c != 0` a new send from `a`; must start at an even word |
 //!
 //! The encoder therefore puts a control that falls between sends at the end
 //! of its `delaypic`/`delayxpic`, which absorbs the idle events before it
-//! (up to 128 or 4,096).
+//! (up to 128 or 4,096). A paired receive is the sequence of IPU21.md's
+//! paired receive protocol: on the selecting member a select of
+//! `sender XOR (receiver AND 2)` and its return to neutral, on both members
+//! a format-on, a PIC write two events later and a format-off (the
+//! encoder never emits the XPIC paired-format selector).
 //!
 //! A row lasts until its tile's end event (`Schedule::tile_end`); the last
 //! event of the row is the end of its last instruction. The encoder emits

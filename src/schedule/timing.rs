@@ -2,8 +2,10 @@
 //! events per piece (one word per event, or one 64-bit item per event when
 //! paired), the select offset (point-to-point `c = 2`, multicast `c = 0`),
 //! payload starts, guards, paired eligibility and the dependency slack. Owns
-//! these definitions for the scheduler; it must not place anything. The
-//! validator re-derives them from `crate::target::timing` on purpose.
+//! these definitions for the scheduler (and the paired receive protocol's
+//! pair route time and selecting member); it must not place anything. The
+//! validator re-derives them with its own reading of IPU21.md
+//! (`validate::fabric`), on purpose.
 
 use super::problem::{ExchangeProblem, WORD_BYTES};
 use crate::target::mapping::{PARTNER_PHYSICAL_BIT, partner, physical_tile};
