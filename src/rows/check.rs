@@ -154,12 +154,7 @@ pub fn check_phase(
 /// `x` lasting `n` events writes until `x + 52 + 2 row + n`).
 fn check_receive_rules(tile: u32, decoded: &[RowEvent]) -> Result<(), RowError> {
     let row = physical_row(physical_tile(tile));
-    let refuse = |event: u64, rule: &str| RowError::Mismatch {
-        tile,
-        event,
-        found: format!("breaks a receive rule: {rule}"),
-        expected: "keeps it".to_string(),
-    };
+    let refuse = |event: u64, rule: &'static str| RowError::ReceiveRule { tile, event, rule };
     let controls: Vec<&RowEvent> = decoded
         .iter()
         .filter(|event| {

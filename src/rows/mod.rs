@@ -227,6 +227,12 @@ pub enum RowError {
         found: String,
         expected: String,
     },
+    #[error("tile {tile}: the row breaks a receive rule at event {event}: {rule}")]
+    ReceiveRule {
+        tile: u32,
+        event: u64,
+        rule: &'static str,
+    },
     #[error(
         "tile {tile}: schedule needs a control inside the first events of a send at event {event}"
     )]
