@@ -473,3 +473,38 @@ fn the_row_checker_refuses_an_undrained_format_on() {
         "{error}"
     );
 }
+
+/// Paired sends address 8-byte units: the encoder's finalized send word
+/// holds the source's byte address / 8, and a row holding its word address
+/// (the old form) is refused.
+#[test]
+fn paired_send_addresses_are_in_8_byte_units() {
+    use crate::target::encoding::layout::SEND_ADDRESS;
+    let problem = one_transfer(0, 256, &[4, 5]);
+    let (schedule, rows) = scheduled(&problem, TransferWidth::Paired64);
+    assert!(schedule.paired[0]);
+    let placement = ConsecutivePlacement::new(&problem).unwrap();
+    let source = problem.source[0];
+    let byte_address = placement.resolve(source.allocation, source.offset);
+    let slot = rows.rows[0]
+        .slots
+        .iter()
+        .find(|slot| slot.field == SlotField::PairedSendAddress)
+        .copied()
+        .expect("the paired send's slot");
+    let words = rows.rows[0]
+        .finalize(|allocation, offset| placement.resolve(allocation, offset))
+        .unwrap();
+    let field = SEND_ADDRESS.extract(words[slot.word as usize]);
+    assert_eq!(field * 8, byte_address);
+    // The same row with the send's word address in the field.
+    let mut old = rows.clone();
+    let word = &mut old.rows[0].words[slot.word as usize];
+    *word = (*word & !SEND_ADDRESS.mask) | SEND_ADDRESS.place(byte_address / 4);
+    old.rows[0].slots.retain(|other| other.word != slot.word);
+    let error = check_phase(&problem, &schedule, &old).unwrap_err();
+    assert!(
+        matches!(error, RowError::Mismatch { tile: 0, .. }),
+        "{error}"
+    );
+}
