@@ -167,6 +167,71 @@ fn no_import_cycle_between_files() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// The exchange checkers (the schedule validator, the row decoder and row
+/// checker) and their submodules: each reads the fabric formulas itself.
+const EXCHANGE_CHECKERS: &[&str] = &["schedule::validate", "rows::check", "rows::decode"];
+
+/// What makes schedules and rows: a checker importing any of these (or a
+/// module under them) would repeat its mistakes instead of catching them.
+const EXCHANGE_MAKERS: &[&str] = &[
+    "target::timing",
+    "schedule::timing",
+    "schedule::placer",
+    "schedule::pairing",
+    "schedule::scheduler",
+    "rows::encode",
+];
+
+/// Every import of an exchange checker from the code that makes schedules
+/// and rows; also a message per checker the graph does not contain.
+fn shared_exchange_imports(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let under =
+        |module: &str, root: &str| module == root || module.starts_with(&format!("{root}::"));
+    let mut violations = Vec::new();
+    for checker in EXCHANGE_CHECKERS {
+        if !graph.contains_key(*checker) {
+            violations.push(format!("checker {checker} is not in the import graph"));
+        }
+        for (module, targets) in graph.iter().filter(|(module, _)| under(module, checker)) {
+            for target in targets {
+                if EXCHANGE_MAKERS.iter().any(|maker| under(target, maker)) {
+                    violations.push(format!("{module} imports {target}"));
+                }
+            }
+        }
+    }
+    violations
+}
+
+#[test]
+fn the_exchange_checkers_import_nothing_of_the_scheduler_timing() {
+    let graph = import_graph();
+    let found = shared_exchange_imports(&graph);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // Each checker has its own reading of the formulas, and uses it.
+    assert!(graph["schedule::validate"].contains("schedule::validate::fabric"));
+    assert!(graph["rows::check"].contains("rows::fabric"));
+    assert!(graph["rows::decode"].contains("rows::fabric"));
+    // A planted import of the scheduler's timing, inline and in a group, is found.
+    let mut texts = sources();
+    texts
+        .get_mut("schedule::validate")
+        .expect("schedule::validate")
+        .push_str("\nfn planted() -> i32 { crate::target::timing::time_to_mux(0, 1) }\n");
+    texts
+        .get_mut("rows::check")
+        .expect("rows::check")
+        .push_str("\nuse crate::{schedule::timing::{piece_events}};\n");
+    let found = shared_exchange_imports(&graph_of(&texts));
+    assert_eq!(
+        found,
+        vec![
+            "schedule::validate imports target::timing".to_string(),
+            "rows::check imports schedule::timing".to_string(),
+        ]
+    );
+}
+
 /// Modules that reach the compiler only through the session facade.
 const FACADE_USERS: &[&str] = &["cli", "watch", "snapshot", "report", "record"];
 

@@ -84,3 +84,57 @@ fn a_transfer_from_the_wrong_tile_is_caught() {
         Err(ProgramCheckError::WrongTile { .. })
     ));
 }
+
+/// The schedule validator and the row checker read IPU21.md's fabric
+/// formulas themselves; their readings and the scheduler's agree on every
+/// sender/receiver pair of the C600.
+#[test]
+fn the_checkers_fabric_formulas_agree_with_the_scheduler_on_every_pair() {
+    use superstep::rows::fabric as rows_fabric;
+    use superstep::schedule::validate::fabric as validator_fabric;
+    use superstep::target::mapping::{C600_TILES, physical_row, physical_tile};
+    use superstep::target::timing;
+    let physical: Vec<u32> = (0..C600_TILES).map(physical_tile).collect();
+    let mut pairs = 0u64;
+    for &receiver in &physical {
+        let row = i64::from(physical_row(receiver));
+        assert_eq!(
+            validator_fabric::row_of(receiver),
+            row,
+            "receiver {receiver}"
+        );
+        assert_eq!(
+            rows_fabric::physical_row(receiver),
+            row,
+            "receiver {receiver}"
+        );
+        assert_eq!(
+            validator_fabric::ordinary_payload(0, receiver),
+            timing::payload_start(0, receiver)
+        );
+        assert_eq!(
+            validator_fabric::format_on(0, receiver),
+            timing::paired_format_select(0, receiver)
+        );
+        for &sender in &physical {
+            let scheduler = i64::from(timing::time_to_mux(sender, receiver));
+            let way = timing::direction(sender, receiver);
+            if validator_fabric::route_time(sender, receiver) != scheduler
+                || rows_fabric::time_to_mux(sender, receiver) != scheduler
+                || validator_fabric::direction_bit(sender, receiver) != way
+                || rows_fabric::direction(sender, receiver) != way
+            {
+                panic!(
+                    "physical {sender} -> {receiver}: scheduler {scheduler}/{way}, validator {}/{}, \
+                     row checker {}/{}",
+                    validator_fabric::route_time(sender, receiver),
+                    validator_fabric::direction_bit(sender, receiver),
+                    rows_fabric::time_to_mux(sender, receiver),
+                    rows_fabric::direction(sender, receiver)
+                );
+            }
+            pairs += 1;
+        }
+    }
+    assert_eq!(pairs, u64::from(C600_TILES) * u64::from(C600_TILES));
+}

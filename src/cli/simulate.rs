@@ -167,6 +167,11 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
         counts.sharing_patched_words
     );
     print_line!(
+        "  paired receives whose two members' pointers differ (IPU21.md wants one address; \
+         not yet placed so): {}",
+        counts.paired_receives_at_split_addresses
+    );
+    print_line!(
         "  kernel operand reads touching never-written bytes (block padding): {}",
         counts.unwritten_kernel_reads
     );

@@ -540,7 +540,7 @@ impl Verification {
                         ));
                     }
                 }
-                RowEvent::End { .. } => {}
+                RowEvent::End { .. } | RowEvent::Format { .. } => {}
             }
         }
     }

@@ -13,7 +13,10 @@
 //!   23), counted on the row's actual encoded sender-address words (every
 //!   `send` restart is its own word), and only when the build allows it
 //!   (`planning.repeat_base`). Receive-pointer words in iterated allocations are always
-//!   patched.
+//!   patched. A paired (64-bit) send's address counts 8-byte units, so its
+//!   patch step is half the stride in words; a tile whose row has a paired
+//!   send keeps a zero base (how the base register offsets an 8-byte-unit
+//!   address is not validated on hardware).
 //! - Sharing patches: rows that share storage with a row whose address words
 //!   differ (from the row table) have those words rewritten before use.
 //!
@@ -43,7 +46,9 @@ pub enum BaseChoice {
     Moving { stride_words: u32 },
 }
 
-/// One patched word: `row word += step_words` before every iteration after the first.
+/// One patched word: `row word += step_words` before every iteration after
+/// the first (in the units of the word's address field: words, or 8 bytes
+/// for a paired send).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PatchWord {
     pub word: u32,
@@ -122,10 +127,19 @@ pub fn repeat_patches(
     for (tile, row) in rows.rows.iter().enumerate() {
         let mut senders: Vec<(u32, u32)> = Vec::new();
         let mut receivers: Vec<PatchWord> = Vec::new();
+        let mut paired_senders: Vec<PatchWord> = Vec::new();
         for slot in &row.slots {
             let stride = stride_words(problem, slot.address.allocation);
             match slot.field {
                 SlotField::SendAddress => senders.push((slot.word, stride)),
+                SlotField::PairedSendAddress => {
+                    if stride > 0 {
+                        paired_senders.push(PatchWord {
+                            word: slot.word,
+                            step_words: i64::from(stride / 2),
+                        });
+                    }
+                }
                 SlotField::PicValue | SlotField::InlinePic => {
                     if stride > 0 {
                         receivers.push(PatchWord {
@@ -136,7 +150,14 @@ pub fn repeat_patches(
                 }
             }
         }
-        let zero_base_words = senders.iter().filter(|&&(_, stride)| stride > 0).count() as u32;
+        let zero_base_words = senders.iter().filter(|&&(_, stride)| stride > 0).count() as u32
+            + paired_senders.len() as u32;
+        let receivers: Vec<PatchWord> = paired_senders.into_iter().chain(receivers).collect();
+        let base_selection = base_selection
+            && !row
+                .slots
+                .iter()
+                .any(|slot| slot.field == SlotField::PairedSendAddress);
         // The most common moving stride (ties: the smaller stride).
         let mut frequency: BTreeMap<u32, u32> = BTreeMap::new();
         for &(_, stride) in &senders {

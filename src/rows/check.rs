@@ -1,18 +1,20 @@
 //! The row checker: proves that the decoded rows of a phase produce exactly
 //! the scheduled events on every tile. Expected events are derived here from
-//! (problem, schedule) directly, not through the encoder; rows are finalized
+//! (problem, schedule) directly, not through the encoder, with the rows'
+//! own reading of the fabric formulas (`super::fabric`, not
+//! `crate::target::timing`); rows are finalized
 //! with a [`ConsecutivePlacement`] and decoded by `decode_row`. It must not
 //! accept a row that differs from the schedule in any event, count, address,
 //! width, send control or end event.
 
 use super::decode::{RowEvent, decode_row, rank};
+use super::fabric::{
+    BOTH_DIRECTIONS, EVENTS_PER_ROW, FORMAT_ON_DELAY, FORMAT_TO_POINTER, ITEMS_64_BIT,
+    NEUTRAL_SOURCE, ORDINARY_PAYLOAD_DELAY, direction, physical_row, time_to_mux,
+};
 use super::{ADDRESS_UNIT_BYTES, ConsecutivePlacement, PhaseRows, RowError};
 use crate::schedule::{ExchangeProblem, NO_EVENT, Schedule};
 use crate::target::mapping::physical_tile;
-use crate::target::timing::{NEUTRAL_INCOMING_SOURCE, direction};
-
-/// Bit 2 of the send control: 64-bit items (IPU21.md).
-const PAIRED_BIT: u8 = 4;
 
 /// Events the schedule implies for every tile, sorted like decoded rows.
 pub fn expected_events(
@@ -28,15 +30,68 @@ pub fn expected_events(
     for piece in 0..problem.pieces() {
         let sender = problem.source_tile[piece];
         let paired = schedule.paired[piece];
-        let mut control = if paired { PAIRED_BIT } else { 0 };
-        for receive in problem.receives_of(piece) {
+        let receives = problem.receives_of(piece);
+        // Point-to-point sends take their route's direction; multicasts
+        // both directions, as validated on the chip (IPU21.md).
+        let mut control = if paired { ITEMS_64_BIT } else { 0 };
+        control |= if receives.len() == 1 {
+            direction(
+                physical_tile(sender),
+                physical_tile(problem.destination_tile[receives.start]),
+            )
+        } else {
+            BOTH_DIRECTIONS
+        };
+        let sender_physical = physical_tile(sender);
+        for receive in receives {
             let tile = problem.destination_tile[receive];
-            control |= direction(physical_tile(sender), physical_tile(tile));
+            let receiver = physical_tile(tile);
             let list = &mut events[tile as usize];
+            let select = u64::from(schedule.select[receive]);
+            if paired {
+                // The paired receive protocol (IPU21.md): only the member
+                // with the smaller `time_to_mux` selects, with the value
+                // `sender XOR (receiver AND 2)`; both switch the format on
+                // at `x + 51 + 2 row`, write the pointer two events later
+                // and switch the format off `count` events after on.
+                let own = time_to_mux(sender_physical, receiver);
+                let theirs = time_to_mux(sender_physical, receiver ^ 2);
+                if own < theirs || (own == theirs && receiver & 2 == 0) {
+                    list.push(RowEvent::Select {
+                        event: select,
+                        source: sender_physical ^ (receiver & 2),
+                        paired: false,
+                    });
+                    if schedule.deselect[receive] != NO_EVENT {
+                        list.push(RowEvent::Select {
+                            event: u64::from(schedule.deselect[receive]),
+                            source: NEUTRAL_SOURCE,
+                            paired: false,
+                        });
+                    }
+                }
+                let count = u64::from(problem.words[piece] / 2);
+                let format = (select as i64
+                    + FORMAT_ON_DELAY
+                    + EVENTS_PER_ROW * physical_row(receiver)) as u64;
+                list.push(RowEvent::Format {
+                    event: format,
+                    on: true,
+                });
+                list.push(RowEvent::Pointer {
+                    event: format + FORMAT_TO_POINTER as u64,
+                    address: word(problem.destination[receive]),
+                });
+                list.push(RowEvent::Format {
+                    event: format + count,
+                    on: false,
+                });
+                continue;
+            }
             list.push(RowEvent::Select {
-                event: u64::from(schedule.select[receive]),
-                source: physical_tile(sender),
-                paired,
+                event: select,
+                source: sender_physical,
+                paired: false,
             });
             if schedule.pointer_write[receive] != NO_EVENT {
                 list.push(RowEvent::Pointer {
@@ -47,7 +102,7 @@ pub fn expected_events(
             if schedule.deselect[receive] != NO_EVENT {
                 list.push(RowEvent::Select {
                     event: u64::from(schedule.deselect[receive]),
-                    source: NEUTRAL_INCOMING_SOURCE,
+                    source: NEUTRAL_SOURCE,
                     paired: false,
                 });
             }
@@ -86,7 +141,74 @@ pub fn check_phase(
     for (tile, row) in rows.rows.iter().enumerate() {
         let words = row.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
         let decoded = decode_row(&words)?;
+        check_receive_rules(tile as u32, &decoded)?;
         compare(tile as u32, &decoded, &expected[tile])?;
+    }
+    Ok(())
+}
+
+/// The receive rules one decoded row must keep by itself (IPU21.md,
+/// "Exchange rules confirmed on hardware"): no two receive controls on one
+/// event (so no format change on a select or teardown), and a format-on only
+/// after every ordinary payload before it has drained (an ordinary select at
+/// `x` lasting `n` events writes until `x + 52 + 2 row + n`).
+fn check_receive_rules(tile: u32, decoded: &[RowEvent]) -> Result<(), RowError> {
+    let row = physical_row(physical_tile(tile));
+    let refuse = |event: u64, rule: &'static str| RowError::ReceiveRule { tile, event, rule };
+    let controls: Vec<&RowEvent> = decoded
+        .iter()
+        .filter(|event| {
+            matches!(
+                event,
+                RowEvent::Select { .. } | RowEvent::Format { .. } | RowEvent::Pointer { .. }
+            )
+        })
+        .collect();
+    for pair in controls.windows(2) {
+        if pair[0].event() == pair[1].event() {
+            return Err(refuse(pair[0].event(), "two receive controls on one event"));
+        }
+    }
+    let format_ons: Vec<u64> = controls
+        .iter()
+        .filter_map(|event| match **event {
+            RowEvent::Format { event, on: true } => Some(event),
+            _ => None,
+        })
+        .collect();
+    let selects: Vec<(u64, u32)> = controls
+        .iter()
+        .filter_map(|event| match **event {
+            RowEvent::Select { event, source, .. } => Some((event, source)),
+            _ => None,
+        })
+        .collect();
+    // Ordinary payload windows (start, end), by start; pair selects (a
+    // format-on `51 + 2 row` after them) and returns to neutral excluded.
+    let payload_delay = (ORDINARY_PAYLOAD_DELAY + EVENTS_PER_ROW * row) as u64;
+    let format_delay = (FORMAT_ON_DELAY + EVENTS_PER_ROW * row) as u64;
+    let mut windows: Vec<(u64, u64)> = Vec::new();
+    for (index, &(select, source)) in selects.iter().enumerate() {
+        let pair_select = format_ons.binary_search(&(select + format_delay)).is_ok();
+        if source == NEUTRAL_SOURCE || pair_select {
+            continue;
+        }
+        let length = selects.get(index + 1).map_or(0, |&(next, _)| next - select);
+        windows.push((select + payload_delay, select + payload_delay + length));
+    }
+    let mut latest_end = Vec::with_capacity(windows.len());
+    for &(_, end) in &windows {
+        let before = latest_end.last().copied().unwrap_or(0);
+        latest_end.push(end.max(before));
+    }
+    for &format in &format_ons {
+        let started = windows.partition_point(|&(start, _)| start <= format);
+        if started > 0 && latest_end[started - 1] > format {
+            return Err(refuse(
+                format,
+                "format change before an ordinary payload has drained",
+            ));
+        }
     }
     Ok(())
 }

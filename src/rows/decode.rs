@@ -6,14 +6,17 @@
 //! stream.
 
 use super::RowError;
-use super::encode::{PAIRED_CONTROL_BIT, PAIRED_FORMAT_SELECTOR, SEND_PIC_POINTER_SELECTOR};
+use super::fabric::{
+    FORMAT_ON_VALUE, FORMAT_SELECTOR, ITEMS_64_BIT, POINTER_SELECTOR, XPIC_FORMAT_SELECTOR,
+};
 use crate::target::encoding::{Instruction, decode};
 
 /// A timed event of a decoded row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RowEvent {
     /// An outgoing send of `events` events (words, or 64-bit items when the
-    /// control's bit 2 is set) from word `address`.
+    /// control's bit 2 is set) from word `address` (the instruction's
+    /// 8-byte-unit field doubled for a paired send).
     Send {
         event: u64,
         events: u64,
@@ -26,6 +29,8 @@ pub enum RowEvent {
         source: u32,
         paired: bool,
     },
+    /// The 64-bit receive format switched on or off (paired receives).
+    Format { event: u64, on: bool },
     /// PIC := word `address`.
     Pointer { event: u64, address: u32 },
     /// The row's last event.
@@ -37,6 +42,7 @@ impl RowEvent {
         match *self {
             RowEvent::Send { event, .. }
             | RowEvent::Select { event, .. }
+            | RowEvent::Format { event, .. }
             | RowEvent::Pointer { event, .. }
             | RowEvent::End { event } => event,
         }
@@ -54,11 +60,13 @@ struct Stream {
 }
 
 fn unit(control: u8) -> u32 {
-    if control & PAIRED_CONTROL_BIT != 0 {
-        2
-    } else {
-        1
-    }
+    if control & ITEMS_64_BIT != 0 { 2 } else { 1 }
+}
+
+/// The word address of a send's address field: paired (64-bit) sends
+/// address 8-byte units (IPU21.md, "Exchange rules confirmed on hardware").
+fn word_address(field: u32, control: u8) -> u32 {
+    field.saturating_mul(unit(control))
 }
 
 /// Decodes one row into its events (empty row: no events).
@@ -83,12 +91,18 @@ pub fn decode_row(words: &[u32]) -> Result<Vec<RowEvent>, RowError> {
                 selector,
                 value,
             } => {
-                if selector != 0 {
-                    return Err(malformed("delaypic selector 1 is undefined"));
-                }
-                events.push(RowEvent::Pointer {
-                    event: cursor,
-                    address: value,
+                // A delayed control applies at its terminal event.
+                let event = cursor + u64::from(count) - 1;
+                events.push(if selector == FORMAT_SELECTOR {
+                    RowEvent::Format {
+                        event,
+                        on: value == FORMAT_ON_VALUE,
+                    }
+                } else {
+                    RowEvent::Pointer {
+                        event,
+                        address: value,
+                    }
                 });
                 count
             }
@@ -98,9 +112,9 @@ pub fn decode_row(words: &[u32]) -> Result<Vec<RowEvent>, RowError> {
                 value,
             } => {
                 events.push(RowEvent::Select {
-                    event: cursor,
+                    event: cursor + u64::from(count) - 1,
                     source: value,
-                    paired: selector == PAIRED_FORMAT_SELECTOR,
+                    paired: selector == XPIC_FORMAT_SELECTOR,
                 });
                 count
             }
@@ -109,6 +123,7 @@ pub fn decode_row(words: &[u32]) -> Result<Vec<RowEvent>, RowError> {
                 address,
                 control,
             } => {
+                let address = word_address(address, control);
                 stream = Some(start_send(&mut events, cursor, count, address, control));
                 count
             }
@@ -138,13 +153,16 @@ pub fn decode_row(words: &[u32]) -> Result<Vec<RowEvent>, RowError> {
                     0 | 1 => events.push(RowEvent::Select {
                         event: cursor,
                         source: value,
-                        paired: selector == PAIRED_FORMAT_SELECTOR,
+                        paired: selector == XPIC_FORMAT_SELECTOR,
                     }),
-                    SEND_PIC_POINTER_SELECTOR => events.push(RowEvent::Pointer {
+                    POINTER_SELECTOR => events.push(RowEvent::Pointer {
                         event: cursor,
                         address: value,
                     }),
-                    _ => return Err(malformed("sendpic selector 3 is undefined")),
+                    _ => events.push(RowEvent::Format {
+                        event: cursor,
+                        on: value == FORMAT_ON_VALUE,
+                    }),
                 }
                 if current.ended_at == cursor {
                     stream = Some(extend(&mut events, current, cursor, count));
@@ -173,13 +191,14 @@ pub fn decode_row(words: &[u32]) -> Result<Vec<RowEvent>, RowError> {
                 events.push(RowEvent::Select {
                     event: cursor,
                     source: xpic,
-                    paired: pair_selector == PAIRED_FORMAT_SELECTOR,
+                    paired: pair_selector == XPIC_FORMAT_SELECTOR,
                 });
                 events.push(RowEvent::Pointer {
                     event: cursor,
                     address: pic,
                 });
                 stream = if control != 0 {
+                    let address = word_address(address, control);
                     Some(start_send(&mut events, cursor, count, address, control))
                 } else {
                     None
@@ -195,13 +214,14 @@ pub fn decode_row(words: &[u32]) -> Result<Vec<RowEvent>, RowError> {
     Ok(events)
 }
 
-/// Order of event kinds at one event (sends, selects, pointers, end).
+/// Order of event kinds at one event (sends, selects, formats, pointers, end).
 pub(crate) fn rank(event: &RowEvent) -> u8 {
     match event {
         RowEvent::Send { .. } => 0,
         RowEvent::Select { .. } => 1,
-        RowEvent::Pointer { .. } => 2,
-        RowEvent::End { .. } => 3,
+        RowEvent::Format { .. } => 2,
+        RowEvent::Pointer { .. } => 3,
+        RowEvent::End { .. } => 4,
     }
 }
 

@@ -7,6 +7,7 @@
 //! move any event; a schedule it cannot express is an error.
 
 use super::{PhaseRows, RelocationSlot, Row, RowError, SlotField};
+use crate::schedule::timing::{issues_pair_select, pair_select_value};
 use crate::schedule::{ExchangeProblem, NO_EVENT, Schedule, SymbolicAddress};
 use crate::target::encoding::Instruction;
 use crate::target::mapping::physical_tile;
@@ -15,21 +16,29 @@ use crate::target::timing::{
     RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS, SEND_MAX_WORDS, SEND_OFFSET_MAX_WORDS,
     SEND_PIC_MAX_WORDS, direction,
 };
+use crate::target::timing::{DIRECTION_ONE, DIRECTION_TWO, PAIRED_PAYLOAD_AFTER_FORMAT};
 
 /// Send-control bit selecting 64-bit items (IPU21.md: `sctl` bit 2).
 pub const PAIRED_CONTROL_BIT: u8 = 4;
-/// `delayxpic`/`sendpic` selector for a paired-format XPIC.
-pub const PAIRED_FORMAT_SELECTOR: u8 = 1;
+/// `delaypic` selector that switches the 64-bit receive format.
+pub const FORMAT_SELECTOR: u8 = 1;
 /// `sendpic` selector for a PIC write.
 pub const SEND_PIC_POINTER_SELECTOR: u8 = 2;
+/// `sendpic` selector for a format change (the PIC form of selector 1).
+pub const SEND_PIC_FORMAT_SELECTOR: u8 = 3;
+/// Format value that switches the 64-bit format on (0 switches it off).
+pub const FORMAT_ON: u32 = 1;
 
 /// A receive control of a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Control {
-    /// XPIC := physical source tile, in word or paired format.
-    Select { source: u32, paired: bool },
+    /// XPIC := physical source tile (or, for a paired receive, the pair's
+    /// select value `sender XOR (receiver AND 2)`).
+    Select { source: u32 },
     /// PIC := the destination's word address.
     Pointer(SymbolicAddress),
+    /// The 64-bit receive format on or off (paired receives).
+    Format { on: bool },
 }
 
 /// One own send of a tile.
@@ -53,18 +62,39 @@ pub(crate) fn tile_activity(problem: &ExchangeProblem, schedule: &Schedule) -> A
         let sender = problem.source_tile[piece];
         let sender_physical = physical_tile(sender);
         let paired = schedule.paired[piece];
+        let receives = problem.receives_of(piece);
         let mut control = if paired { PAIRED_CONTROL_BIT } else { 0 };
-        for receive in problem.receives_of(piece) {
+        if receives.len() > 1 {
+            // Multicasts set both direction bits, the form validated on the
+            // chip (IPU21.md: `sctl` 3, or 7 for 64-bit items).
+            control |= DIRECTION_ONE | DIRECTION_TWO;
+        }
+        for receive in receives {
             let tile = problem.destination_tile[receive];
-            control |= direction(sender_physical, physical_tile(tile));
+            let receiver = physical_tile(tile);
+            control |= direction(sender_physical, receiver);
             let list = &mut controls[tile as usize];
-            list.push((
-                u64::from(schedule.select[receive]),
-                Control::Select {
-                    source: sender_physical,
-                    paired,
-                },
-            ));
+            let selects = !paired || issues_pair_select(sender_physical, receiver);
+            if selects {
+                let source = if paired {
+                    pair_select_value(sender_physical, receiver)
+                } else {
+                    sender_physical
+                };
+                list.push((
+                    u64::from(schedule.select[receive]),
+                    Control::Select { source },
+                ));
+            }
+            if paired {
+                // Format on two events before the payload (and its pointer
+                // write), format off `events` after the format on.
+                let format =
+                    u64::from(schedule.payload_start[receive]) - PAIRED_PAYLOAD_AFTER_FORMAT as u64;
+                let events = u64::from(problem.words[piece] / 2);
+                list.push((format, Control::Format { on: true }));
+                list.push((format + events, Control::Format { on: false }));
+            }
             if schedule.pointer_write[receive] != NO_EVENT {
                 list.push((
                     u64::from(schedule.pointer_write[receive]),
@@ -76,7 +106,6 @@ pub(crate) fn tile_activity(problem: &ExchangeProblem, schedule: &Schedule) -> A
                     u64::from(schedule.deselect[receive]),
                     Control::Select {
                         source: NEUTRAL_INCOMING_SOURCE,
-                        paired: false,
                     },
                 ));
             }
@@ -157,36 +186,52 @@ impl Builder {
         Ok(())
     }
 
-    /// A control while the outgoing stream is idle, lasting up to `room` events.
-    fn idle_control(&mut self, control: Control, room: u64) -> Result<(), RowError> {
-        let events = match control {
-            Control::Select { source, paired } => {
-                let events = room.clamp(1, u64::from(DELAY_XPIC_MAX_EVENTS));
-                let selector = if paired { PAIRED_FORMAT_SELECTOR } else { 0 };
+    /// A control at `event` while the outgoing stream is idle. A
+    /// `delaypic`/`delayxpic` applies at its terminal event (IPU21.md,
+    /// "Exchange rules confirmed on hardware"), so the instruction absorbs as
+    /// much of the idle gap before `event` as its count field allows and
+    /// ends exactly on `event`; the cursor moves past it.
+    fn idle_control(&mut self, control: Control, event: u64) -> Result<(), RowError> {
+        let limit = match control {
+            Control::Select { .. } => u64::from(DELAY_XPIC_MAX_EVENTS),
+            Control::Pointer(_) | Control::Format { .. } => u64::from(DELAY_PIC_MAX_EVENTS),
+        };
+        let first = self.cursor.max((event + 1).saturating_sub(limit));
+        self.delay_to(first)?;
+        let events = (event + 1 - first) as u32;
+        match control {
+            Control::Select { source } => {
                 self.push(
                     Instruction::DelayXpic {
-                        events: events as u32,
-                        selector,
+                        events,
+                        selector: 0,
                         value: source,
                     },
                     None,
                 )?;
-                events
             }
-            Control::Pointer(address) => {
-                let events = room.clamp(1, u64::from(DELAY_PIC_MAX_EVENTS));
+            Control::Format { on } => {
                 self.push(
                     Instruction::DelayPic {
-                        events: events as u32,
+                        events,
+                        selector: FORMAT_SELECTOR,
+                        value: if on { FORMAT_ON } else { 0 },
+                    },
+                    None,
+                )?;
+            }
+            Control::Pointer(address) => {
+                self.push(
+                    Instruction::DelayPic {
+                        events,
                         selector: 0,
                         value: 0,
                     },
                     Some((SlotField::PicValue, address)),
                 )?;
-                events
             }
-        };
-        self.cursor += events;
+        }
+        self.cursor = event + 1;
         Ok(())
     }
 
@@ -232,16 +277,24 @@ impl Builder {
                         address: 0,
                         control: send.control,
                     },
-                    Some((SlotField::SendAddress, send.source)),
+                    Some((
+                        if send.control & PAIRED_CONTROL_BIT != 0 {
+                            SlotField::PairedSendAddress
+                        } else {
+                            SlotField::SendAddress
+                        },
+                        send.source,
+                    )),
                 )?;
                 self.cursor += words;
                 self.continue_stream(length - words, send.control)?;
             } else {
                 let words = length.min(u64::from(SEND_PIC_MAX_WORDS));
                 let (selector, value, slot) = match inner[index - 1].1 {
-                    Control::Select { source, paired } => (
-                        if paired { PAIRED_FORMAT_SELECTOR } else { 0 },
-                        source,
+                    Control::Select { source } => (0, source, None),
+                    Control::Format { on } => (
+                        SEND_PIC_FORMAT_SELECTOR,
+                        if on { FORMAT_ON } else { 0 },
                         None,
                     ),
                     Control::Pointer(address) => (
@@ -304,18 +357,7 @@ fn encode_tile(
             }
             (Some(_), None) => break,
             (_, Some((event, control))) => {
-                builder.delay_to(event)?;
-                let boundary = [
-                    controls.get(next_control + 1).map(|&(event, _)| event),
-                    sends.get(next_send).map(|send| send.start),
-                    Some(end),
-                ]
-                .into_iter()
-                .flatten()
-                .filter(|&boundary| boundary > event)
-                .min()
-                .unwrap_or(event + 1);
-                builder.idle_control(control, boundary - event)?;
+                builder.idle_control(control, event)?;
                 next_control += 1;
             }
         }

@@ -13,18 +13,29 @@
 //! # Execution model
 //!
 //! A row runs from event 0. Each instruction starts at the current event `E`
-//! and occupies `N` events (then `E += N`); a control it carries takes
-//! effect at `E`, its first event:
+//! and occupies `N` events (then `E += N`). A control merged into a send
+//! (`sendpic`, `sendpicp`) takes effect at `E`, the send's first event; a
+//! `delaypic`/`delayxpic` takes effect at its *terminal* event `E + N - 1`,
+//! the last event it advances (IPU21.md, "Exchange rules confirmed on
+//! hardware"):
 //!
-//! | instruction | `N` | effect at `E` |
+//! | instruction | `N` | effect |
 //! |---|---|---|
 //! | `delay(e)` | `e` | none |
-//! | `delaypic(e, 0, v)` | `e` | PIC := word address `v` (selector 1 is invalid) |
-//! | `delayxpic(e, s, v)` | `e` | XPIC := source `v` (physical tile, `0x640` neutral); `s` = 0 word / 1 paired format |
-//! | `send(w, a, c)` | `w` | a new send of `w` words (`w` 64-bit items when `c & 4`) from word address `a` |
-//! | `sendoff(w, d, c)` | `w` | continues the outgoing stream `d` words after its end (`d = 0`: same send) |
-//! | `sendpic(w, s, v)` | `w` | continues the stream (delta 0, previous control); `s` 0/1: XPIC := `v` word/paired, 2: PIC := `v`, 3 invalid |
-//! | `sendpicp(w, s, a, c); x, p` | `w` | XPIC := `x` (format `s`), PIC := `p`; with `c != 0` a new send from `a`; must start at an even word |
+//! | `delaypic(e, s, v)` | `e` | at `E + e - 1`: `s` 0: PIC := word address `v`; `s` 1: the 64-bit receive format on (`v` = 1) or off |
+//! | `delayxpic(e, s, v)` | `e` | at `E + e - 1`: XPIC := source `v` (physical tile, `0x640` neutral); `s` = 0 word / 1 paired format |
+//! | `send(w, a, c)` | `w` | at `E`: a new send of `w` words from word address `a` (`w` 64-bit items from 8-byte unit `a` when `c & 4`) |
+//! | `sendoff(w, d, c)` | `w` | at `E`: continues the outgoing stream `d` words after its end (`d = 0`: same send) |
+//! | `sendpic(w, s, v)` | `w` | at `E`: continues the stream (delta 0, previous control); `s` 0/1: XPIC := `v` word/paired, 2: PIC := `v`, 3: format on (`v` = 1) or off |
+//! | `sendpicp(w, s, a, c); x, p` | `w` | at `E`: XPIC := `x` (format `s`), PIC := `p`; with `c != 0` a new send from `a`; must start at an even word |
+//!
+//! The encoder therefore puts a control that falls between sends at the end
+//! of its `delaypic`/`delayxpic`, which absorbs the idle events before it
+//! (up to 128 or 4,096). A paired receive is the sequence of IPU21.md's
+//! paired receive protocol: on the selecting member a select of
+//! `sender XOR (receiver AND 2)` and its return to neutral, on both members
+//! a format-on, a PIC write two events later and a format-off (the
+//! encoder never emits the XPIC paired-format selector).
 //!
 //! A row lasts until its tile's end event (`Schedule::tile_end`); the last
 //! event of the row is the end of its last instruction. The encoder emits
@@ -37,9 +48,12 @@ pub mod check;
 pub mod consecutive;
 pub mod decode;
 pub mod encode;
+pub mod fabric;
 pub mod serial;
 pub mod table;
 
+#[cfg(test)]
+mod hardware_rules;
 #[cfg(test)]
 mod tests;
 
@@ -55,11 +69,18 @@ use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_
 /// Bytes per word address unit.
 pub const ADDRESS_UNIT_BYTES: u32 = 4;
 
+/// Bytes per address unit of a paired (64-bit) send (IPU21.md, "Exchange
+/// rules confirmed on hardware": addresses in paired sends are in 8-byte
+/// units).
+pub const PAIRED_ADDRESS_UNIT_BYTES: u32 = 8;
+
 /// The instruction field a relocation slot fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum SlotField {
     /// The word address of `send`/`sendpicp`.
     SendAddress,
+    /// The 8-byte-unit address of a paired (64-bit) `send`/`sendpicp`.
+    PairedSendAddress,
     /// The 18-bit value of `sendpic` (PIC forms) or `delaypic`.
     PicValue,
     /// The PIC half of `sendpicp`'s inline word.
@@ -69,9 +90,17 @@ pub enum SlotField {
 impl SlotField {
     pub fn field(self) -> Field {
         match self {
-            SlotField::SendAddress => SEND_ADDRESS,
+            SlotField::SendAddress | SlotField::PairedSendAddress => SEND_ADDRESS,
             SlotField::PicValue => SEND_PIC_VALUE,
             SlotField::InlinePic => INLINE_PIC,
+        }
+    }
+
+    /// Bytes per unit of the address the field holds.
+    pub fn unit_bytes(self) -> u32 {
+        match self {
+            SlotField::PairedSendAddress => PAIRED_ADDRESS_UNIT_BYTES,
+            _ => ADDRESS_UNIT_BYTES,
         }
     }
 }
@@ -97,14 +126,16 @@ impl Row {
     }
 
     /// Fills every slot with `resolve(local allocation, byte offset)` (a byte
-    /// address) as a word address, range-checked against its field.
+    /// address) in its field's units (words, or 8 bytes for a paired send),
+    /// range-checked against its field.
     pub fn finalize(&self, resolve: impl Fn(u32, u32) -> u32) -> Result<Vec<u32>, RowError> {
         let mut words = self.words.clone();
         for slot in &self.slots {
             let byte_address = resolve(slot.address.allocation, slot.address.offset);
             let field = slot.field.field();
-            let value = byte_address / ADDRESS_UNIT_BYTES;
-            if !byte_address.is_multiple_of(ADDRESS_UNIT_BYTES) || value > field.maximum() {
+            let unit = slot.field.unit_bytes();
+            let value = byte_address / unit;
+            if !byte_address.is_multiple_of(unit) || value > field.maximum() {
                 return Err(RowError::Unrepresentable {
                     word: slot.word as usize,
                     address: byte_address,
@@ -195,6 +226,12 @@ pub enum RowError {
         event: u64,
         found: String,
         expected: String,
+    },
+    #[error("tile {tile}: the row breaks a receive rule at event {event}: {rule}")]
+    ReceiveRule {
+        tile: u32,
+        event: u64,
+        rule: &'static str,
     },
     #[error(
         "tile {tile}: schedule needs a control inside the first events of a send at event {event}"

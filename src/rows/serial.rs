@@ -19,6 +19,7 @@ fn field_code(field: SlotField) -> u8 {
         SlotField::SendAddress => 0,
         SlotField::PicValue => 1,
         SlotField::InlinePic => 2,
+        SlotField::PairedSendAddress => 3,
     }
 }
 
@@ -112,6 +113,7 @@ pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
                     0 => SlotField::SendAddress,
                     1 => SlotField::PicValue,
                     2 => SlotField::InlinePic,
+                    3 => SlotField::PairedSendAddress,
                     other => return Err(format!("unknown slot field {other}")),
                 };
                 let word = |at: usize| {

@@ -11,6 +11,14 @@
 //! - a receive that continues where the tile's previous one ended needs no
 //!   PIC write; otherwise one lands between the previous payload's end and
 //!   this payload's start;
+//! - a paired piece follows the paired receive protocol (IPU21.md, "Exchange
+//!   rules confirmed on hardware"): both members of a receiving pair select
+//!   at the pair's route time (the later of their two `time_to_mux`), only
+//!   the member with the smaller one issues the select and its return to
+//!   neutral, and each member switches the 64-bit format on at
+//!   `x + 51 + 2 row`, writes its pointer two events later (always) and
+//!   switches the format off `events` later, each on an event of its own,
+//!   the format-on only after the tile's last ordinary payload has drained;
 //! - a dependent piece starts after its predecessors are ready (sent and
 //!   landed) plus [`DEPENDENCY_SLACK`];
 //! - no two sends of a tile of equal length and width start exactly two
@@ -37,12 +45,16 @@
 
 use super::dependencies::Dependencies;
 use super::problem::{ExchangeProblem, WORD_BYTES};
-use super::timing::{DEPENDENCY_SLACK, piece_events, receive_payload_start, select_offset};
+use super::timing::{
+    DEPENDENCY_SLACK, issues_pair_select, pair_route_time, piece_events, receive_payload_start,
+    select_offset,
+};
 use super::vocabulary::{SchedulePolicy, TransferWidth};
 use super::{NO_EVENT, Schedule, ScheduleError};
 use crate::target::mapping::{partner, physical_tile};
 use crate::target::timing::{
-    RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS, RECEIVE_GUARD_EVENTS, time_to_mux,
+    PAIRED_PAYLOAD_AFTER_FORMAT, RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS, RECEIVE_GUARD_EVENTS,
+    time_to_mux,
 };
 
 /// Events the placer tries past a piece's earliest start before giving up
@@ -57,6 +69,9 @@ struct Tile {
     sends: Vec<(i64, u32, bool)>,
     receive_source_end: i64,
     receive_payload_end: i64,
+    /// Where the last ordinary (32-bit) payload ended: a paired receive's
+    /// format-on may not come earlier (IPU21.md: the drain rule).
+    ordinary_payload_end: i64,
     /// Where the last receive's payload ended: (allocation, byte offset).
     receive_end_address: Option<(u32, u64)>,
     last_receive: Option<usize>,
@@ -105,6 +120,28 @@ struct ReceivePlan {
     /// Payload start minus select.
     payload_delay: i64,
     needs_pointer: bool,
+    role: PairRole,
+}
+
+/// A receive's part in the paired receive protocol.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PairRole {
+    /// An ordinary 32-bit receive.
+    Ordinary,
+    /// The pair member that issues the select and its return to neutral.
+    Selecting,
+    /// The other member: format and pointer controls only.
+    Following,
+}
+
+impl PairRole {
+    fn paired(self) -> bool {
+        self != PairRole::Ordinary
+    }
+
+    fn selects(self) -> bool {
+        self != PairRole::Following
+    }
 }
 
 /// Placement state of one schedule under construction.
@@ -123,6 +160,8 @@ pub struct Placer<'a> {
     /// Per receive: (`time_to_mux + c`, payload start minus select), fixed
     /// for the whole placement (computed once, read on every evaluation).
     delays: Vec<(i32, i32)>,
+    /// Per receive: its part in the paired protocol under this placement's widths.
+    roles: Vec<PairRole>,
     /// The cutoff and its running bound, when the caller set one.
     cutoff: Option<Cutoff>,
 }
@@ -197,23 +236,37 @@ pub fn check_pieces(problem: &ExchangeProblem, paired: &[bool]) -> Result<(), Sc
     Ok(())
 }
 
-/// Per receive: the select delay (`time_to_mux + c`) and the payload delay
-/// (payload start minus select) under the piece's width.
-fn receive_delays(problem: &ExchangeProblem, paired: &[bool]) -> Vec<(i32, i32)> {
+/// Per receive: the select delay (`time_to_mux + c`, or the pair's route
+/// time for a paired piece) and the payload delay (payload start minus
+/// select) under the piece's width, and its part in the paired protocol.
+fn receive_delays(problem: &ExchangeProblem, paired: &[bool]) -> (Vec<(i32, i32)>, Vec<PairRole>) {
     let mut delays = Vec::with_capacity(problem.receives());
+    let mut roles = Vec::with_capacity(problem.receives());
     for (piece, &is_paired) in paired.iter().enumerate() {
         let receives = problem.receives_of(piece);
         let offset = select_offset(receives.len());
         let sender = physical_tile(problem.source_tile[piece]);
         for receive in receives {
             let tile = problem.destination_tile[receive];
-            let select = i64::from(time_to_mux(sender, physical_tile(tile))) + offset;
+            let receiver = physical_tile(tile);
+            let (route, role) = if is_paired {
+                let role = if issues_pair_select(sender, receiver) {
+                    PairRole::Selecting
+                } else {
+                    PairRole::Following
+                };
+                (pair_route_time(sender, receiver), role)
+            } else {
+                (time_to_mux(sender, receiver), PairRole::Ordinary)
+            };
+            let select = i64::from(route) + offset;
             let payload = receive_payload_start(0, tile, is_paired);
             // Both are a few hundred events at most (IPU21.md).
             delays.push((select as i32, payload as i32));
+            roles.push(role);
         }
     }
-    delays
+    (delays, roles)
 }
 
 fn event(piece: usize, value: i64) -> Result<u32, ScheduleError> {
@@ -241,6 +294,7 @@ impl<'a> Placer<'a> {
         let receives = problem.receives();
         let pieces = problem.pieces();
         let tiles = problem.tiles as usize;
+        let (delays, roles) = receive_delays(problem, paired);
         Placer {
             problem,
             dependencies,
@@ -267,7 +321,8 @@ impl<'a> Placer<'a> {
             },
             plans: Vec::new(),
             pointers: Vec::new(),
-            delays: receive_delays(problem, paired),
+            delays,
+            roles,
             cutoff: None,
         }
     }
@@ -345,10 +400,22 @@ impl<'a> Placer<'a> {
             let (select_delay, payload_delay) = (i64::from(select_delay), i64::from(payload_delay));
             let state = &self.tiles[tile as usize];
             let destination = problem.destination[receive];
-            let needs_pointer = state.receive_end_address
-                != Some((destination.allocation, u64::from(destination.offset)));
-            let receiver_start = (state.receive_source_end - select_delay)
+            let role = self.roles[receive];
+            // A paired receive always writes its pointer (IPU21.md).
+            let needs_pointer = role.paired()
+                || state.receive_end_address
+                    != Some((destination.allocation, u64::from(destination.offset)));
+            let mut receiver_start = (state.receive_source_end - select_delay)
                 .max(state.receive_payload_end - select_delay - payload_delay);
+            if role.paired() {
+                // The format-on (two events before the payload) waits for
+                // the last ordinary payload to drain.
+                receiver_start = receiver_start.max(
+                    state.ordinary_payload_end + PAIRED_PAYLOAD_AFTER_FORMAT
+                        - select_delay
+                        - payload_delay,
+                );
+            }
             if receiver_start > start {
                 start = receiver_start;
                 bottleneck = Some(2 * tile as usize + 1);
@@ -360,6 +427,7 @@ impl<'a> Placer<'a> {
                 select_delay,
                 payload_delay,
                 needs_pointer,
+                role,
             });
         }
         (start.max(0), bottleneck)
@@ -464,21 +532,34 @@ impl<'a> Placer<'a> {
         let state = &self.tiles[plan.tile];
         let tentative = (plan.tile == sender).then_some(start);
         let select = start + plan.select_delay;
-        let reuses_deselect = state.pending_deselect == Some(select);
-        if !reuses_deselect && !state.control_free(select, tentative) {
-            return None;
-        }
-        if select < 0 || state.forbidden(select, tentative) {
+        if select < 0 {
             return None;
         }
         let deselect = select + events;
-        if !state.control_free(deselect, tentative) {
-            return None;
+        if plan.role.selects() {
+            let reuses_deselect = state.pending_deselect == Some(select);
+            if !reuses_deselect && !state.control_free(select, tentative) {
+                return None;
+            }
+            if state.forbidden(select, tentative) || !state.control_free(deselect, tentative) {
+                return None;
+            }
+        }
+        let payload = select + plan.payload_delay;
+        if plan.role.paired() {
+            // Format on, pointer, format off: each on an event of its own.
+            let format = payload - PAIRED_PAYLOAD_AFTER_FORMAT;
+            let controls = [format, payload, format + events];
+            let selects = plan.role.selects();
+            let clear = controls.iter().all(|&event| {
+                state.control_free(event, tentative)
+                    && !(selects && (event == select || event == deselect))
+            });
+            return (clear && format >= state.ordinary_payload_end).then_some(payload);
         }
         if !plan.needs_pointer {
             return Some(-1);
         }
-        let payload = select + plan.payload_delay;
         let lowest = state.receive_payload_end.max(0);
         let mut candidate = payload;
         while candidate >= lowest {
@@ -521,18 +602,30 @@ impl<'a> Placer<'a> {
             let payload = select + plan.payload_delay;
             let pointer = self.pointers[index];
             let state = &mut self.tiles[plan.tile];
-            if state.pending_deselect == Some(select)
-                && let Some(previous) = state.last_receive
-            {
-                self.schedule.deselect[previous] = NO_EVENT;
+            if plan.role.selects() {
+                if state.pending_deselect == Some(select)
+                    && let Some(previous) = state.last_receive
+                {
+                    self.schedule.deselect[previous] = NO_EVENT;
+                }
+                state.add_control(select);
+                state.add_control(select + events);
+                state.pending_deselect = Some(select + events);
+                self.schedule.deselect[plan.receive] = event(piece, select + events)?;
+            } else {
+                state.pending_deselect = None;
             }
-            state.add_control(select);
-            state.add_control(select + events);
+            if plan.role.paired() {
+                let format = payload - PAIRED_PAYLOAD_AFTER_FORMAT;
+                state.add_control(format);
+                state.add_control(format + events);
+            } else {
+                state.ordinary_payload_end = payload + events;
+            }
             if pointer >= 0 {
                 state.add_control(pointer);
                 self.schedule.pointer_write[plan.receive] = event(piece, pointer)?;
             }
-            state.pending_deselect = Some(select + events);
             state.receive_source_end = select + events;
             state.receive_payload_end = payload + events;
             let destination = problem.destination[plan.receive];
@@ -547,7 +640,6 @@ impl<'a> Placer<'a> {
             ready = ready.max(payload + events);
             self.schedule.select[plan.receive] = event(piece, select)?;
             self.schedule.payload_start[plan.receive] = event(piece, payload)?;
-            self.schedule.deselect[plan.receive] = event(piece, select + events)?;
         }
         self.ready[piece] = ready;
         if let Some(cutoff) = &mut self.cutoff {

@@ -13,6 +13,7 @@ use crate::target::memory::MemoryClass;
 use crate::target::timing::{paired_payload_start, payload_start, time_to_mux};
 
 mod auto;
+pub(crate) mod paired_protocol;
 
 /// Seeded xorshift64*.
 pub(crate) struct Random(u64);
@@ -37,7 +38,7 @@ const DESTINATION_BYTES: u32 = 16384;
 const ITERATED_BYTES: u32 = 1024;
 pub(crate) const ITERATIONS: u32 = 3;
 
-fn allocation(tile: u32, bytes: u32, iterations: u32, alias_group: u32) -> Allocation {
+pub(crate) fn allocation(tile: u32, bytes: u32, iterations: u32, alias_group: u32) -> Allocation {
     Allocation {
         tile,
         bytes,
@@ -131,8 +132,26 @@ pub(crate) fn random_phase(
             targets.push((source_tile + 1) % tiles);
         }
         let mut destinations = Vec::new();
+        let bytes = 4 * words;
+        if paired {
+            // The two members of a receiving pair receive at one offset
+            // (IPU21.md), so paired pieces land at the same offset on every
+            // receiver.
+            let shared = targets
+                .iter()
+                .map(|&tile| next_destination[tile as usize])
+                .max()
+                .unwrap_or(0);
+            let shared = if shared + bytes > DESTINATION_BYTES {
+                0
+            } else {
+                shared
+            };
+            for &tile in &targets {
+                next_destination[tile as usize] = shared;
+            }
+        }
         for &tile in &targets {
-            let bytes = 4 * words;
             let slot = &mut next_destination[tile as usize];
             if *slot + bytes > DESTINATION_BYTES {
                 *slot = 0;

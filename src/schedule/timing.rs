@@ -2,14 +2,17 @@
 //! events per piece (one word per event, or one 64-bit item per event when
 //! paired), the select offset (point-to-point `c = 2`, multicast `c = 0`),
 //! payload starts, guards, paired eligibility and the dependency slack. Owns
-//! these definitions for the scheduler; it must not place anything. The
-//! validator re-derives them from `crate::target::timing` on purpose.
+//! these definitions for the scheduler (and the paired receive protocol's
+//! pair route time and selecting member); it must not place anything. The
+//! validator re-derives them with its own reading of IPU21.md
+//! (`validate::fabric`), on purpose.
 
 use super::problem::{ExchangeProblem, WORD_BYTES};
-use crate::target::mapping::{partner, physical_tile};
+use crate::target::mapping::{PARTNER_PHYSICAL_BIT, partner, physical_tile};
 use crate::target::timing::{
-    PAIRED_ALIGNMENT_BYTES, PAIRED_MINIMUM_ITEMS, PAYLOAD_DELAY_BASE, POINT_TO_POINT_SELECT_OFFSET,
-    TIME_TO_MUX_MINIMUM, paired_payload_start, payload_start,
+    PAIRED_ALIGNMENT_BYTES, PAIRED_MINIMUM_ITEMS, PAIRED_PAYLOAD_AFTER_FORMAT, PAYLOAD_DELAY_BASE,
+    POINT_TO_POINT_SELECT_OFFSET, TIME_TO_MUX_MINIMUM, paired_format_select, paired_payload_start,
+    payload_start, time_to_mux,
 };
 
 /// Words per paired 64-bit item.
@@ -52,9 +55,35 @@ pub fn receive_payload_start(select: i64, tile: u32, paired: bool) -> i64 {
     }
 }
 
+/// The paired receive protocol's route time for a receiving pair (IPU21.md,
+/// "Exchange rules confirmed on hardware"): the later of the two members'
+/// `time_to_mux` from the sender. Physical ids.
+pub fn pair_route_time(sender_physical: u32, member_physical: u32) -> i32 {
+    let other = member_physical ^ PARTNER_PHYSICAL_BIT;
+    time_to_mux(sender_physical, member_physical).max(time_to_mux(sender_physical, other))
+}
+
+/// Whether `member_physical` is the pair member that issues a paired
+/// receive's source select: the one whose own `time_to_mux` is the smaller
+/// (on a tie, the member without the partner bit). Physical ids.
+pub fn issues_pair_select(sender_physical: u32, member_physical: u32) -> bool {
+    let other = member_physical ^ PARTNER_PHYSICAL_BIT;
+    let own = time_to_mux(sender_physical, member_physical);
+    let theirs = time_to_mux(sender_physical, other);
+    own < theirs || (own == theirs && member_physical & PARTNER_PHYSICAL_BIT == 0)
+}
+
+/// The XPIC value the selecting member writes for a paired receive
+/// (IPU21.md: `sender XOR (receiver AND 2)`). Physical ids.
+pub fn pair_select_value(sender_physical: u32, member_physical: u32) -> u32 {
+    sender_physical ^ (member_physical & PARTNER_PHYSICAL_BIT)
+}
+
 /// Whether a piece may move as paired 64-bit items (IPU21.md: at least 64
-/// items, 8-byte alignment, complete receiver pairs; the sender's partner
-/// must exist because its stream is blocked).
+/// items, 8-byte alignment, complete receiver pairs whose two members
+/// receive at the same offset, neither the sender nor its partner among the
+/// receivers; the sender's partner must exist because its stream is
+/// blocked).
 pub fn paired_eligible(problem: &ExchangeProblem, piece: usize) -> bool {
     pairing_refusal(problem, piece).is_none()
 }
@@ -88,13 +117,44 @@ pub fn pairing_refusal(problem: &ExchangeProblem, piece: usize) -> Option<&'stat
     {
         return Some("destination not 8-byte aligned");
     }
-    let mut tiles = problem.destination_tile[receives].to_vec();
-    tiles.sort_unstable();
-    let whole_pairs = tiles.iter().all(|&tile| {
+    let mut members: Vec<(u32, u32)> = receives
+        .map(|receive| {
+            (
+                problem.destination_tile[receive],
+                problem.destination[receive].offset,
+            )
+        })
+        .collect();
+    members.sort_unstable();
+    if members
+        .iter()
+        .any(|&(tile, _)| tile == sender || tile == partner(sender))
+    {
+        // Paired self-delivery failed in every hardware probe (IPU21.md).
+        return Some("the sender or its partner receives its own paired send");
+    }
+    let items = i64::from(words / PAIRED_ITEM_WORDS);
+    for &(tile, offset) in &members {
+        // The selecting member returns to neutral `items` after its select;
+        // that may not share an event with its format-on or pointer write.
+        let format = paired_format_select(0, physical_tile(tile));
+        if items == format || items == format + PAIRED_PAYLOAD_AFTER_FORMAT {
+            return Some("its return to neutral would fall on its format-on or pointer write");
+        }
         let other = partner(tile);
-        other != tile && tiles.binary_search(&other).is_ok()
-    });
-    (!whole_pairs).then_some("receivers not whole partner pairs")
+        let found = members.binary_search_by_key(&other, |&(tile, _)| tile);
+        match found {
+            Ok(index) if other != tile => {
+                if members[index].1 != offset {
+                    return Some(
+                        "the two members of a receiving pair receive at different offsets",
+                    );
+                }
+            }
+            _ => return Some("receivers not whole partner pairs"),
+        }
+    }
+    None
 }
 
 impl ExchangeProblem {

@@ -1,6 +1,6 @@
-//! The independent schedule validator. Written from IPU21.md and
-//! `crate::target::timing` alone (it calls nothing of the scheduler, its
-//! policy or its dependency DAG), it re-derives every event of a
+//! The independent schedule validator. Written from IPU21.md alone, with
+//! its own reading of the fabric formulas (`fabric`; it calls nothing of the
+//! scheduler, its timing model, its policy or its dependency DAG), it re-derives every event of a
 //! (problem, schedule) pair and checks every invariant: sender streams and
 //! partner blocking, select and payload events, one source per receiver at a
 //! time, pointer continuity and PIC windows, distinct receive controls away
@@ -12,13 +12,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+pub mod fabric;
+pub mod paired;
+
+use self::fabric::{
+    FORMAT_TO_PAYLOAD, GUARD, POINT_TO_POINT_OFFSET, SEND_START_EVENTS, format_on, ordinary_payload,
+};
+use self::paired::{Part, pairing_refusal, route_and_part};
 use super::problem::{ExchangeProblem, SymbolicAddress};
 use super::{NO_EVENT, Schedule};
 use crate::target::mapping::{partner, physical_tile};
-use crate::target::timing::{
-    PAIRED_ALIGNMENT_BYTES, PAIRED_MINIMUM_ITEMS, POINT_TO_POINT_SELECT_OFFSET, guard_end,
-    paired_payload_start, payload_start, receive_control_allowed, time_to_mux,
-};
 
 /// The first invariant a schedule breaks.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -84,6 +87,15 @@ pub enum ValidationError {
         tile: u32,
         event: i64,
         expected: i64,
+    },
+    #[error(
+        "piece {piece}: tile {tile} breaks the paired receive protocol at event {event}: {rule}"
+    )]
+    PairedProtocol {
+        piece: usize,
+        tile: u32,
+        event: i64,
+        rule: &'static str,
     },
     #[error("tile {tile}: two receive controls at event {event} (piece {piece})")]
     ControlCollision { piece: usize, tile: u32, event: i64 },
@@ -190,43 +202,6 @@ fn check_paired(
     Ok(())
 }
 
-/// Why `piece` may not move as paired 64-bit items (IPU21.md), or `None`
-/// when it may. Written from the machine facts, apart from the scheduler's
-/// own eligibility test.
-fn pairing_refusal(problem: &ExchangeProblem, piece: usize) -> Option<&'static str> {
-    let tile = problem.source_tile[piece];
-    let words = problem.words[piece];
-    if !words.is_multiple_of(2) || words / 2 < PAIRED_MINIMUM_ITEMS {
-        return Some("fewer than 64 whole items");
-    }
-    let aligned = |address: SymbolicAddress| {
-        let allocation = problem.allocations[address.allocation as usize];
-        address.offset.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
-            && allocation.alignment.is_multiple_of(PAIRED_ALIGNMENT_BYTES)
-            && problem.bindings_keep_alignment(address.allocation, PAIRED_ALIGNMENT_BYTES)
-    };
-    if !aligned(problem.source[piece]) {
-        return Some("source not 8-byte aligned");
-    }
-    if partner(tile) == tile || partner(tile) >= problem.tiles {
-        return Some("sender has no partner");
-    }
-    let range = problem.receives_of(piece);
-    let tiles: std::collections::HashSet<u32> = problem.destination_tile[range.clone()]
-        .iter()
-        .copied()
-        .collect();
-    for receive in range {
-        if !aligned(problem.destination[receive]) {
-            return Some("destination not 8-byte aligned");
-        }
-        if !tiles.contains(&partner(problem.destination_tile[receive])) {
-            return Some("incomplete receiver pair");
-        }
-    }
-    None
-}
-
 /// Own sends per tile: (start, events, paired, piece), sorted by start.
 type Sends = Vec<Vec<(i64, i64, bool, usize)>>;
 
@@ -277,6 +252,9 @@ fn check_senders(problem: &ExchangeProblem, schedule: &Schedule) -> Result<Sends
     Ok(sends)
 }
 
+/// One receive as a receiving tile sees it: (select, receive, piece, part).
+type Incoming = (i64, usize, usize, Part);
+
 /// Checks receivers; returns each tile's recomputed end event.
 fn check_receivers(
     problem: &ExchangeProblem,
@@ -285,7 +263,7 @@ fn check_receivers(
 ) -> Result<Vec<i64>, ValidationError> {
     let tiles = problem.tiles as usize;
     let mut ends = vec![0i64; tiles];
-    let mut incoming: Vec<Vec<(i64, usize, usize)>> = vec![Vec::new(); tiles];
+    let mut incoming: Vec<Vec<Incoming>> = vec![Vec::new(); tiles];
     for piece in 0..problem.pieces() {
         let sender = problem.source_tile[piece];
         let paired = schedule.paired[piece];
@@ -294,14 +272,15 @@ fn check_receivers(
         ends[sender as usize] = ends[sender as usize].max(start + events);
         let range = problem.receives_of(piece);
         let offset = if range.len() == 1 {
-            POINT_TO_POINT_SELECT_OFFSET
+            POINT_TO_POINT_OFFSET
         } else {
             0
         };
         for receive in range {
             let tile = problem.destination_tile[receive];
             let receiver = physical_tile(tile);
-            let expected = start + i64::from(time_to_mux(physical_tile(sender), receiver)) + offset;
+            let (route, part) = route_and_part(physical_tile(sender), receiver, paired);
+            let expected = start + route + offset;
             let select = i64::from(schedule.select[receive]);
             if select != expected || expected < 0 {
                 return Err(ValidationError::SelectEvent {
@@ -312,9 +291,9 @@ fn check_receivers(
                 });
             }
             let expected_payload = if paired {
-                paired_payload_start(select, receiver)
+                format_on(select, receiver) + FORMAT_TO_PAYLOAD
             } else {
-                payload_start(select, receiver)
+                ordinary_payload(select, receiver)
             };
             let payload = i64::from(schedule.payload_start[receive]);
             if payload != expected_payload {
@@ -325,65 +304,86 @@ fn check_receivers(
                     expected: expected_payload,
                 });
             }
-            incoming[tile as usize].push((select, receive, piece));
-            let end = guard_end(select + events, payload + events);
+            incoming[tile as usize].push((select, receive, piece, part));
+            let end = (select + events).max(payload + events) + GUARD;
             ends[tile as usize] = ends[tile as usize].max(end);
         }
     }
     for (tile, list) in incoming.iter_mut().enumerate() {
-        list.sort_unstable();
-        let mut controls: HashMap<i64, usize> = HashMap::new();
-        let mut previous: Option<(i64, i64, usize, usize)> = None; // source end, payload end, receive, piece
-        for (index, &(select, receive, piece)) in list.iter().enumerate() {
-            let tile_id = tile as u32;
-            let events = events_of(problem.words[piece], schedule.paired[piece]);
-            let payload = i64::from(schedule.payload_start[receive]);
-            let destination = problem.destination[receive];
-            let mut continuing = false;
-            let mut low = 0;
-            if let Some((source_end, payload_end, previous_receive, previous_piece)) = previous {
-                if select < source_end || payload < payload_end {
-                    return Err(ValidationError::ReceiveOverlap {
-                        piece,
-                        other: previous_piece,
-                        tile: tile_id,
-                        event: select,
-                    });
-                }
-                let before = problem.destination[previous_receive];
-                continuing = before.allocation == destination.allocation
-                    && u64::from(before.offset) + 4 * u64::from(problem.words[previous_piece])
-                        == u64::from(destination.offset);
-                low = payload_end;
+        list.sort_unstable_by_key(|&(select, receive, _, _)| (select, receive));
+        check_tile_receives(problem, schedule, &sends[tile], tile as u32, list)?;
+    }
+    Ok(ends)
+}
+
+/// Checks one tile's receives, in select order: one source at a time,
+/// pointers, deselects, the paired receive protocol, and its receive
+/// controls each on an event of its own, away from its sends' starts.
+fn check_tile_receives(
+    problem: &ExchangeProblem,
+    schedule: &Schedule,
+    own: &[(i64, i64, bool, usize)],
+    tile: u32,
+    list: &[Incoming],
+) -> Result<(), ValidationError> {
+    let mut controls: HashMap<i64, usize> = HashMap::new();
+    // Source end, payload end, receive, piece of the previous receive.
+    let mut previous: Option<(i64, i64, usize, usize)> = None;
+    let mut ordinary_end = i64::MIN;
+    for (index, &(select, receive, piece, part)) in list.iter().enumerate() {
+        let events = events_of(problem.words[piece], schedule.paired[piece]);
+        let payload = i64::from(schedule.payload_start[receive]);
+        let destination = problem.destination[receive];
+        let mut continuing = false;
+        let mut low = 0;
+        if let Some((source_end, payload_end, previous_receive, previous_piece)) = previous {
+            if select < source_end || payload < payload_end {
+                return Err(ValidationError::ReceiveOverlap {
+                    piece,
+                    other: previous_piece,
+                    tile,
+                    event: select,
+                });
             }
-            let mut add = |event: i64| -> Result<(), ValidationError> {
-                if controls.insert(event, piece).is_some() {
-                    return Err(ValidationError::ControlCollision {
+            let before = problem.destination[previous_receive];
+            continuing = before.allocation == destination.allocation
+                && u64::from(before.offset) + 4 * u64::from(problem.words[previous_piece])
+                    == u64::from(destination.offset);
+            low = payload_end;
+        }
+        let mut add = |event: i64| -> Result<(), ValidationError> {
+            if controls.insert(event, piece).is_some() {
+                return Err(ValidationError::ControlCollision { piece, tile, event });
+            }
+            let position = own.partition_point(|&(start, _, _, _)| start <= event);
+            for &(start, _, _, send) in own[position.saturating_sub(2)..position].iter() {
+                if (0..SEND_START_EVENTS).contains(&(event - start)) {
+                    return Err(ValidationError::ControlOnSend {
                         piece,
-                        tile: tile_id,
+                        send,
+                        tile,
                         event,
                     });
                 }
-                let own = &sends[tile];
-                let position = own.partition_point(|&(start, _, _, _)| start <= event);
-                for &(start, _, _, send) in own[position.saturating_sub(2)..position].iter() {
-                    if !receive_control_allowed(event, start) {
-                        return Err(ValidationError::ControlOnSend {
-                            piece,
-                            send,
-                            tile: tile_id,
-                            event,
-                        });
-                    }
-                }
-                Ok(())
-            };
+            }
+            Ok(())
+        };
+        let refuse = |event: i64, rule: &'static str| ValidationError::PairedProtocol {
+            piece,
+            tile,
+            event,
+            rule,
+        };
+        if part != Part::Following {
             add(select)?;
-            let pointer = schedule.pointer_write[receive];
+        }
+        let pointer = schedule.pointer_write[receive];
+        if part == Part::Ordinary {
+            ordinary_end = payload + events;
             if (pointer == NO_EVENT) != continuing {
                 return Err(ValidationError::PointerFlag {
                     piece,
-                    tile: tile_id,
+                    tile,
                     event: payload,
                     continuing,
                 });
@@ -393,7 +393,7 @@ fn check_receivers(
                 if pointer < low || pointer > payload {
                     return Err(ValidationError::PointerWindow {
                         piece,
-                        tile: tile_id,
+                        tile,
                         event: pointer,
                         low,
                         high: payload,
@@ -401,32 +401,55 @@ fn check_receivers(
                 }
                 add(pointer)?;
             }
-            let next_select = list.get(index + 1).map(|&(next, _, _)| next);
-            let deselect = schedule.deselect[receive];
-            if next_select == Some(select + events) {
-                if deselect != NO_EVENT {
-                    return Err(ValidationError::Deselect {
-                        piece,
-                        tile: tile_id,
-                        event: i64::from(deselect),
-                        expected: -1,
-                    });
-                }
-                // The next select is registered by the next receive.
-            } else if i64::from(deselect) != select + events || deselect == NO_EVENT {
+        } else {
+            // Format on, pointer two events later, format off `events`
+            // after the format on; the format on after the last ordinary
+            // payload into this tile has drained.
+            let format = payload - FORMAT_TO_PAYLOAD;
+            if format < ordinary_end {
+                return Err(refuse(
+                    format,
+                    "format change before an ordinary payload into the tile has drained",
+                ));
+            }
+            if i64::from(pointer) != payload || pointer == NO_EVENT {
+                return Err(refuse(
+                    payload,
+                    "a paired receive writes its pointer two events after its format-on",
+                ));
+            }
+            add(format)?;
+            add(payload)?;
+            add(format + events)?;
+        }
+        let next = list.get(index + 1);
+        let deselect = schedule.deselect[receive];
+        let replaced = next.is_some_and(|&(next_select, _, _, next_part)| {
+            next_select == select + events && next_part != Part::Following
+        });
+        if part == Part::Following || replaced {
+            if deselect != NO_EVENT {
                 return Err(ValidationError::Deselect {
                     piece,
-                    tile: tile_id,
+                    tile,
                     event: i64::from(deselect),
-                    expected: select + events,
+                    expected: -1,
                 });
-            } else {
-                add(select + events)?;
             }
-            previous = Some((select + events, payload + events, receive, piece));
+            // The next select (if any) is registered by the next receive.
+        } else if i64::from(deselect) != select + events || deselect == NO_EVENT {
+            return Err(ValidationError::Deselect {
+                piece,
+                tile,
+                event: i64::from(deselect),
+                expected: select + events,
+            });
+        } else {
+            add(select + events)?;
         }
+        previous = Some((select + events, payload + events, receive, piece));
     }
-    Ok(ends)
+    Ok(())
 }
 
 #[derive(Clone, Copy)]

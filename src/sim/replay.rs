@@ -5,19 +5,23 @@
 //! copy of the memories. The machine side uses only the rows and the fabric
 //! model of IPU21.md: a receiver that selects source `s` at event `x` takes
 //! the send of `s` that starts at `x - time_to_mux - c` (`c` = 0 or 2) with
-//! the window's length and width, and writes it through its incoming
-//! pointer from `x + 52 + 2 row` (paired: `x + 53 + 2 row`). Reads happen at
+//! the window's length, and writes it through its incoming pointer from
+//! `x + 52 + 2 row`; a paired receive is found by its format-on `F` (the
+//! pair selected at `F - 51 - 2 row`, on either member's row, with the value
+//! `sender XOR (member AND 2)`), takes the paired send that started the
+//! pair's later `time_to_mux` before, and writes from `F + 2` for as many
+//! events as the format stays on. Reads happen at
 //! send start and writes at payload start (a valid schedule keeps every
 //! hazard further apart than a window). Repeat iteration 0 is replayed.
 //! Owns simulation only; it must not consult the schedule.
 
 use crate::rows::{ConsecutivePlacement, RowError, RowEvent, decode_row};
 use crate::schedule::{ExchangeProblem, SymbolicAddress};
-use crate::target::mapping::{logical_tile, physical_tile};
+use crate::target::mapping::{PARTNER_PHYSICAL_BIT, logical_tile, physical_tile};
 use crate::target::memory::TILE_BASE_ADDRESS;
 use crate::target::timing::{
-    NEUTRAL_INCOMING_SOURCE, POINT_TO_POINT_SELECT_OFFSET, paired_payload_start, payload_start,
-    time_to_mux,
+    NEUTRAL_INCOMING_SOURCE, PAIRED_PAYLOAD_AFTER_FORMAT, POINT_TO_POINT_SELECT_OFFSET,
+    paired_format_select, paired_payload_start, payload_start, time_to_mux,
 };
 
 /// What a replay checked.
@@ -259,7 +263,74 @@ pub fn replay_phase(
     Ok(report)
 }
 
-/// Matches every select of every row with the send it receives.
+/// Paired receives whose two members write their pointers to different
+/// addresses (IPU21.md requires one address; the placement does not yet
+/// guarantee it): per receiving pair and format-on, counted once, from the
+/// lane of each pair whose physical partner bit is clear.
+pub(crate) fn paired_split_addresses(decoded: &[Vec<RowEvent>]) -> u64 {
+    let pointer_at = |events: &[RowEvent], event: u64| {
+        let position = events.partition_point(|found| found.event() < event);
+        events[position..]
+            .iter()
+            .take_while(|found| found.event() == event)
+            .find_map(|found| match *found {
+                RowEvent::Pointer { address, .. } => Some(address),
+                _ => None,
+            })
+    };
+    let mut split = 0;
+    for (tile, events) in decoded.iter().enumerate() {
+        let physical = physical_tile(tile as u32);
+        if physical & PARTNER_PHYSICAL_BIT != 0 {
+            continue;
+        }
+        let Some(partner_events) = logical_tile(physical ^ PARTNER_PHYSICAL_BIT)
+            .and_then(|partner| decoded.get(partner as usize))
+        else {
+            continue;
+        };
+        for event in events {
+            if let RowEvent::Format { event, on: true } = *event {
+                let pointer = event + PAIRED_PAYLOAD_AFTER_FORMAT as u64;
+                let own = pointer_at(events, pointer);
+                let theirs = pointer_at(partner_events, pointer);
+                if own.is_some() && theirs.is_some() && own != theirs {
+                    split += 1;
+                }
+            }
+        }
+    }
+    split
+}
+
+/// One receive window of a tile, before its pointer is known.
+struct Window {
+    payload: u64,
+    /// Events the payload lasts (words, or 64-bit items when paired).
+    events: u64,
+    read_event: u64,
+    source_tile: u32,
+    source_address: u64,
+    bytes: u64,
+}
+
+/// The non-neutral source `tile`'s row selects at exactly `event`, if any.
+fn select_at(events: &[RowEvent], event: u64) -> Option<u32> {
+    let position = events.partition_point(|found| found.event() < event);
+    events[position..]
+        .iter()
+        .take_while(|found| found.event() == event)
+        .find_map(|found| match *found {
+            RowEvent::Select { source, .. } if source != NEUTRAL_INCOMING_SOURCE => Some(source),
+            _ => None,
+        })
+}
+
+/// Matches every receive of every row with the send it receives: ordinary
+/// selects (`x = t + time_to_mux + c`), and paired receives by their
+/// format-on `F` (the pair selected at `x = F - 51 - 2 row`, by whichever
+/// member's row selects there, with `sender XOR (member AND 2)`; the send
+/// started at `x` minus the pair's later `time_to_mux`).
 pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, ReplayError> {
     let mut sends: Vec<Vec<(u64, u64, u32, u8)>> = vec![Vec::new(); decoded.len()];
     for (tile, events) in decoded.iter().enumerate() {
@@ -279,17 +350,113 @@ pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, Rep
     for (tile, events) in decoded.iter().enumerate() {
         let tile_id = tile as u32;
         let receiver = physical_tile(tile_id);
-        let selects: Vec<(u64, u32, bool)> = events
+        let unmatched =
+            |event: u64, source_tile: u32, candidates: usize| ReplayError::UnmatchedSelect {
+                tile: tile_id,
+                event,
+                source_tile,
+                candidates,
+            };
+        let format_delay = (paired_format_select(0, receiver)) as u64;
+        let formats: Vec<(u64, bool)> = events
             .iter()
             .filter_map(|event| match *event {
-                RowEvent::Select {
-                    event,
-                    source,
-                    paired,
-                } => Some((event, source, paired)),
+                RowEvent::Format { event, on } => Some((event, on)),
                 _ => None,
             })
             .collect();
+        let is_pair_select = |select: u64| {
+            formats
+                .binary_search(&(select + format_delay, true))
+                .is_ok()
+        };
+        let selects: Vec<(u64, u32)> = events
+            .iter()
+            .filter_map(|event| match *event {
+                RowEvent::Select { event, source, .. } => Some((event, source)),
+                _ => None,
+            })
+            .collect();
+        let mut windows: Vec<Window> = Vec::new();
+        for (index, &(select, source)) in selects.iter().enumerate() {
+            if source == NEUTRAL_INCOMING_SOURCE || is_pair_select(select) {
+                continue;
+            }
+            let window_end = selects.get(index + 1).map_or(u64::MAX, |next| next.0);
+            let length = window_end.saturating_sub(select);
+            let sender = logical_tile(source).ok_or(unmatched(select, source, 0))?;
+            let mux = i64::from(time_to_mux(source, receiver));
+            let list = sends
+                .get(sender as usize)
+                .ok_or(unmatched(select, source, 0))?;
+            let candidates: Vec<&(u64, u64, u32, u8)> = [0, POINT_TO_POINT_SELECT_OFFSET]
+                .iter()
+                .filter_map(|&offset| {
+                    let start = select as i64 - mux - offset;
+                    let position = list.partition_point(|send| (send.0 as i64) < start);
+                    list.get(position).filter(|send| {
+                        send.0 as i64 == start && send.1 == length && send.3 & 4 == 0
+                    })
+                })
+                .collect();
+            let &[&(start, send_events, address, _)] = candidates.as_slice() else {
+                return Err(unmatched(select, source, candidates.len()));
+            };
+            windows.push(Window {
+                payload: payload_start(select as i64, receiver) as u64,
+                events: send_events,
+                read_event: start,
+                source_tile: sender,
+                source_address: u64::from(address) * 4,
+                bytes: send_events * 4,
+            });
+        }
+        for (index, &(format, on)) in formats.iter().enumerate() {
+            if !on {
+                continue;
+            }
+            let off = formats[index + 1..]
+                .iter()
+                .find(|&&(_, on)| !on)
+                .map(|&(event, _)| event)
+                .ok_or(unmatched(format, NEUTRAL_INCOMING_SOURCE, 0))?;
+            let count = off - format;
+            let select = format.checked_sub(format_delay).ok_or(unmatched(
+                format,
+                NEUTRAL_INCOMING_SOURCE,
+                0,
+            ))?;
+            let other = receiver ^ PARTNER_PHYSICAL_BIT;
+            let member_rows = [(receiver, Some(tile_id)), (other, logical_tile(other))];
+            let (member, value) = member_rows
+                .iter()
+                .find_map(|&(member, logical)| {
+                    let row = decoded.get(logical? as usize)?;
+                    select_at(row, select).map(|value| (member, value))
+                })
+                .ok_or(unmatched(select, NEUTRAL_INCOMING_SOURCE, 0))?;
+            let source = value ^ (member & PARTNER_PHYSICAL_BIT);
+            let sender = logical_tile(source).ok_or(unmatched(select, source, 0))?;
+            let route = time_to_mux(source, receiver).max(time_to_mux(source, other));
+            let start = select as i64 - i64::from(route);
+            let list = sends
+                .get(sender as usize)
+                .ok_or(unmatched(select, source, 0))?;
+            let position = list.partition_point(|send| (send.0 as i64) < start);
+            let &(start, send_events, address, _) = list
+                .get(position)
+                .filter(|send| send.0 as i64 == start && send.1 == count && send.3 & 4 != 0)
+                .ok_or(unmatched(select, source, 0))?;
+            windows.push(Window {
+                payload: paired_payload_start(select as i64, receiver) as u64,
+                events: send_events,
+                read_event: start,
+                source_tile: sender,
+                source_address: u64::from(address) * 4,
+                bytes: send_events * 8,
+            });
+        }
+        windows.sort_unstable_by_key(|window| window.payload);
         let pointers: Vec<(u64, u32)> = events
             .iter()
             .filter_map(|event| match *event {
@@ -299,64 +466,16 @@ pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, Rep
             .collect();
         let mut next_pointer = 0;
         let mut pointer: Option<u64> = None;
-        for (index, &(select, source, paired)) in selects.iter().enumerate() {
-            if source == NEUTRAL_INCOMING_SOURCE {
-                continue;
-            }
-            let window_end = selects.get(index + 1).map_or(u64::MAX, |next| next.0);
-            let length = window_end.saturating_sub(select);
-            let sender = logical_tile(source).ok_or(ReplayError::UnmatchedSelect {
-                tile: tile_id,
-                event: select,
-                source_tile: source,
-                candidates: 0,
-            })?;
-            let mux = i64::from(time_to_mux(source, receiver));
-            let list = sends
-                .get(sender as usize)
-                .ok_or(ReplayError::UnmatchedSelect {
-                    tile: tile_id,
-                    event: select,
-                    source_tile: source,
-                    candidates: 0,
-                })?;
-            let candidates: Vec<&(u64, u64, u32, u8)> = [0, POINT_TO_POINT_SELECT_OFFSET]
-                .iter()
-                .filter_map(|&offset| {
-                    let start = select as i64 - mux - offset;
-                    let position = list.partition_point(|send| (send.0 as i64) < start);
-                    list.get(position).filter(|send| {
-                        send.0 as i64 == start && send.1 == length && (send.3 & 4 != 0) == paired
-                    })
-                })
-                .collect();
-            let [(start, send_events, address, _)] = candidates
-                .as_slice()
-                .iter()
-                .map(|&&send| send)
-                .collect::<Vec<_>>()[..]
-            else {
-                return Err(ReplayError::UnmatchedSelect {
-                    tile: tile_id,
-                    event: select,
-                    source_tile: source,
-                    candidates: candidates.len(),
-                });
-            };
-            let payload = if paired {
-                paired_payload_start(select as i64, receiver)
-            } else {
-                payload_start(select as i64, receiver)
-            } as u64;
-            let unit = if paired { 8 } else { 4 };
-            let bytes = send_events * unit;
+        for window in windows {
+            let payload = window.payload;
+            let length = window.events;
             while next_pointer < pointers.len() && pointers[next_pointer].0 <= payload {
                 pointer = Some(u64::from(pointers[next_pointer].1) * 4);
                 next_pointer += 1;
             }
             if pointers
                 .get(next_pointer)
-                .is_some_and(|&(event, _)| event < payload + send_events)
+                .is_some_and(|&(event, _)| event < payload + length)
             {
                 return Err(ReplayError::PointerInsidePayload {
                     tile: tile_id,
@@ -368,16 +487,48 @@ pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, Rep
                 event: payload,
             })?;
             result.push(Delivery {
-                read_event: start,
+                read_event: window.read_event,
                 write_event: payload,
-                source_tile: sender,
-                source_address: u64::from(address) * 4,
+                source_tile: window.source_tile,
+                source_address: window.source_address,
                 tile: tile_id,
                 address: destination,
-                bytes,
+                bytes: window.bytes,
             });
-            pointer = Some(destination + bytes);
+            pointer = Some(destination + window.bytes);
         }
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiving pair member's row: format on at 100, pointer at 102.
+    fn member(pointer: u32) -> Vec<RowEvent> {
+        vec![
+            RowEvent::Format {
+                event: 100,
+                on: true,
+            },
+            RowEvent::Pointer {
+                event: 102,
+                address: pointer,
+            },
+            RowEvent::Format {
+                event: 164,
+                on: false,
+            },
+            RowEvent::End { event: 300 },
+        ]
+    }
+
+    #[test]
+    fn paired_members_at_different_addresses_are_counted_once_per_pair() {
+        // Logical tiles 0 and 1 are partners (physical 0 and 2).
+        assert_eq!(paired_split_addresses(&[member(0x4000), member(0x4000)]), 0);
+        assert_eq!(paired_split_addresses(&[member(0x4000), member(0x4100)]), 1);
+        assert_eq!(paired_split_addresses(&[member(0x4000), Vec::new()]), 0);
+    }
 }

@@ -29,7 +29,7 @@ use crate::expand::program::TransferList;
 use crate::package::{Package, PackagePhase};
 use crate::patch::BaseChoice;
 use crate::rows::{RowEvent, decode_row};
-use crate::sim::replay::{Delivery, deliveries};
+use crate::sim::replay::{Delivery, deliveries, paired_split_addresses};
 use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
 use crate::target::encoding::{Instruction, decode};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
@@ -52,26 +52,32 @@ fn fault(tile: u32, message: String) -> TileFault {
     }
 }
 
-/// The address field of every address-bearing word of `row`, and whether it
-/// is a send address.
-fn address_fields(row: &[u32]) -> Result<Vec<Option<(Field, bool)>>, String> {
+/// An address field of a row word: the field, whether it is a send
+/// address, and the bytes per unit it counts (8 for a paired send).
+type AddressField = (Field, bool, u32);
+
+/// The address field of every address-bearing word of `row`.
+fn address_fields(row: &[u32]) -> Result<Vec<Option<AddressField>>, String> {
     let mut fields = vec![None; row.len()];
     let mut position = 0;
     while position < row.len() {
         let (instruction, consumed) =
             decode(&row[position..]).map_err(|error| format!("word {position}: {error}"))?;
         match instruction {
-            Instruction::Send { .. } => fields[position] = Some((SEND_ADDRESS, true)),
+            Instruction::Send { control, .. } => {
+                fields[position] = Some((SEND_ADDRESS, true, send_unit(control)))
+            }
             Instruction::SendPicP { control, .. } => {
                 if control != 0 {
-                    fields[position] = Some((SEND_ADDRESS, true));
+                    fields[position] = Some((SEND_ADDRESS, true, send_unit(control)));
                 }
                 if position + 1 < row.len() {
-                    fields[position + 1] = Some((INLINE_PIC, false));
+                    fields[position + 1] = Some((INLINE_PIC, false, 4));
                 }
             }
-            Instruction::DelayPic { .. } | Instruction::SendPic { .. } => {
-                fields[position] = Some((SEND_PIC_VALUE, false))
+            Instruction::DelayPic { selector: 0, .. }
+            | Instruction::SendPic { selector: 2, .. } => {
+                fields[position] = Some((SEND_PIC_VALUE, false, 4))
             }
             _ => {}
         }
@@ -80,16 +86,28 @@ fn address_fields(row: &[u32]) -> Result<Vec<Option<(Field, bool)>>, String> {
     Ok(fields)
 }
 
-/// Adds `delta` words to the address field of `row[word]`, range-checked
-/// against the field and the tile's memory.
-fn add_to_field(row: &mut [u32], word: usize, field: Field, delta: i64) -> Result<(), String> {
+/// Bytes per unit of a send's address field: paired (64-bit) sends count
+/// 8-byte units (IPU21.md, "Exchange rules confirmed on hardware").
+fn send_unit(control: u8) -> u32 {
+    if control & 4 != 0 { 8 } else { 4 }
+}
+
+/// Adds `delta` units (of `unit` bytes) to the address field of
+/// `row[word]`, range-checked against the field and the tile's memory.
+fn add_to_field(
+    row: &mut [u32],
+    word: usize,
+    field: Field,
+    unit: u32,
+    delta: i64,
+) -> Result<(), String> {
     let value = i64::from(field.extract(row[word])) + delta;
-    let lowest = i64::from(TILE_BASE_ADDRESS / 4);
-    let highest = i64::from(TILE_END_ADDRESS / 4);
+    let lowest = i64::from(TILE_BASE_ADDRESS / unit);
+    let highest = i64::from(TILE_END_ADDRESS / unit);
     if value < lowest || value >= highest || value > i64::from(field.maximum()) {
         return Err(format!(
             "patched word {word} addresses {:#x}, outside the tile's memory",
-            value * 4
+            value * i64::from(unit)
         ));
     }
     row[word] = (row[word] & !field.mask) | field.place(value as u32);
@@ -118,20 +136,31 @@ pub fn patched_row(
     let mut patched = 0;
     if let BaseChoice::Moving { stride_words } = patches.base {
         for (word, field) in fields.iter().enumerate() {
-            if let Some((field, true)) = field {
-                add_to_field(
+            match field {
+                Some((field, true, 4)) => add_to_field(
                     &mut row,
                     word,
                     *field,
+                    4,
                     i64::from(stride_words) * i64::from(iteration),
                 )
-                .map_err(|message| fault(tile, format!("base register: {message}")))?;
+                .map_err(|message| fault(tile, format!("base register: {message}")))?,
+                Some((_, true, _)) => {
+                    return Err(fault(
+                        tile,
+                        format!(
+                            "word {word} is a paired send under a moving base register \
+                             (unvalidated; the patcher keeps such rows on a zero base)"
+                        ),
+                    ));
+                }
+                _ => {}
             }
         }
     }
     for patch in &patches.words {
         let word = patch.word as usize;
-        let Some(Some((field, _))) = fields.get(word) else {
+        let Some(Some((field, _, unit))) = fields.get(word) else {
             return Err(fault(
                 tile,
                 if word >= row.len() {
@@ -148,6 +177,7 @@ pub fn patched_row(
             &mut row,
             word,
             *field,
+            *unit,
             patch.step_words * i64::from(iteration),
         )
         .map_err(|message| fault(tile, message))?;
@@ -163,6 +193,8 @@ pub struct PhaseRun {
     pub words_received: u64,
     pub events: u64,
     pub patched_words: u64,
+    /// Paired receives whose two members' pointers differ.
+    pub paired_split_addresses: u64,
 }
 
 /// Expected receives of one tile: `(start, end, source tile, source
@@ -351,6 +383,7 @@ pub fn run_phase(
         run.events = run.events.max(events.last().map_or(0, RowEvent::event));
     }
     let rows: Vec<Vec<RowEvent>> = decoded.into_iter().map(|(events, _)| events).collect();
+    run.paired_split_addresses = paired_split_addresses(&rows);
     let deliveries = deliveries(&rows).map_err(|error| TileFault {
         tile: None,
         message: format!("rows do not match: {error}"),

@@ -94,6 +94,10 @@ pub struct PackageCounts {
     /// the format's range at their scale (saturated).
     pub fp8_activations: u64,
     pub saturated_activations: u64,
+    /// Paired receives (per pair and phase execution) whose two members'
+    /// pointers differ: IPU21.md requires one address, and the placement
+    /// does not yet guarantee it.
+    pub paired_receives_at_split_addresses: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -326,6 +330,7 @@ impl Simulator<'_> {
                 self.counts.words_received += run.words_received;
                 self.counts.exchange_events += run.events;
                 self.counts.patched_words += run.patched_words;
+                self.counts.paired_receives_at_split_addresses += run.paired_split_addresses;
             }
             Step::Copies { copies, .. } => {
                 for copy in copies {
