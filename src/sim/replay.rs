@@ -11,6 +11,8 @@
 //! hazard further apart than a window). Repeat iteration 0 is replayed.
 //! Owns simulation only; it must not consult the schedule.
 
+use rayon::prelude::*;
+
 use crate::rows::{ConsecutivePlacement, RowError, RowEvent, decode_row};
 use crate::schedule::{ExchangeProblem, SymbolicAddress};
 use crate::target::mapping::{logical_tile, physical_tile};
@@ -261,123 +263,145 @@ pub fn replay_phase(
 
 /// Matches every select of every row with the send it receives.
 pub(crate) fn deliveries(decoded: &[Vec<RowEvent>]) -> Result<Vec<Delivery>, ReplayError> {
-    let mut sends: Vec<Vec<(u64, u64, u32, u8)>> = vec![Vec::new(); decoded.len()];
-    for (tile, events) in decoded.iter().enumerate() {
-        for event in events {
-            if let RowEvent::Send {
-                event,
-                events,
-                address,
-                control,
-            } = *event
-            {
-                sends[tile].push((event, events, address, control));
-            }
-        }
+    let sends: Vec<Vec<(u64, u64, u32, u8)>> = decoded
+        .par_iter()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(|event| match *event {
+                    RowEvent::Send {
+                        event,
+                        events,
+                        address,
+                        control,
+                    } => Some((event, events, address, control)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    // Receivers are independent: matched in parallel, the first failure
+    // in tile order reported (deterministic).
+    let per_tile: Vec<Result<Vec<Delivery>, ReplayError>> = decoded
+        .par_iter()
+        .enumerate()
+        .map(|(tile, events)| receives_of(tile as u32, events, &sends))
+        .collect();
+    let mut result = Vec::with_capacity(
+        per_tile
+            .iter()
+            .map(|list| list.as_ref().map_or(0, Vec::len))
+            .sum(),
+    );
+    for list in per_tile {
+        result.extend(list?);
     }
+    Ok(result)
+}
+
+/// The receives of tile `tile_id` (its decoded `events`), each matched to
+/// its send among `sends` (per tile: event, events, address, control).
+fn receives_of(
+    tile_id: u32,
+    events: &[RowEvent],
+    sends: &[Vec<(u64, u64, u32, u8)>],
+) -> Result<Vec<Delivery>, ReplayError> {
     let mut result = Vec::new();
-    for (tile, events) in decoded.iter().enumerate() {
-        let tile_id = tile as u32;
-        let receiver = physical_tile(tile_id);
-        let selects: Vec<(u64, u32, bool)> = events
-            .iter()
-            .filter_map(|event| match *event {
-                RowEvent::Select {
-                    event,
-                    source,
-                    paired,
-                } => Some((event, source, paired)),
-                _ => None,
-            })
-            .collect();
-        let pointers: Vec<(u64, u32)> = events
-            .iter()
-            .filter_map(|event| match *event {
-                RowEvent::Pointer { event, address } => Some((event, address)),
-                _ => None,
-            })
-            .collect();
-        let mut next_pointer = 0;
-        let mut pointer: Option<u64> = None;
-        for (index, &(select, source, paired)) in selects.iter().enumerate() {
-            if source == NEUTRAL_INCOMING_SOURCE {
-                continue;
-            }
-            let window_end = selects.get(index + 1).map_or(u64::MAX, |next| next.0);
-            let length = window_end.saturating_sub(select);
-            let sender = logical_tile(source).ok_or(ReplayError::UnmatchedSelect {
+    let receiver = physical_tile(tile_id);
+    let selects: Vec<(u64, u32, bool)> = events
+        .iter()
+        .filter_map(|event| match *event {
+            RowEvent::Select {
+                event,
+                source,
+                paired,
+            } => Some((event, source, paired)),
+            _ => None,
+        })
+        .collect();
+    let pointers: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|event| match *event {
+            RowEvent::Pointer { event, address } => Some((event, address)),
+            _ => None,
+        })
+        .collect();
+    let mut next_pointer = 0;
+    let mut pointer: Option<u64> = None;
+    for (index, &(select, source, paired)) in selects.iter().enumerate() {
+        if source == NEUTRAL_INCOMING_SOURCE {
+            continue;
+        }
+        let window_end = selects.get(index + 1).map_or(u64::MAX, |next| next.0);
+        let length = window_end.saturating_sub(select);
+        let sender = logical_tile(source).ok_or(ReplayError::UnmatchedSelect {
+            tile: tile_id,
+            event: select,
+            source_tile: source,
+            candidates: 0,
+        })?;
+        let mux = i64::from(time_to_mux(source, receiver));
+        let list = sends
+            .get(sender as usize)
+            .ok_or(ReplayError::UnmatchedSelect {
                 tile: tile_id,
                 event: select,
                 source_tile: source,
                 candidates: 0,
             })?;
-            let mux = i64::from(time_to_mux(source, receiver));
-            let list = sends
-                .get(sender as usize)
-                .ok_or(ReplayError::UnmatchedSelect {
-                    tile: tile_id,
-                    event: select,
-                    source_tile: source,
-                    candidates: 0,
-                })?;
-            let candidates: Vec<&(u64, u64, u32, u8)> = [0, POINT_TO_POINT_SELECT_OFFSET]
-                .iter()
-                .filter_map(|&offset| {
-                    let start = select as i64 - mux - offset;
-                    let position = list.partition_point(|send| (send.0 as i64) < start);
-                    list.get(position).filter(|send| {
-                        send.0 as i64 == start && send.1 == length && (send.3 & 4 != 0) == paired
-                    })
-                })
-                .collect();
-            let [(start, send_events, address, _)] = candidates
-                .as_slice()
-                .iter()
-                .map(|&&send| send)
-                .collect::<Vec<_>>()[..]
-            else {
-                return Err(ReplayError::UnmatchedSelect {
-                    tile: tile_id,
-                    event: select,
-                    source_tile: source,
-                    candidates: candidates.len(),
-                });
+        let candidate = |offset: i64| {
+            let start = select as i64 - mux - offset;
+            let position = list.partition_point(|send| (send.0 as i64) < start);
+            list.get(position).copied().filter(|send| {
+                send.0 as i64 == start && send.1 == length && (send.3 & 4 != 0) == paired
+            })
+        };
+        let (start, send_events, address, _) =
+            match (candidate(0), candidate(POINT_TO_POINT_SELECT_OFFSET)) {
+                (Some(send), None) | (None, Some(send)) => send,
+                (first, second) => {
+                    return Err(ReplayError::UnmatchedSelect {
+                        tile: tile_id,
+                        event: select,
+                        source_tile: source,
+                        candidates: usize::from(first.is_some()) + usize::from(second.is_some()),
+                    });
+                }
             };
-            let payload = if paired {
-                paired_payload_start(select as i64, receiver)
-            } else {
-                payload_start(select as i64, receiver)
-            } as u64;
-            let unit = if paired { 8 } else { 4 };
-            let bytes = send_events * unit;
-            while next_pointer < pointers.len() && pointers[next_pointer].0 <= payload {
-                pointer = Some(u64::from(pointers[next_pointer].1) * 4);
-                next_pointer += 1;
-            }
-            if pointers
-                .get(next_pointer)
-                .is_some_and(|&(event, _)| event < payload + send_events)
-            {
-                return Err(ReplayError::PointerInsidePayload {
-                    tile: tile_id,
-                    event: pointers[next_pointer].0,
-                });
-            }
-            let destination = pointer.ok_or(ReplayError::NoPointer {
-                tile: tile_id,
-                event: payload,
-            })?;
-            result.push(Delivery {
-                read_event: start,
-                write_event: payload,
-                source_tile: sender,
-                source_address: u64::from(address) * 4,
-                tile: tile_id,
-                address: destination,
-                bytes,
-            });
-            pointer = Some(destination + bytes);
+        let payload = if paired {
+            paired_payload_start(select as i64, receiver)
+        } else {
+            payload_start(select as i64, receiver)
+        } as u64;
+        let unit = if paired { 8 } else { 4 };
+        let bytes = send_events * unit;
+        while next_pointer < pointers.len() && pointers[next_pointer].0 <= payload {
+            pointer = Some(u64::from(pointers[next_pointer].1) * 4);
+            next_pointer += 1;
         }
+        if pointers
+            .get(next_pointer)
+            .is_some_and(|&(event, _)| event < payload + send_events)
+        {
+            return Err(ReplayError::PointerInsidePayload {
+                tile: tile_id,
+                event: pointers[next_pointer].0,
+            });
+        }
+        let destination = pointer.ok_or(ReplayError::NoPointer {
+            tile: tile_id,
+            event: payload,
+        })?;
+        result.push(Delivery {
+            read_event: start,
+            write_event: payload,
+            source_tile: sender,
+            source_address: u64::from(address) * 4,
+            tile: tile_id,
+            address: destination,
+            bytes,
+        });
+        pointer = Some(destination + bytes);
     }
     Ok(result)
 }
