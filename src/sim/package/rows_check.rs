@@ -3,7 +3,10 @@
 //! `crate::package::verify` so that every package it passes has exchange
 //! phases the package simulator executes.
 //!
-//! The steps are walked in program order, every Repeat body once per
+//! First the phases are checked against the steps as the simulator's
+//! admission does (`super::admission::phase_problems`: every step path names
+//! an exchange step, no stored row for a tile without a row). Then the
+//! steps are walked in program order, every Repeat body once per
 //! iteration. Before each exchange phase its sharing patches rewrite the
 //! stored rows (`super::sharing`, as the simulator does); then every tile's
 //! row is Repeat-patched for the iteration, decoded, its receives matched
@@ -23,6 +26,7 @@ use crate::expand::program::Step;
 use crate::package::Package;
 
 use super::PackageFault;
+use super::admission::{phase_problems, render};
 use super::exchange::{PhaseExecution, TileFault, match_phase};
 use super::image::PlacedIntervals;
 use super::sharing::SharedRows;
@@ -151,6 +155,16 @@ impl Walk<'_> {
 /// address inside the geometry it declares). The first failure is
 /// returned with its step, Repeat iteration, phase and tile.
 pub fn check_exchange_rows(package: &Package) -> Result<RowsCheck, PackageFault> {
+    let problems = phase_problems(package);
+    if !problems.is_empty() {
+        return Err(PackageFault {
+            tile: None,
+            step: "-".into(),
+            iteration: 0,
+            phase: "-".into(),
+            message: render(problems),
+        });
+    }
     let executions = exchange_executions(&package.steps);
     if executions > EXECUTIONS_CHECKED {
         return Err(PackageFault {
