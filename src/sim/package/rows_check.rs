@@ -12,7 +12,9 @@
 //! row is Repeat-patched for the iteration, decoded, its receives matched
 //! to sends and checked against the phase's transfer list
 //! (`super::exchange::match_phase`, the simulator's own check). No tile
-//! memory is allocated and no byte moves.
+//! memory is allocated and no byte moves. The walk also binds every copy's
+//! and fill's first and last row as the simulator does (on its tile,
+//! inside one instance of the allocation it names, inside memory).
 //!
 //! The walk costs one row replay per phase execution, so it is bounded:
 //! a package whose Repeats run the exchange phases more than
@@ -22,13 +24,14 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::expand::program::Step;
+use crate::expand::program::{Location, Step};
 use crate::package::Package;
 
 use super::PackageFault;
+use super::access::bind;
 use super::admission::{phase_problems, render};
 use super::exchange::{PhaseExecution, TileFault, match_phase};
-use super::image::PlacedIntervals;
+use super::image::{PlacedIntervals, TileImage};
 use super::sharing::SharedRows;
 
 /// The most exchange-phase executions a package's Repeats may ask for.
@@ -82,6 +85,37 @@ struct Walk<'a> {
     phase_of_path: HashMap<&'a [u32], usize>,
     shared_rows: SharedRows,
     check: RowsCheck,
+    /// The last exchange phase walked (`-` before the first).
+    last_phase: String,
+}
+
+/// Rows `0` and `rows - 1` of a strided access of `row_bytes` per row,
+/// bound as the simulator binds them: inside one instance of the named
+/// allocation, on `tile`, inside the tile's memory (every row between lies
+/// between those two).
+fn check_strided(
+    package: &Package,
+    tile: u32,
+    location: Location,
+    row_bytes: u32,
+    rows: u32,
+    stride: u32,
+    iteration: u32,
+) -> Result<(), String> {
+    let Some(last) = rows.checked_sub(1) else {
+        return Ok(());
+    };
+    for row in [0, last] {
+        let offset = u64::from(location.offset) + u64::from(row) * u64::from(stride);
+        let mut at = location;
+        at.offset = u32::try_from(offset)
+            .map_err(|_| format!("row {row} starts at {offset:#x}, beyond any address"))?;
+        let address = bind(package, tile, at, row_bytes as usize, iteration)
+            .map_err(|message| format!("row {row} {message}"))?;
+        TileImage::index(address, row_bytes as usize)
+            .ok_or_else(|| format!("row {row} at {address:#x} is outside the tile's memory"))?;
+    }
+    Ok(())
 }
 
 fn path_text(path: &[u32]) -> String {
@@ -92,6 +126,16 @@ fn path_text(path: &[u32]) -> String {
 }
 
 impl Walk<'_> {
+    fn fault(&self, path: &[u32], iteration: u32, tile: u32, message: String) -> PackageFault {
+        PackageFault {
+            tile: Some(tile),
+            step: path_text(path),
+            iteration,
+            phase: self.last_phase.clone(),
+            message,
+        }
+    }
+
     fn steps(
         &mut self,
         steps: &[Step],
@@ -119,6 +163,7 @@ impl Walk<'_> {
                         })
                     })?;
                     let phase = &package.phases[phase_index];
+                    self.last_phase = phase.key.clone();
                     let (rows, sharing_words) = self
                         .shared_rows
                         .rows_for(phase, phase_index)
@@ -141,7 +186,49 @@ impl Walk<'_> {
                         self.steps(body, path, inner)?;
                     }
                 }
-                _ => {}
+                Step::Copies { copies, .. } => {
+                    for (index, copy) in copies.iter().enumerate() {
+                        let bound = |location, stride, what| {
+                            check_strided(
+                                package,
+                                copy.tile,
+                                location,
+                                copy.row_bytes,
+                                copy.rows,
+                                stride,
+                                iteration,
+                            )
+                            .map_err(|message| format!("copy {index} {what}: {message}"))
+                        };
+                        bound(copy.source, copy.source_stride, "source")
+                            .and_then(|()| {
+                                bound(copy.destination, copy.destination_stride, "destination")
+                            })
+                            .map_err(|message| self.fault(path, iteration, copy.tile, message))?;
+                    }
+                }
+                Step::Fills { fills, .. } => {
+                    for (index, fill) in fills.iter().enumerate() {
+                        check_strided(
+                            package,
+                            fill.tile,
+                            fill.destination,
+                            fill.row_bytes,
+                            fill.rows,
+                            fill.stride,
+                            iteration,
+                        )
+                        .map_err(|message| {
+                            self.fault(
+                                path,
+                                iteration,
+                                fill.tile,
+                                format!("fill {index}: {message}"),
+                            )
+                        })?;
+                    }
+                }
+                Step::Kernels { .. } | Step::Checkpoint { .. } => {}
             }
             path.pop();
         }
@@ -189,6 +276,7 @@ pub fn check_exchange_rows(package: &Package) -> Result<RowsCheck, PackageFault>
             .collect(),
         shared_rows: SharedRows::new(package),
         check: RowsCheck::default(),
+        last_phase: "-".into(),
     };
     walk.steps(&package.steps, &mut Vec::new(), 0)?;
     Ok(walk.check)
