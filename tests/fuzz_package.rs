@@ -3,9 +3,11 @@
 //! fields the simulator indexes by: tiles, allocations, addresses, counts,
 //! step paths, stored rows, patches), re-encoded and re-digested so the
 //! header checks pass. Properties: reading, verifying and simulating never
-//! panic; a package `verify` passes executes in the package simulator (or
-//! stops at a fault it names); a package `verify` rejects is refused by
-//! the simulator's own admission check with the part named.
+//! panic; a package `verify` passes (its own checks and the replay of every
+//! exchange phase from its rows, as `superstep verify` runs them) executes
+//! in the package simulator without a fault (issue 44, item 7); a package
+//! `verify` rejects is refused by the simulator's own admission check with
+//! the part named.
 //!
 //! Seeded (reproducible); `FUZZ_CASES` scales the case counts.
 
@@ -16,6 +18,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use superstep::package::Package;
 use superstep::package::file::{HEADER_BYTES, PackageHeader, decode};
 use superstep::package::verify::verify_package;
+use superstep::sim::package::rows_check::check_exchange_rows;
 use superstep::sim::package::{SimulationOptions, admit, simulate_with};
 
 use common::Random;
@@ -168,11 +171,15 @@ fn digest_valid_packages_are_verified_or_refused_and_never_panic() {
     assert!(verify_package(&package).passed());
     admit(&package, &program).expect("the real package is admitted");
     simulate_with(&package, &program, &layouts, &weights, options).expect("simulates");
+
+    assert!(check_exchange_rows(&package).is_ok());
     let valid = package.encode().expect("encodes");
 
     let mut random = Random(0x5eed_0026);
-    // undecodable, refused by verify, verified and simulated, verified and faulted
-    let mut outcomes = [0u32; 4];
+    // undecodable, refused by verify, verified but not this program's
+    // package, verified and simulated, verified and then faulted
+    let mut outcomes = [0u32; 5];
+    let mut disagreements = Vec::new();
     for case in 0..cases(400) {
         let mut mutated;
         let label;
@@ -206,29 +213,44 @@ fn digest_valid_packages_are_verified_or_refused_and_never_panic() {
                 // The simulator refuses what verify rejects, naming a part.
                 let refusal = admitted.expect_err("a package verify rejects is refused");
                 assert!(!refusal.is_empty(), "case {case} ({label}): empty refusal");
-                return 1;
+                return Ok(1);
+            }
+            if let Err(fault) = check_exchange_rows(&mutated) {
+                // `superstep verify` refuses it, naming phase and step.
+                assert!(!fault.message.is_empty(), "case {case} ({label})");
+                assert_ne!(fault.phase, "", "case {case} ({label})");
+                return Ok(1);
             }
             if let Err(refusal) = admitted {
                 // Verified on its own, but not a package of this program.
                 assert!(!refusal.is_empty());
-                return 1;
+                return Ok(2);
             }
             match simulate_with(&mutated, &program, &layouts, &weights, options) {
-                Ok(_) => 2,
-                Err(fault) => {
-                    assert!(!fault.message.is_empty(), "case {case} ({label})");
-                    3
-                }
+                Ok(_) => Ok(3),
+                Err(fault) => Err(format!("case {case} ({label}): {fault}")),
             }
         }))
         .unwrap_or_else(|_| panic!("case {case} ({label}): panicked"));
-        outcomes[outcome] += 1;
+        match outcome {
+            Ok(outcome) => outcomes[outcome] += 1,
+            Err(disagreement) => {
+                outcomes[4] += 1;
+                disagreements.push(disagreement);
+            }
+        }
     }
     println!(
-        "package cases: {outcomes:?} (undecodable, refused, verified and simulated, \
-         verified and stopped at a named fault)"
+        "package cases: {outcomes:?} (undecodable, refused by verify, verified but not this \
+         program's package, verified and simulated, verified and then faulted)"
     );
-    assert!(outcomes[1] > 0 && outcomes[2] > 0, "{outcomes:?}");
+    assert!(outcomes[1] > 0 && outcomes[3] > 0, "{outcomes:?}");
+    // Whatever the simulator refuses, verify refused first.
+    assert!(
+        disagreements.is_empty(),
+        "verify passed, simulate faulted:\n{}",
+        disagreements.join("\n")
+    );
 }
 
 /// A vit-tiny package written by `superstep build` into `directory`, its
@@ -286,6 +308,53 @@ fn verify_and_simulate_refuse_a_broken_transfer_list_by_name() {
     assert!(!message.contains("panicked"), "{message}");
     assert!(message.contains("cannot be executed safely"), "{message}");
     assert!(message.contains("tile 4000"), "{message}");
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn verify_refuses_rows_that_do_not_deliver_the_transfer_list() {
+    let directory = common::scratch("fuzz-package", "rows");
+    let (path, header, mut package) = built_package(&directory);
+    let file = path.display().to_string();
+    let verified = common::superstep(&["verify", &file]);
+    let message = String::from_utf8_lossy(&verified.stdout).to_string();
+    assert_eq!(verified.status.code(), Some(0), "{message}");
+    assert!(
+        message.contains("each delivering exactly its transfer list"),
+        "{message}"
+    );
+    // One transfer of the first exchange step loses its last word: every
+    // index and address stays inside its allocation (the package checks
+    // pass), but the rows still deliver the word.
+    let (transfers, step) = package
+        .steps
+        .iter_mut()
+        .enumerate()
+        .find_map(|(index, step)| match step {
+            superstep::expand::program::Step::Exchange { transfers, .. } => {
+                Some((transfers, index))
+            }
+            _ => None,
+        })
+        .expect("an exchange step");
+    let shortened = transfers
+        .words
+        .iter()
+        .position(|&words| words > 1)
+        .expect("a transfer of more than one word");
+    transfers.words[shortened] -= 1;
+    rewrite(&path, &header, &package);
+    assert!(verify_package(&package).passed());
+    let verified = common::superstep(&["verify", &file]);
+    let message = String::from_utf8_lossy(&verified.stderr).to_string();
+    assert_eq!(verified.status.code(), Some(2), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(
+        message.contains("exchange rows disagree with the transfer lists"),
+        "{message}"
+    );
+    assert!(message.contains(&format!("step {step} ")), "{message}");
+    assert!(message.contains("tile "), "{message}");
     let _ = std::fs::remove_dir_all(&directory);
 }
 

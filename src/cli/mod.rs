@@ -369,7 +369,9 @@ pub enum Command {
     Search(search::SearchArguments),
     /// Check a package file on its own: its header (format, length, BLAKE3
     /// digest), then every row decoded, every patch and every placed address
-    /// within bounds. Exit code 2 when the file is unusable or a check fails.
+    /// within bounds, then every exchange phase execution replayed from its
+    /// rows against its transfer list. Exit code 2 when the file is unusable
+    /// or a check fails.
     ///
     /// Example (the package a build wrote):
     ///   superstep build queries/vit-tiny.toml

@@ -1,5 +1,9 @@
 //! `superstep verify FILE`: read a package file from disk (header, length,
-//! digest) and check it on its own (`crate::package::verify`).
+//! digest) and check it on its own (`crate::package::verify`), then replay
+//! every exchange phase execution from its rows against its transfer list
+//! (`crate::sim::package::rows_check`, the package simulator's own check),
+//! so that a package `verify` passes has exchanges `simulate --package`
+//! executes.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -7,6 +11,7 @@ use std::time::Instant;
 use super::command_error::CommandError;
 use crate::package::Package;
 use crate::package::verify::verify_package;
+use crate::sim::package::rows_check::check_exchange_rows;
 
 /// The flags of `superstep verify`.
 #[derive(Debug, clap::Args)]
@@ -32,13 +37,25 @@ pub fn run(arguments: &VerifyArguments) -> Result<(), CommandError> {
         read.as_secs_f64()
     );
     print_line!("checked {verification}");
-    if verification.passed() {
-        Ok(())
-    } else {
-        Err(CommandError::Input(format!(
+    if !verification.passed() {
+        return Err(CommandError::Input(format!(
             "error: {} fails {} checks",
             path.display(),
             verification.failure_count
-        )))
+        )));
     }
+    // Only a package whose every index and address passed is replayed.
+    let replay_started = Instant::now();
+    let rows = check_exchange_rows(&package).map_err(|fault| {
+        CommandError::Input(format!(
+            "error: {}: exchange rows disagree with the transfer lists: {fault}\n  help: \
+             `superstep build` writes the package again",
+            path.display()
+        ))
+    })?;
+    print_line!(
+        "checked {rows} in {:.3} s",
+        replay_started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

@@ -98,6 +98,20 @@ pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<
             program_repeats
         ));
     }
+    problems.extend(phase_problems(package));
+    if problems.is_empty() {
+        Ok(Admitted { package })
+    } else {
+        Err(render(problems))
+    }
+}
+
+/// What is wrong with the package's phases on their own, program or not:
+/// a step path not naming an exchange step, a stored row for a tile
+/// without a row. `superstep verify` refuses these too
+/// (`super::rows_check`).
+pub fn phase_problems(package: &Package) -> Vec<String> {
+    let mut problems = Vec::new();
     for phase in &package.phases {
         match step_at(&package.steps, &phase.step_path) {
             Some(Step::Exchange { .. }) => {}
@@ -116,11 +130,7 @@ pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<
             }
         }
     }
-    if problems.is_empty() {
-        Ok(Admitted { package })
-    } else {
-        Err(render(problems))
-    }
+    problems
 }
 
 /// The package's kernel runs that are not the program's: every run, its
@@ -181,7 +191,8 @@ fn for_each_run<'a>(steps: &'a [Step], visit: &mut impl FnMut(&'a KernelRun)) {
     }
 }
 
-fn render(mut problems: Vec<String>) -> String {
+/// `problems` joined, the first few listed and the rest counted.
+pub fn render(mut problems: Vec<String>) -> String {
     let total = problems.len();
     problems.truncate(LISTED);
     if total > LISTED {

@@ -347,14 +347,26 @@ pub struct PhaseExecution<'a> {
     pub rows: &'a [Vec<u32>],
 }
 
-/// Runs one execution of a phase on the images.
-pub fn run_phase(
+/// One execution of a phase with its rows matched: every receive paired
+/// with its send and checked against the transfer list, no byte moved.
+pub struct MatchedPhase {
+    deliveries: Vec<Delivery>,
+    expected: Vec<Expected>,
+    pub run: PhaseRun,
+}
+
+/// Decodes and Repeat-patches every tile's row of one phase execution,
+/// matches receives to sends (`crate::sim::replay`) and checks that they
+/// deliver exactly the phase's transfer list: every received byte lands
+/// where the list sends it, from the source it names, inside the tile's
+/// placed allocations, and every tile receives the bytes the list sends it.
+/// Reads no tile memory: `superstep verify` runs it on every exchange phase
+/// (`super::rows_check`), the simulator before it moves the bytes.
+pub fn match_phase(
     package: &Package,
     execution: PhaseExecution<'_>,
-    images: &mut [TileImage],
     placed: &PlacedIntervals,
-    owners: Owners<'_>,
-) -> Result<PhaseRun, TileFault> {
+) -> Result<MatchedPhase, TileFault> {
     let PhaseExecution {
         phase,
         transfers,
@@ -362,7 +374,7 @@ pub fn run_phase(
         rows,
     } = execution;
     let tiles = package.tiles;
-    if phase.rows.len() != tiles as usize {
+    if phase.rows.len() != tiles as usize || rows.len() != tiles as usize {
         return Err(TileFault {
             tile: None,
             message: format!("{} rows for {tiles} tiles", phase.rows.len()),
@@ -389,7 +401,6 @@ pub fn run_phase(
         message: format!("rows do not match: {error}"),
     })?;
     let expected = expected_receives(package, transfers, iteration)?;
-    check_sources(package, transfers, iteration, images, owners)?;
     deliveries
         .par_iter()
         .try_for_each(|delivery| check_delivery(delivery, &expected, placed))?;
@@ -409,6 +420,31 @@ pub fn run_phase(
             ));
         }
     }
+    run.deliveries = deliveries.len() as u64;
+    run.words_received = received.iter().sum::<u64>() / 4;
+    Ok(MatchedPhase {
+        deliveries,
+        expected,
+        run,
+    })
+}
+
+/// Runs one execution of a phase on the images: [`match_phase`], the
+/// sources checked against the ownership map, then the bytes moved.
+pub fn run_phase(
+    package: &Package,
+    execution: PhaseExecution<'_>,
+    images: &mut [TileImage],
+    placed: &PlacedIntervals,
+    owners: Owners<'_>,
+) -> Result<PhaseRun, TileFault> {
+    let (transfers, iteration) = (execution.transfers, execution.iteration);
+    let MatchedPhase {
+        deliveries,
+        expected,
+        run,
+    } = match_phase(package, execution, placed)?;
+    check_sources(package, transfers, iteration, images, owners)?;
     let mut actions: Vec<(u64, u8, usize)> = Vec::with_capacity(deliveries.len() * 2);
     for (index, delivery) in deliveries.iter().enumerate() {
         actions.push((delivery.read_event, 1, index));
@@ -443,7 +479,5 @@ pub fn run_phase(
         }
     }
     claim_destinations(images, &expected, owners);
-    run.deliveries = deliveries.len() as u64;
-    run.words_received = received.iter().sum::<u64>() / 4;
     Ok(run)
 }

@@ -32,6 +32,7 @@ pub mod exchange;
 pub mod image;
 pub mod load;
 pub mod ownership;
+pub mod rows_check;
 pub mod sharing;
 
 pub use admission::{Admitted, admit};
