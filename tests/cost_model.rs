@@ -221,26 +221,22 @@ fn calibrate_recovers_a_table_its_points_were_drawn_from() {
     }
 }
 
-#[test]
-fn a_build_is_priced_by_the_calibration_file_it_names() {
-    let base = Session::new(&query("queries/vit-tiny.toml", &[]))
+/// The compute cycles vit-tiny's estimate charges under `sets`.
+fn tiny_compute_cycles(sets: &[&str]) -> u64 {
+    Session::new(&query("queries/vit-tiny.toml", sets))
         .build()
         .expect("build")
         .back
         .expect("back half")
         .estimate
-        .compute_cycles;
+        .compute_cycles
+}
+
+#[test]
+fn a_build_is_priced_by_the_calibration_file_it_names() {
+    let base = tiny_compute_cycles(&[]);
     // The shipped table as a file prices exactly as the shipped table.
-    let shipped = Session::new(&query(
-        "queries/vit-tiny.toml",
-        &["machine.calibration=calibration/ipu21.txt"],
-    ))
-    .build()
-    .expect("build")
-    .back
-    .expect("back half")
-    .estimate
-    .compute_cycles;
+    let shipped = tiny_compute_cycles(&["machine.calibration=calibration/ipu21.txt"]);
     assert_eq!(shipped, base);
     // A slower vector call makes every kernel dearer.
     let folder = scratch("cost_model", "build");
@@ -252,13 +248,7 @@ fn a_build_is_priced_by_the_calibration_file_it_names() {
     );
     std::fs::write(&slower, table.to_text("test")).unwrap();
     let set = format!("machine.calibration={}", slower.display());
-    let dearer = Session::new(&query("queries/vit-tiny.toml", &[&set]))
-        .build()
-        .expect("build")
-        .back
-        .expect("back half")
-        .estimate
-        .compute_cycles;
+    let dearer = tiny_compute_cycles(&[&set]);
     assert!(dearer > base, "{dearer} vs {base}");
     // A file that is not a calibration file is exit 2 naming the key.
     let broken = folder.join("broken.txt");

@@ -22,17 +22,9 @@ pub fn widened_weight_product(
     bias_elements: u64,
     table: &CostTable,
 ) -> u64 {
-    let product = call_cycles(
-        KernelCall::MatMul {
-            rows,
-            reduction,
-            cols,
-            inputs: MatrixInputs::Fp16,
-            output: ProductOutput::Native,
-        },
-        table,
-    );
-    product + weight_widening(reduction, cols, table) + bias_epilogue(bias_elements, table)
+    native_product(rows, reduction, cols, MatrixInputs::Fp16, table)
+        + weight_widening(reduction, cols, table)
+        + bias_epilogue(bias_elements, table)
 }
 
 /// One product of a `rows x reduction` activation block and an FP8
@@ -59,19 +51,30 @@ pub fn product(
                 },
                 table,
             );
-            let product = call_cycles(
-                KernelCall::MatMul {
-                    rows,
-                    reduction,
-                    cols,
-                    inputs: MatrixInputs::Fp8,
-                    output: ProductOutput::Native,
-                },
-                table,
-            );
-            cast + product + bias_epilogue(bias_elements, table)
+            cast + native_product(rows, reduction, cols, MatrixInputs::Fp8, table)
+                + bias_epilogue(bias_elements, table)
         }
     }
+}
+
+/// One matrix-unit call writing its native output.
+fn native_product(
+    rows: u64,
+    reduction: u64,
+    cols: u64,
+    inputs: MatrixInputs,
+    table: &CostTable,
+) -> u64 {
+    call_cycles(
+        KernelCall::MatMul {
+            rows,
+            reduction,
+            cols,
+            inputs,
+            output: ProductOutput::Native,
+        },
+        table,
+    )
 }
 
 /// Widening an FP8 `reduction x cols` weight block into FP16 panels.
@@ -103,18 +106,8 @@ pub fn patch_cycles(words: u64) -> u64 {
 /// `dimension`: per head a `QK^T` and an `AV` product at FP16, and one
 /// softmax over all heads' rows.
 pub fn attention(groups: u64, queries: u64, keys: u64, dimension: u64, table: &CostTable) -> u64 {
-    let product = |rows, reduction, cols| {
-        call_cycles(
-            KernelCall::MatMul {
-                rows,
-                reduction,
-                cols,
-                inputs: MatrixInputs::Fp16,
-                output: ProductOutput::Native,
-            },
-            table,
-        )
-    };
+    let product =
+        |rows, reduction, cols| native_product(rows, reduction, cols, MatrixInputs::Fp16, table);
     let products = product(queries, dimension, keys) + product(queries, keys, dimension);
     let softmax = call_cycles(
         KernelCall::Softmax {
