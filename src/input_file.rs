@@ -169,22 +169,7 @@ impl InputFile {
             path: path.to_path_buf(),
             source,
         })?;
-        let kind = metadata.file_type();
-        let refused = if kind.is_file() {
-            None
-        } else if kind.is_dir() {
-            Some("a folder")
-        } else if kind.is_fifo() {
-            Some("a FIFO (named pipe)")
-        } else if kind.is_char_device() {
-            Some("a character device")
-        } else if kind.is_block_device() {
-            Some("a block device")
-        } else if kind.is_socket() {
-            Some("a socket")
-        } else {
-            Some("a special file")
-        };
+        let refused = not_a_regular_file(metadata.file_type());
         if let Some(kind) = refused {
             return Err(InputFileError::Kind {
                 path: path.to_path_buf(),
@@ -307,6 +292,27 @@ pub(crate) fn remember(path: &Path, metadata: &std::fs::Metadata) {
 /// `limit` bytes before reading it (`what` names the kind of file).
 pub fn read(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, InputFileError> {
     InputFile::open(path)?.read_rest(limit, what)
+}
+
+/// What a file of `kind` is, in words, when it is not a regular file
+/// (`None` for a regular file): the one naming of refused kinds that reads
+/// and writes share.
+pub fn not_a_regular_file(kind: std::fs::FileType) -> Option<&'static str> {
+    if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a folder")
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a special file")
+    }
 }
 
 /// [`read`] as UTF-8 text (a file that is not is an error naming it).

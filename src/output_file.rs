@@ -23,7 +23,6 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -272,19 +271,8 @@ fn check_target(path: &Path) -> Result<(), OutputFileError> {
             path: path.to_path_buf(),
         });
     }
-    let special = if kind.is_file() {
-        None
-    } else if kind.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if kind.is_char_device() {
-        Some("a character device")
-    } else if kind.is_block_device() {
-        Some("a block device")
-    } else if kind.is_socket() {
-        Some("a socket")
-    } else {
-        Some("a special file")
-    };
+    // Folders were refused above, so this names only special files.
+    let special = crate::input_file::not_a_regular_file(kind);
     match special {
         Some(kind) => Err(OutputFileError::Special {
             path: path.to_path_buf(),
