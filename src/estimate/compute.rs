@@ -3,12 +3,13 @@
 //! each kernel run is priced as the calls the hardware makes for it (a
 //! matrix product of FP16 activations and FP8 weights widens the weights
 //! and runs at the FP16 rate; attention is two FP16 products per head and a
-//! softmax); a step lasts as long as its busiest tile (the barrier waits
+//! softmax; a product whose activations arrive in FP8 casts nothing, and
+//! their producer pays the fused cast's per-element work); a step lasts as long as its busiest tile (the barrier waits
 //! for the slowest). Local copies and fills cost a call plus 8 bytes per
 //! cycle.
 
 use crate::expand::program::{Kernel, MatMulOutput, Step};
-use crate::numerics::dot::ProductInputs;
+use crate::numerics::dot::{ActivationStore, ProductInputs};
 use crate::target::costs;
 use crate::target::kernel_cost::{
     CastInto, CostTable, KernelCall, MatrixInputs, call_cycles, composite,
@@ -22,6 +23,15 @@ pub fn matrix_inputs(inputs: ProductInputs) -> MatrixInputs {
     }
 }
 
+/// The cast of `elements` outputs to FP8 fused into their producer, when
+/// it stores them so.
+fn fused_cast(store: ActivationStore, elements: u64, table: &CostTable) -> u64 {
+    match store {
+        ActivationStore::F16 => 0,
+        ActivationStore::Fp8 { .. } => composite::fused_cast(elements, table),
+    }
+}
+
 /// Cycles of one kernel run on its tile.
 pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
     match *kernel {
@@ -31,6 +41,7 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
             cols,
             output,
             inputs,
+            activations,
             ..
         } => {
             let bias = match output {
@@ -41,6 +52,15 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
                 } => valid_rows as u64 * valid_cols as u64,
                 MatMulOutput::Partial(_) => 0,
             };
+            if activations.is_fp8() {
+                return composite::product_of_fp8_activations(
+                    rows as u64,
+                    reduction as u64,
+                    cols as u64,
+                    bias,
+                    table,
+                );
+            }
             composite::product(
                 rows as u64,
                 reduction as u64,
@@ -59,21 +79,27 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
             },
             table,
         ),
-        Kernel::LayerNorm { rows, cols, .. } => call_cycles(
-            KernelCall::LayerNorm {
-                rows: rows as u64,
-                width: cols as u64,
-            },
-            table,
-        ),
+        Kernel::LayerNorm {
+            rows, cols, store, ..
+        } => {
+            call_cycles(
+                KernelCall::LayerNorm {
+                    rows: rows as u64,
+                    width: cols as u64,
+                },
+                table,
+            ) + fused_cast(store, rows as u64 * cols as u64, table)
+        }
         Kernel::Gelu {
-            groups, rows, cols, ..
-        } => call_cycles(
-            KernelCall::Gelu {
-                elements: groups as u64 * rows as u64 * cols as u64,
-            },
-            table,
-        ),
+            groups,
+            rows,
+            cols,
+            store,
+            ..
+        } => {
+            let elements = groups as u64 * rows as u64 * cols as u64;
+            call_cycles(KernelCall::Gelu { elements }, table) + fused_cast(store, elements, table)
+        }
         Kernel::Add {
             groups, rows, cols, ..
         } => call_cycles(
@@ -97,9 +123,22 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
             queries,
             keys,
             dimension,
+            store,
             ..
+        } => {
+            composite::attention(
+                groups as u64,
+                queries as u64,
+                keys as u64,
+                dimension as u64,
+                table,
+            ) + fused_cast(
+                store,
+                groups as u64 * queries as u64 * dimension as u64,
+                table,
+            )
         }
-        | Kernel::AttentionPartial {
+        Kernel::AttentionPartial {
             groups,
             queries,
             keys,
@@ -119,14 +158,21 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
             queries,
             dimension,
             count,
+            store,
             ..
-        } => call_cycles(
-            KernelCall::Reduce {
-                elements: groups as u64 * queries as u64 * (dimension as u64 + 2),
-                parts: count as u64,
-            },
-            table,
-        ),
+        } => {
+            call_cycles(
+                KernelCall::Reduce {
+                    elements: groups as u64 * queries as u64 * (dimension as u64 + 2),
+                    parts: count as u64,
+                },
+                table,
+            ) + fused_cast(
+                store,
+                groups as u64 * queries as u64 * dimension as u64,
+                table,
+            )
+        }
         Kernel::Cast {
             groups, rows, cols, ..
         } => call_cycles(

@@ -35,7 +35,7 @@ pub fn element_type(precision: Precision) -> ElementType {
     match precision {
         Precision::F32 => ElementType::F32,
         Precision::F16 => ElementType::F16,
-        Precision::F8 => ElementType::F8,
+        Precision::F8 | Precision::F8Activation { .. } => ElementType::F8,
     }
 }
 
@@ -156,6 +156,7 @@ fn matmul_runs(
                         valid_cols,
                         accumulation: plan.accumulation,
                         inputs: plan.inputs,
+                        activations: a.precision.activation_store(),
                     },
                 });
             }
@@ -376,6 +377,7 @@ fn attention_runs(
                         dimension,
                         scale: Real::new(scale),
                         kind,
+                        store: output.precision.activation_store(),
                     }
                 } else {
                     let partial = builder.scratch(
@@ -447,6 +449,7 @@ fn combine_runs(
                         stride_groups: plan.block_groups,
                         queries: extent[1],
                         dimension,
+                        store: output.precision.activation_store(),
                     },
                 });
             }
@@ -482,6 +485,7 @@ pub fn expand_blockwise(
                         rows: valid[0] * valid[1],
                         cols: valid[2],
                         epsilon: Real::new(*epsilon),
+                        store: output.precision.activation_store(),
                     }
                 }
                 OpKind::Gelu { kind } => Kernel::Gelu {
@@ -494,6 +498,7 @@ pub fn expand_blockwise(
                         GeluKind::Tanh => GeluForm::Tanh,
                         GeluKind::Erf => GeluForm::Erf,
                     },
+                    store: output.precision.activation_store(),
                 },
                 OpKind::Add => Kernel::Add {
                     a: operand(builder, 0, inputs[0], block, replica),

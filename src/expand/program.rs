@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::layout::format::MemoryClass;
-use crate::numerics::dot::{Accumulation, ProductInputs};
+use crate::numerics::dot::{Accumulation, ActivationStore, ProductInputs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AllocationId(pub u32);
@@ -155,6 +155,9 @@ pub enum Kernel {
         /// weights, or FP8 activations (rounded at their scale) by the
         /// FP8 weights.
         inputs: ProductInputs,
+        /// How `a` is stored: FP16 (rounded here when `inputs` is FP8), or
+        /// FP8 at `inputs`' scale, its producer having rounded it.
+        activations: ActivationStore,
     },
     /// Sum of `count` partial slices (the first local, the others received
     /// consecutively) plus bias, rounded to FP16.
@@ -177,6 +180,8 @@ pub enum Kernel {
         rows: u32,
         cols: u32,
         epsilon: Real,
+        /// FP16, or FP8 for the FP8 products that read it.
+        store: ActivationStore,
     },
     Gelu {
         input: Operand,
@@ -185,6 +190,7 @@ pub enum Kernel {
         rows: u32,
         cols: u32,
         form: GeluForm,
+        store: ActivationStore,
     },
     Add {
         a: Operand,
@@ -220,6 +226,7 @@ pub enum Kernel {
         dimension: u32,
         scale: Real,
         kind: AttentionKind,
+        store: ActivationStore,
     },
     /// Partial softmax statistics of a query block against one key block,
     /// in FP32 per (query row, group) at byte
@@ -250,6 +257,7 @@ pub enum Kernel {
         stride_groups: u32,
         queries: u32,
         dimension: u32,
+        store: ActivationStore,
     },
     Cast {
         input: Operand,

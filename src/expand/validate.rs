@@ -7,6 +7,7 @@
 //! bug in expansion cannot hide in a shared helper.
 
 use super::program::{AllocationId, Kernel, LowProgram, MatMulOutput, Operand, Step};
+use crate::numerics::dot::{ActivationStore, ProductInputs};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProgramCheckError {
@@ -63,6 +64,24 @@ pub enum ProgramCheckError {
         valid: [u32; 3],
         block: [u32; 3],
     },
+    #[error(
+        "step {step} ({op}): tile {tile}'s matrix product reads activations stored as {store:?} but multiplies {inputs:?}: FP8-stored activations must be read by an FP8 product at their own scale"
+    )]
+    StoredPrecision {
+        step: usize,
+        op: String,
+        tile: u32,
+        store: ActivationStore,
+        inputs: ProductInputs,
+    },
+}
+
+/// Bytes of one stored activation element.
+fn stored_bytes(store: ActivationStore) -> u32 {
+    match store {
+        ActivationStore::F16 => 2,
+        ActivationStore::Fp8 { .. } => 1,
+    }
 }
 
 /// What the checker looked at.
@@ -164,8 +183,27 @@ impl Checker<'_> {
                 valid_rows: a_rows,
                 valid_reduction,
                 valid_cols: weight_cols,
+                inputs,
+                activations,
                 ..
             } => {
+                let consistent = match (activations, inputs) {
+                    (ActivationStore::F16, _) => true,
+                    (
+                        ActivationStore::Fp8 { scale },
+                        ProductInputs::Fp8 { activation_scale },
+                    ) => scale == activation_scale,
+                    (ActivationStore::Fp8 { .. }, ProductInputs::Fp16) => false,
+                };
+                if !consistent {
+                    return Err(ProgramCheckError::StoredPrecision {
+                        step: self.step,
+                        op: self.op.clone(),
+                        tile,
+                        store: activations,
+                        inputs,
+                    });
+                }
                 if a_rows > rows || valid_reduction > reduction || weight_cols > cols {
                     return Err(ProgramCheckError::ValidExtent {
                         step: self.step,
@@ -175,7 +213,8 @@ impl Checker<'_> {
                         block: [rows, reduction, cols],
                     });
                 }
-                self.operand(tile, a, 1, rows, reduction * 2, iterations)?;
+                let a_bytes = reduction * stored_bytes(activations);
+                self.operand(tile, a, 1, rows, a_bytes, iterations)?;
                 self.operand(tile, weight, 1, cols, reduction, iterations)?;
                 match output {
                     MatMulOutput::Partial(partial) => {
@@ -223,12 +262,14 @@ impl Checker<'_> {
                 output,
                 rows,
                 cols,
+                store,
                 ..
             } => {
                 self.operand(tile, input, 1, rows, cols * 2, iterations)?;
                 self.operand(tile, gamma, 1, 1, cols * 2, iterations)?;
                 self.operand(tile, beta, 1, 1, cols * 2, iterations)?;
-                self.operand(tile, output, 1, rows, cols * 2, iterations)?;
+                let output_bytes = cols * stored_bytes(store);
+                self.operand(tile, output, 1, rows, output_bytes, iterations)?;
             }
             Kernel::Gelu {
                 input,
@@ -236,9 +277,14 @@ impl Checker<'_> {
                 groups,
                 rows,
                 cols,
+                store,
                 ..
+            } => {
+                self.operand(tile, input, groups, rows, cols * 2, iterations)?;
+                let output_bytes = cols * stored_bytes(store);
+                self.operand(tile, output, groups, rows, output_bytes, iterations)?;
             }
-            | Kernel::Rotary {
+            Kernel::Rotary {
                 input,
                 output,
                 groups,
@@ -271,12 +317,14 @@ impl Checker<'_> {
                 queries,
                 keys,
                 dimension,
+                store,
                 ..
             } => {
                 self.operand(tile, query, groups, queries, dimension * 2, iterations)?;
                 self.operand(tile, key, groups, keys, dimension * 2, iterations)?;
                 self.operand(tile, value, groups, keys, dimension * 2, iterations)?;
-                self.operand(tile, output, groups, queries, dimension * 2, iterations)?;
+                let output_bytes = dimension * stored_bytes(store);
+                self.operand(tile, output, groups, queries, output_bytes, iterations)?;
                 self.span(
                     tile,
                     scratch.allocation,
@@ -318,6 +366,7 @@ impl Checker<'_> {
                 groups,
                 queries,
                 dimension,
+                store,
                 ..
             } => {
                 self.span(
@@ -336,7 +385,8 @@ impl Checker<'_> {
                         iterations,
                     )?;
                 }
-                self.operand(tile, output, groups, queries, dimension * 2, iterations)?;
+                let output_bytes = dimension * stored_bytes(store);
+                self.operand(tile, output, groups, queries, output_bytes, iterations)?;
             }
             Kernel::Cast {
                 input,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::format::{balanced_start, ceil_div, round_up};
-use crate::numerics::dot::{Accumulation, ProductInputs};
+use crate::numerics::dot::{Accumulation, ActivationStore, ProductInputs};
 use crate::target::costs;
 use crate::target::kernel_cost::{CostTable, KernelCall, MatrixInputs, call_cycles, composite};
 
@@ -28,6 +28,10 @@ pub struct MatMulProblem {
     pub accumulation: Accumulation,
     /// What the matrix unit multiplies (`planning.matrix_inputs`).
     pub inputs: ProductInputs,
+    /// How the activation operand arrives: FP8 when its producer stores
+    /// it so (`crate::layout::fp8_activations`), then the product casts
+    /// nothing and its operand moves half the words.
+    pub activations: ActivationStore,
     /// The kernel cost model's constants the plan is priced with.
     #[serde(skip)]
     pub cost_table: CostTable,
@@ -378,8 +382,13 @@ pub fn matmul_partition(
         ProductInputs::Fp16 => MatrixInputs::Fp16,
         ProductInputs::Fp8 { .. } => MatrixInputs::Fp8,
     };
-    let compute = composite::product(bm, bk, bn, bias, inputs, &table);
-    let operand_words = bm * bk * 2 / 4;
+    let compute = if problem.activations.is_fp8() {
+        composite::product_of_fp8_activations(bm, bk, bn, bias, &table)
+    } else {
+        composite::product(bm, bk, bn, bias, inputs, &table)
+    };
+    let activation_bytes = if problem.activations.is_fp8() { 1 } else { 2 };
+    let operand_words = bm * bk * activation_bytes / 4;
     let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };
     let partial_words = (pk - 1) * slice_rows * bn * partial_bytes / 4;
     // The reduction streams every partial and writes FP16 (priced as the
@@ -499,6 +508,9 @@ pub struct AttentionProblem {
     pub working_budget: u32,
     /// `None` chooses by cost; otherwise the method is forced.
     pub forced_flash: Option<bool>,
+    /// How the output is stored: FP8 when the products reading it take
+    /// FP8 activations (the cast fused into the attention's output).
+    pub output: ActivationStore,
     /// The kernel cost model's constants the plan is priced with.
     #[serde(skip)]
     pub cost_table: CostTable,
@@ -676,7 +688,9 @@ pub fn attention_partition(
         key_parts as u64,
     );
     let line = round_up(dimension * 2, 4) as u64;
-    let operands = bg * (bq * line + 2 * bk * line) + bg * (bq / pk) * line;
+    let output_bytes = if problem.output.is_fp8() { 1 } else { 2 };
+    let output_line = round_up(dimension * output_bytes, 4) as u64;
+    let operands = bg * (bq * line + 2 * bk * line) + bg * (bq / pk) * output_line;
     let partial_row = AttentionPlan::partial_row_bytes(dimension) as u64;
     // Priced as the estimate prices the kernels it becomes (the fitted
     // kernel cost model): QK^T and AV per head at FP16 and the softmax, then
@@ -684,6 +698,11 @@ pub fn attention_partition(
     let table = problem.cost_table;
     let vector_f32 = costs::VECTOR_F32_OPS_PER_CYCLE;
     let products_and_softmax = composite::attention(bg, bq, bk, d, &table);
+    let output_cast = if problem.output.is_fp8() {
+        composite::fused_cast(bg * (bq / pk).max(1) * d, &table)
+    } else {
+        0
+    };
     let combine = if pk > 1 {
         call_cycles(
             KernelCall::Reduce {
@@ -717,6 +736,7 @@ pub fn attention_partition(
         block_keys,
         method,
         cycles: products_and_softmax
+            + output_cast
             + combine
             + extra_cycles
             + exchange_cycles(received_words)

@@ -10,6 +10,7 @@ pub mod candidates;
 pub mod capacity;
 pub mod cost;
 pub mod format;
+pub mod fp8_activations;
 pub mod operand_formats;
 pub mod overrides;
 pub mod plan;

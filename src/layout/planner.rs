@@ -27,6 +27,7 @@ use super::cost::{
     plan_matmul,
 };
 use super::format::TensorFormat;
+use super::fp8_activations::with_fp8_activations;
 pub use super::operand_formats::{
     AttentionFormats, MatMulFormats, attention_formats, canonical_format, matmul_formats,
 };
@@ -108,6 +109,8 @@ pub fn plan_layouts(
     overrides: &[LayoutOverride],
     oracle: &mut dyn CostOracle,
 ) -> Result<Layouts, LayoutError> {
+    let rewritten = with_fp8_activations(graph, |_| settings.matrix_inputs);
+    let graph = &*rewritten;
     let budget = MemoryBudget::of(graph, settings.tiles, settings.reserved_bytes_per_tile);
     let plans = plan_operators(graph, settings, overrides, &budget, oracle)?;
     let heavy = heavy_formats(graph, &plans);

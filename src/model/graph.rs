@@ -8,6 +8,8 @@
 
 use serde::Serialize;
 
+use crate::numerics::dot::ActivationStore;
+
 /// A logical tensor shape: `groups` independent matrices of `rows x cols`.
 /// Activations use one group; attention operands use `batch * heads` groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -38,14 +40,28 @@ pub enum Precision {
     F16,
     /// FP8 F143 with the workload's tensor-wide power-of-two scale.
     F8,
+    /// An activation stored in FP8 F143 at a power-of-two scale (code `c`
+    /// means `decode(c) x 2^scale`, as the FP8 products read it): written so
+    /// by its producer (the cast fused into its output) for the FP8-input
+    /// matrix products that read it (`crate::layout::fp8_activations`).
+    F8Activation { scale: i8 },
 }
 
 impl Precision {
+    /// How an activation of this precision is stored, for the kernels that
+    /// read or write it (FP16 unless its producer stores FP8).
+    pub fn activation_store(self) -> ActivationStore {
+        match self {
+            Precision::F8Activation { scale } => ActivationStore::Fp8 { scale },
+            _ => ActivationStore::F16,
+        }
+    }
+
     pub fn bytes(self) -> u32 {
         match self {
             Precision::F32 => 4,
             Precision::F16 => 2,
-            Precision::F8 => 1,
+            Precision::F8 | Precision::F8Activation { .. } => 1,
         }
     }
 }

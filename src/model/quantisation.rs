@@ -96,6 +96,11 @@ pub fn quantise(
 ) -> (WeightData, Vec<InstanceQuantisation>) {
     match precision {
         Precision::F8 => quantise_fp8(name, &values, policy, instances),
+        // Stored data never has an activation's precision; were it given
+        // one, its own scale is the only meaningful policy.
+        Precision::F8Activation { scale } => {
+            quantise_fp8(name, &values, Fp8Scale::Fixed(i32::from(scale)), instances)
+        }
         Precision::F16 => (
             WeightData {
                 codes: Vec::new(),

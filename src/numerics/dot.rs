@@ -52,6 +52,24 @@ impl ProductInputs {
     }
 }
 
+/// How an activation operand is stored: FP16, or FP8 F143 at a scale
+/// (code `c` means `decode(c) x 2^scale`), its producer having rounded it
+/// (FP16 first, then to F143 nearest even, saturating) for the FP8
+/// products that read it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ActivationStore {
+    F16,
+    Fp8 { scale: i8 },
+}
+
+impl ActivationStore {
+    /// Whether the activation is stored in FP8 (a product reading it casts
+    /// nothing).
+    pub fn is_fp8(self) -> bool {
+        matches!(self, ActivationStore::Fp8 { .. })
+    }
+}
+
 /// Number of consecutive products summed in f32 before the running sum is
 /// rounded to f16 under [`Accumulation::F16`].
 pub const F16_ACCUMULATION_CHUNK: usize = 16;

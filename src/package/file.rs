@@ -4,7 +4,7 @@
 //!
 //! | bytes  | field                                                        |
 //! |--------|--------------------------------------------------------------|
-//! | 0..8   | magic `SSTPKG06`: `SSTPKG` and the two-digit format version |
+//! | 0..8   | magic `SSTPKG07`: `SSTPKG` and the two-digit format version |
 //! | 8..16  | payload length in bytes (u64)                                |
 //! | 16..48 | BLAKE3 digest of the payload                                 |
 //! | 48..80 | build key: BLAKE3 of the compiler version and the effective build query (outputs and cache aside) |
@@ -24,7 +24,7 @@ use crate::cache::CacheKey;
 
 /// The first bytes of every package file (format version 5: exchange steps
 /// carry the merged exchanges' segment starts).
-pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG06";
+pub const PACKAGE_MAGIC: &[u8; 8] = b"SSTPKG07";
 
 /// What every package file starts with, whatever its version.
 const MAGIC_STEM: &[u8; 6] = b"SSTPKG";

@@ -15,6 +15,7 @@ use crate::layout::format::TensorFormat;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Precision;
 use crate::model::weights::Weights;
+use crate::numerics::fp8;
 use crate::numerics::half_float::{from_f16_bits, to_f16_bits};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -58,6 +59,9 @@ fn store_value(
             let offset = base + offset;
             match format.precision {
                 Precision::F8 => buffer[offset] = codes[index],
+                Precision::F8Activation { scale } => {
+                    buffer[offset] = fp8::encode(values[index], i32::from(scale))
+                }
                 Precision::F16 => buffer[offset..offset + 2]
                     .copy_from_slice(&to_f16_bits(values[index]).to_le_bytes()),
                 Precision::F32 => {
@@ -86,6 +90,7 @@ fn load_value(memory: &Memory, allocations: &[AllocationId], format: &TensorForm
                     from_f16_bits(u16::from_le_bytes([buffer[offset], buffer[offset + 1]]))
                 }
                 Precision::F8 => buffer[offset] as f32,
+                Precision::F8Activation { scale } => fp8::decode(buffer[offset], i32::from(scale)),
             };
         });
     }

@@ -137,6 +137,7 @@ pub fn matmul_problem(
         working_budget,
         accumulation,
         inputs: settings.matrix_inputs,
+        activations: graph.value(op.inputs[0]).precision.activation_store(),
         cost_table: settings.cost_table,
         candidate_limit: settings.candidate_limit,
     }
@@ -159,6 +160,7 @@ pub fn attention_problem(
         tiles: settings.tiles,
         working_budget,
         forced_flash: settings.forced_flash,
+        output: graph.value(op.output).precision.activation_store(),
         cost_table: settings.cost_table,
     }
 }
@@ -255,7 +257,9 @@ pub(super) fn heavy_formats(graph: &Graph, plans: &OperatorPlans) -> HeavyFormat
         if let Some(plan) = plans.matmul.get(&op_id) {
             let a = graph.value(op.inputs[0]).shape;
             let w = graph.value(op.inputs[1]).shape;
-            let formats = matmul_formats(plan, a.rows, a.cols, w.cols);
+            let mut formats = matmul_formats(plan, a.rows, a.cols, w.cols);
+            // An activation its producer stores in FP8 is read as such.
+            formats.a.precision = graph.value(op.inputs[0]).precision;
             required.insert((op_id, 0), formats.a);
             required.insert((op_id, 1), formats.weight);
             required.insert((op_id, 2), formats.bias);
@@ -263,7 +267,8 @@ pub(super) fn heavy_formats(graph: &Graph, plans: &OperatorPlans) -> HeavyFormat
         } else if let Some(plan) = plans.attention.get(&op_id) {
             let q = graph.value(op.inputs[0]).shape;
             let k = graph.value(op.inputs[1]).shape;
-            let formats = attention_formats(plan, q, k);
+            let mut formats = attention_formats(plan, q, k);
+            formats.output.precision = graph.value(op.output).precision;
             required.insert((op_id, 0), formats.query);
             required.insert((op_id, 1), formats.key_value.clone());
             required.insert((op_id, 2), formats.key_value);

@@ -3,7 +3,8 @@
 //! softmax statistics against one key block, and the combination of the
 //! partial statistics of disjoint key blocks into normalised FP16 outputs.
 
-use super::operands::{other_kind, read, round_all, write};
+use super::KernelNotes;
+use super::operands::{other_kind, read, round_all, write_activation};
 use crate::expand::program::{AttentionKind, ElementType, Kernel, Location, Operand};
 use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
 use crate::numerics::half_float::round_f16;
@@ -55,7 +56,7 @@ pub(super) fn attention(
     kernel: &Kernel,
     reader: &impl KernelRead,
     writer: &mut impl KernelWrite,
-) -> Result<(), SimError> {
+) -> Result<KernelNotes, SimError> {
     let Kernel::Attention {
         query,
         key,
@@ -67,6 +68,7 @@ pub(super) fn attention(
         dimension,
         scale,
         kind,
+        store,
         ..
     } = *kernel
     else {
@@ -91,15 +93,7 @@ pub(super) fn attention(
         round_all(&mut out);
         result.extend(out);
     }
-    write(
-        writer,
-        output,
-        ElementType::F16,
-        groups,
-        queries,
-        dimension,
-        &result,
-    )
+    write_activation(writer, output, store, (groups, queries, dimension), &result)
 }
 
 /// `Kernel::AttentionPartial`.
@@ -165,7 +159,7 @@ pub(super) fn attention_combine(
     kernel: &Kernel,
     reader: &impl KernelRead,
     writer: &mut impl KernelWrite,
-) -> Result<(), SimError> {
+) -> Result<KernelNotes, SimError> {
     let Kernel::AttentionCombine {
         local,
         received,
@@ -176,6 +170,7 @@ pub(super) fn attention_combine(
         stride_groups,
         queries,
         dimension,
+        store,
     } = *kernel
     else {
         return Err(other_kind("attention combine"));
@@ -199,15 +194,7 @@ pub(super) fn attention_combine(
             combine_statistics(&parts, target);
         }
     }
-    write(
-        writer,
-        output,
-        ElementType::F16,
-        groups,
-        queries,
-        dimension,
-        &result,
-    )
+    write_activation(writer, output, store, (groups, queries, dimension), &result)
 }
 
 /// The `count` partial statistics of one row at `row_offset`: the first

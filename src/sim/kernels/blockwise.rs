@@ -1,8 +1,10 @@
 //! The kernels computed independently on every element or row of a block:
 //! LayerNorm (FP32 statistics), GELU (both forms), the residual add and
-//! casts between element types.
+//! casts between element types. LayerNorm and GELU write FP16, or FP8 when
+//! FP8 products read their output.
 
-use super::operands::{other_kind, read, round_all, write};
+use super::KernelNotes;
+use super::operands::{other_kind, read, round_all, write, write_activation};
 use crate::expand::program::{ElementType, GeluForm, Kernel};
 use crate::numerics::activation::{gelu_erf, gelu_tanh};
 use crate::numerics::half_float::round_f16;
@@ -14,7 +16,7 @@ pub(super) fn layer_norm(
     kernel: &Kernel,
     reader: &impl KernelRead,
     writer: &mut impl KernelWrite,
-) -> Result<(), SimError> {
+) -> Result<KernelNotes, SimError> {
     let Kernel::LayerNorm {
         input,
         gamma,
@@ -23,6 +25,7 @@ pub(super) fn layer_norm(
         rows,
         cols,
         epsilon,
+        store,
     } = *kernel
     else {
         return Err(other_kind("LayerNorm"));
@@ -38,7 +41,7 @@ pub(super) fn layer_norm(
         layer_norm_row(row, &gamma, &beta, epsilon.get(), out)?;
     }
     round_all(&mut result);
-    write(writer, output, ElementType::F16, 1, rows, cols, &result)
+    write_activation(writer, output, store, (1, rows, cols), &result)
 }
 
 /// `Kernel::Gelu`.
@@ -46,7 +49,7 @@ pub(super) fn gelu(
     kernel: &Kernel,
     reader: &impl KernelRead,
     writer: &mut impl KernelWrite,
-) -> Result<(), SimError> {
+) -> Result<KernelNotes, SimError> {
     let Kernel::Gelu {
         input,
         output,
@@ -54,6 +57,7 @@ pub(super) fn gelu(
         rows,
         cols,
         form,
+        store,
     } = *kernel
     else {
         return Err(other_kind("GELU"));
@@ -65,15 +69,7 @@ pub(super) fn gelu(
             GeluForm::Erf => gelu_erf(*value),
         });
     }
-    write(
-        writer,
-        output,
-        ElementType::F16,
-        groups,
-        rows,
-        cols,
-        &values,
-    )
+    write_activation(writer, output, store, (groups, rows, cols), &values)
 }
 
 /// `Kernel::Add`.

@@ -5,9 +5,13 @@
 //! output with bias; and the reduce-scatter sum of partial slices with bias.
 
 use super::KernelNotes;
-use super::operands::{other_kind, partial_type, read, read_weight, round_all, write};
+use super::operands::{
+    other_kind, partial_type, read, read_activation, read_weight, round_all, write,
+};
 use crate::expand::program::{ElementType, Kernel, MatMulOutput, Operand};
-use crate::numerics::dot::{Accumulation, ProductInputs, matmul_block_transposed_b};
+use crate::numerics::dot::{
+    Accumulation, ActivationStore, ProductInputs, matmul_block_transposed_b,
+};
 use crate::numerics::fp8;
 use crate::numerics::half_float::round_f16;
 use crate::sim::memory::{KernelRead, KernelWrite, SimError};
@@ -31,6 +35,7 @@ pub(super) fn matmul(
         valid_cols: weight_cols,
         accumulation,
         inputs,
+        activations,
     } = *kernel
     else {
         return Err(other_kind("matrix product"));
@@ -42,9 +47,10 @@ pub(super) fn matmul(
         weight_cols.min(cols) as usize,
     );
     // Only the valid extents are read; the rest of both blocks is zero.
-    let mut a_values = read_a_block(reader, a, m, k, a_rows, valid_k)?;
+    let mut a_values = read_a_block(reader, (a, activations), m, k, a_rows, valid_k)?;
     let mut notes = KernelNotes::default();
-    if let ProductInputs::Fp8 { activation_scale } = inputs {
+    if let (ProductInputs::Fp8 { activation_scale }, ActivationStore::F16) = (inputs, activations)
+    {
         notes.fp8_activations = (a_rows * valid_k) as u64;
         notes.saturated_activations = round_to_fp8(&mut a_values, i32::from(activation_scale));
     }
@@ -80,11 +86,12 @@ fn round_to_fp8(values: &mut [f32], scale: i32) -> u64 {
     saturated
 }
 
-/// The `m x k` FP16 block of `a` whose first `a_rows` rows and `valid_k`
-/// columns are read, the rest zero.
+/// The `m x k` activation block of `a` (FP16, or FP8 codes decoded at
+/// their scale) whose first `a_rows` rows and `valid_k` columns are read,
+/// the rest zero.
 fn read_a_block(
     reader: &impl KernelRead,
-    a: Operand,
+    (a, store): (Operand, ActivationStore),
     m: usize,
     k: usize,
     a_rows: usize,
@@ -92,14 +99,7 @@ fn read_a_block(
 ) -> Result<Vec<f32>, SimError> {
     let mut a_values = vec![0.0f32; m * k];
     if valid_k > 0 {
-        let valid_a = read(
-            reader,
-            a,
-            ElementType::F16,
-            1,
-            a_rows as u32,
-            valid_k as u32,
-        )?;
+        let valid_a = read_activation(reader, a, store, (1, a_rows as u32, valid_k as u32))?;
         for (row, values) in valid_a.chunks_exact(valid_k).enumerate() {
             a_values[row * k..row * k + valid_k].copy_from_slice(values);
         }

@@ -26,8 +26,10 @@ use crate::expand::program::Kernel;
 pub use rotary::{ROTARY_BASE, ROTARY_GRID_OFFSET, RotaryPlace, rotary_angle, rotate_row};
 
 /// What a kernel run noticed about its values: how many activations it
-/// rounded to FP8 for an FP8 x FP8 product, and how many of those were
-/// beyond the format's range at their scale (saturated to +-240 x 2^scale).
+/// rounded to FP8 for an FP8 x FP8 product (a product casting its FP16
+/// block, or a producer writing FP8 for such products), and how many of
+/// those were beyond the format's range at their scale (saturated to
+/// +-240 x 2^scale).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelNotes {
     pub fp8_activations: u64,
@@ -52,17 +54,15 @@ pub fn execute(
     match kernel {
         Kernel::MatMul { .. } => matmul::matmul(kernel, reader, writer, fp8_table),
         Kernel::ReduceBias { .. } => nothing(matmul::reduce_bias(kernel, reader, writer)),
-        Kernel::LayerNorm { .. } => nothing(blockwise::layer_norm(kernel, reader, writer)),
-        Kernel::Gelu { .. } => nothing(blockwise::gelu(kernel, reader, writer)),
+        Kernel::LayerNorm { .. } => blockwise::layer_norm(kernel, reader, writer),
+        Kernel::Gelu { .. } => blockwise::gelu(kernel, reader, writer),
         Kernel::Add { .. } => nothing(blockwise::add(kernel, reader, writer)),
         Kernel::Rotary { .. } => nothing(rotary::rotary(kernel, reader, writer)),
-        Kernel::Attention { .. } => nothing(attention::attention(kernel, reader, writer)),
+        Kernel::Attention { .. } => attention::attention(kernel, reader, writer),
         Kernel::AttentionPartial { .. } => {
             nothing(attention::attention_partial(kernel, reader, writer))
         }
-        Kernel::AttentionCombine { .. } => {
-            nothing(attention::attention_combine(kernel, reader, writer))
-        }
+        Kernel::AttentionCombine { .. } => attention::attention_combine(kernel, reader, writer),
         Kernel::Cast { .. } => nothing(blockwise::cast(kernel, reader, writer)),
     }
 }

@@ -4,8 +4,10 @@
 //! sums, the FP16 rounding of every activation write, and the error of a
 //! kernel handed to the semantics of another kind.
 
+use super::KernelNotes;
 use crate::expand::program::{ElementType, Operand};
-use crate::numerics::dot::Accumulation;
+use crate::numerics::dot::{Accumulation, ActivationStore};
+use crate::numerics::fp8;
 use crate::numerics::half_float::{from_f16_bits, round_f16, to_f16_bits};
 use crate::sim::memory::{KernelRead, KernelWrite, SimError};
 
@@ -90,6 +92,64 @@ pub(super) fn write(
         }
     }
     Ok(())
+}
+
+/// Writes FP16-rounded `values` as an activation stored in `store`: FP16,
+/// or FP8 F143 codes at the store's scale (nearest even, saturating; the
+/// cast fused into the producer). Returns what the rounding noticed.
+pub(super) fn write_activation(
+    writer: &mut impl KernelWrite,
+    operand: Operand,
+    store: ActivationStore,
+    (groups, rows, cols): (u32, u32, u32),
+    values: &[f32],
+) -> Result<KernelNotes, SimError> {
+    let ActivationStore::Fp8 { scale } = store else {
+        write(writer, operand, ElementType::F16, groups, rows, cols, values)?;
+        return Ok(KernelNotes::default());
+    };
+    let scale = i32::from(scale);
+    let largest = fp8::decode(fp8::F143_MAX_CODE, scale);
+    let mut notes = KernelNotes::default();
+    let mut index = 0;
+    for group in 0..groups {
+        for row in 0..rows {
+            let mut location = operand.location;
+            location.offset += group * operand.matrix + row * operand.line;
+            let bytes = writer.bytes_mut(location, cols as usize)?;
+            for (code, &value) in bytes.iter_mut().zip(&values[index..index + cols as usize]) {
+                notes.saturated_activations += u64::from(value.abs() > largest);
+                *code = fp8::encode(value, scale);
+            }
+            index += cols as usize;
+        }
+    }
+    notes.fp8_activations = index as u64;
+    Ok(notes)
+}
+
+/// Reads `groups x rows x cols` activations stored in `store` (FP8 codes
+/// decoded at the store's scale).
+pub(super) fn read_activation(
+    reader: &impl KernelRead,
+    operand: Operand,
+    store: ActivationStore,
+    (groups, rows, cols): (u32, u32, u32),
+) -> Result<Vec<f32>, SimError> {
+    let ActivationStore::Fp8 { scale } = store else {
+        return read(reader, operand, ElementType::F16, groups, rows, cols);
+    };
+    let table = fp8::decode_table(i32::from(scale));
+    let mut values = Vec::with_capacity((groups * rows * cols) as usize);
+    for group in 0..groups {
+        for row in 0..rows {
+            let mut location = operand.location;
+            location.offset += group * operand.matrix + row * operand.line;
+            let codes = reader.bytes(location, cols as usize)?;
+            values.extend(codes.iter().map(|&code| table[usize::from(code)]));
+        }
+    }
+    Ok(values)
 }
 
 /// Column-major FP8 weight block as `cols` rows of `reduction` values.

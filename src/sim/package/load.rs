@@ -11,6 +11,7 @@ use crate::layout::format::TensorFormat;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Precision;
 use crate::model::weights::Weights;
+use crate::numerics::fp8;
 use crate::numerics::half_float::{from_f16_bits, to_f16_bits};
 use crate::package::Package;
 use crate::sim::host::host_writes;
@@ -85,6 +86,9 @@ fn store(
             let image = &mut images[placed.tile as usize];
             match format.precision {
                 Precision::F8 => image.write(start, &[codes[index]]),
+                Precision::F8Activation { scale } => {
+                    image.write(start, &[fp8::encode(values[index], i32::from(scale))])
+                }
                 Precision::F16 => image.write(start, &to_f16_bits(values[index]).to_le_bytes()),
                 Precision::F32 => image.write(start, &values[index].to_le_bytes()),
             }
@@ -162,6 +166,7 @@ pub fn read_output(
                 Precision::F32 => f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
                 Precision::F16 => from_f16_bits(u16::from_le_bytes([bytes[0], bytes[1]])),
                 Precision::F8 => bytes[0] as f32,
+                Precision::F8Activation { scale } => fp8::decode(bytes[0], i32::from(scale)),
             };
         },
     );

@@ -57,6 +57,29 @@ pub fn product(
     }
 }
 
+/// One product of a `rows x reduction` activation block its producer
+/// already stored in FP8 (the cast fused into the producer) and an FP8
+/// weight block: the FP8-rate product and the bias epilogue, no cast.
+pub fn product_of_fp8_activations(
+    rows: u64,
+    reduction: u64,
+    cols: u64,
+    bias_elements: u64,
+    table: &CostTable,
+) -> u64 {
+    native_product(rows, reduction, cols, MatrixInputs::Fp8, table)
+        + bias_epilogue(bias_elements, table)
+}
+
+/// The cast of `elements` FP16 values to FP8 fused into the output loop
+/// of the kernel that produces them: the measured row-major cast's
+/// per-element work, without a call of its own (a modelling choice: the
+/// conversion instructions run in the producer's loop; CALIBRATION.md has
+/// no fused measurement).
+pub fn fused_cast(elements: u64, table: &CostTable) -> u64 {
+    (elements as f64 * table.get(Constant::CastRowMajorPerElement)).round() as u64
+}
+
 /// One matrix-unit call writing its native output.
 fn native_product(
     rows: u64,
