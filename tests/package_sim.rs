@@ -137,6 +137,86 @@ fn fp8_matrix_inputs_compute_the_interpreters_output_bit_for_bit() {
     assert_eq!(run_fp16.counts.fp8_activations, 0);
 }
 
+/// Exchange words a program moves, counting a Repeat body once.
+fn words_moved(steps: &[superstep::expand::program::Step]) -> u64 {
+    use superstep::expand::program::Step;
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Exchange { transfers, .. } => (0..transfers.len())
+                .map(|transfer| {
+                    transfers.words[transfer] as u64
+                        * transfers.destinations_of(transfer).len() as u64
+                })
+                .sum(),
+            Step::Repeat { body, .. } => words_moved(body),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// FP8 casts fused into their producers (the default with FP8 inputs:
+/// LayerNorm, GELU and attention write FP8 for the products that read
+/// them) compute exactly what products casting their own FP16 blocks
+/// compute, bit for bit, in the package and the interpreter; the fused
+/// program moves fewer exchange words and rounds each activation once
+/// instead of once per replicated block.
+#[test]
+fn fp8_casts_fused_into_producers_compute_what_casting_products_compute() {
+    let fp8 = ["planning.matrix_inputs=fp8", "planning.activation_scale=-4"];
+    let fused = built("queries/vit-tiny.toml", &fp8);
+    // The same partitions for both (the planner prices the two casts
+    // differently and could choose other plans, and so other sums).
+    let layouts = fused.session.layouts().expect("layouts");
+    let pins: Vec<String> = layouts
+        .ops
+        .iter()
+        .filter_map(|op| {
+            let partition = op.plan.partition()?;
+            Some(format!("layout.override.{}={partition}", op.name))
+        })
+        .collect();
+    let mut sets: Vec<&str> = vec![fp8[0], fp8[1], "planning.fp8_cast=product"];
+    sets.extend(pins.iter().map(String::as_str));
+    let at_products = built("queries/vit-tiny.toml", &sets);
+    let fp8_values = |built: &Built| {
+        let layouts = built.session.layouts().expect("layouts");
+        layouts
+            .values
+            .iter()
+            .filter(|value| {
+                value.format.precision
+                    == superstep::model::graph::Precision::F8Activation { scale: -4 }
+            })
+            .map(|value| value.name.clone())
+            .collect::<Vec<_>>()
+    };
+    let stored = fp8_values(&fused);
+    assert!(stored.len() >= 4, "{stored:?}");
+    assert!(fp8_values(&at_products).is_empty());
+    let (_, run_fused) = fused.checked_run(true);
+    let (_, run_at_products) = at_products.checked_run(true);
+    let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&run_fused.output),
+        bits(&run_at_products.output),
+        "where the cast runs changes no number"
+    );
+    assert!(run_fused.counts.fp8_activations > 0);
+    assert!(
+        run_fused.counts.fp8_activations < run_at_products.counts.fp8_activations,
+        "{:?} vs {:?}",
+        run_fused.counts,
+        run_at_products.counts
+    );
+    let fused_words = words_moved(&fused.session.low_program().expect("program").steps);
+    let product_words = words_moved(&at_products.session.low_program().expect("program").steps);
+    assert!(
+        fused_words < product_words,
+        "{fused_words} vs {product_words} words"
+    );
+}
+
 /// Ragged reduced slices, end to end: vit-tiny's 17 tokens in 3 row
 /// blocks of 6, 6 and 5 rows (MLP up) and 2 of 9 and 8 (QKV), each over 4
 /// reduction parts, are reduce-scattered in balanced slices (no block is

@@ -481,6 +481,13 @@ pub const FIELDS: &[Field] = &[
         &["fp16", "fp8"],
         "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate).",
     ),
+    choice(
+        "planning.fp8_cast",
+        Some(Input::Planning),
+        "producer",
+        &["producer", "product"],
+        "With matrix_inputs = fp8, where activations are cast to FP8: producer (a LayerNorm, GELU or attention whose every reader is an FP8 product writes FP8 itself, before the exchange: half the words move and no product casts) or product (every product casts its FP16 block on its tile). The numbers computed are the same.",
+    ),
     field(
         "planning.activation_scale",
         Some(Input::Planning),

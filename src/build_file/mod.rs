@@ -136,6 +136,8 @@ pub struct PlanningFlags {
     /// What the matrix unit multiplies in every product
     /// (`planning.matrix_inputs`, with `planning.activation_scale` for FP8).
     pub matrix_inputs: crate::numerics::dot::ProductInputs,
+    /// Where FP8 activations are cast (`planning.fp8_cast`).
+    pub fp8_cast: crate::layout::fp8_activations::Fp8Cast,
     /// `[[layout.override]]`: partitions that replace the cost model's
     /// choice for the ops they name (sorted by op).
     pub layout_overrides: Vec<LayoutOverride>,
@@ -452,6 +454,7 @@ pub fn planning_settings(
         reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
         accumulation: accumulation(planning.accumulation, planning.auto_f16_max_parts),
         matrix_inputs: planning.matrix_inputs,
+        fp8_cast: planning.fp8_cast,
         candidate_limit: planning.max_partition_candidates,
         forced_flash: match attention {
             AttentionChoice::Auto => None,

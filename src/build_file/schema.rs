@@ -119,6 +119,7 @@ pub struct PlanningSection {
     pub max_partition_candidates: Option<Spanned<i64>>,
     pub auto_f16_max_parts: Option<Spanned<i64>>,
     pub matrix_inputs: Option<Spanned<String>>,
+    pub fp8_cast: Option<Spanned<String>>,
     pub activation_scale: Option<Spanned<i64>>,
 }
 

@@ -410,6 +410,7 @@ fn assign(
             file.planning.auto_f16_max_parts = unset(number)
         }
         ("planning.matrix_inputs", Text(text)) => file.planning.matrix_inputs = unset(text),
+        ("planning.fp8_cast", Text(text)) => file.planning.fp8_cast = unset(text),
         ("planning.activation_scale", Integer(number)) => {
             file.planning.activation_scale = unset(number)
         }

@@ -105,6 +105,7 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         }
     };
     settings.leaf("planning.matrix_inputs", matrix_inputs.to_string());
+    settings.leaf("planning.fp8_cast", planning.fp8_cast.name().to_string());
     settings.leaf(
         "planning.activation_scale",
         activation_scale.map_or_else(

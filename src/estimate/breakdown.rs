@@ -217,6 +217,7 @@ mod tests {
             valid_cols: 8,
             accumulation: Accumulation::F32,
             inputs: crate::numerics::dot::ProductInputs::Fp16,
+            activations: crate::numerics::dot::ActivationStore::F16,
         };
         let provenance = |op| Provenance {
             op,

@@ -56,6 +56,7 @@ fn matmul(output: MatMulOutput) -> Kernel {
         valid_cols: 16,
         accumulation: Accumulation::F32,
         inputs: crate::numerics::dot::ProductInputs::Fp16,
+        activations: crate::numerics::dot::ActivationStore::F16,
     }
 }
 
@@ -127,6 +128,7 @@ fn a_matrix_product_widens_its_weights_and_runs_at_the_fp16_rate() {
         valid_cols: 2,
         accumulation: Accumulation::F16,
         inputs: crate::numerics::dot::ProductInputs::Fp16,
+        activations: crate::numerics::dot::ActivationStore::F16,
     };
     let bias = (6.0 * constant(Constant::AddPerElement)).round() as u64;
     assert_eq!(
@@ -153,6 +155,7 @@ fn attention_is_two_fp16_products_per_head_and_one_softmax() {
         dimension: 16,
         scale: Real::new(0.25),
         kind: AttentionKind::Materialized,
+        store: crate::numerics::dot::ActivationStore::F16,
     };
     let softmax = vector_call(6 * 16, Constant::SoftmaxPerWorkerElement);
     assert_eq!(cycles(&attention), 2 * 2 * fp16_product(16, 1, 1) + softmax);
@@ -191,6 +194,7 @@ fn vector_kernels_are_one_call_of_their_family() {
         rows: 4,
         cols: 64,
         epsilon: Real::new(1e-6),
+        store: crate::numerics::dot::ActivationStore::F16,
     };
     assert_eq!(
         cycles(&layer_norm),
@@ -212,6 +216,7 @@ fn vector_kernels_are_one_call_of_their_family() {
         rows: 2,
         cols: 8,
         form: GeluForm::Tanh,
+        store: crate::numerics::dot::ActivationStore::F16,
     };
     assert_eq!(cycles(&gelu), vector_call(32, Constant::GeluPerElement));
     // Reduce-bias of 3 slices over 2 x 8 = 16 elements: the output
@@ -465,6 +470,7 @@ fn rotary_combine_and_cast_are_priced_as_their_nearest_measured_family() {
         stride_groups: 1,
         queries: 4,
         dimension: 6,
+        store: crate::numerics::dot::ActivationStore::F16,
     };
     let expected = (constant(Constant::VectorCall)
         + 32.0 * constant(Constant::ReducePerElement)

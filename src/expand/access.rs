@@ -249,6 +249,7 @@ mod tests {
             valid_cols: 1,
             accumulation: Accumulation::F32,
             inputs: crate::numerics::dot::ProductInputs::Fp16,
+            activations: crate::numerics::dot::ActivationStore::F16,
         };
         use AccessRole::{Read, Write};
         assert_eq!(
@@ -280,6 +281,7 @@ mod tests {
             dimension: 1,
             scale: Real::new(1.0),
             kind: AttentionKind::Materialized,
+            store: crate::numerics::dot::ActivationStore::F16,
         };
         let accesses = kernel.accesses();
         assert_eq!(accesses.as_slice().len(), 5);

@@ -17,6 +17,7 @@ pub(super) fn problem(m: u32, k: u32, n: u32, tiles: u32) -> MatMulProblem {
         inputs: crate::numerics::dot::ProductInputs::Fp16,
         cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 64,
+        activations: crate::numerics::dot::ActivationStore::F16,
     }
 }
 
@@ -125,6 +126,7 @@ fn attention_splits_keys_when_memory_is_tight() {
         working_budget: 400 * 1024,
         forced_flash: None,
         cost_table: crate::target::kernel_cost::CostTable::shipped(),
+        output: crate::numerics::dot::ActivationStore::F16,
     };
     assert_eq!(
         plan_attention(&attention).expect("plan").method,

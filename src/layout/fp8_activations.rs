@@ -22,6 +22,26 @@ use std::borrow::Cow;
 use crate::model::graph::{Graph, OpId, OpKind, Precision, ValueId};
 use crate::numerics::dot::ProductInputs;
 
+/// Where FP8 activations are cast (`planning.fp8_cast`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Fp8Cast {
+    /// Fused into the producer wherever this module allows (the default).
+    #[default]
+    Producer,
+    /// In every product, on its own FP16 block.
+    Product,
+}
+
+impl Fp8Cast {
+    /// `producer` or `product`, as the build file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Cast::Producer => "producer",
+            Fp8Cast::Product => "product",
+        }
+    }
+}
+
 /// Whether `kind` can write its output in FP8 itself (the cast fused into
 /// its output loop).
 fn writes_fp8(kind: &OpKind) -> bool {
@@ -36,8 +56,12 @@ fn writes_fp8(kind: &OpKind) -> bool {
 /// `inputs` gives each matrix product's matrix inputs.
 pub fn with_fp8_activations(
     graph: &Graph,
+    cast: Fp8Cast,
     inputs: impl Fn(OpId) -> ProductInputs,
 ) -> Cow<'_, Graph> {
+    if cast == Fp8Cast::Product {
+        return Cow::Borrowed(graph);
+    }
     let producers = graph.producers();
     let mut readers: Vec<Vec<(OpId, usize)>> = vec![Vec::new(); graph.values.len()];
     for op_id in graph.op_ids() {
@@ -155,7 +179,7 @@ mod tests {
         let fp8 = ProductInputs::Fp8 {
             activation_scale: -3,
         };
-        let rewritten = with_fp8_activations(&graph, |_| fp8);
+        let rewritten = with_fp8_activations(&graph, Fp8Cast::Producer, |_| fp8);
         let scaled = Precision::F8Activation { scale: -3 };
         for op in [
             "layer.ln1",
@@ -194,14 +218,14 @@ mod tests {
     #[test]
     fn a_reader_at_another_precision_or_scale_keeps_the_value_fp16() {
         let graph = graph();
-        let unchanged = with_fp8_activations(&graph, |_| ProductInputs::Fp16);
+        let unchanged = with_fp8_activations(&graph, Fp8Cast::Producer, |_| ProductInputs::Fp16);
         assert!(matches!(unchanged, Cow::Borrowed(_)));
         // MLP up at FP16: its LayerNorm keeps FP16, the others still fuse.
         let up = graph
             .op_ids()
             .find(|&id| graph.op(id).name == "layer.mlp.up")
             .expect("mlp up");
-        let mixed = with_fp8_activations(&graph, |op| {
+        let mixed = with_fp8_activations(&graph, Fp8Cast::Producer, |op| {
             if op == up {
                 ProductInputs::Fp16
             } else {

@@ -47,6 +47,8 @@ pub struct PlanningSettings {
     pub accumulation: AccumulationPolicy,
     /// What the matrix unit multiplies in every product (`planning.matrix_inputs`).
     pub matrix_inputs: crate::numerics::dot::ProductInputs,
+    /// Where FP8 activations are cast (`planning.fp8_cast`).
+    pub fp8_cast: super::fp8_activations::Fp8Cast,
     pub candidate_limit: u32,
     /// `None`: choose by cost; `Some(true)`: flash; `Some(false)`: materialized.
     pub forced_flash: Option<bool>,
@@ -109,7 +111,7 @@ pub fn plan_layouts(
     overrides: &[LayoutOverride],
     oracle: &mut dyn CostOracle,
 ) -> Result<Layouts, LayoutError> {
-    let rewritten = with_fp8_activations(graph, |_| settings.matrix_inputs);
+    let rewritten = with_fp8_activations(graph, settings.fp8_cast, |_| settings.matrix_inputs);
     let graph = &*rewritten;
     let budget = MemoryBudget::of(graph, settings.tiles, settings.reserved_bytes_per_tile);
     let plans = plan_operators(graph, settings, overrides, &budget, oracle)?;

@@ -21,6 +21,7 @@ fn settings() -> PlanningSettings {
         cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 8,
         forced_flash: None,
+        fp8_cast: Default::default(),
     }
 }
 

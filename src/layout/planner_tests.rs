@@ -26,6 +26,7 @@ fn settings(tiles: u32, reserved_bytes_per_tile: u32) -> PlanningSettings {
         cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 8,
         forced_flash: None,
+        fp8_cast: Default::default(),
     }
 }
 

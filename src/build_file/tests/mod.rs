@@ -223,6 +223,7 @@ fn defaults_apply() {
             auto_f16_max_parts: 16,
             matrix_inputs: crate::numerics::dot::ProductInputs::Fp16,
             layout_overrides: Vec::new(),
+            fp8_cast: Default::default(),
         }
     );
     assert_eq!(

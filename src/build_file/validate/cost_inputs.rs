@@ -8,6 +8,7 @@ use std::path::Path;
 use super::{DEFAULT_ACTIVATION_SCALE, FP8_SCALE_RANGE, Resolver};
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::schema::{self, QueryFile};
+use crate::layout::fp8_activations::Fp8Cast;
 use crate::numerics::dot::ProductInputs;
 use crate::target::kernel_cost::CostTable;
 
@@ -51,6 +52,18 @@ impl Resolver<'_> {
             )
         })?;
         Ok((Some(path), table))
+    }
+
+    /// `planning.fp8_cast`.
+    pub(super) fn fp8_cast(&self, section: &schema::PlanningSection) -> Result<Fp8Cast, Issue> {
+        match &section.fp8_cast {
+            Some(field) => self.choice(
+                "planning.fp8_cast",
+                field,
+                &[("producer", Fp8Cast::Producer), ("product", Fp8Cast::Product)],
+            ),
+            None => Ok(Fp8Cast::Producer),
+        }
     }
 
     /// `planning.matrix_inputs` and `planning.activation_scale`.

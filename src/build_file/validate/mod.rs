@@ -517,9 +517,11 @@ impl Resolver<'_> {
             None => DEFAULT_AUTO_F16_MAX_PARTS,
         };
         let matrix_inputs = self.matrix_inputs(section)?;
+        let fp8_cast = self.fp8_cast(section)?;
         Ok(PlanningFlags {
             accumulation,
             matrix_inputs,
+            fp8_cast,
             copy_motion,
             fusion,
             repeat_base,

@@ -583,6 +583,7 @@ fn one_tile() -> PlanningSettings {
         cost_table: crate::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 8,
         forced_flash: None,
+        fp8_cast: Default::default(),
     }
 }
 

@@ -106,6 +106,7 @@ fn matmul_reads_only_valid_extents() {
             valid_cols: valid[2],
             accumulation: Accumulation::F32,
             inputs: crate::numerics::dot::ProductInputs::Fp16,
+            activations: crate::numerics::dot::ActivationStore::F16,
         };
         let reader = Memory {
             bytes: memory.bytes.clone(),
@@ -154,6 +155,7 @@ fn fp8_inputs_round_the_activations_before_the_product() {
             valid_cols: 1,
             accumulation: Accumulation::F32,
             inputs,
+            activations: crate::numerics::dot::ActivationStore::F16,
         };
         let reader = Memory {
             bytes: memory.bytes.clone(),
