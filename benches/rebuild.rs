@@ -186,6 +186,7 @@ fn layout_trials() -> Vec<String> {
         working_budget: 400 * 1024,
         accumulation: superstep::numerics::dot::Accumulation::F32,
         inputs: superstep::numerics::dot::ProductInputs::Fp16,
+        activations: superstep::numerics::dot::ActivationStore::F16,
         cost_table: superstep::target::kernel_cost::CostTable::shipped(),
         candidate_limit: 64,
     };

@@ -189,10 +189,9 @@ impl Checker<'_> {
             } => {
                 let consistent = match (activations, inputs) {
                     (ActivationStore::F16, _) => true,
-                    (
-                        ActivationStore::Fp8 { scale },
-                        ProductInputs::Fp8 { activation_scale },
-                    ) => scale == activation_scale,
+                    (ActivationStore::Fp8 { scale }, ProductInputs::Fp8 { activation_scale }) => {
+                        scale == activation_scale
+                    }
                     (ActivationStore::Fp8 { .. }, ProductInputs::Fp16) => false,
                 };
                 if !consistent {

@@ -84,7 +84,9 @@ pub fn with_fp8_activations(
         let Some(producer) = producers[value.0 as usize] else {
             continue;
         };
-        if !writes_fp8(&graph.op(producer).kind) {
+        // Rows of whole 32-bit words, so that exchange pieces are words.
+        if !writes_fp8(&graph.op(producer).kind) || !graph.value(value).shape.cols.is_multiple_of(4)
+        {
             continue;
         }
         if let Some(scale) = search.fp8_scale(value) {

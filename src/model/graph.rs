@@ -44,7 +44,9 @@ pub enum Precision {
     /// means `decode(c) x 2^scale`, as the FP8 products read it): written so
     /// by its producer (the cast fused into its output) for the FP8-input
     /// matrix products that read it (`crate::layout::fp8_activations`).
-    F8Activation { scale: i8 },
+    F8Activation {
+        scale: i8,
+    },
 }
 
 impl Precision {

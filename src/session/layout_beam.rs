@@ -296,6 +296,13 @@ pub fn op_candidates(
     cheapest: u32,
     aligned: u32,
 ) -> Vec<Partition> {
+    // Priced as the planner prices it: with the activations' precisions
+    // the planner gives them (FP8 where a producer stores FP8).
+    let rewritten =
+        crate::layout::fp8_activations::with_fp8_activations(graph, settings.fp8_cast, |_| {
+            settings.matrix_inputs
+        });
+    let graph = &*rewritten;
     let Some(op_id) = graph.op_ids().find(|&id| graph.op(id).name == op_name) else {
         return Vec::new();
     };

@@ -60,7 +60,10 @@ impl Resolver<'_> {
             Some(field) => self.choice(
                 "planning.fp8_cast",
                 field,
-                &[("producer", Fp8Cast::Producer), ("product", Fp8Cast::Product)],
+                &[
+                    ("producer", Fp8Cast::Producer),
+                    ("product", Fp8Cast::Product),
+                ],
             ),
             None => Ok(Fp8Cast::Producer),
         }

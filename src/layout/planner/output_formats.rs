@@ -121,7 +121,12 @@ impl Planner<'_> {
                 _ => canonical_format(output.shape, output.precision, tiles),
             },
             OpKind::Gelu { .. } | OpKind::Add | OpKind::Cast => match input_format(0) {
-                Some(format) if format.order == ElementOrder::RowMajor => {
+                // FP8 blocks must start on whole words, so that every
+                // exchange piece of them is whole words too.
+                Some(format)
+                    if format.order == ElementOrder::RowMajor
+                        && (format.block[2] * output.precision.bytes()).is_multiple_of(4) =>
+                {
                     with_precision(&format, output.precision)
                 }
                 _ => canonical_format(output.shape, output.precision, tiles),

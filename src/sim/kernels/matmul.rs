@@ -49,8 +49,7 @@ pub(super) fn matmul(
     // Only the valid extents are read; the rest of both blocks is zero.
     let mut a_values = read_a_block(reader, (a, activations), m, k, a_rows, valid_k)?;
     let mut notes = KernelNotes::default();
-    if let (ProductInputs::Fp8 { activation_scale }, ActivationStore::F16) = (inputs, activations)
-    {
+    if let (ProductInputs::Fp8 { activation_scale }, ActivationStore::F16) = (inputs, activations) {
         notes.fp8_activations = (a_rows * valid_k) as u64;
         notes.saturated_activations = round_to_fp8(&mut a_values, i32::from(activation_scale));
     }

@@ -105,7 +105,15 @@ pub(super) fn write_activation(
     values: &[f32],
 ) -> Result<KernelNotes, SimError> {
     let ActivationStore::Fp8 { scale } = store else {
-        write(writer, operand, ElementType::F16, groups, rows, cols, values)?;
+        write(
+            writer,
+            operand,
+            ElementType::F16,
+            groups,
+            rows,
+            cols,
+            values,
+        )?;
         return Ok(KernelNotes::default());
     };
     let scale = i32::from(scale);
