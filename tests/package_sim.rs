@@ -6,6 +6,7 @@ use crate::common;
 
 use common::{TINY_VARIANTS, query};
 use superstep::direct::load_weights;
+use superstep::expand::program::{Reason, Step};
 use superstep::expand::visit::step_locations_mut;
 use superstep::package::Package;
 use superstep::session::Session;
@@ -64,23 +65,20 @@ impl Built {
     }
 
     fn check_against_interpreter_and_reference(&self) -> f64 {
-        self.check(true)
+        self.check()
     }
 
-    fn check(&self, strict: bool) -> f64 {
-        self.checked_run(strict).0
+    /// Strict: any kernel read of a byte its value's producer never wrote
+    /// (padding the program leaves undefined) fails both simulators.
+    fn check(&self) -> f64 {
+        self.checked_run().0
     }
 
     /// The checks of `check`, returning the cosine and the package run.
-    fn checked_run(&self, strict: bool) -> (f64, PackageRun) {
+    fn checked_run(&self) -> (f64, PackageRun) {
         let layouts = self.session.layouts().expect("layouts");
         let program = self.session.low_program().expect("program");
-        let run = if strict {
-            self.simulate(&self.package)
-        } else {
-            self.simulate_lenient(&self.package)
-        }
-        .expect("package simulation");
+        let run = self.simulate(&self.package).expect("package simulation");
         let interpreted = interpret(&program, &layouts, &self.weights).expect("interpret");
         let reference = evaluate_reference(self.session.graph(), &self.weights).expect("reference");
         let agreement = compare(&run.output, &reference);
@@ -122,8 +120,8 @@ fn fp8_matrix_inputs_compute_the_interpreters_output_bit_for_bit() {
             if matches!(plan.inputs, superstep::numerics::dot::ProductInputs::Fp8 { activation_scale: -4 })))
         .count();
     assert!(products >= 4, "{products} FP8 products");
-    let (cosine_fp8, run_fp8) = fp8.checked_run(true);
-    let (cosine_fp16, run_fp16) = fp16.checked_run(true);
+    let (cosine_fp8, run_fp8) = fp8.checked_run();
+    let (cosine_fp16, run_fp16) = fp16.checked_run();
     println!("cosine: fp16 {cosine_fp16}, fp8 {cosine_fp8}");
     assert_ne!(
         run_fp8.output, run_fp16.output,
@@ -247,7 +245,6 @@ fn program_name(program: &superstep::expand::program::LowProgram, name: &str) ->
 
 /// Steps (in Repeat bodies too) whose provenance is the op named `op`.
 fn steps_of(steps: &[superstep::expand::program::Step], op: Option<u32>) -> usize {
-    use superstep::expand::program::Step;
     steps
         .iter()
         .map(|step| match step {
@@ -279,10 +276,10 @@ fn fused_packages_match_the_reference_with_fewer_phases() {
             built("queries/vit-tiny.toml", &sets)
         };
         let same = with("same-operator");
-        let (_, separate) = same.checked_run(true);
+        let (_, separate) = same.checked_run();
         for fusion in ["auto", "across-operators"] {
             let fused = with(fusion);
-            let (cosine, run) = fused.checked_run(true);
+            let (cosine, run) = fused.checked_run();
             println!(
                 "{sets:?} {fusion}: cosine {cosine}, {} phases ({} run) against {} ({} run)",
                 fused.package.phases.len(),
@@ -525,7 +522,7 @@ fn a_build_with_real_repeat_patches_matches_the_interpreter() {
         .map(|patches| patches.words.len())
         .sum();
     assert!(words > 0, "the build has no Repeat patch words");
-    built.check(false);
+    built.check();
 }
 
 /// Dropping one Repeat patch word the compiler produced leaves that send
@@ -583,7 +580,6 @@ fn each_step(
 /// read names the allocation that overwrote it and where.
 #[test]
 fn an_allocation_placed_over_a_live_one_is_detected() {
-    use superstep::expand::program::Step;
     let built = built("queries/vit-tiny.toml", &[]);
     let mut exchanged = std::collections::BTreeSet::new();
     let mut kernel_outputs = std::collections::BTreeSet::new();
@@ -659,22 +655,22 @@ fn tiny_three_layers_matches_the_interpreter() {
 #[test]
 #[ignore = "full width, 1,472 tiles: minutes"]
 fn siglip_two_layers_package_matches_the_reference() {
-    built("queries/siglip-so400m.toml", &["workload.layers=2"]).check(false);
+    built("queries/siglip-so400m.toml", &["workload.layers=2"]).check();
 }
 
 #[test]
 #[ignore = "full width, 1,472 tiles: minutes"]
 fn pe_core_two_layers_package_matches_the_reference() {
-    built("queries/pe-core-l14.toml", &["workload.layers=2"]).check(false);
+    built("queries/pe-core-l14.toml", &["workload.layers=2"]).check();
 }
 
 #[test]
 fn tiny_variants_match_the_interpreter_bit_for_bit() {
     for &sets in TINY_VARIANTS {
         println!("{sets:?}");
-        // Some variants' kernels read block padding that was never written:
-        // counted, not fatal, here; the output must still be bit-exact.
-        built("queries/vit-tiny.toml", sets).check(false);
+        // Strict: every byte a kernel reads, padding included, is defined
+        // by the program.
+        built("queries/vit-tiny.toml", sets).check();
     }
 }
 
@@ -690,23 +686,8 @@ fn tiny_variants_match_the_interpreter_bit_for_bit() {
 /// every byte an operand never wrote read as NaN.
 #[test]
 fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
-    let built = built(
-        "queries/vit-tiny.toml",
-        &[
-            "workload.patches=256",
-            "workload.heads=2",
-            "workload.width=160",
-            "workload.mlp=320",
-            "machine.tiles=128",
-            // The attention partition this test was written on. The fitted
-            // cost model prefers 6 query x 9 key parts (45 x 29 blocks),
-            // whose attention kernels read 182 padding bytes another
-            // allocation holds (values they do not use: the output still
-            // matches); making padding part of the program is open work.
-            "layout.override.layer.attn.core=9x6",
-        ],
-    );
-    built.check(false);
+    let built = padded_attention_build();
+    built.check();
     let layouts = built.session.layouts().expect("layouts");
     let program = built.session.low_program().expect("program");
     let run = built
@@ -722,12 +703,99 @@ fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
     let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     println!("{:?}", run.counts);
     assert_eq!(
-        run.counts.foreign_kernel_reads, 0,
+        (
+            run.counts.unwritten_kernel_reads,
+            run.counts.foreign_kernel_reads
+        ),
+        (0, 0),
         "{:?}",
         run.first_foreign_read
     );
     assert!(run.output.iter().all(|value| value.is_finite()));
     assert_eq!(bits(&run.output), bits(&interpreted.output));
+}
+
+/// The build above, under the cost model's own plan: its attention splits
+/// the keys (6 query x 9 key parts, 45 x 29 blocks), so the partial
+/// attention kernels read whole 45-row query blocks whose last one holds
+/// fewer valid rows, and the program zeroes those padding rows.
+fn padded_attention_build() -> Built {
+    built(
+        "queries/vit-tiny.toml",
+        &[
+            "workload.patches=256",
+            "workload.heads=2",
+            "workload.width=160",
+            "workload.mlp=320",
+            "machine.tiles=128",
+        ],
+    )
+}
+
+/// Removes every padding fill (`Reason::Padding`) from `steps`, Repeat
+/// bodies included; returns how many fills it removed.
+fn drop_padding_fills(steps: &mut [Step]) -> usize {
+    let mut removed = 0;
+    for step in steps {
+        match step {
+            Step::Fills { provenance, fills } if provenance.reason == Reason::Padding => {
+                removed += fills.len();
+                fills.clear();
+            }
+            Step::Repeat { body, .. } => removed += drop_padding_fills(body),
+            _ => {}
+        }
+    }
+    removed
+}
+
+/// A program that leaves padding undefined: the zero fills of the query
+/// padding the partial attention kernels read, taken out of the low
+/// program and of its package. The interpreter (its own written-byte
+/// record per allocation) and the package simulator (its per-tile bitmap
+/// and ownership map) each refuse it, naming the kernel, the operand and
+/// its value, the tile and the byte; with `--poisoned`'s options the
+/// package simulator counts the reads instead and reads them as NaN.
+#[test]
+fn undefined_padding_is_refused_by_both_simulators() {
+    let built = padded_attention_build();
+    let layouts = built.session.layouts().expect("layouts");
+    let mut program = (*built.session.low_program().expect("program")).clone();
+    let removed = drop_padding_fills(&mut program.steps);
+    assert!(removed > 0, "the build has no padding fills");
+    let mut package = built.package.clone();
+    assert_eq!(drop_padding_fills(&mut package.steps), removed);
+    let named = "the partial attention kernel of `layer.attn.core` reads operand `query` \
+                 (value `layer.attn.split_q`";
+
+    let error = interpret(&program, &layouts, &built.weights)
+        .expect_err("the interpreter refuses undefined padding")
+        .to_string();
+    println!("interpreter: {error}");
+    assert!(error.starts_with("tile "), "{error}");
+    assert!(error.contains(named), "{error}");
+    assert!(error.contains("never wrote"), "{error}");
+
+    let fault = simulate(&package, &program, &layouts, &built.weights)
+        .expect_err("the package simulator refuses undefined padding");
+    println!("package simulator: {fault}");
+    assert!(fault.tile.is_some(), "{fault}");
+    assert!(fault.message.contains(named), "{fault}");
+    assert!(fault.message.contains(" at 0x"), "{fault}");
+
+    let run = simulate_with(
+        &package,
+        &program,
+        &layouts,
+        &built.weights,
+        SimulationOptions {
+            strict: false,
+            poisoned: true,
+        },
+    )
+    .expect("counted, not refused");
+    println!("{:?}", run.counts);
+    assert!(run.counts.unwritten_kernel_reads + run.counts.foreign_kernel_reads > 0);
 }
 
 /// The sharing patch of the second phase running from a stored row, at a
