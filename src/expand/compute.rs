@@ -338,7 +338,7 @@ pub fn expand_attention(
 /// `valid_rows`): the rows from `valid_rows` to the block's end of each
 /// group, as one fill when the groups' padding is evenly spaced (rows
 /// exactly one line long), else one per group.
-fn query_padding_fills(
+pub(super) fn query_padding_fills(
     tile: u32,
     operand: Operand,
     (groups, valid_rows, queries): (u32, u32, u32),
