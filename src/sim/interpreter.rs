@@ -135,7 +135,11 @@ impl Interpreter<'_> {
         for step in steps {
             match step {
                 Step::Kernels { runs, provenance } => {
-                    let op = self.program.name(provenance.op);
+                    let op = self
+                        .program
+                        .names
+                        .get(provenance.op as usize)
+                        .map_or("-", String::as_str);
                     let mut taken: Vec<TakenBuffers> = Vec::with_capacity(runs.len());
                     for run in runs {
                         let mut outputs = Vec::new();

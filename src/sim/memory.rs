@@ -54,7 +54,7 @@ pub fn describe_read(
     let value = program
         .allocations
         .get(allocation.0 as usize)
-        .and_then(|placed| placed.provenance.value)
+        .and_then(|record| record.provenance.value)
         .and_then(|name| program.names.get(name as usize))
         .map_or("-", String::as_str);
     format!(

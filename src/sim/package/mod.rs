@@ -308,8 +308,14 @@ impl Simulator<'_> {
         self.log.push(description);
         match step {
             Step::Kernels { runs, provenance } => {
-                let program = self.program;
-                self.kernels(program.name(provenance.op), runs, iteration)?
+                // The package's own provenance names the op (read from a
+                // file: an index past the names is named `-`).
+                let package = self.package;
+                let op = package
+                    .names
+                    .get(provenance.op as usize)
+                    .map_or("-", String::as_str);
+                self.kernels(op, runs, iteration)?
             }
             Step::Exchange { transfers, .. } => {
                 let index = *self.phase_of_path.get(path).ok_or(TileFault {
