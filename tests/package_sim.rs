@@ -3,10 +3,11 @@
 //! placement and patches, naming tile, step and phase.
 
 use crate::common;
+use crate::padding;
 
 use common::{TINY_VARIANTS, query};
 use superstep::direct::load_weights;
-use superstep::expand::program::{Reason, Step};
+use superstep::expand::program::Step;
 use superstep::expand::visit::step_locations_mut;
 use superstep::package::Package;
 use superstep::session::Session;
@@ -686,7 +687,9 @@ fn tiny_variants_match_the_interpreter_bit_for_bit() {
 /// every byte an operand never wrote read as NaN.
 #[test]
 fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
-    let built = padded_attention_build();
+    // Under the cost model's own plan (its attention's padded query
+    // blocks zero-filled: `padding::undefined_padding_is_refused_by_both_simulators`).
+    let built = built("queries/vit-tiny.toml", padding::PADDED_ATTENTION);
     built.check();
     let layouts = built.session.layouts().expect("layouts");
     let program = built.session.low_program().expect("program");
@@ -713,89 +716,6 @@ fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
     );
     assert!(run.output.iter().all(|value| value.is_finite()));
     assert_eq!(bits(&run.output), bits(&interpreted.output));
-}
-
-/// The build above, under the cost model's own plan: its attention splits
-/// the keys (6 query x 9 key parts, 45 x 29 blocks), so the partial
-/// attention kernels read whole 45-row query blocks whose last one holds
-/// fewer valid rows, and the program zeroes those padding rows.
-fn padded_attention_build() -> Built {
-    built(
-        "queries/vit-tiny.toml",
-        &[
-            "workload.patches=256",
-            "workload.heads=2",
-            "workload.width=160",
-            "workload.mlp=320",
-            "machine.tiles=128",
-        ],
-    )
-}
-
-/// Removes every padding fill (`Reason::Padding`) from `steps`, Repeat
-/// bodies included; returns how many fills it removed.
-fn drop_padding_fills(steps: &mut [Step]) -> usize {
-    let mut removed = 0;
-    for step in steps {
-        match step {
-            Step::Fills { provenance, fills } if provenance.reason == Reason::Padding => {
-                removed += fills.len();
-                fills.clear();
-            }
-            Step::Repeat { body, .. } => removed += drop_padding_fills(body),
-            _ => {}
-        }
-    }
-    removed
-}
-
-/// A program that leaves padding undefined: the zero fills of the query
-/// padding the partial attention kernels read, taken out of the low
-/// program and of its package. The interpreter (its own written-byte
-/// record per allocation) and the package simulator (its per-tile bitmap
-/// and ownership map) each refuse it, naming the kernel, the operand and
-/// its value, the tile and the byte; with `--poisoned`'s options the
-/// package simulator counts the reads instead and reads them as NaN.
-#[test]
-fn undefined_padding_is_refused_by_both_simulators() {
-    let built = padded_attention_build();
-    let layouts = built.session.layouts().expect("layouts");
-    let mut program = (*built.session.low_program().expect("program")).clone();
-    let removed = drop_padding_fills(&mut program.steps);
-    assert!(removed > 0, "the build has no padding fills");
-    let mut package = built.package.clone();
-    assert_eq!(drop_padding_fills(&mut package.steps), removed);
-    let named = "the partial attention kernel of `layer.attn.core` reads operand `query` \
-                 (value `layer.attn.split_q`";
-
-    let error = interpret(&program, &layouts, &built.weights)
-        .expect_err("the interpreter refuses undefined padding")
-        .to_string();
-    println!("interpreter: {error}");
-    assert!(error.starts_with("tile "), "{error}");
-    assert!(error.contains(named), "{error}");
-    assert!(error.contains("never wrote"), "{error}");
-
-    let fault = simulate(&package, &program, &layouts, &built.weights)
-        .expect_err("the package simulator refuses undefined padding");
-    println!("package simulator: {fault}");
-    assert!(fault.tile.is_some(), "{fault}");
-    assert!(fault.message.contains(named), "{fault}");
-    assert!(fault.message.contains(" at 0x"), "{fault}");
-
-    let run = simulate_with(
-        &package,
-        &program,
-        &layouts,
-        &built.weights,
-        SimulationOptions {
-            strict: false,
-            poisoned: true,
-        },
-    )
-    .expect("counted, not refused");
-    println!("{:?}", run.counts);
-    assert!(run.counts.unwritten_kernel_reads + run.counts.foreign_kernel_reads > 0);
 }
 
 /// The sharing patch of the second phase running from a stored row, at a
