@@ -10,6 +10,7 @@ use superstep::build_file::load_query;
 use superstep::direct::{compile, load_weights};
 use superstep::sim::compare::compare;
 use superstep::sim::interpreter::interpret;
+use superstep::sim::memory::SimError;
 use superstep::sim::reference::evaluate_reference;
 
 fn agreement(sets: &[&str]) -> superstep::sim::compare::Agreement {
@@ -73,18 +74,12 @@ fn safetensors_weights_reproduce_seeded_weights() {
 }
 
 /// The comparison can fail: corrupting one transfer changes the output.
-#[test]
-fn corrupting_one_transfer_changes_the_output() {
+/// The first transfer of the Repeat body's exchanges that moves more than
+/// one word from past the start of its source: its exchange and index.
+fn corruptible_transfer(
+    program: &mut superstep::expand::program::LowProgram,
+) -> (&mut superstep::expand::program::TransferList, usize) {
     use superstep::expand::program::Step;
-    let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
-    let (graph, layouts, mut program) = compile(&query).expect("compile");
-    let weights = load_weights(&query, &graph).expect("weights");
-    let clean = interpret(&program, &layouts, &weights)
-        .expect("clean run")
-        .output;
-    let reference = evaluate_reference(&graph, &weights).expect("reference");
-    // Redirect the first transfer of the Repeat body's first exchange to
-    // read one word later.
     let body = program
         .steps
         .iter_mut()
@@ -93,16 +88,45 @@ fn corrupting_one_transfer_changes_the_output() {
             _ => None,
         })
         .expect("a Repeat");
-    let transfers = body
-        .iter_mut()
+    body.iter_mut()
         .find_map(|step| match step {
-            Step::Exchange { transfers, .. } if transfers.words[0] > 1 => Some(transfers),
+            Step::Exchange { transfers, .. } => (0..transfers.len())
+                .find(|&index| {
+                    transfers.words[index] > 1 && transfers.source_location[index].offset >= 4
+                })
+                .map(|index| (transfers, index)),
             _ => None,
         })
-        .expect("an exchange");
-    transfers.words[0] -= 1;
-    transfers.source_location[0].offset += 4;
-    let corrupted = interpret(&program, &layouts, &weights)
+        .expect("an exchange")
+}
+
+#[test]
+fn corrupting_one_transfer_changes_the_output() {
+    let query = load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
+    let (graph, layouts, mut program) = compile(&query).expect("compile");
+    let weights = load_weights(&query, &graph).expect("weights");
+    let clean = interpret(&program, &layouts, &weights)
+        .expect("clean run")
+        .output;
+    let reference = evaluate_reference(&graph, &weights).expect("reference");
+    // Redirect one transfer of the Repeat body to read one word later and
+    // move one word fewer.
+    let mut shifted = program.clone();
+    let (transfers, index) = corruptible_transfer(&mut program);
+    transfers.words[index] -= 1;
+    transfers.source_location[index].offset += 4;
+    // The word the shortened transfer no longer delivers is read by a
+    // kernel: the interpreter refuses the run, naming the kernel and the
+    // value. Moving all its words from one word earlier instead (every
+    // destination byte still written), the shift changes the output.
+    let error = interpret(&program, &layouts, &weights).expect_err("an undelivered word");
+    assert!(
+        matches!(&error, SimError::Undefined(message) if message.contains("never wrote")),
+        "{error}"
+    );
+    let (transfers, index) = corruptible_transfer(&mut shifted);
+    transfers.source_location[index].offset -= 4;
+    let corrupted = interpret(&shifted, &layouts, &weights)
         .expect("corrupted run")
         .output;
     assert_ne!(clean, corrupted);

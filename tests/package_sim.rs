@@ -3,9 +3,11 @@
 //! placement and patches, naming tile, step and phase.
 
 use crate::common;
+use crate::padding;
 
 use common::{TINY_VARIANTS, query};
 use superstep::direct::load_weights;
+use superstep::expand::program::Step;
 use superstep::expand::visit::step_locations_mut;
 use superstep::package::Package;
 use superstep::session::Session;
@@ -64,23 +66,20 @@ impl Built {
     }
 
     fn check_against_interpreter_and_reference(&self) -> f64 {
-        self.check(true)
+        self.check()
     }
 
-    fn check(&self, strict: bool) -> f64 {
-        self.checked_run(strict).0
+    /// Strict: any kernel read of a byte its value's producer never wrote
+    /// (padding the program leaves undefined) fails both simulators.
+    fn check(&self) -> f64 {
+        self.checked_run().0
     }
 
     /// The checks of `check`, returning the cosine and the package run.
-    fn checked_run(&self, strict: bool) -> (f64, PackageRun) {
+    fn checked_run(&self) -> (f64, PackageRun) {
         let layouts = self.session.layouts().expect("layouts");
         let program = self.session.low_program().expect("program");
-        let run = if strict {
-            self.simulate(&self.package)
-        } else {
-            self.simulate_lenient(&self.package)
-        }
-        .expect("package simulation");
+        let run = self.simulate(&self.package).expect("package simulation");
         let interpreted = interpret(&program, &layouts, &self.weights).expect("interpret");
         let reference = evaluate_reference(self.session.graph(), &self.weights).expect("reference");
         let agreement = compare(&run.output, &reference);
@@ -122,8 +121,8 @@ fn fp8_matrix_inputs_compute_the_interpreters_output_bit_for_bit() {
             if matches!(plan.inputs, superstep::numerics::dot::ProductInputs::Fp8 { activation_scale: -4 })))
         .count();
     assert!(products >= 4, "{products} FP8 products");
-    let (cosine_fp8, run_fp8) = fp8.checked_run(true);
-    let (cosine_fp16, run_fp16) = fp16.checked_run(true);
+    let (cosine_fp8, run_fp8) = fp8.checked_run();
+    let (cosine_fp16, run_fp16) = fp16.checked_run();
     println!("cosine: fp16 {cosine_fp16}, fp8 {cosine_fp8}");
     assert_ne!(
         run_fp8.output, run_fp16.output,
@@ -327,7 +326,6 @@ fn program_name(program: &superstep::expand::program::LowProgram, name: &str) ->
 
 /// Steps (in Repeat bodies too) whose provenance is the op named `op`.
 fn steps_of(steps: &[superstep::expand::program::Step], op: Option<u32>) -> usize {
-    use superstep::expand::program::Step;
     steps
         .iter()
         .map(|step| match step {
@@ -359,10 +357,10 @@ fn fused_packages_match_the_reference_with_fewer_phases() {
             built("queries/vit-tiny.toml", &sets)
         };
         let same = with("same-operator");
-        let (_, separate) = same.checked_run(true);
+        let (_, separate) = same.checked_run();
         for fusion in ["auto", "across-operators"] {
             let fused = with(fusion);
-            let (cosine, run) = fused.checked_run(true);
+            let (cosine, run) = fused.checked_run();
             println!(
                 "{sets:?} {fusion}: cosine {cosine}, {} phases ({} run) against {} ({} run)",
                 fused.package.phases.len(),
@@ -605,7 +603,7 @@ fn a_build_with_real_repeat_patches_matches_the_interpreter() {
         .map(|patches| patches.words.len())
         .sum();
     assert!(words > 0, "the build has no Repeat patch words");
-    built.check(false);
+    built.check();
 }
 
 /// Dropping one Repeat patch word the compiler produced leaves that send
@@ -663,7 +661,6 @@ fn each_step(
 /// read names the allocation that overwrote it and where.
 #[test]
 fn an_allocation_placed_over_a_live_one_is_detected() {
-    use superstep::expand::program::Step;
     let built = built("queries/vit-tiny.toml", &[]);
     let mut exchanged = std::collections::BTreeSet::new();
     let mut kernel_outputs = std::collections::BTreeSet::new();
@@ -739,22 +736,22 @@ fn tiny_three_layers_matches_the_interpreter() {
 #[test]
 #[ignore = "full width, 1,472 tiles: minutes"]
 fn siglip_two_layers_package_matches_the_reference() {
-    built("queries/siglip-so400m.toml", &["workload.layers=2"]).check(false);
+    built("queries/siglip-so400m.toml", &["workload.layers=2"]).check();
 }
 
 #[test]
 #[ignore = "full width, 1,472 tiles: minutes"]
 fn pe_core_two_layers_package_matches_the_reference() {
-    built("queries/pe-core-l14.toml", &["workload.layers=2"]).check(false);
+    built("queries/pe-core-l14.toml", &["workload.layers=2"]).check();
 }
 
 #[test]
 fn tiny_variants_match_the_interpreter_bit_for_bit() {
     for &sets in TINY_VARIANTS {
         println!("{sets:?}");
-        // Some variants' kernels read block padding that was never written:
-        // counted, not fatal, here; the output must still be bit-exact.
-        built("queries/vit-tiny.toml", sets).check(false);
+        // Strict: every byte a kernel reads, padding included, is defined
+        // by the program.
+        built("queries/vit-tiny.toml", sets).check();
     }
 }
 
@@ -770,23 +767,10 @@ fn tiny_variants_match_the_interpreter_bit_for_bit() {
 /// every byte an operand never wrote read as NaN.
 #[test]
 fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
-    let built = built(
-        "queries/vit-tiny.toml",
-        &[
-            "workload.patches=256",
-            "workload.heads=2",
-            "workload.width=160",
-            "workload.mlp=320",
-            "machine.tiles=128",
-            // The attention partition this test was written on. The fitted
-            // cost model prefers 6 query x 9 key parts (45 x 29 blocks),
-            // whose attention kernels read 182 padding bytes another
-            // allocation holds (values they do not use: the output still
-            // matches); making padding part of the program is open work.
-            "layout.override.layer.attn.core=9x6",
-        ],
-    );
-    built.check(false);
+    // Under the cost model's own plan (its attention's padded query
+    // blocks zero-filled: `padding::undefined_padding_is_refused_by_both_simulators`).
+    let built = built("queries/vit-tiny.toml", padding::PADDED_ATTENTION);
+    built.check();
     let layouts = built.session.layouts().expect("layouts");
     let program = built.session.low_program().expect("program");
     let run = built
@@ -802,7 +786,11 @@ fn padded_broadcast_weights_are_defined_even_on_poisoned_memory() {
     let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     println!("{:?}", run.counts);
     assert_eq!(
-        run.counts.foreign_kernel_reads, 0,
+        (
+            run.counts.unwritten_kernel_reads,
+            run.counts.foreign_kernel_reads
+        ),
+        (0, 0),
         "{:?}",
         run.first_foreign_read
     );

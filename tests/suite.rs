@@ -61,6 +61,8 @@ mod package;
 mod package_sim;
 #[path = "packing.rs"]
 mod packing;
+#[path = "padding.rs"]
+mod padding;
 #[path = "phases.rs"]
 mod phases;
 #[path = "placement_key.rs"]

@@ -31,9 +31,11 @@ pub struct SimulateArguments {
     /// file is an error, exit code 2).
     #[arg(long, value_name = "FILE")]
     pub package: Option<PathBuf>,
-    /// Start tile memory as NaN and read bytes an operand never wrote
-    /// (but another allocation did) as NaN: results that depend on
-    /// undefined bytes show as non-finite or as differences.
+    /// Start tile memory as NaN and, instead of stopping at the first
+    /// kernel read of a byte the read value's producer never wrote, count
+    /// every such read and read those bytes as NaN: results that depend on
+    /// undefined bytes show as non-finite or as differences (the command
+    /// still fails when there was any).
     #[arg(long)]
     pub poisoned: bool,
 }
@@ -121,8 +123,10 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
     let weights = host_data.apply(build_weights(&session)?)?;
     let weights_time = started.elapsed();
     let started = Instant::now();
+    // A kernel read of a byte its value's producer never wrote is an
+    // error; --poisoned counts them all and shows what they would compute.
     let options = SimulationOptions {
-        strict: false,
+        strict: !arguments.poisoned,
         poisoned: arguments.poisoned,
     };
     let progress = super::progress::Bars::for_terminal();
@@ -172,11 +176,9 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
         counts.paired_receives_at_split_addresses
     );
     print_line!(
-        "  kernel operand reads touching never-written bytes (block padding): {}",
-        counts.unwritten_kernel_reads
-    );
-    print_line!(
-        "  kernel operand reads touching bytes another allocation wrote (padding): {}{}",
+        "  kernel operand reads of bytes their value's producer never wrote: {} of never-written \
+         memory, {} of bytes another allocation wrote{}",
+        counts.unwritten_kernel_reads,
         counts.foreign_kernel_reads,
         run.first_foreign_read
             .as_ref()
@@ -201,6 +203,13 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
     print_line!("  {agreement}");
     for line in host_data.finish(&arguments.host, &run.output, &reference)? {
         print_line!("  {line}");
+    }
+    let undefined = counts.unwritten_kernel_reads + counts.foreign_kernel_reads;
+    if undefined > 0 {
+        return Err(CommandError::Internal(format!(
+            "{undefined} kernel operand reads of bytes their value's producer never wrote: the \
+             program leaves padding undefined (without --poisoned the first one is named)"
+        )));
     }
     agreement_result(&agreement)
 }

@@ -194,6 +194,33 @@ impl Kernel {
         accesses
     }
 
+    /// The kernel's kind as messages name it (`matrix product`, `attention`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Kernel::MatMul { .. } => "matrix product",
+            Kernel::ReduceBias { .. } => "reduce-bias",
+            Kernel::LayerNorm { .. } => "LayerNorm",
+            Kernel::Gelu { .. } => "GELU",
+            Kernel::Add { .. } => "add",
+            Kernel::Rotary { .. } => "rotary",
+            Kernel::Attention { .. } => "attention",
+            Kernel::AttentionPartial { .. } => "partial attention",
+            Kernel::AttentionCombine { .. } => "attention combine",
+            Kernel::Cast { .. } => "cast",
+        }
+    }
+
+    /// The name of the operand at `allocation` that the kernel reads (the
+    /// first such operand in field order), if any.
+    pub fn read_operand(&self, allocation: AllocationId) -> Option<&'static str> {
+        self.accesses()
+            .iter()
+            .find(|access| {
+                access.role == AccessRole::Read && access.location.allocation == allocation
+            })
+            .map(|access| access.operand)
+    }
+
     /// Every allocation the kernel writes as its result (scratch excluded:
     /// the executors keep it off the tile).
     pub fn writes(&self) -> Vec<AllocationId> {

@@ -10,7 +10,7 @@ use super::expansion::{ExpansionBuilder, OUTPUT_OPERAND, local_provenance};
 use super::partial_exchange::{PartialGrid, partial_transfers, received_partials};
 use super::program::{
     AttentionKind, ElementType, GeluForm, Kernel, KernelRun, Location, MatMulOutput, Operand, Real,
-    Reason, Step,
+    Reason, Step, ZeroFill,
 };
 use crate::layout::cost::{AttentionMethod, AttentionPlan, MatMulPlan};
 use crate::layout::format::{MemoryClass, TensorFormat};
@@ -287,7 +287,14 @@ pub fn expand_attention(
     inputs: &[&TensorFormat],
     output: &TensorFormat,
 ) {
-    let (runs, partials) = attention_runs(builder, plan, scale, inputs, output);
+    let (runs, partials, fills) = attention_runs(builder, plan, scale, inputs, output);
+    // The partial kernels run whole query blocks through the matrix unit:
+    // the rows past a block's valid queries are zeroed on the tile first,
+    // after the receives that deliver the valid rows (disjoint bytes).
+    builder.push(Step::Fills {
+        provenance: local_provenance(Reason::Padding),
+        fills,
+    });
     builder.push(Step::Kernels {
         provenance: local_provenance(Reason::Compute),
         runs,
@@ -326,15 +333,60 @@ pub fn expand_attention(
     });
 }
 
+/// Zero fills of the padding rows of one query block operand that a
+/// partial attention kernel on `tile` reads whole (`queries` rows of each
+/// of `groups` groups; the query value's producer writes only the first
+/// `valid_rows`): the rows from `valid_rows` to the block's end of each
+/// group, as one fill when the groups' padding is evenly spaced (rows
+/// exactly one line long), else one per group.
+pub(super) fn query_padding_fills(
+    tile: u32,
+    operand: Operand,
+    (groups, valid_rows, queries): (u32, u32, u32),
+    dimension: u32,
+) -> Vec<ZeroFill> {
+    if valid_rows >= queries || groups == 0 {
+        return Vec::new();
+    }
+    let padding_rows = queries - valid_rows;
+    let row_bytes = dimension * 2;
+    let first = Location {
+        offset: operand.location.offset + valid_rows * operand.line,
+        ..operand.location
+    };
+    if operand.line == row_bytes {
+        return vec![ZeroFill {
+            tile,
+            destination: first,
+            row_bytes: padding_rows * row_bytes,
+            rows: groups,
+            stride: operand.matrix,
+        }];
+    }
+    (0..groups)
+        .map(|group| ZeroFill {
+            tile,
+            destination: Location {
+                offset: first.offset + group * operand.matrix,
+                ..first
+            },
+            row_bytes,
+            rows: padding_rows,
+            stride: operand.line,
+        })
+        .collect()
+}
+
 /// The attention kernel of every (group, query, key) block: whole when the
-/// keys are not split, else partial statistics into a scratch of their own.
+/// keys are not split, else partial statistics into a scratch of their own
+/// (with the zero fills of the query blocks' padding rows they read).
 fn attention_runs(
     builder: &mut ExpansionBuilder,
     plan: &AttentionPlan,
     scale: f32,
     inputs: &[&TensorFormat],
     output: &TensorFormat,
-) -> (Vec<KernelRun>, Vec<Location>) {
+) -> (Vec<KernelRun>, Vec<Location>, Vec<ZeroFill>) {
     let (query, key, value) = (inputs[0], inputs[1], inputs[2]);
     let dimension = query.shape.cols;
     let (query_parts, key_parts) = (plan.query_parts, plan.key_parts);
@@ -347,6 +399,8 @@ fn attention_runs(
     let row_bytes = AttentionPlan::partial_row_bytes(dimension);
     let mut runs = Vec::new();
     let mut partials = Vec::new();
+    let mut fills = Vec::new();
+    let mut filled = std::collections::HashSet::new();
     for group_block in 0..group_blocks {
         for query_block in 0..query_parts {
             let query_index = query.block_index(group_block, query_block, 0);
@@ -387,6 +441,14 @@ fn attention_runs(
                         Reason::PartialSums,
                     );
                     partials.push(partial);
+                    if filled.insert((tile, q.location)) {
+                        fills.extend(query_padding_fills(
+                            tile,
+                            q,
+                            (valid[0], valid[1], plan.block_queries),
+                            dimension,
+                        ));
+                    }
                     Kernel::AttentionPartial {
                         query: q,
                         key: k,
@@ -405,7 +467,7 @@ fn attention_runs(
             }
         }
     }
-    (runs, partials)
+    (runs, partials, fills)
 }
 
 /// The combine kernel of every key tile (group, query, slice) that

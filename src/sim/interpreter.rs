@@ -6,11 +6,14 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::host::host_writes;
+use std::borrow::Cow;
+
+use super::host::{HostWrite, host_writes};
 use super::kernels::{KernelNotes, execute};
-use super::memory::{Memory, Reader, SimError, Writer, resolve};
+use super::memory::{KernelRead, Memory, Reader, SimError, Writer, describe_read, resolve};
 use super::weight_scales::WeightScales;
-use crate::expand::program::{AllocationId, LowProgram, Step};
+use super::written::WrittenBytes;
+use crate::expand::program::{AllocationId, Kernel, Location, LowProgram, Step};
 use crate::layout::format::TensorFormat;
 use crate::layout::plan::Layouts;
 use crate::model::graph::Precision;
@@ -34,41 +37,76 @@ pub struct ExecutionCounts {
 /// The buffers one kernel run writes, taken out of memory while it runs.
 type TakenBuffers = Vec<(AllocationId, Vec<u8>)>;
 
+/// A kernel run's buffers, what it noticed, and the ranges it wrote.
+type RunResult = (TakenBuffers, KernelNotes, Vec<(AllocationId, usize, usize)>);
+
 struct Interpreter<'program> {
     program: &'program LowProgram,
     memory: Memory,
+    written: WrittenBytes,
     scales: WeightScales,
     counts: ExecutionCounts,
 }
 
-/// Writes the logical tensor `values` (and FP8 `codes`) into every
-/// block-replica allocation of `format`, at instance `instance`.
+/// Writes one host write's logical tensor (and FP8 codes) into every
+/// block-replica allocation of its format, at its instance.
 fn store_value(
     memory: &mut Memory,
+    written: &mut WrittenBytes,
     program: &LowProgram,
-    allocations: &[AllocationId],
-    format: &TensorFormat,
-    values: &[f32],
-    codes: &[u8],
-    instance: u32,
+    write: &HostWrite<'_>,
 ) {
-    for (slot, &allocation) in allocations.iter().enumerate() {
-        let base = instance as usize * program.allocation(allocation).bytes as usize;
+    let format = write.format;
+    for (slot, &allocation) in write.allocations.iter().enumerate() {
+        let bytes = program.allocation(allocation).bytes as usize;
+        let base = write.instance as usize * bytes;
+        // The host writes whole block images: padding is defined (zero).
+        written.mark(allocation, base, bytes);
         let buffer = &mut memory.buffers[allocation.0 as usize];
         format.for_each_element(slot as u32 / format.replicas, |offset, index| {
             let offset = base + offset;
             match format.precision {
-                Precision::F8 => buffer[offset] = codes[index],
+                Precision::F8 => buffer[offset] = write.codes[index],
                 Precision::F8Activation { scale } => {
-                    buffer[offset] = fp8::encode(values[index], i32::from(scale))
+                    buffer[offset] = fp8::encode(write.values[index], i32::from(scale))
                 }
                 Precision::F16 => buffer[offset..offset + 2]
-                    .copy_from_slice(&to_f16_bits(values[index]).to_le_bytes()),
+                    .copy_from_slice(&to_f16_bits(write.values[index]).to_le_bytes()),
                 Precision::F32 => {
-                    buffer[offset..offset + 4].copy_from_slice(&values[index].to_le_bytes())
+                    buffer[offset..offset + 4].copy_from_slice(&write.values[index].to_le_bytes())
                 }
             }
         });
+    }
+}
+
+/// A kernel run's reads: the buffers as the step found them, refusing any
+/// byte the program never wrote into the read allocation.
+struct KernelReader<'run> {
+    reader: &'run Reader<'run>,
+    written: &'run WrittenBytes,
+    program: &'run LowProgram,
+    kernel: &'run Kernel,
+    op: &'run str,
+    tile: u32,
+}
+
+impl KernelRead for KernelReader<'_> {
+    fn bytes(&self, location: Location, length: usize) -> Result<Cow<'_, [u8]>, SimError> {
+        let bytes = self.reader.bytes(location, length)?;
+        let start = resolve(self.reader.allocations, location, self.reader.iteration) as usize;
+        if let Some(byte) = self
+            .written
+            .first_unwritten(location.allocation, start, length)
+        {
+            return Err(SimError::Undefined(format!(
+                "tile {}: {} at byte {byte} of its buffer, which the program never wrote: \
+                 the program leaves this padding undefined",
+                self.tile,
+                describe_read(self.program, self.kernel, self.op, location.allocation),
+            )));
+        }
+        Ok(Cow::Borrowed(bytes))
     }
 }
 
@@ -101,7 +139,12 @@ impl Interpreter<'_> {
     fn run_steps(&mut self, steps: &[Step], iteration: u32) -> Result<(), SimError> {
         for step in steps {
             match step {
-                Step::Kernels { runs, .. } => {
+                Step::Kernels { runs, provenance } => {
+                    let op = self
+                        .program
+                        .names
+                        .get(provenance.op as usize)
+                        .map_or("-", String::as_str);
                     let mut taken: Vec<TakenBuffers> = Vec::with_capacity(runs.len());
                     for run in runs {
                         let mut outputs = Vec::new();
@@ -120,7 +163,8 @@ impl Interpreter<'_> {
                         iteration,
                     };
                     let scales = &self.scales;
-                    let results: Vec<Result<(TakenBuffers, KernelNotes), SimError>> = runs
+                    let (program, written) = (self.program, &self.written);
+                    let results: Vec<Result<RunResult, SimError>> = runs
                         .par_iter()
                         .zip(taken.into_par_iter())
                         .map(|(run, outputs)| {
@@ -128,23 +172,35 @@ impl Interpreter<'_> {
                                 outputs,
                                 allocations,
                                 iteration,
+                                written: Vec::new(),
+                            };
+                            let reads = KernelReader {
+                                reader: &reader,
+                                written,
+                                program,
+                                kernel: &run.kernel,
+                                op,
+                                tile: run.tile,
                             };
                             let table = scales
                                 .table(&run.kernel, iteration)
                                 .map_err(SimError::Weights)?;
-                            let notes = execute(&run.kernel, &reader, &mut writer, table)?;
-                            Ok((writer.outputs, notes))
+                            let notes = execute(&run.kernel, &reads, &mut writer, table)?;
+                            Ok((writer.outputs, notes, writer.written))
                         })
                         .collect();
                     let mut first_error = None;
                     // Put every buffer back before reporting, so memory stays whole.
                     for result in results {
                         match result {
-                            Ok((outputs, notes)) => {
+                            Ok((outputs, notes, ranges)) => {
                                 self.counts.fp8_activations += notes.fp8_activations;
                                 self.counts.saturated_activations += notes.saturated_activations;
                                 for (id, buffer) in outputs {
                                     self.memory.buffers[id.0 as usize] = buffer;
+                                }
+                                for (id, start, length) in ranges {
+                                    self.written.mark(id, start, length);
                                 }
                             }
                             Err(error) => {
@@ -162,6 +218,8 @@ impl Interpreter<'_> {
                     // before the phase, so stage all payloads first.
                     let mut staged = Vec::with_capacity(transfers.total_words() as usize * 4);
                     let mut starts = Vec::with_capacity(transfers.len());
+                    // Receives carry the written-ness of the bytes sent.
+                    let mut partially_written = Vec::new();
                     for index in 0..transfers.len() {
                         let bytes = transfers.words[index] as usize * 4;
                         let reader = Reader {
@@ -170,13 +228,20 @@ impl Interpreter<'_> {
                             iteration,
                         };
                         starts.push(staged.len());
-                        staged.extend_from_slice(
-                            reader.bytes(transfers.source_location[index], bytes)?,
-                        );
+                        let source = transfers.source_location[index];
+                        staged.extend_from_slice(reader.bytes(source, bytes)?);
+                        let start = resolve(&self.program.allocations, source, iteration) as usize;
+                        if let Some(mask) = self.written.partial(source.allocation, start, bytes) {
+                            partially_written.push((index, mask));
+                        }
                     }
+                    let mut partial = partially_written.iter().peekable();
                     for index in 0..transfers.len() {
                         let bytes = transfers.words[index] as usize * 4;
                         let payload = &staged[starts[index]..starts[index] + bytes];
+                        let mask = partial
+                            .next_if(|(transfer, _)| *transfer == index)
+                            .map(|(_, mask)| mask.as_slice());
                         for destination in transfers.destinations_of(index) {
                             let location = destination.location;
                             let start =
@@ -193,6 +258,7 @@ impl Interpreter<'_> {
                                 },
                             )?;
                             target.copy_from_slice(payload);
+                            self.written.moved(location.allocation, start, bytes, mask);
                             self.counts.words_received += bytes as u64 / 4;
                         }
                     }
@@ -211,6 +277,9 @@ impl Interpreter<'_> {
                                 iteration,
                             };
                             let bytes = reader.bytes(source, copy.row_bytes as usize)?.to_vec();
+                            let from =
+                                resolve(&self.program.allocations, source, iteration) as usize;
+                            let mask = self.written.partial(source.allocation, from, bytes.len());
                             let start =
                                 resolve(&self.program.allocations, destination, iteration) as usize;
                             let buffer =
@@ -226,6 +295,13 @@ impl Interpreter<'_> {
                                     bytes: size,
                                 })?
                                 .copy_from_slice(&bytes);
+                            // Copies move padding too: written-ness moves with the bytes.
+                            self.written.moved(
+                                destination.allocation,
+                                start,
+                                bytes.len(),
+                                mask.as_deref(),
+                            );
                         }
                         self.counts.copy_rows += copy.rows as u64;
                     }
@@ -250,6 +326,11 @@ impl Interpreter<'_> {
                                     bytes: size,
                                 })?
                                 .fill(0);
+                            self.written.mark(
+                                destination.allocation,
+                                start,
+                                fill.row_bytes as usize,
+                            );
                         }
                         self.counts.fills += 1;
                     }
@@ -280,20 +361,14 @@ pub fn interpret(
     weights: &Weights,
 ) -> Result<Interpretation, SimError> {
     let mut memory = Memory::new(&program.allocations);
+    let mut written = WrittenBytes::new(&program.allocations);
     for write in host_writes(program, layouts, weights)? {
-        store_value(
-            &mut memory,
-            program,
-            write.allocations,
-            write.format,
-            write.values,
-            write.codes,
-            write.instance,
-        );
+        store_value(&mut memory, &mut written, program, &write);
     }
     let mut interpreter = Interpreter {
         program,
         memory,
+        written,
         scales: WeightScales::new(program, layouts, weights),
         counts: ExecutionCounts::default(),
     };

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::expand::program::{Allocation, AllocationId, Location};
+use crate::expand::program::{Allocation, AllocationId, Kernel, Location, LowProgram};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
@@ -33,10 +33,36 @@ pub enum SimError {
     /// value was live (found by the package simulator's ownership check).
     #[error("{0}")]
     Clobbered(String),
+    /// A kernel operand read of bytes the value's producer never wrote
+    /// (padding the program leaves undefined), naming the kernel, operand,
+    /// value and byte.
+    #[error("{0}")]
+    Undefined(String),
     /// A kernel handed to the semantics of another kind (`kernels::execute`
     /// dispatches by kind, so this is never seen).
     #[error("the {0} kernel semantics were given another kind of kernel")]
     KernelKind(&'static str),
+}
+
+/// Names the kernel run reading `allocation`: kind, op, operand and value.
+pub fn describe_read(
+    program: &LowProgram,
+    kernel: &Kernel,
+    op: &str,
+    allocation: AllocationId,
+) -> String {
+    let value = program
+        .allocations
+        .get(allocation.0 as usize)
+        .and_then(|record| record.provenance.value)
+        .and_then(|name| program.names.get(name as usize))
+        .map_or("-", String::as_str);
+    format!(
+        "the {} kernel of `{op}` reads operand `{}` (value `{value}`, allocation {})",
+        kernel.kind_name(),
+        kernel.read_operand(allocation).unwrap_or("?"),
+        allocation.0
+    )
 }
 
 /// Byte offset of `location` in its allocation's buffer during `iteration`.
@@ -125,6 +151,8 @@ pub struct Writer<'memory> {
     pub outputs: Vec<(AllocationId, Vec<u8>)>,
     pub allocations: &'memory [Allocation],
     pub iteration: u32,
+    /// Buffer ranges `(allocation, start, length)` the run wrote.
+    pub written: Vec<(AllocationId, usize, usize)>,
 }
 
 impl Writer<'_> {
@@ -140,7 +168,7 @@ impl Writer<'_> {
                 allocation: location.allocation.0,
             })?;
         let size = buffer.len();
-        buffer
+        let bytes = buffer
             .get_mut(start..start + length)
             .ok_or(SimError::OutOfBounds {
                 tile: allocation.tile,
@@ -148,6 +176,8 @@ impl Writer<'_> {
                 offset: start as u64,
                 length,
                 bytes: size,
-            })
+            })?;
+        self.written.push((location.allocation, start, length));
+        Ok(bytes)
     }
 }

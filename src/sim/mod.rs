@@ -2,7 +2,8 @@
 //! simulator (`package`: the finished per-tile images, decoded rows,
 //! patches and an ownership map of memory), the FP32 reference evaluation
 //! of the graph, the kernel semantics the executors share, per-phase replay
-//! of decoded rows, and the comparison of outputs.
+//! of decoded rows, the comparison of outputs, and the interpreter's
+//! written-byte record (`written`).
 
 pub mod compare;
 pub mod host;
@@ -13,3 +14,4 @@ pub mod package;
 pub mod reference;
 pub mod replay;
 pub mod weight_scales;
+pub mod written;

@@ -452,3 +452,4 @@ fn the_summary_counts_the_body_once_and_its_exchanges_per_iteration() {
 }
 
 mod assembly;
+mod padding;

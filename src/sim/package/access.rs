@@ -14,9 +14,9 @@
 
 use std::borrow::Cow;
 
-use crate::expand::program::{AllocationId, Location};
+use crate::expand::program::{AllocationId, Kernel, Location, LowProgram};
 use crate::package::{Package, PlacedAllocation};
-use crate::sim::memory::{KernelRead, KernelWrite, SimError};
+use crate::sim::memory::{KernelRead, KernelWrite, SimError, describe_read};
 
 use super::image::TileImage;
 use super::ownership::{ForeignReads, Owners};
@@ -73,6 +73,11 @@ pub struct TileReader<'a> {
     /// Poisoned runs read those bytes as the poison pattern (what stale
     /// memory may hold), so results that depend on them show.
     pub poisoned: bool,
+    /// The running kernel, its op's name path and the program (to name
+    /// the kernel, operand and value of a refused read).
+    pub kernel: &'a Kernel,
+    pub op: &'a str,
+    pub program: &'a LowProgram,
 }
 
 impl KernelRead for TileReader<'_> {
@@ -91,12 +96,19 @@ impl KernelRead for TileReader<'_> {
         self.owners
             .check(&self.image.ownership, start, length, location.allocation.0)
             .map_err(SimError::Clobbered)?;
-        if let Some(message) =
+        let reader = || describe_read(self.program, self.kernel, self.op, location.allocation);
+        if let Some((byte, owner)) =
             self.owners
-                .foreign(&self.image.ownership, start, length, location.allocation.0)
+                .foreign_byte(&self.image.ownership, start, length, location.allocation.0)
         {
+            let message = format!(
+                "{} at {:#x}, a byte its producer never wrote (allocation {owner} wrote it): \
+                 the program leaves this padding undefined",
+                reader(),
+                byte as u64 + address - start as u64,
+            );
             if self.strict {
-                return Err(SimError::Clobbered(message));
+                return Err(SimError::Undefined(message));
             }
             self.foreign_reads
                 .record(self.tile, self.owners.step, message);
@@ -116,10 +128,11 @@ impl KernelRead for TileReader<'_> {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Ok(Cow::Borrowed(&self.image.bytes[start..start + length]));
             }
-            return Err(check(format!(
-                "of never-written memory at {:#x} (allocation {})",
+            return Err(SimError::Undefined(format!(
+                "{} at {:#x}, a byte nothing ever wrote: the program leaves this padding \
+                 undefined",
+                reader(),
                 unwritten as u64 + address - start as u64,
-                location.allocation.0
             )));
         }
         Ok(Cow::Borrowed(&self.image.bytes[start..start + length]))

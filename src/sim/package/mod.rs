@@ -111,6 +111,7 @@ pub struct PackageRun {
 
 struct Simulator<'a> {
     package: &'a Package,
+    program: &'a LowProgram,
     images: Vec<TileImage>,
     placed: PlacedIntervals,
     phase_of_path: HashMap<Vec<u32>, usize>,
@@ -165,7 +166,7 @@ impl Simulator<'_> {
         })
     }
 
-    fn kernels(&mut self, runs: &[KernelRun], iteration: u32) -> Result<(), TileFault> {
+    fn kernels(&mut self, op: &str, runs: &[KernelRun], iteration: u32) -> Result<(), TileFault> {
         let mut by_tile: Vec<Vec<&KernelRun>> = vec![Vec::new(); self.images.len()];
         for run in runs {
             let list = by_tile.get_mut(run.tile as usize).ok_or(TileFault {
@@ -175,6 +176,7 @@ impl Simulator<'_> {
             list.push(run);
         }
         let package = self.package;
+        let program = self.program;
         let scales = &self.scales;
         let (strict, unwritten_reads) = (self.strict, &self.unwritten_reads);
         let foreign_reads = &self.foreign_reads;
@@ -227,6 +229,9 @@ impl Simulator<'_> {
                         owners,
                         foreign_reads,
                         poisoned,
+                        kernel: &run.kernel,
+                        op,
+                        program,
                     };
                     let mut writer = TileWriter {
                         package,
@@ -302,7 +307,16 @@ impl Simulator<'_> {
         );
         self.log.push(description);
         match step {
-            Step::Kernels { runs, .. } => self.kernels(runs, iteration)?,
+            Step::Kernels { runs, provenance } => {
+                // The package's own provenance names the op (read from a
+                // file: an index past the names is named `-`).
+                let package = self.package;
+                let op = package
+                    .names
+                    .get(provenance.op as usize)
+                    .map_or("-", String::as_str);
+                self.kernels(op, runs, iteration)?
+            }
             Step::Exchange { transfers, .. } => {
                 let index = *self.phase_of_path.get(path).ok_or(TileFault {
                     tile: None,
@@ -496,6 +510,7 @@ pub fn simulate_admitted(
         .map_err(|error| setup_fault(format!("loading: {error}")))?;
     let mut simulator = Simulator {
         package,
+        program,
         images,
         placed: PlacedIntervals::new(package),
         phase_of_path: package

@@ -192,25 +192,18 @@ impl<'a> Owners<'a> {
         ownership.claim(start, length, self.root(allocation), self.step);
     }
 
-    /// Describes the first word of image bytes `start..start + length` that
-    /// another allocation than `allocation` wrote (so its value depends on
-    /// placement), if any.
-    pub fn foreign(
+    /// The first image byte of `start..start + length` in a word another
+    /// allocation than `allocation` wrote (so its value depends on
+    /// placement), with that allocation, if any.
+    pub fn foreign_byte(
         &self,
         ownership: &TileOwnership,
         start: usize,
         length: usize,
         allocation: u32,
-    ) -> Option<String> {
+    ) -> Option<(usize, u32)> {
         let (word, owner) = ownership.foreign_word(start, length, self.root(allocation))?;
-        Some(format!(
-            "allocation {allocation} reads {:#x}, which it never wrote and allocation {owner} \
-             holds (at {})",
-            word as u64 * WORD_BYTES as u64 + u64::from(TILE_BASE_ADDRESS),
-            self.log
-                .get(self.step as usize)
-                .map_or("an unknown step", String::as_str)
-        ))
+        Some(((word as usize * WORD_BYTES).max(start), owner))
     }
 
     /// `allocation` reads image bytes `start..start + length` now: fails
