@@ -193,8 +193,8 @@ fn fp8_casts_fused_into_producers_compute_what_casting_products_compute() {
     let stored = fp8_values(&fused);
     assert!(stored.len() >= 4, "{stored:?}");
     assert!(fp8_values(&at_products).is_empty());
-    let (_, run_fused) = fused.checked_run(true);
-    let (_, run_at_products) = at_products.checked_run(true);
+    let (_, run_fused) = fused.checked_run();
+    let (_, run_at_products) = at_products.checked_run();
     let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(
         bits(&run_fused.output),
