@@ -5,8 +5,10 @@
 //! (code in region 0, matrix-unit operands interleaved in region 1, all data
 //! below the loadable limit); alignment is respected; per-tile reservations
 //! for the exchange table (code, region 0 first) and the patch lists are
-//! placed before any data. Element conflicts between an exchange's send
-//! reads and its receive writes on one tile are counted. A model that does
+//! placed before any data. An exchange's send sources and receive
+//! destinations on one tile are kept in different memory elements, and out
+//! of the elements holding the exchange code, where memory allows
+//! (`separation`); the element conflicts left are counted. A model that does
 //! not fit is an error naming the tile, the bytes over and what is live.
 //!
 //! A pure core over plain data: it must not schedule, encode or change the
@@ -16,6 +18,7 @@ pub mod allocator;
 pub mod check;
 pub mod conflicts;
 pub mod liveness;
+pub mod separation;
 
 #[cfg(test)]
 mod tests;
@@ -25,7 +28,7 @@ use serde::Serialize;
 
 use crate::expand::program::{LowProgram, Step};
 use crate::target::memory::{MemoryClass, TILE_BASE_ADDRESS};
-use allocator::{Block, USABLE_BYTES, blocks_by_tile, place_tile};
+use allocator::{Block, ElementRules, USABLE_BYTES, blocks_by_tile, place_tile};
 pub use check::{PlacementViolation, check_placement};
 pub use conflicts::{ElementConflict, ElementConflicts};
 
@@ -288,6 +291,7 @@ pub fn place(
 ) -> Result<Placement, PlacementError> {
     let liveness = liveness::liveness(program, steps);
     let tiles = blocks_by_tile(program, &liveness.ranges);
+    let separation = separation::separation(program, steps);
     let results: Vec<Result<TileResult, PlacementError>> = tiles
         .par_iter()
         .enumerate()
@@ -300,7 +304,12 @@ pub fn place(
                     bytes: reserved,
                 });
             }
-            let assigned = place_tile(blocks.clone(), reserved_end)
+            let (table, patches, _) = reservation_end(reservations, tile);
+            let rules = ElementRules {
+                separation: &separation,
+                code_end: (patches > table).then_some(patches),
+            };
+            let assigned = place_tile(blocks.clone(), reserved_end, Some(rules))
                 .map_err(|failure| does_not_fit(program, tile, blocks, failure.block, reserved))?;
             let (demand, _) = peak(blocks);
             let high = assigned
