@@ -15,6 +15,11 @@
 //! these constraints (its conflicts are then counted by `super::conflicts`),
 //! and a tile that does not fit with them is placed without them.
 //!
+//! Paired receives: a block may come with a preferred address (its partner
+//! tile's linked block's, `super::separation`); such blocks are placed
+//! first, at that address when it is free, aligned and in range, else as
+//! any other. A tile that does not fit so is placed without preferences.
+//!
 //! Owns the address choice for one tile; it must not compute liveness or
 //! judge the result (`check` does that independently).
 
@@ -57,6 +62,9 @@ pub struct ElementRules<'a> {
     /// End of the tile's exchange code (the exchange table); exchanged
     /// blocks start past its last element. `None`: no code.
     pub code_end: Option<u32>,
+    /// `(allocation root, address)` where a block should go (its paired
+    /// partner's address), sorted by root.
+    pub preferred: &'a [(u32, u32)],
 }
 
 /// The byte range of the elements `start..end` touches.
@@ -80,6 +88,13 @@ pub fn place_tile(
 ) -> Result<Assigned, Failure> {
     match rules {
         Some(rules) => place_blocks(blocks.clone(), reserved_end, Some(rules))
+            .or_else(|_| {
+                let unpaired = ElementRules {
+                    preferred: &[],
+                    ..rules
+                };
+                place_blocks(blocks.clone(), reserved_end, Some(unpaired))
+            })
             .or_else(|_| place_blocks(blocks, reserved_end, None)),
         None => place_blocks(blocks, reserved_end, None),
     }
@@ -108,9 +123,18 @@ fn place_blocks(
     // Blocks confined to one region first (they have nowhere else to go),
     // then ordinary data, which fills what they leave in either region.
     let confined = |block: &Block| block.class != MemoryClass::Standard;
+    let preferred: &[(u32, u32)] = rules.map_or(&[], |rules| rules.preferred);
+    let preference = |block: &Block| {
+        preferred
+            .binary_search_by_key(&block.allocation, |&(root, _)| root)
+            .ok()
+            .map(|index| u64::from(preferred[index].1))
+    };
     blocks.sort_by(|left, right| {
-        confined(right)
-            .cmp(&confined(left))
+        preference(right)
+            .is_some()
+            .cmp(&preference(left).is_some())
+            .then(confined(right).cmp(&confined(left)))
             .then(right.bytes.cmp(&left.bytes))
             .then(left.first.cmp(&right.first))
             .then(left.allocation.cmp(&right.allocation))
@@ -145,12 +169,23 @@ fn place_blocks(
             Some(ElementRules {
                 separation,
                 code_end: Some(code_end),
+                ..
             }) if separation.is_exchanged(block.allocation) => {
                 lowest.max(element_span(u64::from(code_end) - 1, u64::from(code_end)).1)
             }
             _ => lowest,
         };
-        let candidate = first_fit(&block, constrained_lowest, &busy, limit)
+        let wanted = preference(&block).filter(|&address| {
+            let end = address + block.bytes as u64;
+            address >= constrained_lowest
+                && address.is_multiple_of(u64::from(block.alignment.max(1)))
+                && end <= limit
+                && busy
+                    .iter()
+                    .all(|&(start, stop)| stop <= address || end <= start)
+        });
+        let candidate = wanted
+            .or_else(|| first_fit(&block, constrained_lowest, &busy, limit))
             .or_else(|| first_fit(&block, lowest, &plain, limit))
             .ok_or(Failure { block })?;
         placed.push((

@@ -519,3 +519,68 @@ fn one_allocation_sent_and_received_is_counted_apart() {
     assert_eq!(placement.element_conflicts.count, 0);
     assert_eq!(placement.element_conflicts.same_allocation_count, 1);
 }
+
+/// The two members of a receiving pair (logical tiles 0 and 1) receive a
+/// multicast at one offset: the placer puts their destination blocks at one
+/// address (IPU21.md: paired receives land at the same address on both),
+/// though tile 0 holds a larger block that tile 1 does not.
+#[test]
+fn paired_destinations_share_an_address_on_both_members() {
+    let at = |allocation: u32, offset: u32| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    let mut transfers = TransferList::default();
+    transfers.push(
+        2,
+        at(2, 0),
+        1024,
+        &[
+            Destination {
+                tile: 0,
+                location: at(0, 0),
+            },
+            Destination {
+                tile: 1,
+                location: at(1, 0),
+            },
+        ],
+    );
+    let program = LowProgram {
+        tiles: 4,
+        names: (0..5).map(|index| format!("op{index}")).collect(),
+        allocations: [(0, 4096), (1, 4096), (2, 4096), (0, 20_000), (0, 20_000)]
+            .iter()
+            .enumerate()
+            .map(|(id, &(tile, bytes))| {
+                allocation(tile, bytes, MemoryClass::Standard, 1, id as u32)
+            })
+            .collect(),
+        steps: vec![
+            copy(3, 4, 64),
+            Step::Exchange {
+                provenance: Provenance {
+                    op: 0,
+                    value: None,
+                    reason: Reason::Rearrange,
+                },
+                transfers,
+            },
+        ],
+        values: Vec::new(),
+    };
+    assert_eq!(crate::target::mapping::partner(1), 0);
+    let placement = place(
+        &program,
+        &program.steps,
+        &TileReservations::uniform(4, 4096, 0),
+    )
+    .expect("fits");
+    assert!(check_placement(&program, &program.steps, &placement).is_empty());
+    assert_eq!(
+        placement.base[0], placement.base[1],
+        "{:x?}",
+        placement.base
+    );
+    assert_eq!(placement.element_conflicts.count, 0);
+}
