@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use crate::expand::program::{LowProgram, Step};
 use crate::target::mapping::partner;
-use crate::target::memory::{MemoryClass, TILE_BASE_ADDRESS};
+use crate::target::memory::{MEMORY_ELEMENT_BYTES, MemoryClass, TILE_BASE_ADDRESS};
 use allocator::{Block, ElementRules, USABLE_BYTES, blocks_by_tile, place_tile};
 pub use check::{PlacementViolation, check_placement};
 pub use conflicts::{ElementConflict, ElementConflicts};
@@ -56,10 +56,15 @@ impl TileReservations {
     /// Reservations for a table of `table_bytes` and patch lists of
     /// `patch_bytes` per tile, each grown to whole granules so that a small
     /// change of one phase's rows leaves them (and so placement) unchanged.
+    /// The table is grown to whole memory elements: the exchange code's
+    /// elements hold nothing an exchange sends or receives (instruction
+    /// fetch contends for them, IPU21.md), and placement, which follows
+    /// element boundaries, stays put while the table grows inside them.
     pub fn sized(table_bytes: &[u64], patch_bytes: &[u32]) -> TileReservations {
         let granule = |bytes: u64| bytes.next_multiple_of(RESERVATION_GRANULE_BYTES) as u32;
+        let elements = |bytes: u64| bytes.next_multiple_of(u64::from(MEMORY_ELEMENT_BYTES)) as u32;
         TileReservations {
-            exchange_table: table_bytes.iter().map(|&bytes| granule(bytes)).collect(),
+            exchange_table: table_bytes.iter().map(|&bytes| elements(bytes)).collect(),
             patch_lists: patch_bytes
                 .iter()
                 .map(|&bytes| granule(u64::from(bytes)))
