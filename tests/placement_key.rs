@@ -151,11 +151,14 @@ fn the_key_moves_exactly_when_what_placement_reads_moves() {
             }
         }
     }
-    // Both kinds occur, and the obvious ones are where they belong.
-    for path in ["workload.layers", "machine.tiles", "schedule.policy"] {
+    // Both kinds occur, and the obvious ones are where they belong. A
+    // schedule policy changes rows only, and the exchange table is reserved
+    // in whole memory elements, which absorb that change: placement stays.
+    for path in ["workload.layers", "machine.tiles"] {
         assert!(moved.iter().any(|moved| moved == path), "{path}: {moved:?}");
     }
     for path in [
+        "schedule.policy",
         "outputs.directory",
         "workload.fp8_scale",
         "name",

@@ -332,9 +332,10 @@ fn print_back_details(back: &BackReport) {
         thousands(back.headline.sharing_patch_words)
     );
     print_line!(
-        "element contention (exchange x tile x element, not charged): {} where sends and receives share an element, {} beside the exchange code's fetch",
+        "memory elements (exchange x tile x element): {} where a send and a receive of different allocations share one, {} beside the exchange code's fetch; {} where one allocation is sent from and received into (kept apart in events by the schedule)",
         thousands(back.headline.element_conflicts),
-        thousands(back.headline.fetch_conflicts)
+        thousands(back.headline.fetch_conflicts),
+        thousands(back.headline.same_allocation_elements)
     );
     print_line!(
         "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",

@@ -172,7 +172,7 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
     );
     print_line!(
         "  paired receives whose two members' pointers differ (IPU21.md wants one address; \
-         not yet placed so): {}",
+         a split pair is refused): {}",
         counts.paired_receives_at_split_addresses
     );
     print_line!(

@@ -7,11 +7,27 @@
 //! table as code in region 0 first, then the patch lists) are live
 //! throughout and placed before anything else.
 //!
+//! Memory elements: a block is kept out of the elements of the blocks it
+//! must stay apart from (`super::separation`: sent and received by one
+//! exchange) by treating those blocks as occupying their whole elements,
+//! and a block an exchange touches starts past the elements holding the
+//! exchange code. A block that cannot be placed so is placed without
+//! these constraints (its conflicts are then counted by `super::conflicts`),
+//! and a tile that does not fit with them is placed without them.
+//!
+//! Paired receives: a block may come with a preferred address (its partner
+//! tile's linked block's, `super::separation`); such blocks are placed
+//! first, at that address when it is free, aligned and in range, else as
+//! any other. A tile that does not fit so is placed without preferences.
+//!
 //! Owns the address choice for one tile; it must not compute liveness or
 //! judge the result (`check` does that independently).
 
+use super::separation::Separation;
 use crate::expand::program::LowProgram;
-use crate::target::memory::{LOADABLE_LIMIT, MemoryClass, TILE_BASE_ADDRESS};
+use crate::target::memory::{
+    LOADABLE_LIMIT, MemoryClass, TILE_BASE_ADDRESS, element_bounds, element_of,
+};
 
 /// One block to place on a tile.
 #[derive(Clone, Copy, Debug)]
@@ -39,51 +55,145 @@ fn align_up(address: u64, alignment: u32) -> u64 {
     address.div_ceil(alignment) * alignment
 }
 
+/// What keeps a tile's blocks in separate memory elements.
+#[derive(Clone, Copy)]
+pub struct ElementRules<'a> {
+    pub separation: &'a Separation,
+    /// End of the tile's exchange code (the exchange table); exchanged
+    /// blocks start past its last element. `None`: no code.
+    pub code_end: Option<u32>,
+    /// `(allocation root, address)` where a block should go (its paired
+    /// partner's address), sorted by root.
+    pub preferred: &'a [(u32, u32)],
+}
+
+/// The byte range of the elements `start..end` touches.
+fn element_span(start: u64, end: u64) -> (u64, u64) {
+    if end <= start {
+        return (start, end);
+    }
+    let clamp = |address: u64| address.min(u64::from(u32::MAX)) as u32;
+    let first = element_bounds(element_of(clamp(start))).start;
+    let last = element_bounds(element_of(clamp(end - 1))).end;
+    (u64::from(first).min(start), u64::from(last).max(end))
+}
+
 /// Addresses for `blocks` on one tile, above `reserved_end` (the end of the
-/// tile's reservations, which start at the tile base).
-pub fn place_tile(mut blocks: Vec<Block>, reserved_end: u32) -> Result<Assigned, Failure> {
+/// tile's reservations, which start at the tile base), keeping the memory
+/// element rules where the tile's memory allows.
+pub fn place_tile(
+    blocks: Vec<Block>,
+    reserved_end: u32,
+    rules: Option<ElementRules>,
+) -> Result<Assigned, Failure> {
+    match rules {
+        Some(rules) => place_blocks(blocks.clone(), reserved_end, Some(rules))
+            .or_else(|_| {
+                let unpaired = ElementRules {
+                    preferred: &[],
+                    ..rules
+                };
+                place_blocks(blocks.clone(), reserved_end, Some(unpaired))
+            })
+            .or_else(|_| place_blocks(blocks, reserved_end, None)),
+        None => place_blocks(blocks, reserved_end, None),
+    }
+}
+
+/// The lowest address at or above `lowest` where `block` fits between
+/// `busy` intervals (sorted), or `None` past `limit`.
+fn first_fit(block: &Block, lowest: u64, busy: &[(u64, u64)], limit: u64) -> Option<u64> {
+    let mut candidate = align_up(lowest, block.alignment);
+    for &(start, end) in busy {
+        if candidate + block.bytes as u64 <= start {
+            break;
+        }
+        if end > candidate {
+            candidate = align_up(end, block.alignment);
+        }
+    }
+    (candidate + block.bytes as u64 <= limit).then_some(candidate)
+}
+
+fn place_blocks(
+    mut blocks: Vec<Block>,
+    reserved_end: u32,
+    rules: Option<ElementRules>,
+) -> Result<Assigned, Failure> {
     // Blocks confined to one region first (they have nowhere else to go),
     // then ordinary data, which fills what they leave in either region.
     let confined = |block: &Block| block.class != MemoryClass::Standard;
+    let preferred: &[(u32, u32)] = rules.map_or(&[], |rules| rules.preferred);
+    let preference = |block: &Block| {
+        preferred
+            .binary_search_by_key(&block.allocation, |&(root, _)| root)
+            .ok()
+            .map(|index| u64::from(preferred[index].1))
+    };
     blocks.sort_by(|left, right| {
-        confined(right)
-            .cmp(&confined(left))
+        preference(right)
+            .is_some()
+            .cmp(&preference(left).is_some())
+            .then(confined(right).cmp(&confined(left)))
             .then(right.bytes.cmp(&left.bytes))
             .then(left.first.cmp(&right.first))
             .then(left.allocation.cmp(&right.allocation))
     });
-    // Placed: (start, end, first, last).
-    let mut placed: Vec<(u64, u64, u32, u32)> = Vec::with_capacity(blocks.len());
+    // Placed: (start, end, first, last, allocation).
+    let mut placed: Vec<(u64, u64, u32, u32, u32)> = Vec::with_capacity(blocks.len());
     let mut assigned = Vec::with_capacity(blocks.len());
     let mut busy: Vec<(u64, u64)> = Vec::new();
+    let mut plain: Vec<(u64, u64)> = Vec::new();
     for block in blocks {
         busy.clear();
-        busy.extend(
-            placed
-                .iter()
-                .filter(|&&(_, _, first, last)| first <= block.last && block.first <= last)
-                .map(|&(start, end, _, _)| (start, end)),
-        );
+        plain.clear();
+        for &(start, end, first, last, allocation) in &placed {
+            if first > block.last || block.first > last {
+                continue;
+            }
+            plain.push((start, end));
+            let apart = rules
+                .is_some_and(|rules| rules.separation.kept_apart(block.allocation, allocation));
+            busy.push(if apart {
+                element_span(start, end)
+            } else {
+                (start, end)
+            });
+        }
         busy.sort_unstable();
+        plain.sort_unstable();
         let range = block.class.address_range();
         let lowest = (range.start as u64).max(reserved_end as u64);
-        let mut candidate = align_up(lowest, block.alignment);
-        for &(start, end) in &busy {
-            if candidate + block.bytes as u64 <= start {
-                break;
+        let limit = range.end as u64;
+        let constrained_lowest = match rules {
+            Some(ElementRules {
+                separation,
+                code_end: Some(code_end),
+                ..
+            }) if separation.is_exchanged(block.allocation) => {
+                lowest.max(element_span(u64::from(code_end) - 1, u64::from(code_end)).1)
             }
-            if end > candidate {
-                candidate = align_up(end, block.alignment);
-            }
-        }
-        if candidate + block.bytes as u64 > range.end as u64 {
-            return Err(Failure { block });
-        }
+            _ => lowest,
+        };
+        let wanted = preference(&block).filter(|&address| {
+            let end = address + block.bytes as u64;
+            address >= constrained_lowest
+                && address.is_multiple_of(u64::from(block.alignment.max(1)))
+                && end <= limit
+                && busy
+                    .iter()
+                    .all(|&(start, stop)| stop <= address || end <= start)
+        });
+        let candidate = wanted
+            .or_else(|| first_fit(&block, constrained_lowest, &busy, limit))
+            .or_else(|| first_fit(&block, lowest, &plain, limit))
+            .ok_or(Failure { block })?;
         placed.push((
             candidate,
             candidate + block.bytes as u64,
             block.first,
             block.last,
+            block.allocation,
         ));
         assigned.push((block.allocation, candidate as u32));
     }

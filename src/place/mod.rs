@@ -5,8 +5,12 @@
 //! (code in region 0, matrix-unit operands interleaved in region 1, all data
 //! below the loadable limit); alignment is respected; per-tile reservations
 //! for the exchange table (code, region 0 first) and the patch lists are
-//! placed before any data. Element conflicts between an exchange's send
-//! reads and its receive writes on one tile are counted. A model that does
+//! placed before any data. An exchange's send sources and receive
+//! destinations on one tile are kept in different memory elements, and out
+//! of the elements holding the exchange code, where memory allows
+//! (`separation`); the element conflicts left are counted. The two members
+//! of a receiving pair get their paired destination blocks at one address
+//! where memory allows (the lower tile of each pair is placed first). A model that does
 //! not fit is an error naming the tile, the bytes over and what is live.
 //!
 //! A pure core over plain data: it must not schedule, encode or change the
@@ -16,6 +20,7 @@ pub mod allocator;
 pub mod check;
 pub mod conflicts;
 pub mod liveness;
+pub mod separation;
 
 #[cfg(test)]
 mod tests;
@@ -24,8 +29,9 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::expand::program::{LowProgram, Step};
-use crate::target::memory::{MemoryClass, TILE_BASE_ADDRESS};
-use allocator::{Block, USABLE_BYTES, blocks_by_tile, place_tile};
+use crate::target::mapping::partner;
+use crate::target::memory::{MEMORY_ELEMENT_BYTES, MemoryClass, TILE_BASE_ADDRESS};
+use allocator::{Block, ElementRules, USABLE_BYTES, blocks_by_tile, place_tile};
 pub use check::{PlacementViolation, check_placement};
 pub use conflicts::{ElementConflict, ElementConflicts};
 
@@ -50,10 +56,15 @@ impl TileReservations {
     /// Reservations for a table of `table_bytes` and patch lists of
     /// `patch_bytes` per tile, each grown to whole granules so that a small
     /// change of one phase's rows leaves them (and so placement) unchanged.
+    /// The table is grown to whole memory elements: the exchange code's
+    /// elements hold nothing an exchange sends or receives (instruction
+    /// fetch contends for them, IPU21.md), and placement, which follows
+    /// element boundaries, stays put while the table grows inside them.
     pub fn sized(table_bytes: &[u64], patch_bytes: &[u32]) -> TileReservations {
         let granule = |bytes: u64| bytes.next_multiple_of(RESERVATION_GRANULE_BYTES) as u32;
+        let elements = |bytes: u64| bytes.next_multiple_of(u64::from(MEMORY_ELEMENT_BYTES)) as u32;
         TileReservations {
-            exchange_table: table_bytes.iter().map(|&bytes| granule(bytes)).collect(),
+            exchange_table: table_bytes.iter().map(|&bytes| elements(bytes)).collect(),
             patch_lists: patch_bytes
                 .iter()
                 .map(|&bytes| granule(u64::from(bytes)))
@@ -288,39 +299,122 @@ pub fn place(
 ) -> Result<Placement, PlacementError> {
     let liveness = liveness::liveness(program, steps);
     let tiles = blocks_by_tile(program, &liveness.ranges);
-    let results: Vec<Result<TileResult, PlacementError>> = tiles
-        .par_iter()
-        .enumerate()
-        .map(|(tile, blocks)| {
-            let (_, _, reserved_end) = reservation_end(reservations, tile);
-            let reserved = reserved_end - TILE_BASE_ADDRESS;
-            if reserved_end > MemoryClass::Code.address_range().end {
-                return Err(PlacementError::ReservationTooLarge {
-                    tile: tile as u32,
-                    bytes: reserved,
-                });
+    let separation = separation::separation(program, steps);
+    let place_one = |tile: usize,
+                     blocks: &[Block],
+                     preferred: &[(u32, u32)]|
+     -> Result<TileResult, PlacementError> {
+        let (table, patches, reserved_end) = reservation_end(reservations, tile);
+        let reserved = reserved_end - TILE_BASE_ADDRESS;
+        if reserved_end > MemoryClass::Code.address_range().end {
+            return Err(PlacementError::ReservationTooLarge {
+                tile: tile as u32,
+                bytes: reserved,
+            });
+        }
+        let rules = ElementRules {
+            separation: &separation,
+            code_end: (patches > table).then_some(patches),
+            preferred,
+        };
+        let assigned = place_tile(blocks.to_vec(), reserved_end, Some(rules))
+            .map_err(|failure| does_not_fit(program, tile, blocks, failure.block, reserved))?;
+        // Figures from the tile's own blocks (`blocks` may be widened).
+        let own = &tiles[tile];
+        let (demand, _) = peak(own);
+        let high = assigned
+            .iter()
+            .map(|&(id, base)| {
+                let block_bytes = own
+                    .iter()
+                    .find(|block| block.allocation == id)
+                    .map_or(0, |block| block.bytes);
+                base + block_bytes
+            })
+            .max()
+            .unwrap_or(reserved_end);
+        Ok((
+            assigned,
+            (demand + reserved as u64).min(u32::MAX as u64) as u32,
+            high.max(reserved_end) - TILE_BASE_ADDRESS,
+        ))
+    };
+    // The lower tile of each partner pair first, then the higher one with
+    // its paired blocks preferred at their partners' addresses.
+    let is_follower = |tile: usize| (partner(tile as u32) as usize) < tile;
+    // A lower tile's block that a higher tile's block is paired with
+    // reserves room for both: the larger size and both live ranges (its
+    // own first if that does not fit).
+    let mut partners: Vec<Option<(u32, u32, u32)>> = vec![None; program.allocations.len()];
+    for (tile, blocks) in tiles.iter().enumerate() {
+        if !is_follower(tile) {
+            continue;
+        }
+        for block in blocks {
+            for &root in separation.paired(block.allocation) {
+                let entry = partners[root as usize].get_or_insert((0, block.first, block.last));
+                *entry = (
+                    entry.0.max(block.bytes),
+                    entry.1.min(block.first),
+                    entry.2.max(block.last),
+                );
             }
-            let assigned = place_tile(blocks.clone(), reserved_end)
-                .map_err(|failure| does_not_fit(program, tile, blocks, failure.block, reserved))?;
-            let (demand, _) = peak(blocks);
-            let high = assigned
+        }
+    }
+    let mut results: Vec<Option<Result<TileResult, PlacementError>>> = (0..tiles.len())
+        .into_par_iter()
+        .map(|tile| {
+            if is_follower(tile) {
+                return None;
+            }
+            let own = &tiles[tile];
+            let widened: Vec<Block> = own
                 .iter()
-                .map(|&(id, base)| {
-                    let block_bytes = blocks
-                        .iter()
-                        .find(|block| block.allocation == id)
-                        .map_or(0, |block| block.bytes);
-                    base + block_bytes
+                .map(|&block| match partners[block.allocation as usize] {
+                    Some((bytes, first, last)) => Block {
+                        bytes: block.bytes.max(bytes),
+                        first: block.first.min(first),
+                        last: block.last.max(last),
+                        ..block
+                    },
+                    None => block,
                 })
-                .max()
-                .unwrap_or(reserved_end);
-            Ok((
-                assigned,
-                (demand + reserved as u64).min(u32::MAX as u64) as u32,
-                high.max(reserved_end) - TILE_BASE_ADDRESS,
-            ))
+                .collect();
+            Some(place_one(tile, &widened, &[]).or_else(|_| place_one(tile, own, &[])))
         })
         .collect();
+    let followers: Vec<(usize, Result<TileResult, PlacementError>)> = (0..tiles.len())
+        .into_par_iter()
+        .filter(|&tile| is_follower(tile))
+        .map(|tile| {
+            let mut leader: Vec<(u32, u32)> = match &results[partner(tile as u32) as usize] {
+                Some(Ok((assigned, _, _))) => assigned.clone(),
+                _ => Vec::new(),
+            };
+            leader.sort_unstable();
+            let mut preferred: Vec<(u32, u32)> = tiles[tile]
+                .iter()
+                .filter_map(|block| {
+                    separation
+                        .paired(block.allocation)
+                        .iter()
+                        .find_map(|&root| {
+                            leader
+                                .binary_search_by_key(&root, |&(id, _)| id)
+                                .ok()
+                                .map(|index| (block.allocation, leader[index].1))
+                        })
+                })
+                .collect();
+            preferred.sort_unstable();
+            let result = place_one(tile, &tiles[tile], &preferred);
+            (tile, result)
+        })
+        .collect();
+    for (tile, result) in followers {
+        results[tile] = Some(result);
+    }
+    let results: Vec<Result<TileResult, PlacementError>> = results.into_iter().flatten().collect();
     let mut base: Vec<u32> = program
         .allocations
         .iter()

@@ -418,3 +418,169 @@ fn fetch_conflicts_follow_the_exchange_code_span() {
     assert_eq!(none.count, all.count);
     assert_eq!(placement.element_conflicts.count, none.count);
 }
+
+/// Tile 0 sends its block 0 to tile 1's block 2 while tile 1 sends its
+/// block 3 into tile 0's block 1 (4 KiB each; with `same_root`, tile 0
+/// receives into the second half of block 0 instead).
+fn crossing_exchange(same_root: bool) -> LowProgram {
+    let at = |allocation: u32, offset: u32| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    let mut transfers = TransferList::default();
+    transfers.push(
+        0,
+        at(0, 0),
+        512,
+        &[Destination {
+            tile: 1,
+            location: at(2, 0),
+        }],
+    );
+    let into = if same_root { at(0, 2048) } else { at(1, 0) };
+    transfers.push(
+        1,
+        at(3, 0),
+        512,
+        &[Destination {
+            tile: 0,
+            location: into,
+        }],
+    );
+    LowProgram {
+        tiles: 2,
+        names: (0..4).map(|index| format!("op{index}")).collect(),
+        allocations: [(0, 4096), (0, 4096), (1, 4096), (1, 4096)]
+            .iter()
+            .enumerate()
+            .map(|(id, &(tile, bytes))| {
+                allocation(tile, bytes, MemoryClass::Standard, 1, id as u32)
+            })
+            .collect(),
+        steps: vec![Step::Exchange {
+            provenance: Provenance {
+                op: 0,
+                value: None,
+                reason: Reason::Rearrange,
+            },
+            transfers,
+        }],
+        values: Vec::new(),
+    }
+}
+
+/// The placer keeps an exchange's send source and receive destination on
+/// one tile in different memory elements, and both out of the element
+/// holding the exchange code (IPU21.md, "Exchange rules confirmed on
+/// hardware"); the conflict count, with its own walk, finds none left.
+#[test]
+fn sends_and_receives_of_one_exchange_land_in_different_elements() {
+    use crate::target::memory::element_of;
+    let program = crossing_exchange(false);
+    let placement = place(
+        &program,
+        &program.steps,
+        &TileReservations::uniform(2, 4096, 0),
+    )
+    .expect("fits");
+    assert!(check_placement(&program, &program.steps, &placement).is_empty());
+    let element = |id: usize| element_of(placement.base[id]);
+    let code = element_of(TILE_BASE_ADDRESS);
+    assert_ne!(element(0), element(1), "{:x?}", placement.base);
+    assert_ne!(element(2), element(3), "{:x?}", placement.base);
+    for id in 0..4 {
+        assert_ne!(element(id), code, "{:x?}", placement.base);
+    }
+    assert_eq!(placement.element_conflicts.count, 0);
+    assert_eq!(placement.element_conflicts.fetch_count, 0);
+    // The same blocks packed one after another share elements: counted.
+    let mut packed = placement.base.clone();
+    packed[1] = packed[0] + 4096;
+    let code_span = vec![TILE_BASE_ADDRESS..TILE_BASE_ADDRESS + 4096; 2];
+    let counted = conflicts::count_conflicts(&program, &program.steps, &packed, &code_span);
+    assert_eq!(counted.count, 1, "{counted:?}");
+    packed[0] = TILE_BASE_ADDRESS + 4096;
+    let counted = conflicts::count_conflicts(&program, &program.steps, &packed, &code_span);
+    assert_eq!(counted.fetch_count, 1, "{counted:?}");
+}
+
+/// One allocation sent from and received into by one exchange cannot be
+/// kept apart from itself: counted as such (the scheduler serialises it),
+/// not as a conflict between allocations.
+#[test]
+fn one_allocation_sent_and_received_is_counted_apart() {
+    let program = crossing_exchange(true);
+    let placement = place(
+        &program,
+        &program.steps,
+        &TileReservations::uniform(2, 4096, 0),
+    )
+    .expect("fits");
+    assert_eq!(placement.element_conflicts.count, 0);
+    assert_eq!(placement.element_conflicts.same_allocation_count, 1);
+}
+
+/// The two members of a receiving pair (logical tiles 0 and 1) receive a
+/// multicast at one offset: the placer puts their destination blocks at one
+/// address (IPU21.md: paired receives land at the same address on both),
+/// though tile 0 holds a larger block that tile 1 does not.
+#[test]
+fn paired_destinations_share_an_address_on_both_members() {
+    let at = |allocation: u32, offset: u32| Location {
+        allocation: AllocationId(allocation),
+        offset,
+    };
+    let mut transfers = TransferList::default();
+    transfers.push(
+        2,
+        at(2, 0),
+        1024,
+        &[
+            Destination {
+                tile: 0,
+                location: at(0, 0),
+            },
+            Destination {
+                tile: 1,
+                location: at(1, 0),
+            },
+        ],
+    );
+    let program = LowProgram {
+        tiles: 4,
+        names: (0..5).map(|index| format!("op{index}")).collect(),
+        allocations: [(0, 4096), (1, 4096), (2, 4096), (0, 20_000), (0, 20_000)]
+            .iter()
+            .enumerate()
+            .map(|(id, &(tile, bytes))| {
+                allocation(tile, bytes, MemoryClass::Standard, 1, id as u32)
+            })
+            .collect(),
+        steps: vec![
+            copy(3, 4, 64),
+            Step::Exchange {
+                provenance: Provenance {
+                    op: 0,
+                    value: None,
+                    reason: Reason::Rearrange,
+                },
+                transfers,
+            },
+        ],
+        values: Vec::new(),
+    };
+    assert_eq!(crate::target::mapping::partner(1), 0);
+    let placement = place(
+        &program,
+        &program.steps,
+        &TileReservations::uniform(4, 4096, 0),
+    )
+    .expect("fits");
+    assert!(check_placement(&program, &program.steps, &placement).is_empty());
+    assert_eq!(
+        placement.base[0], placement.base[1],
+        "{:x?}",
+        placement.base
+    );
+    assert_eq!(placement.element_conflicts.count, 0);
+}

@@ -487,6 +487,7 @@ mod tests {
                 peak_sram_tile: 0,
                 element_conflicts: 0,
                 fetch_conflicts: 0,
+                same_allocation_elements: 0,
                 repeat_patch_words: 0,
                 sharing_patch_words: 0,
             },

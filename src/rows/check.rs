@@ -2,12 +2,14 @@
 //! the scheduled events on every tile. Expected events are derived here from
 //! (problem, schedule) directly, not through the encoder, with the rows'
 //! own reading of the fabric formulas (`super::fabric`, not
-//! `crate::target::timing`); rows are finalized
+//! `crate::target::timing`), and that no row sends from and receives into
+//! one memory element at once (`super::elements`); rows are finalized
 //! with a [`ConsecutivePlacement`] and decoded by `decode_row`. It must not
 //! accept a row that differs from the schedule in any event, count, address,
 //! width, send control or end event.
 
 use super::decode::{RowEvent, decode_row, rank};
+use super::elements::{check_row_elements, tile_roots};
 use super::fabric::{
     BOTH_DIRECTIONS, EVENTS_PER_ROW, FORMAT_ON_DELAY, FORMAT_TO_POINTER, ITEMS_64_BIT,
     NEUTRAL_SOURCE, ORDINARY_PAYLOAD_DELAY, direction, physical_row, time_to_mux,
@@ -138,10 +140,12 @@ pub fn check_phase(
     }
     let placement = ConsecutivePlacement::new(problem)?;
     let expected = expected_events(problem, schedule, &placement);
+    let roots = tile_roots(problem, &placement);
     for (tile, row) in rows.rows.iter().enumerate() {
         let words = row.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
         let decoded = decode_row(&words)?;
         check_receive_rules(tile as u32, &decoded)?;
+        check_row_elements(tile as u32, &decoded, &roots[tile])?;
         compare(tile as u32, &decoded, &expected[tile])?;
     }
     Ok(())

@@ -508,3 +508,42 @@ fn paired_send_addresses_are_in_8_byte_units() {
         "{error}"
     );
 }
+
+/// Memory elements: a row that sends from an allocation while a payload
+/// lands less than an element away in it (what the scheduler made before
+/// the element rule) is refused; the scheduler's serialised rows pass, and
+/// so do concurrent ones in different allocations.
+#[test]
+fn the_row_checker_refuses_a_send_and_receive_in_one_element() {
+    use crate::schedule::tests::elements::crossing;
+    use crate::schedule::tests::retime;
+    let problem = crossing(8192, 65536, false);
+    let (good, _) = scheduled(&problem, TransferWidth::Word32);
+    let mut both = good.clone();
+    for piece in 0..2 {
+        retime(&problem, &mut both, piece, 100);
+        let receive = problem.receives_of(piece).start;
+        both.pointer_write[receive] = both.payload_start[receive];
+    }
+    for (tile, end) in both.tile_end.iter_mut().enumerate() {
+        *end = (*end).max(if tile < 2 { 700 } else { 0 });
+    }
+    let rows = encode_phase(&problem, &both).expect("encodes");
+    let error = check_phase(&problem, &both, &rows).expect_err("refused");
+    assert!(
+        matches!(error, RowError::ElementConflict { tile: 0, .. }),
+        "{error}"
+    );
+    // The same timing into a second allocation passes.
+    let other = crossing(0, 65536, true);
+    let (separate, _) = scheduled(&other, TransferWidth::Word32);
+    let mut concurrent = separate.clone();
+    for piece in 0..2 {
+        retime(&other, &mut concurrent, piece, 100);
+        let receive = other.receives_of(piece).start;
+        concurrent.pointer_write[receive] = concurrent.payload_start[receive];
+    }
+    concurrent.tile_end = both.tile_end.clone();
+    let rows = encode_phase(&other, &concurrent).expect("encodes");
+    check_phase(&other, &concurrent, &rows).expect("different allocations pass");
+}

@@ -47,6 +47,7 @@
 pub mod check;
 pub mod consecutive;
 pub mod decode;
+pub mod elements;
 pub mod encode;
 pub mod fabric;
 pub mod serial;
@@ -233,6 +234,11 @@ pub enum RowError {
         event: u64,
         rule: &'static str,
     },
+    #[error(
+        "tile {tile}: at event {event} the row sends from and receives into one memory element \
+         (one allocation, less than an element apart)"
+    )]
+    ElementConflict { tile: u32, event: u64 },
     #[error(
         "tile {tile}: schedule needs a control inside the first events of a send at event {event}"
     )]

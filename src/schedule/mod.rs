@@ -5,7 +5,8 @@
 //! (latency, S(W), B(W), matching waves), `list` picks them in time order,
 //! `placer` places each under the IPU21 fabric model of `timing`,
 //! `candidates` compares orders for the `auto` policy, `pairing` chooses
-//! paired width per piece, `bound` gives the lower bounds, `scheduler` is the
+//! paired width per piece, `elements` keeps sends and receives of one
+//! allocation out of one memory element's events, `bound` gives the lower bounds, `scheduler` is the
 //! entry point, and `validate` re-checks every invariant independently. Pure
 //! cores: plain data in, plain data out; no salsa, no placement, no
 //! instruction words (those are `crate::rows`).
@@ -13,6 +14,7 @@
 pub mod bound;
 pub mod candidates;
 pub mod dependencies;
+pub mod elements;
 pub mod figures;
 pub mod list;
 pub mod matching;

@@ -24,6 +24,8 @@
 //! - no two sends of a tile of equal length and width start exactly two
 //!   events apart (the `c = 0`/`c = 2` select offsets would make them
 //!   indistinguishable to a receiver's row);
+//! - on one tile, a send and a receive payload that may touch one memory
+//!   element of one allocation root never share an event (`elements`);
 //! - no event is negative.
 //!
 //! Senders and receivers are appended to per-tile frontiers (no gap
@@ -44,6 +46,7 @@
 //! tile's end from below, and it never decreases as pieces are placed.
 
 use super::dependencies::Dependencies;
+use super::elements::{ElementWindows, Reach};
 use super::problem::{ExchangeProblem, WORD_BYTES};
 use super::timing::{
     DEPENDENCY_SLACK, issues_pair_select, pair_route_time, piece_events, receive_payload_start,
@@ -164,6 +167,10 @@ pub struct Placer<'a> {
     roles: Vec<PairRole>,
     /// The cutoff and its running bound, when the caller set one.
     cutoff: Option<Cutoff>,
+    /// Every tile's sends and receive payloads, for the memory element rule.
+    elements: ElementWindows,
+    /// The piece being placed: its receives as (tile, payload delay, reach).
+    reaches: Vec<(usize, i64, Reach)>,
 }
 
 /// A placement's cutoff: the events each tile has still to send and to
@@ -324,6 +331,8 @@ impl<'a> Placer<'a> {
             delays,
             roles,
             cutoff: None,
+            elements: ElementWindows::new(tiles),
+            reaches: Vec::new(),
         }
     }
 
@@ -469,8 +478,22 @@ impl<'a> Placer<'a> {
         // with every receive's PIC write collected on the way.
         let mut start = first;
         let mut pointers = std::mem::take(&mut self.pointers);
+        let problem = self.problem;
+        let words = problem.words[piece];
+        let source = Reach::of(problem, problem.source[piece], words);
+        self.reaches.clear();
+        for plan in &self.plans {
+            self.reaches.push((
+                plan.tile,
+                plan.select_delay + plan.payload_delay,
+                Reach::of(problem, problem.destination[plan.receive], words),
+            ));
+        }
         loop {
             let before = start;
+            start = self
+                .elements
+                .earliest(sender, source, &self.reaches, start, events);
             while !self.sender_free(sender, start, events, paired) {
                 start += 1;
             }
@@ -492,6 +515,8 @@ impl<'a> Placer<'a> {
             }
         }
         self.pointers = pointers;
+        self.elements
+            .commit(sender, source, &self.reaches, start, events);
         self.commit(piece, sender, start, events, paired)?;
         Ok(start)
     }

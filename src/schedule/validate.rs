@@ -6,12 +6,14 @@
 //! time, pointer continuity and PIC windows, distinct receive controls away
 //! from the first two events of own sends, deselects, paired eligibility,
 //! memory hazards by byte range over every Repeat binding (checked on event
-//! times, not on a DAG), no negative events, and the reported totals.
+//! times, not on a DAG), sends and receives of one allocation apart in memory
+//! elements (`elements`), no negative events, and the reported totals.
 //! It must not repair anything; the first violation is returned, naming the
 //! piece, tile and event.
 
 use std::collections::{BTreeMap, HashMap};
 
+pub mod elements;
 pub mod fabric;
 pub mod paired;
 
@@ -128,6 +130,16 @@ pub enum ValidationError {
         event: i64,
         ready: i64,
     },
+    #[error(
+        "piece {piece}: tile {tile} receives at event {event} into the memory element its send piece \
+         {send} reads (one allocation, less than an element apart)"
+    )]
+    ElementConflict {
+        piece: usize,
+        send: usize,
+        tile: u32,
+        event: i64,
+    },
     #[error("tile {tile}: end event {event}, expected {expected}")]
     TileEnd {
         tile: u32,
@@ -179,6 +191,7 @@ pub fn validate(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), Va
     let sends = check_senders(problem, schedule)?;
     let ends = check_receivers(problem, schedule, &sends)?;
     check_hazards(problem, schedule)?;
+    elements::check_elements(problem, schedule)?;
     check_totals(problem, schedule, ends, &refusals)
 }
 

@@ -84,6 +84,10 @@ pub struct Headline {
     /// share a memory element, and where they touch its exchange code's.
     pub element_conflicts: u64,
     pub fetch_conflicts: u64,
+    /// Exchanges x tiles x elements where one allocation is both sent from
+    /// and received into (the schedule keeps those apart in events).
+    #[serde(default)]
+    pub same_allocation_elements: u64,
     /// Repeat patch words per iteration (all tiles) and sharing patches.
     pub repeat_patch_words: u64,
     pub sharing_patch_words: u64,
@@ -251,6 +255,7 @@ impl Session {
                 peak_sram_tile: placed.max_peak.0,
                 element_conflicts: placed.element_conflicts.count,
                 fetch_conflicts: placed.element_conflicts.fetch_count,
+                same_allocation_elements: placed.element_conflicts.same_allocation_count,
                 repeat_patch_words: patch_words,
                 sharing_patch_words: table.sharing_patches.len() as u64,
             },

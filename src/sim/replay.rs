@@ -263,11 +263,15 @@ pub fn replay_phase(
     Ok(report)
 }
 
-/// Paired receives whose two members write their pointers to different
-/// addresses (IPU21.md requires one address; the placement does not yet
-/// guarantee it): per receiving pair and format-on, counted once, from the
-/// lane of each pair whose physical partner bit is clear.
-pub(crate) fn paired_split_addresses(decoded: &[Vec<RowEvent>]) -> u64 {
+/// The first paired receive whose two members write their pointers to
+/// different addresses (IPU21.md requires one address): (lane tile, event,
+/// its pointer, its partner's). Lanes whose physical partner bit is clear
+/// are scanned in tile order, each of their format-ons once.
+pub(crate) type PairedSplit = (u32, u64, u32, u32);
+
+/// How many paired receives (per receiving pair and format-on) have their
+/// members' pointers at different addresses, and the first of them.
+pub(crate) fn paired_splits(decoded: &[Vec<RowEvent>]) -> (u64, Option<PairedSplit>) {
     let pointer_at = |events: &[RowEvent], event: u64| {
         let position = events.partition_point(|found| found.event() < event);
         events[position..]
@@ -279,6 +283,7 @@ pub(crate) fn paired_split_addresses(decoded: &[Vec<RowEvent>]) -> u64 {
             })
     };
     let mut split = 0;
+    let mut first = None;
     for (tile, events) in decoded.iter().enumerate() {
         let physical = physical_tile(tile as u32);
         if physical & PARTNER_PHYSICAL_BIT != 0 {
@@ -292,15 +297,18 @@ pub(crate) fn paired_split_addresses(decoded: &[Vec<RowEvent>]) -> u64 {
         for event in events {
             if let RowEvent::Format { event, on: true } = *event {
                 let pointer = event + PAIRED_PAYLOAD_AFTER_FORMAT as u64;
-                let own = pointer_at(events, pointer);
-                let theirs = pointer_at(partner_events, pointer);
-                if own.is_some() && theirs.is_some() && own != theirs {
+                if let (Some(own), Some(theirs)) = (
+                    pointer_at(events, pointer),
+                    pointer_at(partner_events, pointer),
+                ) && own != theirs
+                {
                     split += 1;
+                    first.get_or_insert((tile as u32, pointer, own, theirs));
                 }
             }
         }
     }
-    split
+    (split, first)
 }
 
 /// One receive window of a tile, before its pointer is known.
@@ -527,8 +535,13 @@ mod tests {
     #[test]
     fn paired_members_at_different_addresses_are_counted_once_per_pair() {
         // Logical tiles 0 and 1 are partners (physical 0 and 2).
-        assert_eq!(paired_split_addresses(&[member(0x4000), member(0x4000)]), 0);
-        assert_eq!(paired_split_addresses(&[member(0x4000), member(0x4100)]), 1);
-        assert_eq!(paired_split_addresses(&[member(0x4000), Vec::new()]), 0);
+        assert_eq!(paired_splits(&[member(0x4000), member(0x4000)]), (0, None));
+        let (split, first) = paired_splits(&[member(0x4000), member(0x4100)]);
+        assert_eq!(split, 1);
+        assert!(matches!(
+            first,
+            Some((_, _, 0x4000, 0x4100)) | Some((_, _, 0x4100, 0x4000))
+        ));
+        assert_eq!(paired_splits(&[member(0x4000), Vec::new()]).0, 0);
     }
 }

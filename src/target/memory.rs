@@ -125,6 +125,25 @@ pub fn element_of(address: u32) -> u32 {
     checked_element_of(clamped).unwrap_or(0)
 }
 
+/// Byte range `start..end` of contention element `element` (the numbering of
+/// [`checked_element_of`]); ids past the last element give an empty range at the tile end.
+pub fn element_bounds(element: u32) -> std::ops::Range<u32> {
+    if element < REGION_ZERO_ELEMENTS {
+        let start = REGION_ZERO_START + element * MEMORY_ELEMENT_BYTES;
+        start..start + MEMORY_ELEMENT_BYTES
+    } else if element < CONTENTION_ELEMENTS {
+        let start = REGION_ONE_START + (element - REGION_ZERO_ELEMENTS) * INTERLEAVED_ELEMENT_BYTES;
+        start..start + INTERLEAVED_ELEMENT_BYTES
+    } else {
+        TILE_END_ADDRESS..TILE_END_ADDRESS
+    }
+}
+
+/// The largest contention element (bytes): two byte ranges of one
+/// allocation whose gap is at least this share no element wherever the
+/// allocation is placed.
+pub const LARGEST_ELEMENT_BYTES: u32 = INTERLEAVED_ELEMENT_BYTES;
+
 /// Whether two byte addresses contend on the same element (IPU21.md, "Chip": memory elements).
 pub fn same_element(first: u32, second: u32) -> bool {
     match (checked_element_of(first), checked_element_of(second)) {
@@ -185,6 +204,14 @@ mod tests {
         assert_eq!(checked_element_of(0), None);
         assert_eq!(element_of(0), 0);
         assert_eq!(element_of(u32::MAX), 25);
+        for element in 0..CONTENTION_ELEMENTS {
+            let bounds = element_bounds(element);
+            assert_eq!(element_of(bounds.start), element);
+            assert_eq!(element_of(bounds.end - 1), element);
+        }
+        assert_eq!(element_bounds(12), 0x7c000..0x80000);
+        assert_eq!(element_bounds(13), 0x80000..0x88000);
+        assert!(element_bounds(CONTENTION_ELEMENTS).is_empty());
     }
 
     #[test]

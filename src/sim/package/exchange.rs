@@ -29,7 +29,7 @@ use crate::expand::program::TransferList;
 use crate::package::{Package, PackagePhase};
 use crate::patch::BaseChoice;
 use crate::rows::{RowEvent, decode_row};
-use crate::sim::replay::{Delivery, deliveries, paired_split_addresses};
+use crate::sim::replay::{Delivery, deliveries, paired_splits};
 use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
 use crate::target::encoding::{Instruction, decode};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
@@ -395,7 +395,20 @@ pub fn match_phase(
         run.events = run.events.max(events.last().map_or(0, RowEvent::event));
     }
     let rows: Vec<Vec<RowEvent>> = decoded.into_iter().map(|(events, _)| events).collect();
-    run.paired_split_addresses = paired_split_addresses(&rows);
+    // IPU21.md: both members of a receiving pair receive at one address;
+    // the package must not split a pair (the placer keeps them together).
+    let (split, first) = paired_splits(&rows);
+    if let Some((tile, event, own, theirs)) = first {
+        return Err(fault(
+            tile,
+            format!(
+                "{split} paired receives have their two members at different addresses; the \
+                 first at event {event}: word {own:#x} here, {theirs:#x} on the partner \
+                 (IPU21.md: both members receive at the same address)"
+            ),
+        ));
+    }
+    run.paired_split_addresses = split;
     let deliveries = deliveries(&rows).map_err(|error| TileFault {
         tile: None,
         message: format!("rows do not match: {error}"),

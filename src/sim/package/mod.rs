@@ -96,8 +96,8 @@ pub struct PackageCounts {
     pub fp8_activations: u64,
     pub saturated_activations: u64,
     /// Paired receives (per pair and phase execution) whose two members'
-    /// pointers differ: IPU21.md requires one address, and the placement
-    /// does not yet guarantee it.
+    /// pointers differ: IPU21.md requires one address, so a run that finds
+    /// one stops with an error and a finished run reports 0.
     pub paired_receives_at_split_addresses: u64,
 }
 
