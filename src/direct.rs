@@ -15,6 +15,7 @@ use crate::layout::planner::{
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
 use crate::model::weights::{WeightError, Weights};
+use crate::numerics::dot::ProductRecipe;
 
 use crate::build_file::BuildQuery;
 
@@ -24,6 +25,8 @@ pub enum CompileError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Expand(#[from] ExpandError),
+    #[error("{0}")]
+    Calibration(String),
 }
 
 pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
@@ -54,9 +57,10 @@ pub fn lower(
     graph: &Graph,
     settings: PlanningSettings,
     overrides: &[LayoutOverride],
+    recipe: &ProductRecipe,
     oracle: &mut dyn CostOracle,
 ) -> Result<(Layouts, LowProgram), CompileError> {
-    let layouts = plan_layouts(graph, settings, overrides, oracle)?;
+    let layouts = plan_layouts(graph, settings, overrides, recipe, oracle)?;
     let expansions = layouts
         .ops
         .iter()
@@ -77,13 +81,42 @@ pub fn lower(
 /// The whole first half without a database.
 pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), CompileError> {
     let graph = build_query_graph(query);
+    let recipe = product_recipe(query, &graph)?;
     let (layouts, program) = lower(
         &graph,
         planning_settings(query),
         &query.planning.layout_overrides,
+        &recipe,
         &mut DirectCosts,
     )?;
     Ok((graph, layouts, program))
+}
+
+/// Each product's inputs under `query` (calibrating the activations'
+/// scales on the FP32 reference when the query asks for it, as the
+/// `product_recipe` query does).
+pub fn product_recipe(query: &BuildQuery, graph: &Graph) -> Result<ProductRecipe, CompileError> {
+    use crate::build_file::{ActivationScale, CalibrationInput};
+    let planning = &query.planning;
+    let (crate::target::kernel_cost::MatrixInputs::Fp8, ActivationScale::Calibrate { input }) =
+        (planning.matrix_inputs, &planning.activation_scale)
+    else {
+        return Ok(ProductRecipe::uniform(planning.uniform_inputs()));
+    };
+    let failed =
+        |error: String| CompileError::Calibration(format!("activation calibration: {error}"));
+    let mut weights = load_weights(query, graph).map_err(|error| failed(error.to_string()))?;
+    if let CalibrationInput::File { patches, .. } = input {
+        weights.input = patches
+            .iter()
+            .map(|&bits| half::f16::from_bits(bits).to_f32())
+            .collect();
+    }
+    let calibration = crate::sim::calibration::calibrate(graph, &weights)
+        .map_err(|error| failed(error.to_string()))?;
+    Ok(crate::incremental::calibration::calibrated_recipe(
+        &calibration,
+    ))
 }
 
 /// The weights a query names (seeded, or read from SafeTensors).

@@ -252,6 +252,14 @@ pub const FIELDS: &[Field] = &[
         "-32..=32, or \"auto\"",
         "Weights are stored as FP8 x 2^fp8_scale; `auto`: per tensor and layer, the smallest scale that does not saturate.",
     ),
+    field(
+        "workload.calibration",
+        Some(Input::Planning),
+        String,
+        "(the seeded input)",
+        "a PNG or JPEG photo, or a .npy array of pixels or patches, relative to the build file",
+        "The input planning.activation_scale = \"calibrate\" runs the FP32 reference on.",
+    ),
     choice(
         "workload.attention",
         Some(Input::Attention),
@@ -484,10 +492,10 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.activation_scale",
         Some(Input::Planning),
-        Integer,
+        Scale,
         "-4",
-        "-32..=32",
-        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale).",
+        "-32..=32, or \"calibrate\"",
+        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale); `calibrate`: per product, the least scale holding twice the largest activation the FP32 reference computes on workload.calibration.",
     ),
     table("layout", "Per-operator layouts."),
     field(

@@ -347,6 +347,7 @@ fn assign(
         ("workload.fp8_scale", Integer(number)) => {
             workload(file).fp8_scale = unset(ScaleSetting::Exponent(number))
         }
+        ("workload.calibration", Text(text)) => workload(file).calibration = unset(text),
         ("workload.fp8_scale", Text(text)) => {
             workload(file).fp8_scale = unset(ScaleSetting::Word(text))
         }
@@ -411,7 +412,10 @@ fn assign(
         }
         ("planning.matrix_inputs", Text(text)) => file.planning.matrix_inputs = unset(text),
         ("planning.activation_scale", Integer(number)) => {
-            file.planning.activation_scale = unset(number)
+            file.planning.activation_scale = unset(ScaleSetting::Exponent(number))
+        }
+        ("planning.activation_scale", Text(text)) => {
+            file.planning.activation_scale = unset(ScaleSetting::Word(text))
         }
         ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
         ("schedule.width", Text(text)) => file.schedule.width = unset(text),

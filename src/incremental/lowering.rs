@@ -102,7 +102,10 @@ pub fn layouts(db: &dyn Db, build: BuildInputs) -> Result<Arc<Layouts>, LayoutEr
     let graph = graph(db, build);
     let settings = planning_settings(db, build);
     let overrides = layout_overrides(db, build);
-    plan_layouts(graph, settings, overrides, &mut QueryCosts { db }).map(Arc::new)
+    let recipe = super::calibration::product_recipe(db, build)
+        .clone()
+        .map_err(|error| LayoutError::Calibration(error.to_string()))?;
+    plan_layouts(graph, settings, overrides, &recipe, &mut QueryCosts { db }).map(Arc::new)
 }
 
 /// Firewall: the per-operator layout overrides alone, so that a change to

@@ -387,6 +387,7 @@ pub fn op_candidates(
 pub fn beam_search(
     graph: &Graph,
     settings: PlanningSettings,
+    recipe: &crate::numerics::dot::ProductRecipe,
     start: &[LayoutOverride],
     head_dimension: u32,
     beam: BeamSettings,
@@ -394,7 +395,7 @@ pub fn beam_search(
     let mut oracle = DirectCosts;
     let mut memo = PriceMemo::default();
     let plan = |choices: &BTreeMap<String, Partition>, oracle: &mut dyn CostOracle| {
-        plan_layouts(graph, settings, &overrides_of(choices), oracle).ok()
+        plan_layouts(graph, settings, &overrides_of(choices), recipe, oracle).ok()
     };
     let initial = choices_of(start);
     let first = plan(&initial, &mut oracle)?;

@@ -277,6 +277,7 @@ impl Session {
             let found = beam_search(
                 search.session.graph(),
                 search.planning(),
+                &search.session.product_recipe(),
                 &query.planning.layout_overrides,
                 head_dimension(query),
                 beam,

@@ -1,9 +1,10 @@
 //! Functional simulation: the low-program interpreter, the package
 //! simulator (`package`: the finished per-tile images, decoded rows,
 //! patches and an ownership map of memory), the FP32 reference evaluation
-//! of the graph, the kernel semantics the executors share, per-phase replay
+//! of the graph and the activation calibration run on it, the kernel semantics the executors share, per-phase replay
 //! of decoded rows, and the comparison of outputs.
 
+pub mod calibration;
 pub mod compare;
 pub mod host;
 pub mod interpreter;
@@ -12,4 +13,5 @@ pub mod memory;
 pub mod package;
 pub mod reference;
 pub mod replay;
+
 pub mod weight_scales;

@@ -1,15 +1,19 @@
 //! Resolution of the keys the kernel cost model reads: `machine.calibration`
 //! (a calibration file, read through the one input rule) and
-//! `planning.matrix_inputs` with `planning.activation_scale` (what the
-//! matrix unit multiplies).
+//! `planning.matrix_inputs` with `planning.activation_scale` and
+//! `workload.calibration` (what the matrix unit multiplies, and the input
+//! that calibrates the FP8 activations' scales).
 
 use std::path::Path;
 
+use toml::Spanned;
+
 use super::{DEFAULT_ACTIVATION_SCALE, FP8_SCALE_RANGE, Resolver};
 use crate::build_file::error::{Issue, Origin};
-use crate::build_file::schema::{self, QueryFile};
-use crate::numerics::dot::ProductInputs;
-use crate::target::kernel_cost::CostTable;
+use crate::build_file::schema::{self, QueryFile, ScaleSetting};
+use crate::build_file::{ActivationScale, CalibrationInput, Workload};
+use crate::model::config::ModelConfig;
+use crate::target::kernel_cost::{CostTable, MatrixInputs};
 
 impl Resolver<'_> {
     /// `machine.calibration`: the calibration file read whole (a regular
@@ -53,38 +57,132 @@ impl Resolver<'_> {
         Ok((Some(path), table))
     }
 
-    /// `planning.matrix_inputs` and `planning.activation_scale`.
+    /// `planning.matrix_inputs`: what every product multiplies.
     pub(super) fn matrix_inputs(
         &self,
         section: &schema::PlanningSection,
-    ) -> Result<ProductInputs, Issue> {
-        #[derive(Clone, Copy)]
-        enum Inputs {
-            Fp16,
-            Fp8,
-        }
-        let inputs = match &section.matrix_inputs {
+    ) -> Result<MatrixInputs, Issue> {
+        match &section.matrix_inputs {
             Some(field) => self.choice(
                 "planning.matrix_inputs",
                 field,
-                &[("fp16", Inputs::Fp16), ("fp8", Inputs::Fp8)],
-            )?,
-            None => Inputs::Fp16,
+                &[("fp16", MatrixInputs::Fp16), ("fp8", MatrixInputs::Fp8)],
+            ),
+            None => Ok(MatrixInputs::Fp16),
+        }
+    }
+
+    /// `planning.activation_scale` (an exponent, or `"calibrate"` on
+    /// `workload.calibration`).
+    pub(super) fn activation_scale(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+        workload: &Workload,
+    ) -> Result<ActivationScale, Issue> {
+        const PATH: &str = "planning.activation_scale";
+        let Some(field) = &file.planning.activation_scale else {
+            return Ok(ActivationScale::Fixed(DEFAULT_ACTIVATION_SCALE));
         };
-        let activation_scale = match &section.activation_scale {
-            Some(field) => self.integer(
-                "planning.activation_scale",
-                field,
-                *FP8_SCALE_RANGE.start(),
-                *FP8_SCALE_RANGE.end(),
-                "FP8 activations are stored as value x 2^-activation_scale in F143 (largest \
-                 magnitude 240 x 2^activation_scale); -4 suits activations below 15",
-            )? as i8,
-            None => DEFAULT_ACTIVATION_SCALE,
+        match field.get_ref() {
+            ScaleSetting::Exponent(exponent) => {
+                let exponent = Spanned::new(field.span(), *exponent);
+                let scale = self.integer(
+                    PATH,
+                    &exponent,
+                    *FP8_SCALE_RANGE.start(),
+                    *FP8_SCALE_RANGE.end(),
+                    "FP8 activations are stored as value x 2^-activation_scale in F143 (largest \
+                     magnitude 240 x 2^activation_scale); -4 suits activations below 15, and \
+                     \"calibrate\" chooses one per product from the FP32 reference",
+                )?;
+                // In range, so it fits 8 bits.
+                Ok(ActivationScale::Fixed(scale as i8))
+            }
+            ScaleSetting::Word(word) if word == "calibrate" => Ok(ActivationScale::Calibrate {
+                input: self.calibration_input(file, base_dir, workload)?,
+            }),
+            ScaleSetting::Word(word) => Err(Issue::new(
+                PATH,
+                self.origin(PATH, field),
+                format!("{PATH} = \"{word}\" is neither an integer exponent nor \"calibrate\""),
+            )
+            .label("not a scale")
+            .help(
+                "write activation_scale = \"calibrate\" (a scale per product, from the FP32 \
+                 reference on workload.calibration) or an exponent from -32 to 32 for every \
+                 product (e.g. -4)",
+            )),
+        }
+    }
+
+    /// `workload.calibration`: the seeded input, or the patches of the photo
+    /// or `.npy` array it names (one photo serves every image of a batch).
+    fn calibration_input(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+        workload: &Workload,
+    ) -> Result<CalibrationInput, Issue> {
+        const PATH: &str = "workload.calibration";
+        let field = file
+            .workload
+            .as_ref()
+            .and_then(|section| section.get_ref().calibration.as_ref());
+        let Some(field) = field else {
+            return Ok(CalibrationInput::Seeded);
         };
-        Ok(match inputs {
-            Inputs::Fp16 => ProductInputs::Fp16,
-            Inputs::Fp8 => ProductInputs::Fp8 { activation_scale },
+        let written = field.get_ref();
+        let origin = self.origin(PATH, field);
+        let path = match (&origin, base_dir) {
+            (Origin::File(_), Some(base)) => base.join(written),
+            _ => std::path::PathBuf::from(written),
+        };
+        let patches =
+            calibration_patches(&path, &workload.model, workload.batch).map_err(|message| {
+                Issue::new(
+                    PATH,
+                    origin.clone(),
+                    format!("{PATH} = \"{written}\": {message}"),
+                )
+                .label("not a calibration input")
+                .help(
+                    "name a PNG or JPEG photo or a .npy array of the model's pixels or \
+                         patches; paths in the build file are relative to the build file's folder",
+                )
+            })?;
+        Ok(CalibrationInput::File {
+            path,
+            patches: std::sync::Arc::new(
+                patches
+                    .into_iter()
+                    .map(|value| half::f16::from_f32(value).to_bits())
+                    .collect(),
+            ),
         })
     }
+}
+
+/// The patches of the calibration file at `path` for `batch` images of
+/// `config`'s model: a `.npy` array as `--input` reads it, else a photo as
+/// `--image` reads it (repeated for every image of the batch).
+fn calibration_patches(path: &Path, config: &ModelConfig, batch: u32) -> Result<Vec<f32>, String> {
+    use crate::host_io::{npy, patches, preprocessing::Preprocessing};
+    if path.extension().is_some_and(|extension| extension == "npy") {
+        let array = npy::read(path).map_err(|error| error.to_string())?;
+        return patches::from_array(&array, path, config, batch).map_err(|error| error.to_string());
+    }
+    let preprocessing = Preprocessing::for_model(config).ok_or_else(|| {
+        format!(
+            "the model's {} patches do not form a square grid, so no photo maps onto them; \
+             name a .npy array of patches",
+            config.patches
+        )
+    })?;
+    let pixels = preprocessing
+        .pixels_of_file(path)
+        .map_err(|error| error.to_string())?;
+    let grid = config.grid().unwrap_or(1);
+    let one = patches::from_pixels(&pixels, 1, preprocessing.side, config.patch, grid);
+    Ok(one.repeat(batch as usize))
 }

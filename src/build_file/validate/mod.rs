@@ -30,7 +30,7 @@ pub use structure::{check_structure, serde_issue};
 
 use crate::build_file::{
     AccumulationChoice, BuildQuery, Fusion, MachineSettings, PhaseOverride, PlanningFlags,
-    SchedulePolicy, ScheduleSettings, TransferWidth,
+    SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
 };
 
 /// Tiles of the IPU21 C600.
@@ -176,7 +176,7 @@ pub fn resolve(
     let resolver = Resolver { origins };
     let (workload, model_origin, layers_origin) = resolver.workload(file, base_dir)?;
     let machine = resolver.machine(file, base_dir)?;
-    let planning = resolver.planning(file)?;
+    let planning = resolver.planning(file, base_dir, &workload)?;
     let schedule = resolver.schedule(file)?;
     let overrides = resolver.phase_overrides(file)?;
     let outputs = resolver.outputs(file)?;
@@ -443,7 +443,12 @@ impl Resolver<'_> {
             })
     }
 
-    fn planning(&self, file: &QueryFile) -> Result<PlanningFlags, Issue> {
+    fn planning(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+        workload: &Workload,
+    ) -> Result<PlanningFlags, Issue> {
         let section = &file.planning;
         let accumulation = match &section.accumulation {
             Some(field) => self.choice(
@@ -517,9 +522,11 @@ impl Resolver<'_> {
             None => DEFAULT_AUTO_F16_MAX_PARTS,
         };
         let matrix_inputs = self.matrix_inputs(section)?;
+        let activation_scale = self.activation_scale(file, base_dir, workload)?;
         Ok(PlanningFlags {
             accumulation,
             matrix_inputs,
+            activation_scale,
             copy_motion,
             fusion,
             repeat_base,
