@@ -97,12 +97,20 @@ pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), Compi
 /// `product_recipe` query does).
 pub fn product_recipe(query: &BuildQuery, graph: &Graph) -> Result<ProductRecipe, CompileError> {
     use crate::build_file::{ActivationScale, CalibrationInput};
+    use crate::target::kernel_cost::MatrixInputs;
     let planning = &query.planning;
-    let (crate::target::kernel_cost::MatrixInputs::Fp8, ActivationScale::Calibrate { input }) =
-        (planning.matrix_inputs, &planning.activation_scale)
-    else {
-        return Ok(ProductRecipe::uniform(planning.uniform_inputs()));
+    let any_fp8 = planning.matrix_inputs == MatrixInputs::Fp8
+        || planning
+            .matrix_input_overrides
+            .values()
+            .any(|inputs| *inputs == MatrixInputs::Fp8);
+    let recipe = crate::incremental::calibration::recipe;
+    let ActivationScale::Calibrate { input } = &planning.activation_scale else {
+        return Ok(recipe(planning, None));
     };
+    if !any_fp8 {
+        return Ok(recipe(planning, None));
+    }
     let failed =
         |error: String| CompileError::Calibration(format!("activation calibration: {error}"));
     let mut weights = load_weights(query, graph).map_err(|error| failed(error.to_string()))?;
@@ -114,9 +122,7 @@ pub fn product_recipe(query: &BuildQuery, graph: &Graph) -> Result<ProductRecipe
     }
     let calibration = crate::sim::calibration::calibrate(graph, &weights)
         .map_err(|error| failed(error.to_string()))?;
-    Ok(crate::incremental::calibration::calibrated_recipe(
-        &calibration,
-    ))
+    Ok(recipe(planning, Some(&calibration)))
 }
 
 /// The weights a query names (seeded, or read from SafeTensors).

@@ -136,6 +136,10 @@ pub struct PlanningFlags {
     /// What the matrix unit multiplies in every product
     /// (`planning.matrix_inputs`).
     pub matrix_inputs: crate::target::kernel_cost::MatrixInputs,
+    /// `--set planning.matrix_inputs.OP=...`: products whose inputs differ
+    /// from `matrix_inputs`, by op name.
+    pub matrix_input_overrides:
+        std::collections::BTreeMap<String, crate::target::kernel_cost::MatrixInputs>,
     /// The scale of FP8 activations (`planning.activation_scale`).
     pub activation_scale: ActivationScale,
     /// `[[layout.override]]`: partitions that replace the cost model's

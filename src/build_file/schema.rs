@@ -121,6 +121,11 @@ pub struct PlanningSection {
     pub auto_f16_max_parts: Option<Spanned<i64>>,
     pub matrix_inputs: Option<Spanned<String>>,
     pub activation_scale: Option<Spanned<ScaleSetting>>,
+    /// `--set planning.matrix_inputs.OP=VALUE` entries, in order: (op,
+    /// value, the argument). The file's `planning.matrix_inputs` is the
+    /// string every other product takes.
+    #[serde(skip)]
+    pub matrix_input_overrides: Vec<(String, String, String)>,
 }
 
 /// `[layout]` and its `[[layout.override]]` entries.

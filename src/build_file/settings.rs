@@ -119,6 +119,13 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
             },
         },
     );
+    for (op, inputs) in &planning.matrix_input_overrides {
+        settings.entry(
+            "planning.matrix_inputs",
+            format!("planning.matrix_inputs.{op}"),
+            inputs.name().to_string(),
+        );
+    }
     settings.leaf(
         "workload.calibration",
         match &planning.activation_scale {

@@ -41,13 +41,18 @@ pub enum CalibrationError {
     Reference(String),
 }
 
-/// Firewall: the calibration input when the build calibrates its FP8
-/// activations' scales, `None` otherwise.
+/// Firewall: the calibration input when the build calibrates the scales
+/// of FP8 activations (some product takes FP8 inputs), `None` otherwise.
 #[salsa::tracked(returns(ref))]
 pub fn calibration_input(db: &dyn Db, build: BuildInputs) -> Option<CalibrationInput> {
     let planning = build.planning(db);
-    match (&planning.matrix_inputs, &planning.activation_scale) {
-        (MatrixInputs::Fp8, ActivationScale::Calibrate { input }) => Some(input.clone()),
+    let any_fp8 = planning.matrix_inputs == MatrixInputs::Fp8
+        || planning
+            .matrix_input_overrides
+            .values()
+            .any(|inputs| *inputs == MatrixInputs::Fp8);
+    match &planning.activation_scale {
+        ActivationScale::Calibrate { input } if any_fp8 => Some(input.clone()),
         _ => None,
     }
 }
@@ -99,16 +104,13 @@ pub fn activation_calibration(
     }
     let positions = product_positions(graph);
     let key = || {
-        Ok::<_, CalibrationError>(CacheKey::of(
-            "activation calibration",
-            &(
-                build.model(db),
-                build.batch(db),
-                build.fuse_qkv(db),
-                source,
-                fp8_scale,
-                &input,
-            ),
+        Ok::<_, CalibrationError>(calibration_key(
+            build.model(db),
+            build.batch(db),
+            build.fuse_qkv(db),
+            source,
+            fp8_scale,
+            &input,
         ))
     };
     let check = |calibration: &ActivationCalibration, _: Source| {
@@ -137,46 +139,85 @@ pub fn activation_calibration(
     cache_on_disk(db, key, check, run).map(Arc::new)
 }
 
-/// Each product's inputs: the build's precision for every product and,
-/// for FP8, the fixed scale or each position's calibrated one.
+/// The persistent cache's key of a calibration: what the graph is made
+/// from (model, batch, fused q/k/v), the weights (seed and FP8 scale) and
+/// the calibration input.
+pub fn calibration_key(
+    model: &crate::model::config::ModelConfig,
+    batch: u32,
+    fuse_qkv: bool,
+    weights: &WeightSource,
+    fp8_scale: crate::model::quantisation::Fp8Scale,
+    input: &CalibrationInput,
+) -> CacheKey {
+    CacheKey::of(
+        "activation calibration",
+        &(model, batch, fuse_qkv, weights, fp8_scale, input),
+    )
+}
+
+/// Each product's inputs: its precision (`planning.matrix_inputs` or the
+/// product's override) and, for FP8, the fixed scale or its position's
+/// calibrated one.
 #[salsa::tracked(returns(ref))]
 pub fn product_recipe(
     db: &dyn Db,
     build: BuildInputs,
 ) -> Result<Arc<ProductRecipe>, CalibrationError> {
     let planning = build.planning(db);
-    if calibration_input(db, build).is_none() {
-        return Ok(Arc::new(ProductRecipe::uniform(planning.uniform_inputs())));
-    }
-    let calibration = activation_calibration(db, build).clone()?;
-    Ok(Arc::new(calibrated_recipe(&calibration)))
+    let calibration = match calibration_input(db, build) {
+        Some(_) => Some(activation_calibration(db, build).clone()?),
+        None => None,
+    };
+    Ok(Arc::new(recipe(planning, calibration.as_deref())))
 }
 
-/// The recipe of FP8 products at their calibrated scales; a product the
-/// calibration did not see (there is none: every product of the graph is a
-/// position) takes the largest scale any position needed.
-pub fn calibrated_recipe(calibration: &ActivationCalibration) -> ProductRecipe {
-    let widest = calibration
-        .positions
-        .iter()
-        .map(|position| position.scale)
-        .max()
-        .unwrap_or(crate::build_file::validate::DEFAULT_ACTIVATION_SCALE);
+/// The products' inputs of `planning`, with `calibration`'s scales when
+/// the planning calibrates them. A product the calibration did not see
+/// (there is none: every product of the graph is a position) takes the
+/// largest scale any position needed.
+pub fn recipe(
+    planning: &crate::build_file::PlanningFlags,
+    calibration: Option<&ActivationCalibration>,
+) -> ProductRecipe {
+    let fp8 = |op: Option<&str>| -> ProductInputs {
+        let activation_scale = match (&planning.activation_scale, calibration) {
+            (ActivationScale::Fixed(scale), _) => *scale,
+            (ActivationScale::Calibrate { .. }, Some(calibration)) => op
+                .and_then(|op| calibration.position(op))
+                .map(|position| position.scale)
+                .or_else(|| {
+                    calibration
+                        .positions
+                        .iter()
+                        .map(|position| position.scale)
+                        .max()
+                })
+                .unwrap_or(crate::build_file::validate::DEFAULT_ACTIVATION_SCALE),
+            (ActivationScale::Calibrate { .. }, None) => {
+                crate::build_file::validate::DEFAULT_ACTIVATION_SCALE
+            }
+        };
+        ProductInputs::Fp8 { activation_scale }
+    };
+    let of = |inputs: MatrixInputs, op: Option<&str>| match inputs {
+        MatrixInputs::Fp16 => ProductInputs::Fp16,
+        MatrixInputs::Fp8 => fp8(op),
+    };
+    let mut by_op = std::collections::BTreeMap::new();
+    if let Some(calibration) = calibration {
+        for position in &calibration.positions {
+            by_op.insert(
+                position.op.clone(),
+                of(planning.matrix_inputs, Some(&position.op)),
+            );
+        }
+    }
+    for (op, inputs) in &planning.matrix_input_overrides {
+        by_op.insert(op.clone(), of(*inputs, Some(op)));
+    }
     ProductRecipe {
-        default: ProductInputs::Fp8 {
-            activation_scale: widest,
-        },
-        by_op: calibration
-            .positions
-            .iter()
-            .map(|position| {
-                (
-                    position.op.clone(),
-                    ProductInputs::Fp8 {
-                        activation_scale: position.scale,
-                    },
-                )
-            })
-            .collect(),
+        default: of(planning.matrix_inputs, None),
+        by_op,
     }
 }

@@ -421,7 +421,10 @@ pub fn beam_search(
         for (state, layouts) in &states {
             let mut partitions = op_candidates(
                 graph,
-                settings,
+                PlanningSettings {
+                    matrix_inputs: recipe.inputs_of(op),
+                    ..settings
+                },
                 layouts,
                 op,
                 head_dimension,

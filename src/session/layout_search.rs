@@ -529,7 +529,10 @@ impl Search<'_> {
     ) -> Vec<Partition> {
         op_candidates(
             self.session.graph(),
-            self.planning(),
+            PlanningSettings {
+                matrix_inputs: self.session.product_recipe().inputs_of(op_name),
+                ..self.planning()
+            },
             layouts,
             op_name,
             head_dimension(&self.query),

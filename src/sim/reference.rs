@@ -304,8 +304,16 @@ fn check_product(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Result<(
     Ok(())
 }
 
-/// Output columns per parallel job of a product.
+/// Output columns per parallel job of a product, at least: each job packs
+/// all of `a` again, so a product is cut into about two jobs per thread
+/// (fewer for narrow products), in multiples of the kernel's 16 columns.
 const COLUMN_BLOCK: usize = 64;
+
+/// The columns of one job of a product with `n` output columns.
+fn column_block(n: usize) -> usize {
+    let jobs = 2 * rayon::current_num_threads().max(1);
+    n.div_ceil(jobs).next_multiple_of(16).max(COLUMN_BLOCK)
+}
 
 /// `out = a x b` in FP32 for `a` (`m x k`) and `b` (`k x n`), `out`
 /// row-major `m x n`, its columns in blocks over the cores. Each element is
@@ -322,13 +330,14 @@ fn product(a: Operand, b: Operand, (m, k, n): (usize, usize, usize), out: &mut [
         out.fill(0.0);
         return;
     }
-    let blocks = n.div_ceil(COLUMN_BLOCK);
+    let block_columns = column_block(n);
+    let blocks = n.div_ceil(block_columns);
     // Each job writes only its own columns of `out`: the pointer is shared
     // as an address and every write lands in a disjoint set of elements.
     let out_address = out.as_mut_ptr() as usize;
     (0..blocks).into_par_iter().for_each(|block| {
-        let first = block * COLUMN_BLOCK;
-        let width = COLUMN_BLOCK.min(n - first);
+        let first = block * block_columns;
+        let width = block_columns.min(n - first);
         // SAFETY: `a` holds element (i, p) at `i * row_stride + p *
         // column_stride` for i < m, p < k, and `b` element (p, j) for
         // p < k, j < n (checked by the callers against the shapes); `out`

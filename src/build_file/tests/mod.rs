@@ -222,6 +222,7 @@ fn defaults_apply() {
             max_partition_candidates: 64,
             auto_f16_max_parts: 16,
             matrix_inputs: crate::target::kernel_cost::MatrixInputs::Fp16,
+            matrix_input_overrides: Default::default(),
             activation_scale: crate::build_file::ActivationScale::Fixed(-4),
             layout_overrides: Vec::new(),
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use toml::Spanned;
 
-use super::{DEFAULT_ACTIVATION_SCALE, FP8_SCALE_RANGE, Resolver};
+use super::{FP8_SCALE_RANGE, Resolver};
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::schema::{self, QueryFile, ScaleSetting};
 use crate::build_file::{ActivationScale, CalibrationInput, Workload};
@@ -72,6 +72,59 @@ impl Resolver<'_> {
         }
     }
 
+    /// `--set planning.matrix_inputs.OP=fp8|fp16`: each names a matrix
+    /// product of the workload's graph and a precision.
+    pub(super) fn matrix_input_overrides(
+        &self,
+        section: &schema::PlanningSection,
+        workload: &Workload,
+    ) -> Result<std::collections::BTreeMap<String, MatrixInputs>, Issue> {
+        let mut overrides = std::collections::BTreeMap::new();
+        if section.matrix_input_overrides.is_empty() {
+            return Ok(overrides);
+        }
+        let graph = crate::model::builder::build_graph(
+            &workload.model,
+            crate::model::builder::GraphKnobs {
+                batch: workload.batch,
+                fuse_qkv: workload.fuse_qkv,
+            },
+        );
+        let products = crate::sim::calibration::product_positions(&graph);
+        for (op, value, argument) in &section.matrix_input_overrides {
+            let key = format!("planning.matrix_inputs.{op}");
+            let origin = Origin::Set(argument.clone());
+            if !products.contains(op) {
+                return Err(Issue::new(
+                    key.clone(),
+                    origin,
+                    format!(
+                        "{key}: `{op}` is not a matrix product of {}; its products are {}",
+                        workload.model.name,
+                        products.join(", ")
+                    ),
+                )
+                .label("not a product")
+                .help("name a product as `superstep build` prints its op, e.g. layer.mlp.down"));
+            }
+            let inputs = match value.trim_matches('"') {
+                "fp8" => MatrixInputs::Fp8,
+                "fp16" => MatrixInputs::Fp16,
+                other => {
+                    return Err(Issue::new(
+                        key.clone(),
+                        origin,
+                        format!("{key} = \"{other}\" is neither \"fp8\" nor \"fp16\""),
+                    )
+                    .label("not a precision")
+                    .help("write fp8 or fp16"));
+                }
+            };
+            overrides.insert(op.clone(), inputs);
+        }
+        Ok(overrides)
+    }
+
     /// `planning.activation_scale` (an exponent, or `"calibrate"` on
     /// `workload.calibration`).
     pub(super) fn activation_scale(
@@ -82,7 +135,9 @@ impl Resolver<'_> {
     ) -> Result<ActivationScale, Issue> {
         const PATH: &str = "planning.activation_scale";
         let Some(field) = &file.planning.activation_scale else {
-            return Ok(ActivationScale::Fixed(DEFAULT_ACTIVATION_SCALE));
+            return Ok(ActivationScale::Calibrate {
+                input: self.calibration_input(file, base_dir, workload)?,
+            });
         };
         match field.get_ref() {
             ScaleSetting::Exponent(exponent) => {

@@ -88,8 +88,10 @@ pub const WIDTH_OPTIONS: &[(&str, TransferWidth)] = &[
 /// The range of `workload.fp8_scale`.
 pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
 
-/// `planning.activation_scale`'s default: the scale the notes used for
-/// activations of random weights (CALIBRATION.md: -4, range +-15).
+/// The activation scale of FP8 products that calibration does not choose
+/// (none of a calibrated graph's; see `incremental::calibration::recipe`):
+/// the scale the notes used for activations of random weights
+/// (CALIBRATION.md: -4, range +-15).
 pub const DEFAULT_ACTIVATION_SCALE: i8 = -4;
 
 /// The activation estimate of the fit check: tokens x width x 2 bytes x batch
@@ -523,9 +525,11 @@ impl Resolver<'_> {
         };
         let matrix_inputs = self.matrix_inputs(section)?;
         let activation_scale = self.activation_scale(file, base_dir, workload)?;
+        let matrix_input_overrides = self.matrix_input_overrides(section, workload)?;
         Ok(PlanningFlags {
             accumulation,
             matrix_inputs,
+            matrix_input_overrides,
             activation_scale,
             copy_motion,
             fusion,
