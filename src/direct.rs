@@ -104,7 +104,7 @@ pub fn product_recipe(query: &BuildQuery, graph: &Graph) -> Result<ProductRecipe
             .matrix_input_overrides
             .values()
             .any(|inputs| *inputs == MatrixInputs::Fp8);
-    let recipe = crate::incremental::calibration::recipe;
+    let recipe = crate::sim::calibration::recipe;
     let ActivationScale::Calibrate { input } = &planning.activation_scale else {
         return Ok(recipe(planning, None));
     };
@@ -113,13 +113,14 @@ pub fn product_recipe(query: &BuildQuery, graph: &Graph) -> Result<ProductRecipe
     }
     let failed =
         |error: String| CompileError::Calibration(format!("activation calibration: {error}"));
-    let mut weights = load_weights(query, graph).map_err(|error| failed(error.to_string()))?;
-    if let CalibrationInput::File { patches, .. } = input {
-        weights.input = patches
-            .iter()
-            .map(|&bits| half::f16::from_bits(bits).to_f32())
-            .collect();
+    if let CalibrationInput::File { path } = input {
+        return Err(failed(format!(
+            "the database-free path calibrates on the seeded input only, not on {}; \
+             build through the session",
+            path.display()
+        )));
     }
+    let weights = load_weights(query, graph).map_err(|error| failed(error.to_string()))?;
     let calibration = crate::sim::calibration::calibrate(graph, &weights)
         .map_err(|error| failed(error.to_string()))?;
     Ok(recipe(planning, Some(&calibration)))

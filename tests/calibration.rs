@@ -132,7 +132,7 @@ fn a_warm_build_reads_the_calibration_from_the_cache() {
         query.workload.fuse_qkv,
         &query.workload.weights,
         query.workload.fp8_scale,
-        &CalibrationInput::Seeded,
+        None,
     );
     let stored: ActivationCalibration = cache
         .load(EntryKind::Calibration, &key)
@@ -175,8 +175,8 @@ fn a_calibration_file_is_read_when_the_build_file_is() {
     let on_file = query(TINY, &[CALIBRATED, &[setting.as_str()]].concat());
     match &on_file.planning.activation_scale {
         ActivationScale::Calibrate {
-            input: CalibrationInput::File { patches, .. },
-        } => assert_eq!(patches.len(), values.len()),
+            input: CalibrationInput::File { path: named },
+        } => assert_eq!(named, &path),
         other => panic!("{other:?}"),
     }
     let mut session = Session::new(&on_file);
@@ -192,7 +192,21 @@ fn a_calibration_file_is_read_when_the_build_file_is() {
             .positions[0]
             .largest
     );
-    // A file that is not an input: exit 2 naming the key.
+    // A file that is there but is not the model's input, and one that is
+    // not there: exit 2 naming the key.
+    let wrong = directory.join("wrong.npy");
+    std::fs::write(&wrong, superstep::host_io::npy::encode(&[3, 5], &[0.0; 15])).expect("write");
+    let output = superstep(&[
+        "build",
+        TINY,
+        "--set",
+        "planning.matrix_inputs=fp8",
+        "--set",
+        &format!("workload.calibration={}", wrong.display()),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("workload.calibration"), "{stderr}");
     let missing = directory.join("absent.png");
     let output = superstep(&[
         "build",

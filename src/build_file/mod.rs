@@ -163,12 +163,10 @@ pub enum ActivationScale {
 pub enum CalibrationInput {
     /// The build's seeded input.
     Seeded,
-    /// Patches read from an image or a `.npy` file when the build file was
-    /// resolved, as their FP16 bits.
-    File {
-        path: PathBuf,
-        patches: std::sync::Arc<Vec<u16>>,
-    },
+    /// A photo or a `.npy` array (resolved against the build file's folder
+    /// when written in the file), read by the calibration query when it
+    /// first runs in a session (as a checkpoint is).
+    File { path: PathBuf },
 }
 
 impl PlanningFlags {

@@ -17,12 +17,12 @@ use std::sync::Arc;
 
 use super::database::Db;
 use super::inputs::BuildInputs;
-use super::lowering::graph;
+use super::model_graph::graph;
 use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use crate::build_file::{ActivationScale, CalibrationInput, WeightSource};
 use crate::cache::{CacheKey, Source};
 use crate::model::weights::StreamedSeededWeights;
-use crate::numerics::dot::{ProductInputs, ProductRecipe};
+use crate::numerics::dot::ProductRecipe;
 use crate::sim::calibration::{ActivationCalibration, SCALE_RANGE, calibrate, product_positions};
 use crate::target::kernel_cost::MatrixInputs;
 
@@ -36,6 +36,9 @@ pub enum CalibrationError {
     /// The weights could not be made or read.
     #[error("activation calibration: {0}")]
     Weights(String),
+    /// The calibration file cannot be read as the model's input.
+    #[error("{0}")]
+    Input(String),
     /// The reference failed on the calibration input.
     #[error("activation calibration: the FP32 reference on the calibration input failed: {0}")]
     Reference(String),
@@ -70,15 +73,22 @@ pub fn activation_calibration(
         .unwrap_or(CalibrationInput::Seeded);
     let patches = match &input {
         CalibrationInput::Seeded => None,
-        CalibrationInput::File { patches, .. } => Some(
-            patches
-                .iter()
-                .map(|&bits| half::f16::from_bits(bits).to_f32())
+        CalibrationInput::File { path } => Some(
+            crate::host_io::patches::of_file(path, build.model(db), build.batch(db))
+                .map_err(|message| {
+                    CalibrationError::Input(format!(
+                        "workload.calibration = \"{}\": {message}",
+                        path.display()
+                    ))
+                })?
+                .into_iter()
+                .map(crate::numerics::half_float::round_f16)
                 .collect::<Vec<f32>>(),
         ),
     };
     let source = build.weights(db);
     let fp8_scale = build.fp8_scale(db);
+    let input_values = patches.clone();
     let run = || -> Result<ActivationCalibration, CalibrationError> {
         match source {
             WeightSource::Seeded { seed } => {
@@ -110,7 +120,7 @@ pub fn activation_calibration(
             build.fuse_qkv(db),
             source,
             fp8_scale,
-            &input,
+            input_values.as_deref(),
         ))
     };
     let check = |calibration: &ActivationCalibration, _: Source| {
@@ -141,15 +151,17 @@ pub fn activation_calibration(
 
 /// The persistent cache's key of a calibration: what the graph is made
 /// from (model, batch, fused q/k/v), the weights (seed and FP8 scale) and
-/// the calibration input.
+/// the calibration input's values (`None`: the seeded input).
 pub fn calibration_key(
     model: &crate::model::config::ModelConfig,
     batch: u32,
     fuse_qkv: bool,
     weights: &WeightSource,
     fp8_scale: crate::model::quantisation::Fp8Scale,
-    input: &CalibrationInput,
+    input: Option<&[f32]>,
 ) -> CacheKey {
+    let input: Option<Vec<u32>> =
+        input.map(|values| values.iter().map(|value| value.to_bits()).collect());
     CacheKey::of(
         "activation calibration",
         &(model, batch, fuse_qkv, weights, fp8_scale, input),
@@ -169,55 +181,8 @@ pub fn product_recipe(
         Some(_) => Some(activation_calibration(db, build).clone()?),
         None => None,
     };
-    Ok(Arc::new(recipe(planning, calibration.as_deref())))
-}
-
-/// The products' inputs of `planning`, with `calibration`'s scales when
-/// the planning calibrates them. A product the calibration did not see
-/// (there is none: every product of the graph is a position) takes the
-/// largest scale any position needed.
-pub fn recipe(
-    planning: &crate::build_file::PlanningFlags,
-    calibration: Option<&ActivationCalibration>,
-) -> ProductRecipe {
-    let fp8 = |op: Option<&str>| -> ProductInputs {
-        let activation_scale = match (&planning.activation_scale, calibration) {
-            (ActivationScale::Fixed(scale), _) => *scale,
-            (ActivationScale::Calibrate { .. }, Some(calibration)) => op
-                .and_then(|op| calibration.position(op))
-                .map(|position| position.scale)
-                .or_else(|| {
-                    calibration
-                        .positions
-                        .iter()
-                        .map(|position| position.scale)
-                        .max()
-                })
-                .unwrap_or(crate::build_file::validate::DEFAULT_ACTIVATION_SCALE),
-            (ActivationScale::Calibrate { .. }, None) => {
-                crate::build_file::validate::DEFAULT_ACTIVATION_SCALE
-            }
-        };
-        ProductInputs::Fp8 { activation_scale }
-    };
-    let of = |inputs: MatrixInputs, op: Option<&str>| match inputs {
-        MatrixInputs::Fp16 => ProductInputs::Fp16,
-        MatrixInputs::Fp8 => fp8(op),
-    };
-    let mut by_op = std::collections::BTreeMap::new();
-    if let Some(calibration) = calibration {
-        for position in &calibration.positions {
-            by_op.insert(
-                position.op.clone(),
-                of(planning.matrix_inputs, Some(&position.op)),
-            );
-        }
-    }
-    for (op, inputs) in &planning.matrix_input_overrides {
-        by_op.insert(op.clone(), of(*inputs, Some(op)));
-    }
-    ProductRecipe {
-        default: of(planning.matrix_inputs, None),
-        by_op,
-    }
+    Ok(Arc::new(crate::sim::calibration::recipe(
+        planning,
+        calibration.as_deref(),
+    )))
 }

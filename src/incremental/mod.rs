@@ -13,6 +13,7 @@ pub mod calibration;
 pub mod database;
 pub mod inputs;
 pub mod lowering;
+pub mod model_graph;
 pub mod on_disk;
 pub mod package;
 pub mod packing;

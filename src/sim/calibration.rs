@@ -22,8 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use super::memory::SimError;
 use super::reference::{ReferenceParameters, evaluate_reference_observed};
+use crate::build_file::ActivationScale;
 use crate::model::graph::{Graph, Op, OpKind};
+use crate::numerics::dot::{ProductInputs, ProductRecipe};
 use crate::numerics::fp8;
+use crate::target::kernel_cost::MatrixInputs;
 
 /// How far beyond the largest magnitude seen the chosen scale's range
 /// reaches, at least: F143's largest magnitude at the chosen scale is at
@@ -74,17 +77,10 @@ fn activation_operand(op: &Op) -> Option<usize> {
     }
 }
 
-/// The product positions of `graph`, sorted.
+/// The product positions of `graph`, sorted: its matrix products, whose
+/// left operand is [`activation_operand`].
 pub fn product_positions(graph: &Graph) -> Vec<String> {
-    let mut names: Vec<String> = graph
-        .ops
-        .iter()
-        .filter(|op| activation_operand(op).is_some())
-        .map(|op| op.name.clone())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    names
+    graph.product_names()
 }
 
 /// Runs the reference on `parameters` (whose input is the calibration
@@ -237,15 +233,61 @@ fn round_mantissa(magnitude: f32, kept: u32) -> f32 {
     let low = bits & mask;
     let base = bits & !mask;
     // The last kept bit; with no mantissa bits kept it is the leading one.
-    let odd = if kept == 0 {
-        true
-    } else {
-        (bits >> dropped) & 1 == 1
-    };
+    let odd = kept == 0 || (bits >> dropped) & 1 == 1;
     if low > half || (low == half && odd) {
         f32::from_bits(base + (1 << dropped))
     } else {
         f32::from_bits(base)
+    }
+}
+
+/// The products' inputs of `planning`, with `calibration`'s scales when
+/// the planning calibrates them. A product the calibration did not see
+/// (there is none: every product of the graph is a position) takes the
+/// largest scale any position needed.
+pub fn recipe(
+    planning: &crate::build_file::PlanningFlags,
+    calibration: Option<&ActivationCalibration>,
+) -> ProductRecipe {
+    let fp8 = |op: Option<&str>| -> ProductInputs {
+        let activation_scale = match (&planning.activation_scale, calibration) {
+            (ActivationScale::Fixed(scale), _) => *scale,
+            (ActivationScale::Calibrate { .. }, Some(calibration)) => op
+                .and_then(|op| calibration.position(op))
+                .map(|position| position.scale)
+                .or_else(|| {
+                    calibration
+                        .positions
+                        .iter()
+                        .map(|position| position.scale)
+                        .max()
+                })
+                .unwrap_or(crate::build_file::validate::DEFAULT_ACTIVATION_SCALE),
+            (ActivationScale::Calibrate { .. }, None) => {
+                crate::build_file::validate::DEFAULT_ACTIVATION_SCALE
+            }
+        };
+        ProductInputs::Fp8 { activation_scale }
+    };
+    let of = |inputs: MatrixInputs, op: Option<&str>| match inputs {
+        MatrixInputs::Fp16 => ProductInputs::Fp16,
+        MatrixInputs::Fp8 => fp8(op),
+    };
+    let mut by_op = std::collections::BTreeMap::new();
+    if let Some(calibration) = calibration {
+        for position in &calibration.positions {
+            by_op.insert(
+                position.op.clone(),
+                of(planning.matrix_inputs, Some(&position.op)),
+            );
+        }
+    }
+    for (op, inputs) in &planning.matrix_input_overrides {
+        by_op.insert(op.clone(), of(*inputs, Some(op)));
+    }
+    ProductRecipe {
+        default: of(planning.matrix_inputs, None),
+        by_op,
     }
 }
 

@@ -223,7 +223,9 @@ fn defaults_apply() {
             auto_f16_max_parts: 16,
             matrix_inputs: crate::target::kernel_cost::MatrixInputs::Fp16,
             matrix_input_overrides: Default::default(),
-            activation_scale: crate::build_file::ActivationScale::Fixed(-4),
+            activation_scale: crate::build_file::ActivationScale::Calibrate {
+                input: crate::build_file::CalibrationInput::Seeded,
+            },
             layout_overrides: Vec::new(),
         }
     );

@@ -12,7 +12,6 @@ use super::{FP8_SCALE_RANGE, Resolver};
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::schema::{self, QueryFile, ScaleSetting};
 use crate::build_file::{ActivationScale, CalibrationInput, Workload};
-use crate::model::config::ModelConfig;
 use crate::target::kernel_cost::{CostTable, MatrixInputs};
 
 impl Resolver<'_> {
@@ -90,7 +89,7 @@ impl Resolver<'_> {
                 fuse_qkv: workload.fuse_qkv,
             },
         );
-        let products = crate::sim::calibration::product_positions(&graph);
+        let products = graph.product_names();
         for (op, value, argument) in &section.matrix_input_overrides {
             let key = format!("planning.matrix_inputs.{op}");
             let origin = Origin::Set(argument.clone());
@@ -131,12 +130,11 @@ impl Resolver<'_> {
         &self,
         file: &QueryFile,
         base_dir: Option<&Path>,
-        workload: &Workload,
     ) -> Result<ActivationScale, Issue> {
         const PATH: &str = "planning.activation_scale";
         let Some(field) = &file.planning.activation_scale else {
             return Ok(ActivationScale::Calibrate {
-                input: self.calibration_input(file, base_dir, workload)?,
+                input: self.calibration_input(file, base_dir)?,
             });
         };
         match field.get_ref() {
@@ -155,7 +153,7 @@ impl Resolver<'_> {
                 Ok(ActivationScale::Fixed(scale as i8))
             }
             ScaleSetting::Word(word) if word == "calibrate" => Ok(ActivationScale::Calibrate {
-                input: self.calibration_input(file, base_dir, workload)?,
+                input: self.calibration_input(file, base_dir)?,
             }),
             ScaleSetting::Word(word) => Err(Issue::new(
                 PATH,
@@ -177,7 +175,6 @@ impl Resolver<'_> {
         &self,
         file: &QueryFile,
         base_dir: Option<&Path>,
-        workload: &Workload,
     ) -> Result<CalibrationInput, Issue> {
         const PATH: &str = "workload.calibration";
         let field = file
@@ -193,51 +190,18 @@ impl Resolver<'_> {
             (Origin::File(_), Some(base)) => base.join(written),
             _ => std::path::PathBuf::from(written),
         };
-        let patches =
-            calibration_patches(&path, &workload.model, workload.batch).map_err(|message| {
-                Issue::new(
-                    PATH,
-                    origin.clone(),
-                    format!("{PATH} = \"{written}\": {message}"),
-                )
-                .label("not a calibration input")
-                .help(
-                    "name a PNG or JPEG photo or a .npy array of the model's pixels or \
-                         patches; paths in the build file are relative to the build file's folder",
-                )
-            })?;
-        Ok(CalibrationInput::File {
-            path,
-            patches: std::sync::Arc::new(
-                patches
-                    .into_iter()
-                    .map(|value| half::f16::from_f32(value).to_bits())
-                    .collect(),
-            ),
-        })
+        if !path.is_file() {
+            return Err(Issue::new(
+                PATH,
+                origin,
+                format!("{PATH} = \"{written}\": `{}` is not a file", path.display()),
+            )
+            .label("not a file")
+            .help(
+                "name a PNG or JPEG photo or a .npy array of the model's pixels or patches; \
+                 paths in the build file are relative to the build file's folder",
+            ));
+        }
+        Ok(CalibrationInput::File { path })
     }
-}
-
-/// The patches of the calibration file at `path` for `batch` images of
-/// `config`'s model: a `.npy` array as `--input` reads it, else a photo as
-/// `--image` reads it (repeated for every image of the batch).
-fn calibration_patches(path: &Path, config: &ModelConfig, batch: u32) -> Result<Vec<f32>, String> {
-    use crate::host_io::{npy, patches, preprocessing::Preprocessing};
-    if path.extension().is_some_and(|extension| extension == "npy") {
-        let array = npy::read(path).map_err(|error| error.to_string())?;
-        return patches::from_array(&array, path, config, batch).map_err(|error| error.to_string());
-    }
-    let preprocessing = Preprocessing::for_model(config).ok_or_else(|| {
-        format!(
-            "the model's {} patches do not form a square grid, so no photo maps onto them; \
-             name a .npy array of patches",
-            config.patches
-        )
-    })?;
-    let pixels = preprocessing
-        .pixels_of_file(path)
-        .map_err(|error| error.to_string())?;
-    let grid = config.grid().unwrap_or(1);
-    let one = patches::from_pixels(&pixels, 1, preprocessing.side, config.patch, grid);
-    Ok(one.repeat(batch as usize))
 }

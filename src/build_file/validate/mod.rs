@@ -524,7 +524,7 @@ impl Resolver<'_> {
             None => DEFAULT_AUTO_F16_MAX_PARTS,
         };
         let matrix_inputs = self.matrix_inputs(section)?;
-        let activation_scale = self.activation_scale(file, base_dir, workload)?;
+        let activation_scale = self.activation_scale(file, base_dir)?;
         let matrix_input_overrides = self.matrix_input_overrides(section, workload)?;
         Ok(PlanningFlags {
             accumulation,
