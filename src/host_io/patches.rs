@@ -119,32 +119,6 @@ pub fn from_array(
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patches_follow_channel_then_pixel_row_then_pixel_column() {
-        // One image, 2 x 2 patches of 2 x 2 pixels: side 4. Pixel value
-        // encodes (channel, y, x) as 100 c + 10 y + x.
-        let mut pixels = Vec::new();
-        for channel in 0..3 {
-            for y in 0..4 {
-                for x in 0..4 {
-                    pixels.push((100 * channel + 10 * y + x) as f32);
-                }
-            }
-        }
-        let patches = from_pixels(&pixels, 1, 4, 2, 2);
-        assert_eq!(patches.len(), 4 * 12);
-        // Cell (0, 1): x from 2, y from 0.
-        assert_eq!(&patches[12..16], &[2.0, 3.0, 12.0, 13.0]);
-        assert_eq!(&patches[16..20], &[102.0, 103.0, 112.0, 113.0]);
-        // Cell (1, 0): y from 2.
-        assert_eq!(&patches[24..28], &[20.0, 21.0, 30.0, 31.0]);
-    }
-}
-
 /// The patches of the file at `path` (a calibration input) for `batch` images of
 /// `config`'s model: a `.npy` array as `run --input` reads it, else a photo
 /// as `run --image` reads it (repeated for every image of the batch).
@@ -171,4 +145,30 @@ pub fn of_file(
     let grid = config.grid().unwrap_or(1);
     let one = from_pixels(&pixels, 1, preprocessing.side, config.patch, grid);
     Ok(one.repeat(batch as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patches_follow_channel_then_pixel_row_then_pixel_column() {
+        // One image, 2 x 2 patches of 2 x 2 pixels: side 4. Pixel value
+        // encodes (channel, y, x) as 100 c + 10 y + x.
+        let mut pixels = Vec::new();
+        for channel in 0..3 {
+            for y in 0..4 {
+                for x in 0..4 {
+                    pixels.push((100 * channel + 10 * y + x) as f32);
+                }
+            }
+        }
+        let patches = from_pixels(&pixels, 1, 4, 2, 2);
+        assert_eq!(patches.len(), 4 * 12);
+        // Cell (0, 1): x from 2, y from 0.
+        assert_eq!(&patches[12..16], &[2.0, 3.0, 12.0, 13.0]);
+        assert_eq!(&patches[16..20], &[102.0, 103.0, 112.0, 113.0]);
+        // Cell (1, 0): y from 2.
+        assert_eq!(&patches[24..28], &[20.0, 21.0, 30.0, 31.0]);
+    }
 }
