@@ -349,6 +349,51 @@ mod tests {
     }
 
     #[test]
+    fn streamed_weights_calibrate_as_the_stored_weights_do() {
+        let query = crate::build_file::load_query(
+            std::path::Path::new("queries/vit-tiny.toml"),
+            &["workload.layers=3".to_string()],
+        )
+        .expect("query");
+        let graph = crate::direct::build_query_graph(&query);
+        let crate::build_file::WeightSource::Seeded { seed } = query.workload.weights else {
+            panic!("vit-tiny has seeded weights");
+        };
+        let stored = crate::model::weights::seeded_weights(&graph, seed, query.workload.fp8_scale)
+            .expect("weights");
+        let streamed = crate::model::weights::StreamedSeededWeights::new(
+            &graph,
+            seed,
+            query.workload.fp8_scale,
+            None,
+        )
+        .expect("streamed");
+        for (id, data) in stored.tensors.iter() {
+            for instance in 0..data.instances {
+                assert_eq!(streamed.instance(*id, instance), data.instance(instance));
+            }
+        }
+        assert_eq!(streamed.input(), &stored.input[..]);
+        let from_stored = calibrate(&graph, &stored).expect("calibrates");
+        assert_eq!(
+            calibrate(&graph, &streamed).expect("calibrates"),
+            from_stored
+        );
+        assert_eq!(from_stored.positions.len(), product_positions(&graph).len());
+    }
+
+    #[test]
+    fn a_skipped_generator_continues_the_sequence() {
+        // Streamed weights generate in chunks, each from a skipped generator.
+        let mut sequential = SplitMix::new(99);
+        let draws: Vec<u64> = (0..200_000).map(|_| sequential.next_u64()).collect();
+        for start in [0usize, 1, 65_536, 131_072, 199_999] {
+            let mut skipped = SplitMix::skipped(99, start as u64);
+            assert_eq!(skipped.next_u64(), draws[start], "{start}");
+        }
+    }
+
+    #[test]
     fn rounding_keeps_the_asked_bits_with_ties_to_even() {
         assert_eq!(round_mantissa(1.0625, 3), 1.0);
         assert_eq!(round_mantissa(1.1875, 3), 1.25);
