@@ -15,6 +15,7 @@ use crate::layout::planner::{
 use crate::model::builder::{GraphKnobs, build_graph};
 use crate::model::graph::Graph;
 use crate::model::weights::{WeightError, Weights};
+use crate::numerics::dot::ProductRecipe;
 
 use crate::build_file::BuildQuery;
 
@@ -24,6 +25,8 @@ pub enum CompileError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Expand(#[from] ExpandError),
+    #[error("{0}")]
+    Calibration(String),
 }
 
 pub fn graph_knobs(query: &BuildQuery) -> GraphKnobs {
@@ -54,9 +57,10 @@ pub fn lower(
     graph: &Graph,
     settings: PlanningSettings,
     overrides: &[LayoutOverride],
+    recipe: &ProductRecipe,
     oracle: &mut dyn CostOracle,
 ) -> Result<(Layouts, LowProgram), CompileError> {
-    let layouts = plan_layouts(graph, settings, overrides, oracle)?;
+    let layouts = plan_layouts(graph, settings, overrides, recipe, oracle)?;
     let expansions = layouts
         .ops
         .iter()
@@ -77,13 +81,49 @@ pub fn lower(
 /// The whole first half without a database.
 pub fn compile(query: &BuildQuery) -> Result<(Graph, Layouts, LowProgram), CompileError> {
     let graph = build_query_graph(query);
+    let recipe = product_recipe(query, &graph)?;
     let (layouts, program) = lower(
         &graph,
         planning_settings(query),
         &query.planning.layout_overrides,
+        &recipe,
         &mut DirectCosts,
     )?;
     Ok((graph, layouts, program))
+}
+
+/// Each product's inputs under `query` (calibrating the activations'
+/// scales on the FP32 reference when the query asks for it, as the
+/// `product_recipe` query does).
+pub fn product_recipe(query: &BuildQuery, graph: &Graph) -> Result<ProductRecipe, CompileError> {
+    use crate::build_file::{ActivationScale, CalibrationInput};
+    use crate::target::kernel_cost::MatrixInputs;
+    let planning = &query.planning;
+    let any_fp8 = planning.matrix_inputs == MatrixInputs::Fp8
+        || planning
+            .matrix_input_overrides
+            .values()
+            .any(|inputs| *inputs == MatrixInputs::Fp8);
+    let recipe = crate::sim::calibration::recipe;
+    let ActivationScale::Calibrate { input } = &planning.activation_scale else {
+        return Ok(recipe(planning, None));
+    };
+    if !any_fp8 {
+        return Ok(recipe(planning, None));
+    }
+    let failed =
+        |error: String| CompileError::Calibration(format!("activation calibration: {error}"));
+    if let CalibrationInput::File { path } = input {
+        return Err(failed(format!(
+            "the database-free path calibrates on the seeded input only, not on {}; \
+             build through the session",
+            path.display()
+        )));
+    }
+    let weights = load_weights(query, graph).map_err(|error| failed(error.to_string()))?;
+    let calibration = crate::sim::calibration::calibrate(graph, &weights)
+        .map_err(|error| failed(error.to_string()))?;
+    Ok(recipe(planning, Some(&calibration)))
 }
 
 /// The weights a query names (seeded, or read from SafeTensors).

@@ -177,6 +177,7 @@ fn valid_value(table: &str, key: &str) -> &'static str {
         ("planning", "max_partition_candidates") => "64",
         ("planning", "matrix_inputs") => "\"fp16\"",
         ("planning", "activation_scale") => "-4",
+        ("workload", "calibration") => "\"tests/fixtures/host_io/photo.png\"",
         ("schedule", "policy") => "\"latency\"",
         ("schedule", "width") => "\"auto\"",
         ("outputs", "directory") => "\"/tmp/superstep-fuzz\"",

@@ -216,6 +216,47 @@ fn fp8_casts_fused_into_producers_compute_what_casting_products_compute() {
     );
 }
 
+/// Calibrated activation scales, end to end: each product rounds its
+/// activations at its own position's scale (vit-tiny's differ: 2^-6 and
+/// 2^-5), the package still computes the interpreter's output bit for bit,
+/// in both precisions, at 2 and 3 layers, and nothing saturates on the
+/// input the scales were calibrated on.
+#[test]
+fn calibrated_fp8_inputs_compute_the_interpreters_output_bit_for_bit() {
+    for layers in ["workload.layers=2", "workload.layers=3"] {
+        let fp8 = built(
+            "queries/vit-tiny.toml",
+            &[
+                layers,
+                "planning.matrix_inputs=fp8",
+                "planning.activation_scale=calibrate",
+            ],
+        );
+        let calibration = fp8.session.activation_calibration().expect("calibrated");
+        let scales: std::collections::BTreeSet<i8> = calibration
+            .positions
+            .iter()
+            .map(|position| position.scale)
+            .collect();
+        assert!(scales.len() > 1, "{scales:?}");
+        let (cosine, run) = fp8.checked_run();
+        assert!(cosine > 0.99, "{cosine}");
+        assert!(run.counts.fp8_activations > 0);
+        assert_eq!(run.counts.saturated_activations, 0);
+        let fp16 = built(
+            "queries/vit-tiny.toml",
+            &[
+                layers,
+                "planning.matrix_inputs=fp16",
+                "planning.activation_scale=calibrate",
+            ],
+        );
+        assert!(fp16.session.activation_calibration().is_none());
+        let (_, run) = fp16.checked_run();
+        assert_eq!(run.counts.fp8_activations, 0);
+    }
+}
+
 /// Ragged reduced slices, end to end: vit-tiny's 17 tokens in 3 row
 /// blocks of 6, 6 and 5 rows (MLP up) and 2 of 9 and 8 (QKV), each over 4
 /// reduction parts, are reduce-scattered in balanced slices (no block is
@@ -737,6 +778,16 @@ fn tiny_three_layers_matches_the_interpreter() {
 #[ignore = "full width, 1,472 tiles: minutes"]
 fn siglip_two_layers_package_matches_the_reference() {
     built("queries/siglip-so400m.toml", &["workload.layers=2"]).check();
+}
+
+#[test]
+#[ignore = "full width, 1,472 tiles: minutes"]
+fn siglip_two_layers_calibrated_fp8_package_matches_the_interpreter() {
+    built(
+        "queries/siglip-so400m.toml",
+        &["workload.layers=2", "planning.matrix_inputs=fp8"],
+    )
+    .check();
 }
 
 #[test]

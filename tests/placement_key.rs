@@ -85,6 +85,12 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "planning.auto_f16_max_parts" => &["planning.auto_f16_max_parts=0"],
         "planning.matrix_inputs" => &["planning.matrix_inputs=fp8"],
         "planning.fp8_cast" => &["planning.matrix_inputs=fp8", "planning.fp8_cast=product"],
+        // A photo whose products' scales differ from the seeded input's in
+        // the tiny graph's head or not: the key moves exactly when they do.
+        "workload.calibration" => &[
+            "planning.matrix_inputs=fp8",
+            "workload.calibration=tests/fixtures/host_io/photo.png",
+        ],
         "planning.activation_scale" => {
             &["planning.matrix_inputs=fp8", "planning.activation_scale=-3"]
         }

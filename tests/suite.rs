@@ -19,6 +19,8 @@ mod architecture;
 mod audit;
 #[path = "cache.rs"]
 mod cache;
+#[path = "calibration.rs"]
+mod calibration;
 #[path = "capacity.rs"]
 mod capacity;
 #[path = "checkpoint_ranges.rs"]

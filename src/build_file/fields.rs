@@ -252,6 +252,14 @@ pub const FIELDS: &[Field] = &[
         "-32..=32, or \"auto\"",
         "Weights are stored as FP8 x 2^fp8_scale; `auto`: per tensor and layer, the smallest scale that does not saturate.",
     ),
+    field(
+        "workload.calibration",
+        Some(Input::Planning),
+        String,
+        "(the seeded input)",
+        "a PNG or JPEG photo, or a .npy array of pixels or patches, relative to the build file",
+        "The input planning.activation_scale = \"calibrate\" runs the FP32 reference on.",
+    ),
     choice(
         "workload.attention",
         Some(Input::Attention),
@@ -479,7 +487,7 @@ pub const FIELDS: &[Field] = &[
         Some(Input::Planning),
         "fp16",
         &["fp16", "fp8"],
-        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate).",
+        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate). One product differs with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
     ),
     choice(
         "planning.fp8_cast",
@@ -491,10 +499,10 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.activation_scale",
         Some(Input::Planning),
-        Integer,
-        "-4",
-        "-32..=32",
-        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale).",
+        Scale,
+        "\"calibrate\"",
+        "-32..=32, or \"calibrate\"",
+        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale); `calibrate`: per product, the least scale holding twice the largest activation the FP32 reference computes on workload.calibration.",
     ),
     table("layout", "Per-operator layouts."),
     field(

@@ -134,13 +134,60 @@ pub struct PlanningFlags {
     /// most this many reduction parts, when that is cheaper (0: never).
     pub auto_f16_max_parts: u32,
     /// What the matrix unit multiplies in every product
-    /// (`planning.matrix_inputs`, with `planning.activation_scale` for FP8).
-    pub matrix_inputs: crate::numerics::dot::ProductInputs,
+    /// (`planning.matrix_inputs`).
+    pub matrix_inputs: crate::target::kernel_cost::MatrixInputs,
+    /// `--set planning.matrix_inputs.OP=...`: products whose inputs differ
+    /// from `matrix_inputs`, by op name.
+    pub matrix_input_overrides:
+        std::collections::BTreeMap<String, crate::target::kernel_cost::MatrixInputs>,
+    /// The scale of FP8 activations (`planning.activation_scale`).
+    pub activation_scale: ActivationScale,
     /// Where FP8 activations are cast (`planning.fp8_cast`).
     pub fp8_cast: crate::layout::fp8_activations::Fp8Cast,
     /// `[[layout.override]]`: partitions that replace the cost model's
     /// choice for the ops they name (sorted by op).
     pub layout_overrides: Vec<LayoutOverride>,
+}
+
+/// `planning.activation_scale`, resolved: FP8 activations are stored as
+/// value x 2^-scale.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ActivationScale {
+    /// One scale for every product.
+    Fixed(i8),
+    /// A scale per product position, chosen by running the FP32 reference
+    /// on `input` (`crate::sim::calibration`).
+    Calibrate { input: CalibrationInput },
+}
+
+/// What calibration runs the reference on (`workload.calibration`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CalibrationInput {
+    /// The build's seeded input.
+    Seeded,
+    /// A photo or a `.npy` array (resolved against the build file's folder
+    /// when written in the file), read by the calibration query when it
+    /// first runs in a session (as a checkpoint is).
+    File { path: PathBuf },
+}
+
+impl PlanningFlags {
+    /// Every product's inputs when the scale is fixed; under calibration,
+    /// the inputs of a product calibration did not see (there is none: the
+    /// query layer gives every product its own), at the default scale.
+    pub fn uniform_inputs(&self) -> crate::numerics::dot::ProductInputs {
+        use crate::numerics::dot::ProductInputs;
+        use crate::target::kernel_cost::MatrixInputs;
+        match (self.matrix_inputs, &self.activation_scale) {
+            (MatrixInputs::Fp16, _) => ProductInputs::Fp16,
+            (MatrixInputs::Fp8, ActivationScale::Fixed(scale)) => ProductInputs::Fp8 {
+                activation_scale: *scale,
+            },
+            (MatrixInputs::Fp8, ActivationScale::Calibrate { .. }) => ProductInputs::Fp8 {
+                activation_scale: validate::DEFAULT_ACTIVATION_SCALE,
+            },
+        }
+    }
 }
 
 /// `[schedule]`, resolved.
@@ -453,7 +500,7 @@ pub fn planning_settings(
         cost_table,
         reserved_bytes_per_tile: planning.reserved_bytes_per_tile,
         accumulation: accumulation(planning.accumulation, planning.auto_f16_max_parts),
-        matrix_inputs: planning.matrix_inputs,
+        matrix_inputs: planning.uniform_inputs(),
         fp8_cast: planning.fp8_cast,
         candidate_limit: planning.max_partition_candidates,
         forced_flash: match attention {

@@ -39,6 +39,7 @@ pub struct WorkloadSection {
     pub batch: Option<Spanned<i64>>,
     pub fuse_qkv: Option<Spanned<bool>>,
     pub fp8_scale: Option<Spanned<ScaleSetting>>,
+    pub calibration: Option<Spanned<String>>,
     pub attention: Option<Spanned<String>>,
     pub weights: Option<Spanned<WeightsSection>>,
     pub width: Option<Spanned<i64>>,
@@ -56,8 +57,8 @@ pub struct WorkloadSection {
     pub layer_norm_epsilon: Option<Spanned<f64>>,
 }
 
-/// `workload.fp8_scale` as written: an exponent, or a word (only `"auto"`
-/// is valid; validation says so).
+/// `workload.fp8_scale` or `planning.activation_scale` as written: an
+/// exponent, or a word (`"auto"`, `"calibrate"`; validation says which).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ScaleSetting {
     Exponent(i64),
@@ -120,7 +121,12 @@ pub struct PlanningSection {
     pub auto_f16_max_parts: Option<Spanned<i64>>,
     pub matrix_inputs: Option<Spanned<String>>,
     pub fp8_cast: Option<Spanned<String>>,
-    pub activation_scale: Option<Spanned<i64>>,
+    pub activation_scale: Option<Spanned<ScaleSetting>>,
+    /// `--set planning.matrix_inputs.OP=VALUE` entries, in order: (op,
+    /// value, the argument). The file's `planning.matrix_inputs` is the
+    /// string every other product takes.
+    #[serde(skip)]
+    pub matrix_input_overrides: Vec<(String, String, String)>,
 }
 
 /// `[layout]` and its `[[layout.override]]` entries.

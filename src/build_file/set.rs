@@ -32,6 +32,9 @@ use crate::build_file::schema::{
 /// The paths each `--set` argument set, mapped to the argument that set them.
 pub type SetOrigins = BTreeMap<String, String>;
 
+/// The key prefix of per-product input overrides: `planning.matrix_inputs.OP=fp8|fp16`.
+pub const MATRIX_INPUTS_OVERRIDE_PREFIX: &str = "planning.matrix_inputs.";
+
 /// The key prefix of per-phase policy overrides: `schedule.override.PHASE=POLICY`.
 pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
 
@@ -99,6 +102,25 @@ fn apply_set(
     }
     if let Some(op) = key.strip_prefix(LAYOUT_OVERRIDE_PREFIX) {
         return set_layout_override(file, argument, key, op, raw_value);
+    }
+    if let Some(op) = key.strip_prefix(MATRIX_INPUTS_OVERRIDE_PREFIX) {
+        if op.is_empty() {
+            return Err(QueryError::set(
+                argument,
+                Some(key),
+                "the op name after `planning.matrix_inputs.` is empty",
+                Some(String::from(
+                    "name the product, e.g. --set planning.matrix_inputs.layer.mlp.down=fp16",
+                )),
+            ));
+        }
+        // The value is checked with the op's name when the query is resolved.
+        replace_or_push(
+            &mut file.planning.matrix_input_overrides,
+            (op.to_string(), raw_value.to_string(), argument.to_string()),
+            |(existing, _, _)| existing == op,
+        );
+        return Ok(());
     }
 
     let kind = find_kind(argument, key)?;
@@ -347,6 +369,7 @@ fn assign(
         ("workload.fp8_scale", Integer(number)) => {
             workload(file).fp8_scale = unset(ScaleSetting::Exponent(number))
         }
+        ("workload.calibration", Text(text)) => workload(file).calibration = unset(text),
         ("workload.fp8_scale", Text(text)) => {
             workload(file).fp8_scale = unset(ScaleSetting::Word(text))
         }
@@ -412,7 +435,10 @@ fn assign(
         ("planning.matrix_inputs", Text(text)) => file.planning.matrix_inputs = unset(text),
         ("planning.fp8_cast", Text(text)) => file.planning.fp8_cast = unset(text),
         ("planning.activation_scale", Integer(number)) => {
-            file.planning.activation_scale = unset(number)
+            file.planning.activation_scale = unset(ScaleSetting::Exponent(number))
+        }
+        ("planning.activation_scale", Text(text)) => {
+            file.planning.activation_scale = unset(ScaleSetting::Word(text))
         }
         ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
         ("schedule.width", Text(text)) => file.schedule.width = unset(text),

@@ -98,20 +98,43 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         "planning.accumulation",
         format!("{:?}", planning.accumulation),
     );
-    let (matrix_inputs, activation_scale) = match planning.matrix_inputs {
-        crate::numerics::dot::ProductInputs::Fp16 => ("fp16", None),
-        crate::numerics::dot::ProductInputs::Fp8 { activation_scale } => {
-            ("fp8", Some(activation_scale))
-        }
-    };
-    settings.leaf("planning.matrix_inputs", matrix_inputs.to_string());
+    settings.leaf(
+        "planning.matrix_inputs",
+        planning.matrix_inputs.name().to_string(),
+    );
     settings.leaf("planning.fp8_cast", planning.fp8_cast.name().to_string());
     settings.leaf(
         "planning.activation_scale",
-        activation_scale.map_or_else(
-            || String::from("unused (matrix_inputs = fp16)"),
-            |scale| scale.to_string(),
-        ),
+        match (&planning.matrix_inputs, &planning.activation_scale) {
+            (crate::target::kernel_cost::MatrixInputs::Fp16, _) => {
+                String::from("unused (matrix_inputs = fp16)")
+            }
+            (_, crate::build_file::ActivationScale::Fixed(scale)) => scale.to_string(),
+            (_, crate::build_file::ActivationScale::Calibrate { input }) => match input {
+                crate::build_file::CalibrationInput::Seeded => {
+                    String::from("calibrate (on the seeded input)")
+                }
+                crate::build_file::CalibrationInput::File { path, .. } => {
+                    format!("calibrate (on {})", path.display())
+                }
+            },
+        },
+    );
+    for (op, inputs) in &planning.matrix_input_overrides {
+        settings.entry(
+            "planning.matrix_inputs",
+            format!("planning.matrix_inputs.{op}"),
+            inputs.name().to_string(),
+        );
+    }
+    settings.leaf(
+        "workload.calibration",
+        match &planning.activation_scale {
+            crate::build_file::ActivationScale::Calibrate {
+                input: crate::build_file::CalibrationInput::File { path, .. },
+            } => path.display().to_string(),
+            _ => String::from("(the seeded input)"),
+        },
     );
     settings.leaf("planning.copy_motion", planning.copy_motion.to_string());
     settings.leaf("planning.fusion", planning.fusion.name().to_string());

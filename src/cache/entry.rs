@@ -72,10 +72,13 @@ pub enum EntryKind {
     /// A problem's lower bound (latency-aware and dependency chain), as
     /// fusion pricing reads it.
     Bound = 9,
+    /// The activation calibration of (graph, weights, calibration input):
+    /// every product position's scale and figures.
+    Calibration = 10,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 9] = [
+    pub const ALL: [EntryKind; 10] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -85,6 +88,7 @@ impl EntryKind {
         EntryKind::LayoutSearch,
         EntryKind::Alternative,
         EntryKind::Bound,
+        EntryKind::Calibration,
     ];
 
     /// Whether entries of this kind are fetched from (and uploaded to) a
@@ -110,6 +114,7 @@ impl EntryKind {
             EntryKind::LayoutSearch => "search",
             EntryKind::Alternative => "alternative",
             EntryKind::Bound => "bound",
+            EntryKind::Calibration => "calibration",
         }
     }
 }

@@ -307,6 +307,9 @@ fn print_details(
             }
         );
     }
+    if let Some(calibration) = &report.activation_calibration {
+        print_calibration(calibration);
+    }
     if show_ops {
         for op in &report.ops {
             print_line!(
@@ -318,6 +321,26 @@ fn print_details(
                 op.counts.kernel_runs
             );
         }
+    }
+}
+
+/// The calibrated scale of every product position, with the largest
+/// activation seen and the error of rounding to FP8 at that scale.
+fn print_calibration(calibration: &crate::sim::calibration::ActivationCalibration) {
+    print_line!(
+        "  FP8 activation scales, calibrated (the least scale whose range holds {}x the largest activation):",
+        crate::sim::calibration::HEADROOM
+    );
+    for position in &calibration.positions {
+        print_line!(
+            "    {:<28} scale {:>3}  largest {:>10.4}  range {:>9.1}  rounding error {:.5} (relative RMS over {} values)",
+            position.op,
+            position.scale,
+            position.largest,
+            crate::numerics::fp8::F143_MAX * 2f32.powi(i32::from(position.scale)),
+            position.relative_rms,
+            thousands(position.elements)
+        );
     }
 }
 

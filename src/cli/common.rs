@@ -30,7 +30,8 @@ pub fn stage_error(error: StageError, tiles: Option<u32>) -> CommandError {
         StageError::Layout(
             layout @ (LayoutError::WeightsDoNotFit { .. } | LayoutError::DoesNotFit(_)),
         ) => CommandError::Input(memory::layout_message(layout, tiles)),
-        StageError::Layout(LayoutError::Cost { .. }) => {
+        // The checkpoint or the calibration input cannot be computed on.
+        StageError::Layout(LayoutError::Cost { .. } | LayoutError::Calibration(_)) => {
             CommandError::Input(format!("error: {error}"))
         }
         StageError::Layout(LayoutError::Override(problem)) => {

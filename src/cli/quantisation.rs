@@ -3,7 +3,7 @@
 //! standard output, and a warning on standard error for every tensor
 //! instance that saturated under the build's `workload.fp8_scale`; and the
 //! activations a run rounded to FP8 (`planning.matrix_inputs = "fp8"`),
-//! with a warning when any saturated at `planning.activation_scale`.
+//! with a warning when any saturated at their products' activation scales.
 
 use crate::model::quantisation::{report_lines, saturation_warnings};
 use crate::model::weights::Weights;
@@ -20,7 +20,7 @@ pub fn report_activations(fp8_activations: u64, saturated: u64, indent: &str) {
     );
     if saturated > 0 {
         eprintln!(
-            "warning: {saturated} of {fp8_activations} activations ({share:.4}%) were beyond FP8's range at planning.activation_scale and saturated; a larger scale (e.g. one more) makes room"
+            "warning: {saturated} of {fp8_activations} activations ({share:.4}%) were beyond FP8's range at their products' activation scales and saturated; a larger planning.activation_scale, or calibration on a representative input (workload.calibration = FILE), makes room"
         );
     }
 }

@@ -119,6 +119,34 @@ pub fn from_array(
     ))
 }
 
+/// The patches of the file at `path` (a calibration input) for `batch` images of
+/// `config`'s model: a `.npy` array as `run --input` reads it, else a photo
+/// as `run --image` reads it (repeated for every image of the batch).
+pub fn of_file(
+    path: &std::path::Path,
+    config: &crate::model::config::ModelConfig,
+    batch: u32,
+) -> Result<Vec<f32>, String> {
+    use super::{npy, preprocessing::Preprocessing};
+    if path.extension().is_some_and(|extension| extension == "npy") {
+        let array = npy::read(path).map_err(|error| error.to_string())?;
+        return from_array(&array, path, config, batch).map_err(|error| error.to_string());
+    }
+    let preprocessing = Preprocessing::for_model(config).ok_or_else(|| {
+        format!(
+            "the model's {} patches do not form a square grid, so no photo maps onto them; \
+             name a .npy array of patches",
+            config.patches
+        )
+    })?;
+    let pixels = preprocessing
+        .pixels_of_file(path)
+        .map_err(|error| error.to_string())?;
+    let grid = config.grid().unwrap_or(1);
+    let one = from_pixels(&pixels, 1, preprocessing.side, config.patch, grid);
+    Ok(one.repeat(batch as usize))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::database::Db;
 use super::inputs::BuildInputs;
+pub use super::model_graph::graph;
 use crate::expand::assemble::assemble;
 use crate::expand::expansion::OpExpansion;
 use crate::expand::program::LowProgram;
@@ -24,8 +25,6 @@ use crate::layout::format::TensorFormat;
 use crate::layout::overrides::LayoutOverride;
 use crate::layout::plan::{Layouts, PlannedOp, PlannedValueId};
 use crate::layout::planner::{CostOracle, LayoutError, PlanningSettings, plan_layouts};
-use crate::model::builder::{GraphKnobs, build_graph};
-use crate::model::graph::Graph;
 
 /// A stage failure, as a query value (cloneable, comparable).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -34,15 +33,6 @@ pub enum StageError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Expand(#[from] ExpandError),
-}
-
-#[salsa::tracked(returns(ref))]
-pub fn graph(db: &dyn Db, build: BuildInputs) -> Graph {
-    let knobs = GraphKnobs {
-        batch: build.batch(db),
-        fuse_qkv: build.fuse_qkv(db),
-    };
-    build_graph(build.model(db), knobs)
 }
 
 /// Firewall: the planning-relevant projection of the build's fields.
@@ -102,7 +92,10 @@ pub fn layouts(db: &dyn Db, build: BuildInputs) -> Result<Arc<Layouts>, LayoutEr
     let graph = graph(db, build);
     let settings = planning_settings(db, build);
     let overrides = layout_overrides(db, build);
-    plan_layouts(graph, settings, overrides, &mut QueryCosts { db }).map(Arc::new)
+    let recipe = super::calibration::product_recipe(db, build)
+        .clone()
+        .map_err(|error| LayoutError::Calibration(error.to_string()))?;
+    plan_layouts(graph, settings, overrides, &recipe, &mut QueryCosts { db }).map(Arc::new)
 }
 
 /// Firewall: the per-operator layout overrides alone, so that a change to

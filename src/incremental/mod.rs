@@ -4,13 +4,16 @@
 //! `phases` the per-phase queries, `whole_program` the aggregates over all
 //! phases (row table, reservations, placement, estimate) and `package` the
 //! finished package's assembly, `weights` the parameter values the
-//! simulators read; `sweep` measures one phase under one (policy, width)
+//! simulators read, `calibration` the FP8 activation scales and each
+//! product's inputs; `sweep` measures one phase under one (policy, width)
 //! for `superstep sweep`; `on_disk` is the one path to the persistent cache.
 
 pub mod alternatives;
+pub mod calibration;
 pub mod database;
 pub mod inputs;
 pub mod lowering;
+pub mod model_graph;
 pub mod on_disk;
 pub mod package;
 pub mod packing;

@@ -85,6 +85,9 @@ macro_rules! tracked_queries {
 
 tracked_queries! {
     Graph = "graph" in Graph,
+    CalibrationInput = "calibration_input" in Layouts,
+    ActivationCalibration = "activation_calibration" in Layouts,
+    ProductRecipe = "product_recipe" in Layouts,
     PlanningSettings = "planning_settings" in Layouts,
     MatmulCosting = "matmul_costing" in Layouts,
     AttentionCosting = "attention_costing" in Layouts,

@@ -82,6 +82,9 @@ pub enum LayoutError {
     },
     #[error("{0}")]
     DoesNotFit(Box<CapacityShortfall>),
+    /// The products' inputs could not be chosen (activation calibration).
+    #[error("{0}")]
+    Calibration(String),
     #[error("{0}")]
     Override(Box<OverrideError>),
     #[error(
@@ -104,17 +107,21 @@ struct Planner<'graph> {
 
 /// Plans every op and value of `graph`: the three passes in turn, then the
 /// check that the resident weights fit. `overrides` replace the cost
-/// model's partition of the ops they name.
+/// model's partition of the ops they name; `recipe` gives each product's
+/// inputs (`settings.matrix_inputs` is replaced by its choice per op).
 pub fn plan_layouts(
     graph: &Graph,
     settings: PlanningSettings,
     overrides: &[LayoutOverride],
+    recipe: &crate::numerics::dot::ProductRecipe,
     oracle: &mut dyn CostOracle,
 ) -> Result<Layouts, LayoutError> {
-    let rewritten = with_fp8_activations(graph, settings.fp8_cast, |_| settings.matrix_inputs);
+    let rewritten = with_fp8_activations(graph, settings.fp8_cast, |op| {
+        recipe.inputs_of(&graph.op(op).name)
+    });
     let graph = &*rewritten;
     let budget = MemoryBudget::of(graph, settings.tiles, settings.reserved_bytes_per_tile);
-    let plans = plan_operators(graph, settings, overrides, &budget, oracle)?;
+    let plans = plan_operators(graph, settings, overrides, recipe, &budget, oracle)?;
     let heavy = heavy_formats(graph, &plans);
     let consumers = consumers(graph);
     let mut planner = Planner {

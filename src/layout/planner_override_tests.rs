@@ -70,10 +70,12 @@ fn plan_with(overrides: &[(&str, &str)]) -> Result<Layouts, LayoutError> {
             partition: Partition::parse(partition).expect("partition"),
         })
         .collect();
+    let settings = settings();
     plan_layouts(
         &chained_products(),
-        settings(),
+        settings,
         &overrides,
+        &crate::numerics::dot::ProductRecipe::uniform(settings.matrix_inputs),
         &mut DirectCosts,
     )
 }
@@ -162,7 +164,14 @@ fn an_override_over_the_working_budget_says_how_much_it_needs() {
         op: String::from("down"),
         partition: Partition::parse("1x1x1").expect("partition"),
     }];
-    match plan_layouts(&chained_products(), tight, &overrides, &mut DirectCosts) {
+    let recipe = crate::numerics::dot::ProductRecipe::uniform(tight.matrix_inputs);
+    match plan_layouts(
+        &chained_products(),
+        tight,
+        &overrides,
+        &recipe,
+        &mut DirectCosts,
+    ) {
         Err(LayoutError::Override(error)) => {
             assert!(error.message.contains("bytes of working SRAM"), "{error}")
         }

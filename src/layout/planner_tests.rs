@@ -138,7 +138,8 @@ fn repeated_product() -> Graph {
 }
 
 fn plan(graph: &Graph, settings: PlanningSettings) -> Result<Layouts, LayoutError> {
-    plan_layouts(graph, settings, &[], &mut DirectCosts)
+    let recipe = crate::numerics::dot::ProductRecipe::uniform(settings.matrix_inputs);
+    plan_layouts(graph, settings, &[], &recipe, &mut DirectCosts)
 }
 
 #[test]

@@ -206,6 +206,22 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// The names of the graph's matrix products, sorted, each once (the
+    /// layers of the Repeat share an op, so a product of the layers is one
+    /// name): the products a build names (`planning.matrix_inputs.OP`) and
+    /// activation calibration's positions.
+    pub fn product_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .ops
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::MatMul { .. }))
+            .map(|op| op.name.clone())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
     pub fn value(&self, id: ValueId) -> &Value {
         &self.values[id.0 as usize]
     }

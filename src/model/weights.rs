@@ -149,6 +149,11 @@ impl SplitMix {
     pub fn next_symmetric(&mut self) -> f32 {
         ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
+
+    /// The generator after `count` draws (SplitMix's state only counts).
+    pub fn skipped(seed: u64, count: u64) -> SplitMix {
+        SplitMix(seed.wrapping_add(count.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+    }
 }
 
 fn name_seed(seed: u64, name: &str, instance: u32) -> u64 {
@@ -184,6 +189,112 @@ fn generated_value(
     }
 }
 
+/// Elements generated per parallel job of [`generated_instance`].
+const GENERATION_CHUNK: usize = 1 << 16;
+
+/// Instance `instance` of seeded weight `id` before quantisation: its own
+/// generator's draws in element order (made in chunks over the cores, each
+/// chunk's generator skipped to its first draw: the same values).
+fn generated_instance(graph: &Graph, seed: u64, id: ValueId, instance: u32) -> Vec<f32> {
+    use rayon::prelude::*;
+    let value = graph.value(id);
+    let elements = value.shape.elements() as usize;
+    let start = name_seed(seed, &value.name, instance);
+    let mut values = vec![0.0f32; elements];
+    values
+        .par_chunks_mut(GENERATION_CHUNK)
+        .enumerate()
+        .for_each(|(chunk, out)| {
+            let first = chunk * GENERATION_CHUNK;
+            let mut generator = SplitMix::skipped(start, first as u64);
+            for (offset, slot) in out.iter_mut().enumerate() {
+                *slot = generated_value(
+                    &value.name,
+                    value.shape.rows,
+                    &mut generator,
+                    first + offset,
+                    value.shape.cols,
+                );
+            }
+        });
+    values
+}
+
+/// Seeded parameters made when the reference reads them, one tensor
+/// instance at a time: the values [`seeded_weights`] stores, without
+/// holding every layer's at once (the reference reads a layer's weights
+/// once, so a pass over the model holds about one layer's).
+pub struct StreamedSeededWeights<'graph> {
+    graph: &'graph Graph,
+    seed: u64,
+    fp8_scale: Fp8Scale,
+    input: Vec<f32>,
+}
+
+impl<'graph> StreamedSeededWeights<'graph> {
+    /// Streams `graph`'s seeded weights (`seed`, quantised under
+    /// `fp8_scale`) with `input` (the graph's input, FP16-rounded), or the
+    /// seeded input when `None`.
+    pub fn new(
+        graph: &'graph Graph,
+        seed: u64,
+        fp8_scale: Fp8Scale,
+        input: Option<Vec<f32>>,
+    ) -> Result<StreamedSeededWeights<'graph>, WeightError> {
+        let input = match input {
+            Some(input) => input,
+            None => seeded_input_only(graph, seed, fp8_scale)?.input,
+        };
+        Ok(StreamedSeededWeights {
+            graph,
+            seed,
+            fp8_scale,
+            input,
+        })
+    }
+
+    /// Instance `instance` of weight `id`, as [`seeded_weights`] stores it.
+    pub fn instance(&self, id: ValueId, instance: u32) -> Vec<f32> {
+        use rayon::prelude::*;
+        let value = self.graph.value(id);
+        let values = generated_instance(self.graph, self.seed, id, instance);
+        match value.precision {
+            super::graph::Precision::F8 => {
+                let largest = values
+                    .par_iter()
+                    .fold(|| 0.0f32, |most, value| most.max(value.abs()))
+                    .reduce(|| 0.0f32, f32::max);
+                let scale = self.fp8_scale.scale_for(largest);
+                let table = crate::numerics::fp8::decode_table(scale);
+                values
+                    .into_par_iter()
+                    .map(|value| table[usize::from(crate::numerics::fp8::encode(value, scale))])
+                    .collect()
+            }
+            super::graph::Precision::F16 => {
+                values.into_par_iter().map(half_float::round_f16).collect()
+            }
+            super::graph::Precision::F32 => values,
+            // Stored weights never have an activation's precision; were one
+            // given it, its own scale is what it would be stored at.
+            super::graph::Precision::F8Activation { scale } => {
+                let table = crate::numerics::fp8::decode_table(i32::from(scale));
+                values
+                    .into_par_iter()
+                    .map(|value| {
+                        table[usize::from(crate::numerics::fp8::encode(value, i32::from(scale)))]
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The input patches.
+    pub fn input(&self) -> &[f32] {
+        &self.input
+    }
+}
+
 fn instances_of(graph: &Graph, iterated: bool) -> u32 {
     if iterated {
         graph.repeat.as_ref().map_or(1, |repeat| repeat.iterations)
@@ -209,16 +320,7 @@ pub fn seeded_weights(
                 let instances = instances_of(graph, iterated);
                 let mut values = Vec::with_capacity(elements * instances as usize);
                 for instance in 0..instances {
-                    let mut generator = SplitMix::new(name_seed(seed, &value.name, instance));
-                    values.extend((0..elements).map(|index| {
-                        generated_value(
-                            &value.name,
-                            value.shape.rows,
-                            &mut generator,
-                            index,
-                            value.shape.cols,
-                        )
-                    }));
+                    values.extend(generated_instance(graph, seed, id, instance));
                 }
                 let (data, costs) =
                     quantise(&value.name, values, value.precision, fp8_scale, instances);

@@ -70,6 +70,31 @@ impl ActivationStore {
     }
 }
 
+/// What the matrix unit multiplies in each product, by the product's op
+/// name (`layer.mlp.up`): the per-product choices of a build (a
+/// `planning.matrix_inputs.OP` override, a calibrated activation scale),
+/// over `default` for the products it does not name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProductRecipe {
+    pub default: ProductInputs,
+    pub by_op: std::collections::BTreeMap<String, ProductInputs>,
+}
+
+impl ProductRecipe {
+    /// Every product takes `default`.
+    pub fn uniform(default: ProductInputs) -> ProductRecipe {
+        ProductRecipe {
+            default,
+            by_op: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// The inputs of the product `op`.
+    pub fn inputs_of(&self, op: &str) -> ProductInputs {
+        self.by_op.get(op).copied().unwrap_or(self.default)
+    }
+}
+
 /// Number of consecutive products summed in f32 before the running sum is
 /// rounded to f16 under [`Accumulation::F16`].
 pub const F16_ACCUMULATION_CHUNK: usize = 16;

@@ -55,6 +55,9 @@ pub fn session_report(
         &outcome.summary,
     );
     report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    report.activation_calibration = session
+        .activation_calibration()
+        .map(|calibration| calibration.as_ref().clone());
     Ok(report)
 }
 

@@ -197,6 +197,10 @@ pub struct BuildReport {
     /// sums accumulate (the planner's decision under `planning.accumulation`).
     pub f16_partials: Vec<String>,
     pub f32_partials: Vec<String>,
+    /// Under `planning.activation_scale = "calibrate"` (FP8 products):
+    /// every product position's scale, largest activation and
+    /// quantisation error on the calibration input.
+    pub activation_calibration: Option<crate::sim::calibration::ActivationCalibration>,
     /// The low program's transfer lists in program order (the Repeat body
     /// once), before phase grouping merges them into the exchange phases of
     /// `back.phases`.
@@ -363,6 +367,7 @@ pub fn build_report(
         ops: op_summaries(layouts, expansions),
         f16_partials: split_products(layouts, Accumulation::F16),
         f32_partials: split_products(layouts, Accumulation::F32),
+        activation_calibration: None,
         transfer_lists: exchange_summaries(program),
         back: None,
     }

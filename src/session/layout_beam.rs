@@ -394,6 +394,7 @@ pub fn op_candidates(
 pub fn beam_search(
     graph: &Graph,
     settings: PlanningSettings,
+    recipe: &crate::numerics::dot::ProductRecipe,
     start: &[LayoutOverride],
     head_dimension: u32,
     beam: BeamSettings,
@@ -401,7 +402,7 @@ pub fn beam_search(
     let mut oracle = DirectCosts;
     let mut memo = PriceMemo::default();
     let plan = |choices: &BTreeMap<String, Partition>, oracle: &mut dyn CostOracle| {
-        plan_layouts(graph, settings, &overrides_of(choices), oracle).ok()
+        plan_layouts(graph, settings, &overrides_of(choices), recipe, oracle).ok()
     };
     let initial = choices_of(start);
     let first = plan(&initial, &mut oracle)?;
@@ -427,7 +428,10 @@ pub fn beam_search(
         for (state, layouts) in &states {
             let mut partitions = op_candidates(
                 graph,
-                settings,
+                PlanningSettings {
+                    matrix_inputs: recipe.inputs_of(op),
+                    ..settings
+                },
                 layouts,
                 op,
                 head_dimension,

@@ -277,6 +277,7 @@ impl Session {
             let found = beam_search(
                 search.session.graph(),
                 search.planning(),
+                &search.session.product_recipe(),
                 &query.planning.layout_overrides,
                 head_dimension(query),
                 beam,
@@ -528,7 +529,10 @@ impl Search<'_> {
     ) -> Vec<Partition> {
         op_candidates(
             self.session.graph(),
-            self.planning(),
+            PlanningSettings {
+                matrix_inputs: self.session.product_recipe().inputs_of(op_name),
+                ..self.planning()
+            },
             layouts,
             op_name,
             head_dimension(&self.query),

@@ -307,6 +307,27 @@ impl Session {
         crate::incremental::package::assemble_package(&self.db, self.inputs)
     }
 
+    /// The activation calibration the build's FP8 products were planned
+    /// with (`None` when the build does not calibrate).
+    pub fn activation_calibration(
+        &self,
+    ) -> Option<Arc<crate::sim::calibration::ActivationCalibration>> {
+        use crate::incremental::calibration::{activation_calibration, calibration_input};
+        calibration_input(&self.db, self.inputs).as_ref()?;
+        activation_calibration(&self.db, self.inputs).clone().ok()
+    }
+
+    /// Each product's inputs as the build plans them (every product at the
+    /// uniform inputs when they cannot be chosen: `layouts` reports why).
+    pub fn product_recipe(&self) -> crate::numerics::dot::ProductRecipe {
+        match crate::incremental::calibration::product_recipe(&self.db, self.inputs) {
+            Ok(recipe) => recipe.as_ref().clone(),
+            Err(_) => crate::numerics::dot::ProductRecipe::uniform(
+                self.inputs.planning(&self.db).uniform_inputs(),
+            ),
+        }
+    }
+
     pub fn layouts(&self) -> Result<Arc<Layouts>, StageError> {
         layouts(&self.db, self.inputs)
             .clone()

@@ -1,10 +1,12 @@
 //! Functional simulation: the low-program interpreter, the package
 //! simulator (`package`: the finished per-tile images, decoded rows,
 //! patches and an ownership map of memory), the FP32 reference evaluation
-//! of the graph, the kernel semantics the executors share, per-phase replay
-//! of decoded rows, the comparison of outputs, and the interpreter's
-//! written-byte record (`written`).
+//! of the graph and the activation calibration run on it, the kernel
+//! semantics the executors share, per-phase replay of decoded rows, the
+//! comparison of outputs, and the interpreter's written-byte record
+//! (`written`).
 
+pub mod calibration;
 pub mod compare;
 pub mod host;
 pub mod interpreter;
@@ -13,5 +15,6 @@ pub mod memory;
 pub mod package;
 pub mod reference;
 pub mod replay;
+
 pub mod weight_scales;
 pub mod written;

@@ -1,35 +1,84 @@
 //! The FP32 reference: evaluates the graph itself (no layouts, no tiles) on
 //! whole tensors in FP32, with the same quantised weights and input as the
-//! compiled program, and the same kernel definitions (`numerics`).
+//! compiled program, and the same kernel definitions (`numerics`) for
+//! everything but the matrix products, which are FP32 general matrix
+//! products (`matrixmultiply`, split by columns over the cores: every
+//! element sums over the reduction in one order on any thread count).
+//!
+//! The parameters come through [`ReferenceParameters`]: a loaded
+//! [`Weights`], or a source that makes each layer's tensors when they are
+//! read (activation calibration streams the weights one layer at a time).
+//! An observer may watch every op's operands as they are read.
+
+use std::borrow::Cow;
 
 use super::kernels::{RotaryPlace, rotate_row};
 use super::memory::SimError;
 use crate::model::graph::GeluKind;
-use crate::model::graph::{Graph, OpKind, Region, ValueId, ValueKind, ViewKind};
+use crate::model::graph::{Graph, Op, OpKind, Region, ValueId, ValueKind, ViewKind};
 use crate::model::weights::Weights;
 use crate::numerics::activation::{gelu_erf, gelu_tanh};
-use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
 use crate::numerics::rows::{layer_norm_row, softmax_row_in_place};
 
-struct Evaluator<'graph> {
-    graph: &'graph Graph,
-    weights: &'graph Weights,
-    values: Vec<Option<Vec<f32>>>,
+/// Where the reference reads parameter values and the host input.
+pub trait ReferenceParameters: Sync {
+    /// Instance `instance` of weight `id` (instance 0 for a weight outside
+    /// the repeated layers), as the program stores it.
+    fn weight(&self, graph: &Graph, id: ValueId, instance: u32)
+    -> Result<Cow<'_, [f32]>, SimError>;
+    /// The image patches, FP16-rounded.
+    fn input(&self) -> &[f32];
 }
 
-impl Evaluator<'_> {
+impl ReferenceParameters for Weights {
+    fn weight(
+        &self,
+        graph: &Graph,
+        id: ValueId,
+        instance: u32,
+    ) -> Result<Cow<'_, [f32]>, SimError> {
+        let data = self
+            .tensors
+            .get(&id)
+            .ok_or_else(|| SimError::MissingValue(graph.value(id).name.clone()))?;
+        Ok(Cow::Borrowed(data.instance(instance)))
+    }
+
+    fn input(&self) -> &[f32] {
+        &self.input
+    }
+}
+
+impl ReferenceParameters for crate::model::weights::StreamedSeededWeights<'_> {
+    fn weight(&self, _: &Graph, id: ValueId, instance: u32) -> Result<Cow<'_, [f32]>, SimError> {
+        Ok(Cow::Owned(self.instance(id, instance)))
+    }
+
+    fn input(&self) -> &[f32] {
+        crate::model::weights::StreamedSeededWeights::input(self)
+    }
+}
+
+/// Watches the reference: called with every op and the values of its
+/// inputs before the op runs (once per layer for an op of the Repeat).
+pub type OperandObserver<'observer> = dyn FnMut(&Op, &[Vec<f32>]) + 'observer;
+
+struct Evaluator<'graph, 'observer> {
+    graph: &'graph Graph,
+    parameters: &'graph dyn ReferenceParameters,
+    values: Vec<Option<Vec<f32>>>,
+    observer: Option<&'observer mut OperandObserver<'observer>>,
+}
+
+impl Evaluator<'_, '_> {
     fn get(&self, id: ValueId, instance: u32) -> Result<Vec<f32>, SimError> {
         let value = self.graph.value(id);
         match value.kind {
-            ValueKind::Weight { iterated } => {
-                let data = self
-                    .weights
-                    .tensors
-                    .get(&id)
-                    .ok_or_else(|| SimError::MissingValue(value.name.clone()))?;
-                Ok(data.instance(if iterated { instance } else { 0 }).to_vec())
-            }
-            ValueKind::Input => Ok(self.weights.input.clone()),
+            ValueKind::Weight { iterated } => Ok(self
+                .parameters
+                .weight(self.graph, id, if iterated { instance } else { 0 })?
+                .into_owned()),
+            ValueKind::Input => Ok(self.parameters.input().to_vec()),
             ValueKind::Activation => self.values[id.0 as usize]
                 .clone()
                 .ok_or_else(|| SimError::MissingValue(value.name.clone())),
@@ -44,6 +93,9 @@ impl Evaluator<'_> {
             .iter()
             .map(|&input| self.get(input, instance))
             .collect::<Result<_, _>>()?;
+        if let Some(observer) = self.observer.as_mut() {
+            observer(op, &inputs);
+        }
         let input_shape = |slot: usize| self.graph.value(op.inputs[slot]).shape;
         let result = match &op.kind {
             OpKind::MatMul { bias } => {
@@ -53,7 +105,13 @@ impl Evaluator<'_> {
                     output_shape.cols as usize,
                 );
                 let mut out = vec![0.0f32; m * n];
-                parallel_matmul(&inputs[0], &inputs[1], k, n, &mut out)?;
+                check_product(&inputs[0], &inputs[1], m, k, n)?;
+                product(
+                    Operand::rows(&inputs[0], k),
+                    Operand::rows(&inputs[1], n),
+                    (m, k, n),
+                    &mut out,
+                );
                 if *bias {
                     for row in out.chunks_exact_mut(n) {
                         row.iter_mut()
@@ -104,39 +162,41 @@ impl Evaluator<'_> {
                 let keys = input_shape(1).rows as usize;
                 let (queries, d) = (q_shape.rows as usize, q_shape.cols as usize);
                 let mut out = vec![0.0f32; inputs[0].len()];
-                for group in 0..q_shape.groups as usize {
-                    let q = &inputs[0][group * queries * d..(group + 1) * queries * d];
-                    let k = &inputs[1][group * keys * d..(group + 1) * keys * d];
-                    let v = &inputs[2][group * keys * d..(group + 1) * keys * d];
-                    let mut scores = vec![0.0f32; queries * keys];
-                    matmul_block_transposed_b(
-                        q,
-                        d,
-                        k,
-                        d,
-                        queries,
-                        d,
-                        keys,
-                        Accumulation::F32,
-                        &mut scores,
-                        keys,
-                    )?;
-                    for row in scores.chunks_exact_mut(keys) {
-                        softmax_row_in_place(row, *scale)?;
-                    }
-                    matmul_block(
-                        &scores,
-                        keys,
-                        v,
-                        d,
-                        queries,
-                        keys,
-                        d,
-                        Accumulation::F32,
-                        &mut out[group * queries * d..(group + 1) * queries * d],
-                        d,
-                    )?;
+                let groups = q_shape.groups as usize;
+                if inputs[0].len() != groups * queries * d
+                    || inputs[1].len() != groups * keys * d
+                    || inputs[2].len() != groups * keys * d
+                {
+                    return Err(SimError::MissingValue(format!(
+                        "attention `{}`: operands do not have the shapes the graph gives",
+                        op.name
+                    )));
                 }
+                use rayon::prelude::*;
+                out.par_chunks_mut((queries * d).max(1))
+                    .enumerate()
+                    .try_for_each(|(group, out)| -> Result<(), SimError> {
+                        let q = &inputs[0][group * queries * d..(group + 1) * queries * d];
+                        let k = &inputs[1][group * keys * d..(group + 1) * keys * d];
+                        let v = &inputs[2][group * keys * d..(group + 1) * keys * d];
+                        let mut scores = vec![0.0f32; queries * keys];
+                        product(
+                            Operand::rows(q, d),
+                            Operand::columns(k, d),
+                            (queries, d, keys),
+                            &mut scores,
+                        );
+                        for row in scores.chunks_exact_mut(keys.max(1)) {
+                            softmax_row_in_place(row, *scale)?;
+                        }
+                        product(
+                            Operand::rows(&scores, keys),
+                            Operand::rows(v, d),
+                            (queries, keys, d),
+                            out,
+                        );
+                        Ok(())
+                    })?;
                 out
             }
             OpKind::View(view) => {
@@ -203,48 +263,125 @@ impl Evaluator<'_> {
     }
 }
 
-/// Rows of the reference's FP32 products computed per bands of rows in
-/// parallel; every element accumulates over `k` in the same order as one
-/// call would, so the result is identical on any thread count.
-fn parallel_matmul(
-    a: &[f32],
-    b: &[f32],
-    k: usize,
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), crate::numerics::NumericsError> {
-    use rayon::prelude::*;
-    const BAND_ROWS: usize = 16;
-    if n == 0 || k == 0 {
-        let m = out.len() / n.max(1);
-        return matmul_block(a, k, b, n, m, k, n, Accumulation::F32, out, n);
+/// A matrix operand: its values with the strides of its rows and columns.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    values: &'a [f32],
+    row_stride: usize,
+    column_stride: usize,
+}
+
+impl<'a> Operand<'a> {
+    /// Row-major, `columns` to a row.
+    fn rows(values: &'a [f32], columns: usize) -> Operand<'a> {
+        Operand {
+            values,
+            row_stride: columns,
+            column_stride: 1,
+        }
     }
-    out.par_chunks_mut(BAND_ROWS * n)
-        .enumerate()
-        .try_for_each(|(band, rows)| {
-            let count = rows.len() / n;
-            let first = band * BAND_ROWS;
-            matmul_block(
-                &a[first * k..(first + count) * k],
+
+    /// The transpose of a row-major matrix of `rows` x `columns` rows:
+    /// element (i, j) is `values[j * columns + i]`.
+    fn columns(values: &'a [f32], columns: usize) -> Operand<'a> {
+        Operand {
+            values,
+            row_stride: 1,
+            column_stride: columns,
+        }
+    }
+}
+
+/// `Err` unless `a` is `m x k` and `b` is `k x n`, both row-major.
+fn check_product(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Result<(), SimError> {
+    if a.len() != m * k || b.len() != k * n {
+        return Err(SimError::MissingValue(format!(
+            "a matrix product of {m} x {k} by {k} x {n} read {} and {} values",
+            a.len(),
+            b.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Output columns per parallel job of a product, at least: each job packs
+/// all of `a` again, so a product is cut into about two jobs per thread
+/// (fewer for narrow products), in multiples of the kernel's 16 columns.
+const COLUMN_BLOCK: usize = 64;
+
+/// The columns of one job of a product with `n` output columns.
+fn column_block(n: usize) -> usize {
+    let jobs = 2 * rayon::current_num_threads().max(1);
+    n.div_ceil(jobs).next_multiple_of(16).max(COLUMN_BLOCK)
+}
+
+/// `out = a x b` in FP32 for `a` (`m x k`) and `b` (`k x n`), `out`
+/// row-major `m x n`, its columns in blocks over the cores. Each element is
+/// one FP32 dot product whose summation order depends only on `k` (the
+/// library's fixed blocking), so the result is the same on any number of
+/// threads. The callers check the operands' extents.
+fn product(a: Operand, b: Operand, (m, k, n): (usize, usize, usize), out: &mut [f32]) {
+    use rayon::prelude::*;
+    debug_assert_eq!(out.len(), m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let block_columns = column_block(n);
+    let blocks = n.div_ceil(block_columns);
+    // Each job writes only its own columns of `out`: the pointer is shared
+    // as an address and every write lands in a disjoint set of elements.
+    let out_address = out.as_mut_ptr() as usize;
+    (0..blocks).into_par_iter().for_each(|block| {
+        let first = block * block_columns;
+        let width = block_columns.min(n - first);
+        // SAFETY: `a` holds element (i, p) at `i * row_stride + p *
+        // column_stride` for i < m, p < k, and `b` element (p, j) for
+        // p < k, j < n (checked by the callers against the shapes); `out`
+        // is `m x n` row-major and this job writes columns
+        // `first..first + width` only, which no other job writes.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
                 k,
-                b,
-                n,
-                count,
-                k,
-                n,
-                Accumulation::F32,
-                rows,
-                n,
-            )
-        })
+                width,
+                1.0,
+                a.values.as_ptr(),
+                a.row_stride as isize,
+                a.column_stride as isize,
+                b.values.as_ptr().add(first * b.column_stride),
+                b.row_stride as isize,
+                b.column_stride as isize,
+                0.0,
+                (out_address as *mut f32).add(first),
+                n as isize,
+                1,
+            );
+        }
+    });
 }
 
 /// Evaluates the graph's output in FP32.
 pub fn evaluate_reference(graph: &Graph, weights: &Weights) -> Result<Vec<f32>, SimError> {
+    evaluate_reference_observed(graph, weights, None)
+}
+
+/// Evaluates the graph's output in FP32 from `parameters`, showing
+/// `observer` every op's operands (the same evaluation as
+/// [`evaluate_reference`], which is this without an observer).
+pub fn evaluate_reference_observed<'observer>(
+    graph: &Graph,
+    parameters: &dyn ReferenceParameters,
+    observer: Option<&'observer mut OperandObserver<'observer>>,
+) -> Result<Vec<f32>, SimError> {
     let mut evaluator = Evaluator {
         graph,
-        weights,
+        parameters,
         values: vec![None; graph.values.len()],
+        observer,
     };
     for (index, op) in graph.ops.iter().enumerate() {
         if op.region == Region::Prologue {

@@ -1,16 +1,19 @@
 //! Resolution of the keys the kernel cost model reads: `machine.calibration`
 //! (a calibration file, read through the one input rule) and
-//! `planning.matrix_inputs` with `planning.activation_scale` (what the
-//! matrix unit multiplies).
+//! `planning.matrix_inputs` with `planning.activation_scale` and
+//! `workload.calibration` (what the matrix unit multiplies, and the input
+//! that calibrates the FP8 activations' scales).
 
 use std::path::Path;
 
-use super::{DEFAULT_ACTIVATION_SCALE, FP8_SCALE_RANGE, Resolver};
+use toml::Spanned;
+
+use super::{FP8_SCALE_RANGE, Resolver};
 use crate::build_file::error::{Issue, Origin};
-use crate::build_file::schema::{self, QueryFile};
+use crate::build_file::schema::{self, QueryFile, ScaleSetting};
+use crate::build_file::{ActivationScale, CalibrationInput, Workload};
 use crate::layout::fp8_activations::Fp8Cast;
-use crate::numerics::dot::ProductInputs;
-use crate::target::kernel_cost::CostTable;
+use crate::target::kernel_cost::{CostTable, MatrixInputs};
 
 impl Resolver<'_> {
     /// `machine.calibration`: the calibration file read whole (a regular
@@ -69,38 +72,152 @@ impl Resolver<'_> {
         }
     }
 
-    /// `planning.matrix_inputs` and `planning.activation_scale`.
+    /// `planning.matrix_inputs`: what every product multiplies.
     pub(super) fn matrix_inputs(
         &self,
         section: &schema::PlanningSection,
-    ) -> Result<ProductInputs, Issue> {
-        #[derive(Clone, Copy)]
-        enum Inputs {
-            Fp16,
-            Fp8,
-        }
-        let inputs = match &section.matrix_inputs {
+    ) -> Result<MatrixInputs, Issue> {
+        match &section.matrix_inputs {
             Some(field) => self.choice(
                 "planning.matrix_inputs",
                 field,
-                &[("fp16", Inputs::Fp16), ("fp8", Inputs::Fp8)],
-            )?,
-            None => Inputs::Fp16,
+                &[("fp16", MatrixInputs::Fp16), ("fp8", MatrixInputs::Fp8)],
+            ),
+            None => Ok(MatrixInputs::Fp16),
+        }
+    }
+
+    /// `--set planning.matrix_inputs.OP=fp8|fp16`: each names a matrix
+    /// product of the workload's graph and a precision.
+    pub(super) fn matrix_input_overrides(
+        &self,
+        section: &schema::PlanningSection,
+        workload: &Workload,
+    ) -> Result<std::collections::BTreeMap<String, MatrixInputs>, Issue> {
+        let mut overrides = std::collections::BTreeMap::new();
+        if section.matrix_input_overrides.is_empty() {
+            return Ok(overrides);
+        }
+        let graph = crate::model::builder::build_graph(
+            &workload.model,
+            crate::model::builder::GraphKnobs {
+                batch: workload.batch,
+                fuse_qkv: workload.fuse_qkv,
+            },
+        );
+        let products = graph.product_names();
+        for (op, value, argument) in &section.matrix_input_overrides {
+            let key = format!("planning.matrix_inputs.{op}");
+            let origin = Origin::Set(argument.clone());
+            if !products.contains(op) {
+                return Err(Issue::new(
+                    key.clone(),
+                    origin,
+                    format!(
+                        "{key}: `{op}` is not a matrix product of {}; its products are {}",
+                        workload.model.name,
+                        products.join(", ")
+                    ),
+                )
+                .label("not a product")
+                .help("name a product as `superstep build` prints its op, e.g. layer.mlp.down"));
+            }
+            let inputs = match value.trim_matches('"') {
+                "fp8" => MatrixInputs::Fp8,
+                "fp16" => MatrixInputs::Fp16,
+                other => {
+                    return Err(Issue::new(
+                        key.clone(),
+                        origin,
+                        format!("{key} = \"{other}\" is neither \"fp8\" nor \"fp16\""),
+                    )
+                    .label("not a precision")
+                    .help("write fp8 or fp16"));
+                }
+            };
+            overrides.insert(op.clone(), inputs);
+        }
+        Ok(overrides)
+    }
+
+    /// `planning.activation_scale` (an exponent, or `"calibrate"` on
+    /// `workload.calibration`).
+    pub(super) fn activation_scale(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+    ) -> Result<ActivationScale, Issue> {
+        const PATH: &str = "planning.activation_scale";
+        let Some(field) = &file.planning.activation_scale else {
+            return Ok(ActivationScale::Calibrate {
+                input: self.calibration_input(file, base_dir)?,
+            });
         };
-        let activation_scale = match &section.activation_scale {
-            Some(field) => self.integer(
-                "planning.activation_scale",
-                field,
-                *FP8_SCALE_RANGE.start(),
-                *FP8_SCALE_RANGE.end(),
-                "FP8 activations are stored as value x 2^-activation_scale in F143 (largest \
-                 magnitude 240 x 2^activation_scale); -4 suits activations below 15",
-            )? as i8,
-            None => DEFAULT_ACTIVATION_SCALE,
+        match field.get_ref() {
+            ScaleSetting::Exponent(exponent) => {
+                let exponent = Spanned::new(field.span(), *exponent);
+                let scale = self.integer(
+                    PATH,
+                    &exponent,
+                    *FP8_SCALE_RANGE.start(),
+                    *FP8_SCALE_RANGE.end(),
+                    "FP8 activations are stored as value x 2^-activation_scale in F143 (largest \
+                     magnitude 240 x 2^activation_scale); -4 suits activations below 15, and \
+                     \"calibrate\" chooses one per product from the FP32 reference",
+                )?;
+                // In range, so it fits 8 bits.
+                Ok(ActivationScale::Fixed(scale as i8))
+            }
+            ScaleSetting::Word(word) if word == "calibrate" => Ok(ActivationScale::Calibrate {
+                input: self.calibration_input(file, base_dir)?,
+            }),
+            ScaleSetting::Word(word) => Err(Issue::new(
+                PATH,
+                self.origin(PATH, field),
+                format!("{PATH} = \"{word}\" is neither an integer exponent nor \"calibrate\""),
+            )
+            .label("not a scale")
+            .help(
+                "write activation_scale = \"calibrate\" (a scale per product, from the FP32 \
+                 reference on workload.calibration) or an exponent from -32 to 32 for every \
+                 product (e.g. -4)",
+            )),
+        }
+    }
+
+    /// `workload.calibration`: the seeded input, or the patches of the photo
+    /// or `.npy` array it names (one photo serves every image of a batch).
+    fn calibration_input(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+    ) -> Result<CalibrationInput, Issue> {
+        const PATH: &str = "workload.calibration";
+        let field = file
+            .workload
+            .as_ref()
+            .and_then(|section| section.get_ref().calibration.as_ref());
+        let Some(field) = field else {
+            return Ok(CalibrationInput::Seeded);
         };
-        Ok(match inputs {
-            Inputs::Fp16 => ProductInputs::Fp16,
-            Inputs::Fp8 => ProductInputs::Fp8 { activation_scale },
-        })
+        let written = field.get_ref();
+        let origin = self.origin(PATH, field);
+        let path = match (&origin, base_dir) {
+            (Origin::File(_), Some(base)) => base.join(written),
+            _ => std::path::PathBuf::from(written),
+        };
+        if !path.is_file() {
+            return Err(Issue::new(
+                PATH,
+                origin,
+                format!("{PATH} = \"{written}\": `{}` is not a file", path.display()),
+            )
+            .label("not a file")
+            .help(
+                "name a PNG or JPEG photo or a .npy array of the model's pixels or patches; \
+                 paths in the build file are relative to the build file's folder",
+            ));
+        }
+        Ok(CalibrationInput::File { path })
     }
 }

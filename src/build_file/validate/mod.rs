@@ -30,7 +30,7 @@ pub use structure::{check_structure, serde_issue};
 
 use crate::build_file::{
     AccumulationChoice, BuildQuery, Fusion, MachineSettings, PhaseOverride, PlanningFlags,
-    SchedulePolicy, ScheduleSettings, TransferWidth,
+    SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
 };
 
 /// Tiles of the IPU21 C600.
@@ -88,8 +88,10 @@ pub const WIDTH_OPTIONS: &[(&str, TransferWidth)] = &[
 /// The range of `workload.fp8_scale`.
 pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
 
-/// `planning.activation_scale`'s default: the scale the notes used for
-/// activations of random weights (CALIBRATION.md: -4, range +-15).
+/// The activation scale of FP8 products that calibration does not choose
+/// (none of a calibrated graph's; see `incremental::calibration::recipe`):
+/// the scale the notes used for activations of random weights
+/// (CALIBRATION.md: -4, range +-15).
 pub const DEFAULT_ACTIVATION_SCALE: i8 = -4;
 
 /// The activation estimate of the fit check: tokens x width x 2 bytes x batch
@@ -176,7 +178,7 @@ pub fn resolve(
     let resolver = Resolver { origins };
     let (workload, model_origin, layers_origin) = resolver.workload(file, base_dir)?;
     let machine = resolver.machine(file, base_dir)?;
-    let planning = resolver.planning(file)?;
+    let planning = resolver.planning(file, base_dir, &workload)?;
     let schedule = resolver.schedule(file)?;
     let overrides = resolver.phase_overrides(file)?;
     let outputs = resolver.outputs(file)?;
@@ -443,7 +445,12 @@ impl Resolver<'_> {
             })
     }
 
-    fn planning(&self, file: &QueryFile) -> Result<PlanningFlags, Issue> {
+    fn planning(
+        &self,
+        file: &QueryFile,
+        base_dir: Option<&Path>,
+        workload: &Workload,
+    ) -> Result<PlanningFlags, Issue> {
         let section = &file.planning;
         let accumulation = match &section.accumulation {
             Some(field) => self.choice(
@@ -518,10 +525,14 @@ impl Resolver<'_> {
         };
         let matrix_inputs = self.matrix_inputs(section)?;
         let fp8_cast = self.fp8_cast(section)?;
+        let activation_scale = self.activation_scale(file, base_dir)?;
+        let matrix_input_overrides = self.matrix_input_overrides(section, workload)?;
         Ok(PlanningFlags {
             accumulation,
             matrix_inputs,
             fp8_cast,
+            matrix_input_overrides,
+            activation_scale,
             copy_motion,
             fusion,
             repeat_base,

@@ -121,7 +121,12 @@ fn type_help(kind: KeyKind, path: &str) -> String {
         }
         KeyKind::TableArray => format!("write each entry as a [[{path}]] table"),
         KeyKind::Scale => {
-            format!("write a power-of-two exponent such as `{key} = -4`, or `{key} = \"auto\"`")
+            let word = if path == "planning.activation_scale" {
+                "calibrate"
+            } else {
+                "auto"
+            };
+            format!("write a power-of-two exponent such as `{key} = -4`, or `{key} = \"{word}\"`")
         }
     }
 }

@@ -594,8 +594,11 @@ fn one_product_on_one_tile_lowers_to_a_copy_and_one_kernel() {
     // interleaved memory, so `mm.a.rearrange` copies the whole 8 x 16 x 2
     // = 256-byte block on tile 0; the weight and bias are stored as the
     // product reads them.
-    let (layouts, program) =
-        lower(&one_product(), one_tile(), &[], &mut DirectCosts).expect("lowers");
+    let (layouts, program) = {
+        let settings = one_tile();
+        let recipe = crate::numerics::dot::ProductRecipe::uniform(settings.matrix_inputs);
+        lower(&one_product(), settings, &[], &recipe, &mut DirectCosts).expect("lowers")
+    };
     let names: Vec<&str> = layouts.ops.iter().map(|op| op.name.as_str()).collect();
     assert_eq!(names, vec!["mm.a.rearrange", "mm"]);
     // x, w, b, y and the operand copy `mm.a`: one block each.

@@ -71,6 +71,7 @@ pub(super) fn plan_operators(
     graph: &Graph,
     settings: PlanningSettings,
     overrides: &[LayoutOverride],
+    recipe: &crate::numerics::dot::ProductRecipe,
     budget: &MemoryBudget,
     oracle: &mut dyn CostOracle,
 ) -> Result<OperatorPlans, LayoutError> {
@@ -82,6 +83,10 @@ pub(super) fn plan_operators(
     let mut shortfalls: Vec<CapacityShortfall> = Vec::new();
     for op_id in graph.op_ids() {
         let op = graph.op(op_id);
+        let settings = PlanningSettings {
+            matrix_inputs: recipe.inputs_of(&op.name),
+            ..settings
+        };
         if let Some(&partition) = by_op.get(op.name.as_str()) {
             let plan = overridden_plan(graph, op, partition, settings, budget)
                 .map_err(|error| LayoutError::Override(Box::new(error)))?;
