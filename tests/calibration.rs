@@ -242,10 +242,16 @@ fn one_products_matrix_inputs_replan_only_what_depends_on_it() {
         "{expanded:?} {:?}",
         counts(&executions)
     );
+    // The product, its own operand conversions, and the LayerNorm that
+    // wrote its activations in FP8 for it and now writes FP16
+    // (`planning.fp8_cast = "producer"`): nothing else.
     assert!(
-        expanded.iter().all(|op| op.starts_with("layer.mlp.up")),
-        "only the product and its own operand conversions re-expand: {expanded:?}"
+        expanded
+            .iter()
+            .all(|op| op.starts_with("layer.mlp.up") || op == "layer.ln2"),
+        "only the product, its operand conversions and its producer re-expand: {expanded:?}"
     );
+    assert!(expanded.contains("layer.ln2"), "{expanded:?}");
     let ran = counts(&executions);
     assert_eq!(ran.get(&TrackedQuery::ActivationCalibration), None);
     // Only the one product's problems are costed anew.

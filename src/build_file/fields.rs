@@ -28,7 +28,7 @@ impl KeyKind {
     pub fn describe(self) -> &'static str {
         match self {
             KeyKind::Integer => "an integer",
-            KeyKind::Scale => "an integer or the string \"auto\"",
+            KeyKind::Scale => "an integer or a string (see the range)",
             KeyKind::Float => "a number",
             KeyKind::Boolean => "a boolean (true or false)",
             KeyKind::String => "a string",
