@@ -387,8 +387,7 @@ pub fn matmul_partition(
     } else {
         composite::product(bm, bk, bn, bias, inputs, &table)
     };
-    let activation_bytes = if problem.activations.is_fp8() { 1 } else { 2 };
-    let operand_words = bm * bk * activation_bytes / 4;
+    let operand_words = bm * bk * u64::from(problem.activations.bytes()) / 4;
     let weight_words = if row_parts > 1 { bk * bn / 4 } else { 0 };
     let partial_words = (pk - 1) * slice_rows * bn * partial_bytes / 4;
     // The reduction streams every partial and writes FP16 (priced as the
@@ -688,8 +687,7 @@ pub fn attention_partition(
         key_parts as u64,
     );
     let line = round_up(dimension * 2, 4) as u64;
-    let output_bytes = if problem.output.is_fp8() { 1 } else { 2 };
-    let output_line = round_up(dimension * output_bytes, 4) as u64;
+    let output_line = round_up(dimension * problem.output.bytes(), 4) as u64;
     let operands = bg * (bq * line + 2 * bk * line) + bg * (bq / pk) * output_line;
     let partial_row = AttentionPlan::partial_row_bytes(dimension) as u64;
     // Priced as the estimate prices the kernels it becomes (the fitted

@@ -68,6 +68,14 @@ impl ActivationStore {
     pub fn is_fp8(self) -> bool {
         matches!(self, ActivationStore::Fp8 { .. })
     }
+
+    /// Bytes of one stored element.
+    pub fn bytes(self) -> u32 {
+        match self {
+            ActivationStore::F16 => 2,
+            ActivationStore::Fp8 { .. } => 1,
+        }
+    }
 }
 
 /// What the matrix unit multiplies in each product, by the product's op
