@@ -47,7 +47,7 @@ pub struct PolicyOutcome {
 impl PolicyOutcome {
     /// Horizon plus Repeat patching.
     pub fn cycles(&self) -> u64 {
-        self.horizon + self.repeat_patch_cycles
+        self.horizon.saturating_add(self.repeat_patch_cycles)
     }
 }
 
@@ -187,7 +187,20 @@ pub fn alternative_outcome<'db>(
                 ),
             ))
         },
-        |_, _| Ok(()),
+        |cached: &BoundedOutcome, _| match cached {
+            // A horizon is an event count of one phase (`u32` in every
+            // schedule); Repeat patching is priced per word of a tile's
+            // rows, far below it.
+            BoundedOutcome::Measured {
+                horizon,
+                repeat_patch_cycles,
+            } if *horizon > u64::from(u32::MAX) || *repeat_patch_cycles > u64::from(u32::MAX) => {
+                Err(format!(
+                    "its horizon {horizon} or Repeat patch cycles {repeat_patch_cycles} exceed any phase's"
+                ))
+            }
+            _ => Ok(()),
+        },
         || {
             let limit = if prune { cutoff } else { u32::MAX };
             let Some(schedule) =

@@ -132,6 +132,10 @@ const MINIMUM_NORMAL_EXPONENT: i32 = -7;
 const MANTISSA_BITS: i32 = 3;
 /// Buckets of the histogram: one per f32 biased exponent.
 const BUCKETS: usize = 256;
+/// Activations per chunk of a histogram made in parallel (a fixed size, so
+/// the chunks, and the order their sums are added in, do not depend on the
+/// number of threads).
+const HISTOGRAM_CHUNK: usize = 1 << 16;
 
 /// Magnitudes by binary exponent. Rounding `x` (in `[2^e, 2^(e+1))`) to
 /// F143 at scale `s` keeps all 3 mantissa bits when `e - s >= -7` (a
@@ -167,7 +171,43 @@ impl Histogram {
         }
     }
 
+    /// Adds `values`, in chunks over the cores: each chunk's histogram is
+    /// made on its own and the chunks are merged in order, so the sums are
+    /// the same on any number of threads.
     fn add(&mut self, values: &[f32]) {
+        use rayon::prelude::*;
+        let chunks: Vec<Histogram> = values
+            .par_chunks(HISTOGRAM_CHUNK)
+            .map(|chunk| {
+                let mut histogram = Histogram::new();
+                histogram.add_serially(chunk);
+                histogram
+            })
+            .collect();
+        for chunk in &chunks {
+            self.merge(chunk);
+        }
+    }
+
+    /// Adds the counts and sums of `other`.
+    fn merge(&mut self, other: &Histogram) {
+        self.elements += other.elements;
+        self.largest = self.largest.max(other.largest);
+        for (bucket, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
+            bucket.count += theirs.count;
+            bucket.sum += theirs.sum;
+            bucket.sum_of_squares += theirs.sum_of_squares;
+            for (error, their_error) in bucket
+                .kept_bits_error
+                .iter_mut()
+                .zip(&theirs.kept_bits_error)
+            {
+                *error += their_error;
+            }
+        }
+    }
+
+    fn add_serially(&mut self, values: &[f32]) {
         self.elements += values.len() as u64;
         for &value in values {
             let magnitude = value.abs();

@@ -122,20 +122,27 @@ impl Evaluator<'_, '_> {
                 out
             }
             OpKind::LayerNorm { epsilon } => {
+                use rayon::prelude::*;
                 let cols = output_shape.cols as usize;
                 let mut out = vec![0.0f32; inputs[0].len()];
-                for (row, target) in inputs[0].chunks_exact(cols).zip(out.chunks_exact_mut(cols)) {
-                    layer_norm_row(row, &inputs[1], &inputs[2], *epsilon, target)?;
-                }
+                inputs[0]
+                    .par_chunks_exact(cols)
+                    .zip(out.par_chunks_exact_mut(cols))
+                    .try_for_each(|(row, target)| {
+                        layer_norm_row(row, &inputs[1], &inputs[2], *epsilon, target)
+                    })?;
                 out
             }
-            OpKind::Gelu { kind } => inputs[0]
-                .iter()
-                .map(|&x| match kind {
-                    GeluKind::Tanh => gelu_tanh(x),
-                    GeluKind::Erf => gelu_erf(x),
-                })
-                .collect(),
+            OpKind::Gelu { kind } => {
+                use rayon::prelude::*;
+                inputs[0]
+                    .par_iter()
+                    .map(|&x| match kind {
+                        GeluKind::Tanh => gelu_tanh(x),
+                        GeluKind::Erf => gelu_erf(x),
+                    })
+                    .collect()
+            }
             OpKind::Add => inputs[0]
                 .iter()
                 .zip(&inputs[1])
@@ -211,8 +218,12 @@ impl Evaluator<'_, '_> {
                         start += piece.rows;
                     }
                 }
-                for group in 0..output_shape.groups {
-                    for row in 0..rows {
+                use rayon::prelude::*;
+                let line_of = |line: usize| (line as u32 / rows.max(1), line as u32 % rows.max(1));
+                out.par_chunks_mut(cols.max(1) as usize)
+                    .enumerate()
+                    .for_each(|(line, target)| {
+                        let (group, row) = line_of(line);
                         for col in 0..cols {
                             let (input, g, r, c) = match view {
                                 ViewKind::Identity => (0, group, row, col),
@@ -250,11 +261,10 @@ impl Evaluator<'_, '_> {
                                 }
                             };
                             let shape = shapes[input];
-                            out[((group * rows + row) * cols + col) as usize] =
+                            target[col as usize] =
                                 inputs[input][((g * shape.rows + r) * shape.cols + c) as usize];
                         }
-                    }
-                }
+                    });
                 out
             }
         };
