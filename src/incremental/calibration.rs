@@ -96,10 +96,14 @@ pub fn activation_calibration(
                     .map_err(|error| CalibrationError::Weights(error.to_string()))?;
                 calibrate(graph, &parameters)
             }
-            WeightSource::SafeTensors { .. } => {
-                let weights = super::weights::weights(db, build)
-                    .clone()
-                    .map_err(|error| CalibrationError::Weights(error.to_string()))?;
+            WeightSource::SafeTensors { path, .. } => {
+                let weights = super::weights::weights(db, build).clone().map_err(|error| {
+                    CalibrationError::Weights(format!(
+                        "workload.weights.safetensors = \"{}\": {error}\n  \
+                         help: name a SafeTensors file of this model's weights, or use weights = {{ seeded = 1 }}",
+                        path.display()
+                    ))
+                })?;
                 let mut weights = crate::model::weights::Weights::clone(&weights);
                 if let Some(patches) = patches {
                     weights.input = patches;
