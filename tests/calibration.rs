@@ -417,3 +417,41 @@ fn the_calibration_flag_is_the_calibration_key_of_every_build_command() {
     }
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn the_build_files_table_of_product_inputs_plans_as_the_set_form_does() {
+    let directory = scratch("calibration", "table");
+    let text = std::fs::read_to_string(TINY).expect("read").replacen(
+        "[planning]\n",
+        "[planning]\nmatrix_inputs = \"fp8\"\n",
+        1,
+    ) + "\n[planning.matrix_inputs_by_op]\n\"layer.mlp.up\" = \"fp16\"\n";
+    let path = directory.join("vit-tiny.toml");
+    std::fs::write(&path, text).expect("write");
+    let path = path.to_str().expect("path");
+    let by_table = kernel_scales(&Session::new(&query(path, &[])));
+    let by_set = kernel_scales(&Session::new(&query(
+        TINY,
+        &[
+            "planning.matrix_inputs=fp8",
+            "planning.matrix_inputs.layer.mlp.up=fp16",
+        ],
+    )));
+    let uniform = kernel_scales(&Session::new(&query(TINY, &["planning.matrix_inputs=fp8"])));
+    assert_eq!(by_table, by_set);
+    assert_ne!(by_table, uniform);
+    for (op, inputs) in &by_table {
+        assert_eq!(
+            *inputs == ProductInputs::Fp16,
+            op == "layer.mlp.up",
+            "{op}: {inputs:?}"
+        );
+    }
+    // A --set wins over the file's entry for its op.
+    let reverted = kernel_scales(&Session::new(&query(
+        path,
+        &["planning.matrix_inputs.layer.mlp.up=fp8"],
+    )));
+    assert_eq!(reverted, uniform);
+    let _ = std::fs::remove_dir_all(&directory);
+}
