@@ -4,11 +4,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use superstep::cli::{self, Cli, preflight, progress, trace_output};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_arguments();
     // Every file the command reads is one no output may replace
     // (docs/files.md).
     superstep::input_file::remember_inputs();

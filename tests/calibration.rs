@@ -311,3 +311,147 @@ fn an_unknown_product_is_refused_naming_the_key_and_the_products() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("neither \"fp8\" nor \"fp16\""));
 }
+
+/// The lines of `superstep build`'s table of calibrated scales: its
+/// heading and one line per product position.
+fn scale_table(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .skip_while(|line| !line.contains("FP8 activation scales, calibrated"))
+        .take_while(|line| line.contains("FP8 activation scales") || line.contains(" scale "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_calibration_flag_is_the_calibration_key_of_every_build_command() {
+    let directory = scratch("calibration", "flag");
+    let outputs = format!("outputs.directory={}", directory.display());
+    let photo = "tests/fixtures/host_io/photo.png";
+    let build = |extra: &[&str]| {
+        let mut arguments = vec![
+            "build",
+            TINY,
+            "--set",
+            "planning.matrix_inputs=fp8",
+            "--set",
+            outputs.as_str(),
+        ];
+        arguments.extend_from_slice(extra);
+        superstep(&arguments)
+    };
+    let table = |extra: &[&str]| {
+        let output = build(extra);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        scale_table(&String::from_utf8_lossy(&output.stdout))
+    };
+    let by_flag = table(&["--calibration", photo]);
+    let by_key = table(&["--set", &format!("workload.calibration={photo}")]);
+    let seeded = table(&[]);
+    assert!(by_flag.len() > 1, "{by_flag:?}");
+    assert!(
+        by_flag[0].contains(&format!("calibrated on {photo}")),
+        "{by_flag:?}"
+    );
+    assert!(
+        seeded[0].contains("calibrated on the seeded input"),
+        "{seeded:?}"
+    );
+    assert_eq!(by_flag, by_key);
+    assert_ne!(by_flag[1..], seeded[1..]);
+    // A later --set names the input instead.
+    let overridden = table(&[
+        "--calibration",
+        photo,
+        "--set",
+        "workload.calibration=tests/fixtures/host_io/pixels.npy",
+    ]);
+    assert!(overridden[0].contains("pixels.npy"), "{overridden:?}");
+
+    // A file that is not there, and one that is not a photo: exit 2
+    // naming the file.
+    let absent = directory.join("absent.png");
+    let not_a_photo = directory.join("notes.png");
+    std::fs::write(&not_a_photo, "not a photo").expect("write");
+    for file in [&absent, &not_a_photo] {
+        let output = build(&["--calibration", file.to_str().expect("path")]);
+        assert_eq!(output.status.code(), Some(2), "{}", file.display());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+
+    // The calibration input is an input: no output may be written over it.
+    let array = directory.join("calibration.npy");
+    std::fs::copy("tests/fixtures/host_io/pixels.npy", &array).expect("copy");
+    let before = std::fs::read(&array).expect("read");
+    for command in ["run", "simulate"] {
+        let output = superstep(&[
+            command,
+            TINY,
+            "--set",
+            "planning.matrix_inputs=fp8",
+            "--calibration",
+            array.to_str().expect("path"),
+            "--output",
+            array.to_str().expect("path"),
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("which this command reads"), "{stderr}");
+        assert_eq!(std::fs::read(&array).expect("read"), before, "{command}");
+    }
+
+    // Every command that compiles a build explains the flag.
+    for command in ["build", "run", "simulate", "phases", "diff"] {
+        let output = superstep(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            help.contains("--calibration <FILE>") && help.contains("workload.calibration"),
+            "{command}: {help}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn the_build_files_table_of_product_inputs_plans_as_the_set_form_does() {
+    let directory = scratch("calibration", "table");
+    let text = std::fs::read_to_string(TINY).expect("read").replacen(
+        "[planning]\n",
+        "[planning]\nmatrix_inputs = \"fp8\"\n",
+        1,
+    ) + "\n[planning.matrix_inputs_by_op]\n\"layer.mlp.up\" = \"fp16\"\n";
+    let path = directory.join("vit-tiny.toml");
+    std::fs::write(&path, text).expect("write");
+    let path = path.to_str().expect("path");
+    let by_table = kernel_scales(&Session::new(&query(path, &[])));
+    let by_set = kernel_scales(&Session::new(&query(
+        TINY,
+        &[
+            "planning.matrix_inputs=fp8",
+            "planning.matrix_inputs.layer.mlp.up=fp16",
+        ],
+    )));
+    let uniform = kernel_scales(&Session::new(&query(TINY, &["planning.matrix_inputs=fp8"])));
+    assert_eq!(by_table, by_set);
+    assert_ne!(by_table, uniform);
+    for (op, inputs) in &by_table {
+        assert_eq!(
+            *inputs == ProductInputs::Fp16,
+            op == "layer.mlp.up",
+            "{op}: {inputs:?}"
+        );
+    }
+    // A --set wins over the file's entry for its op.
+    let reverted = kernel_scales(&Session::new(&query(
+        path,
+        &["planning.matrix_inputs.layer.mlp.up=fp8"],
+    )));
+    assert_eq!(reverted, uniform);
+    let _ = std::fs::remove_dir_all(&directory);
+}

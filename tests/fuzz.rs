@@ -146,6 +146,15 @@ fn value(random: &mut Random, kind: KeyKind) -> String {
             }
         }
         KeyKind::Table | KeyKind::TableArray => "{ }".to_string(),
+        KeyKind::StringTable => format!(
+            "{{ {} = {} }}",
+            random.pick(&["\"layer.mlp.up\"", "\"layer.mlp\"", "\"\"", "x"]),
+            if random.chance(80) {
+                string(random)
+            } else {
+                integer(random)
+            }
+        ),
     }
 }
 
@@ -176,6 +185,7 @@ fn valid_value(table: &str, key: &str) -> &'static str {
         ("planning", "reserved_bytes_per_tile") => "65536",
         ("planning", "max_partition_candidates") => "64",
         ("planning", "matrix_inputs") => "\"fp16\"",
+        ("planning", "matrix_inputs_by_op") => "{ \"layer.mlp.up\" = \"fp8\" }",
         ("planning", "fp8_cast") => "\"producer\"",
         ("planning", "fusion") => "\"auto\"",
         ("planning", "auto_f16_max_parts") => "16",

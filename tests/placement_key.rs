@@ -84,6 +84,7 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
         "planning.max_partition_candidates" => &["planning.max_partition_candidates=2"],
         "planning.auto_f16_max_parts" => &["planning.auto_f16_max_parts=0"],
         "planning.matrix_inputs" => &["planning.matrix_inputs=fp8"],
+        "planning.matrix_inputs_by_op" => &["planning.matrix_inputs_by_op.layer.mlp.up=fp8"],
         "planning.fp8_cast" => &["planning.matrix_inputs=fp8", "planning.fp8_cast=product"],
         // A photo whose products' scales differ from the seeded input's in
         // the tiny graph's head or not: the key moves exactly when they do.

@@ -21,6 +21,9 @@ pub enum KeyKind {
     Table,
     /// An array of tables (`[[schedule.override]]`).
     TableArray,
+    /// A table whose keys the user names (ops) and whose values are
+    /// strings (`[planning.matrix_inputs_by_op]`).
+    StringTable,
 }
 
 impl KeyKind {
@@ -34,6 +37,7 @@ impl KeyKind {
             KeyKind::String => "a string",
             KeyKind::Table => "a table",
             KeyKind::TableArray => "an array of tables",
+            KeyKind::StringTable => "a table of strings",
         }
     }
 }
@@ -487,7 +491,15 @@ pub const FIELDS: &[Field] = &[
         Some(Input::Planning),
         "fp16",
         &["fp16", "fp8"],
-        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate). One product differs with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
+        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate). Products that differ are listed in planning.matrix_inputs_by_op, or set with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
+    ),
+    field(
+        "planning.matrix_inputs_by_op",
+        Some(Input::Planning),
+        KeyKind::StringTable,
+        "(none)",
+        "`\"OP\" = \"fp8\"` or `\"fp16\"` per entry, OP a matrix product of the workload (`superstep build --ops`; quoted, as op names hold dots)",
+        "`[planning.matrix_inputs_by_op]`: products whose inputs differ from planning.matrix_inputs, e.g. `\"layer.attn.qkv\" = \"fp16\"` (a table of its own, since matrix_inputs is the string every other product takes). `--set planning.matrix_inputs.OP=...` wins over the file's entry for OP.",
     ),
     choice(
         "planning.fp8_cast",

@@ -122,9 +122,15 @@ pub struct PlanningSection {
     pub matrix_inputs: Option<Spanned<String>>,
     pub fp8_cast: Option<Spanned<String>>,
     pub activation_scale: Option<Spanned<ScaleSetting>>,
+    /// `[planning.matrix_inputs_by_op]`: `"OP" = "fp8"|"fp16"` per product
+    /// whose inputs differ from `matrix_inputs` (a table beside the string,
+    /// since TOML cannot make `matrix_inputs` both), by op name.
+    #[serde(default)]
+    pub matrix_inputs_by_op: std::collections::BTreeMap<Spanned<String>, Spanned<String>>,
     /// `--set planning.matrix_inputs.OP=VALUE` entries, in order: (op,
-    /// value, the argument). The file's `planning.matrix_inputs` is the
-    /// string every other product takes.
+    /// value, the argument); each wins over the file's entry for its op.
+    /// The file's `planning.matrix_inputs` is the string every other
+    /// product takes.
     #[serde(skip)]
     pub matrix_input_overrides: Vec<(String, String, String)>,
 }

@@ -35,6 +35,10 @@ pub type SetOrigins = BTreeMap<String, String>;
 /// The key prefix of per-product input overrides: `planning.matrix_inputs.OP=fp8|fp16`.
 pub const MATRIX_INPUTS_OVERRIDE_PREFIX: &str = "planning.matrix_inputs.";
 
+/// The same overrides named as the build file's table holds them:
+/// `planning.matrix_inputs_by_op.OP=fp8|fp16`.
+pub const MATRIX_INPUTS_BY_OP_PREFIX: &str = "planning.matrix_inputs_by_op.";
+
 /// The key prefix of per-phase policy overrides: `schedule.override.PHASE=POLICY`.
 pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
 
@@ -103,7 +107,10 @@ fn apply_set(
     if let Some(op) = key.strip_prefix(LAYOUT_OVERRIDE_PREFIX) {
         return set_layout_override(file, argument, key, op, raw_value);
     }
-    if let Some(op) = key.strip_prefix(MATRIX_INPUTS_OVERRIDE_PREFIX) {
+    let matrix_inputs_op = key
+        .strip_prefix(MATRIX_INPUTS_OVERRIDE_PREFIX)
+        .or_else(|| key.strip_prefix(MATRIX_INPUTS_BY_OP_PREFIX));
+    if let Some(op) = matrix_inputs_op {
         if op.is_empty() {
             return Err(QueryError::set(
                 argument,
@@ -189,6 +196,17 @@ fn find_kind(argument: &str, key: &str) -> Result<KeyKind, QueryError> {
                     Some(key),
                     format!("`{path}` is a table, not a value; set one of its keys: {keys}"),
                     Some(format!("e.g. --set {path}.{}=...", first_key(&path))),
+                ));
+            }
+            KeyKind::StringTable => {
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    format!("`{path}` entries are set one product at a time"),
+                    Some(String::from(
+                        "write --set planning.matrix_inputs.OP=fp8|fp16, e.g. \
+                         --set planning.matrix_inputs.layer.attn.qkv=fp16",
+                    )),
                 ));
             }
             KeyKind::TableArray if path == "layout.override" => {
@@ -588,7 +606,7 @@ mod tests {
                     KeyKind::Float => "0.5",
                     KeyKind::Boolean => "true",
                     KeyKind::String => "text",
-                    KeyKind::Table | KeyKind::TableArray => continue,
+                    KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable => continue,
                 };
                 if *table == "schedule.override" || *table == "layout.override" {
                     continue;

@@ -96,7 +96,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
         summary.tiles
     );
     if !quiet {
-        print_details(&outcome, &report, arguments.ops);
+        print_details(&outcome, &report, &query, arguments.ops);
     }
     if let Some(weights) = &checkpoint {
         super::quantisation::report(weights, !quiet, "");
@@ -234,6 +234,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
 fn print_details(
     outcome: &crate::session::BuildOutcome,
     report: &crate::report::BuildReport,
+    query: &crate::build_file::BuildQuery,
     show_ops: bool,
 ) {
     let summary = &outcome.summary;
@@ -308,7 +309,7 @@ fn print_details(
         );
     }
     if let Some(calibration) = &report.activation_calibration {
-        print_calibration(calibration);
+        print_calibration(calibration, &query.planning.activation_scale);
     }
     if show_ops {
         for op in &report.ops {
@@ -326,9 +327,19 @@ fn print_details(
 
 /// The calibrated scale of every product position, with the largest
 /// activation seen and the error of rounding to FP8 at that scale.
-fn print_calibration(calibration: &crate::sim::calibration::ActivationCalibration) {
+fn print_calibration(
+    calibration: &crate::sim::calibration::ActivationCalibration,
+    setting: &crate::build_file::ActivationScale,
+) {
+    use crate::build_file::{ActivationScale, CalibrationInput};
+    let input = match setting {
+        ActivationScale::Calibrate {
+            input: CalibrationInput::File { path },
+        } => format!("on {}", path.display()),
+        _ => String::from("on the seeded input"),
+    };
     print_line!(
-        "  FP8 activation scales, calibrated (the least scale whose range holds {}x the largest activation):",
+        "  FP8 activation scales, calibrated {input} (the least scale whose range holds {}x the largest activation):",
         crate::sim::calibration::HEADROOM
     );
     for position in &calibration.positions {

@@ -42,6 +42,11 @@ pub struct DiffArguments {
     /// Override one field of build query B (repeatable).
     #[arg(long = "set-b", value_name = "KEY=VALUE")]
     pub sets_b: Vec<String>,
+    /// Calibrate both builds' FP8 activation scales on this photo or .npy
+    /// array: the same as `--set workload.calibration=FILE` before every
+    /// other --set (see `superstep build --help`).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
     /// At most N phase lines (the largest cycle deltas).
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
@@ -134,6 +139,7 @@ fn input_of(
         let query = QueryArguments {
             query: Some(path.to_path_buf()),
             sets,
+            calibration: None,
             cache: arguments.cache.clone(),
         };
         // Both sides are read and validated before either is built, and

@@ -74,6 +74,14 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// The command line as the commands read it: parsed, with flags that
+    /// stand for `--set` overrides (`--calibration`) folded into them.
+    pub fn parse_arguments() -> Cli {
+        let mut cli = <Cli as Parser>::parse();
+        cli.command.fold_calibration();
+        cli
+    }
+
     /// How much the command prints: `--quiet`, `--verbose` or neither.
     pub fn verbosity(&self) -> progress::Verbosity {
         if self.quiet {
@@ -96,8 +104,37 @@ pub struct QueryArguments {
     /// `--set machine.tiles=64`. Repeatable; later ones win.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Calibrate the scales of FP8 activations on this input instead of the
+    /// build's seeded input: a PNG or JPEG photo (preprocessed as `--image`
+    /// is) or a .npy array of pixels or patches (as `--input` takes). The
+    /// same as `--set workload.calibration=FILE` given before every other
+    /// `--set` (a later `--set workload.calibration=...` wins); read when
+    /// some product takes FP8 inputs (planning.matrix_inputs = "fp8") and
+    /// planning.activation_scale = "calibrate" (the default). Not the kernel
+    /// cost model's calibration file (machine.calibration).
+    #[arg(long, value_name = "FILE", verbatim_doc_comment)]
+    pub calibration: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArguments,
+}
+
+impl QueryArguments {
+    /// Folds `--calibration FILE` into the `--set` overrides, first (so a
+    /// later `--set workload.calibration` wins): every reader of `sets`
+    /// (loading, the build record, `--why`, `watch`) sees one list. The
+    /// flag is taken, so folding twice adds nothing.
+    pub fn fold_calibration(&mut self) {
+        if let Some(file) = self.calibration.take() {
+            self.sets.insert(0, calibration_set(&file));
+        }
+    }
+}
+
+/// `workload.calibration=FILE` as a `--set` argument, the path a TOML
+/// string (quoted and escaped, so any file name reads back unchanged).
+pub fn calibration_set(file: &std::path::Path) -> String {
+    let path = toml::Value::String(file.to_string_lossy().into_owned());
+    format!("workload.calibration={path}")
 }
 
 /// Where per-phase results persist between builds: shown under their own
@@ -469,6 +506,65 @@ pub enum AuditCommand {
     ///   superstep audit copies queries/vit-tiny.toml --boundary 0
     #[command(verbatim_doc_comment)]
     Copies(audit::CopiesArguments),
+}
+
+impl Command {
+    /// The build query arguments of a command that has them.
+    pub fn query_arguments(&self) -> Option<&QueryArguments> {
+        Some(match self {
+            Command::Build(arguments) => &arguments.query,
+            Command::Phases(arguments) => &arguments.query,
+            Command::Profile(arguments) => &arguments.query,
+            Command::Explain(arguments) => &arguments.query,
+            Command::Replay(arguments) => &arguments.query,
+            Command::Capture(arguments) => &arguments.query,
+            Command::Sweep(arguments) => &arguments.query,
+            Command::Search(arguments) => &arguments.query,
+            Command::Watch(arguments) => &arguments.query,
+            Command::Audit(AuditCommand::Copies(arguments)) => &arguments.query,
+            Command::Packing(arguments) => &arguments.query,
+            Command::Run(arguments) => &arguments.query,
+            Command::Simulate(arguments) => &arguments.query,
+            Command::Snapshot(arguments) => &arguments.query,
+            Command::Diff(_)
+            | Command::BenchSnapshot(_)
+            | Command::Verify(_)
+            | Command::Cost(_)
+            | Command::Calibrate(_) => return None,
+        })
+    }
+
+    /// Folds `--calibration FILE` into the `--set` overrides of the
+    /// command's build queries ([`QueryArguments::fold_calibration`]).
+    pub fn fold_calibration(&mut self) {
+        let query = match self {
+            Command::Build(arguments) => &mut arguments.query,
+            Command::Phases(arguments) => &mut arguments.query,
+            Command::Profile(arguments) => &mut arguments.query,
+            Command::Explain(arguments) => &mut arguments.query,
+            Command::Replay(arguments) => &mut arguments.query,
+            Command::Capture(arguments) => &mut arguments.query,
+            Command::Sweep(arguments) => &mut arguments.query,
+            Command::Search(arguments) => &mut arguments.query,
+            Command::Watch(arguments) => &mut arguments.query,
+            Command::Audit(AuditCommand::Copies(arguments)) => &mut arguments.query,
+            Command::Packing(arguments) => &mut arguments.query,
+            Command::Run(arguments) => &mut arguments.query,
+            Command::Simulate(arguments) => &mut arguments.query,
+            Command::Snapshot(arguments) => &mut arguments.query,
+            Command::Diff(arguments) => {
+                if let Some(file) = arguments.calibration.take() {
+                    arguments.sets.insert(0, calibration_set(&file));
+                }
+                return;
+            }
+            Command::BenchSnapshot(_)
+            | Command::Verify(_)
+            | Command::Cost(_)
+            | Command::Calibrate(_) => return,
+        };
+        query.fold_calibration();
+    }
 }
 
 /// Runs the command `cli` names.

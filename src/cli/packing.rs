@@ -161,7 +161,8 @@ fn run_snapshot(arguments: &PackingArguments, file: &Path) -> Result<(), Command
     }
     if !arguments.query.sets.is_empty() {
         return Err(CommandError::Input(
-            "error: --set changes a build query; packing --snapshot reads no build query"
+            "error: --set (and --calibration) change a build query; packing --snapshot reads no \
+             build query"
                 .to_string(),
         ));
     }

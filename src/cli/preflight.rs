@@ -131,7 +131,8 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
 /// The files a command's build query names, found before it runs (none
 /// when the query cannot be loaded: the command reports that itself):
 /// the checkpoint's files (the SafeTensors file or index, the shards an
-/// index names, `config.json` beside them), which the command reads, and
+/// index names, `config.json` beside them) and the calibration files
+/// (`workload.calibration`, `machine.calibration`), which the command reads, and
 /// the build's outputs folder's own files (those its record lists, the
 /// record, and the names a build writes), which no flag may name.
 fn query_files(cli: &Cli) -> (Vec<PathBuf>, Vec<PathBuf>) {
@@ -155,6 +156,15 @@ fn query_files(cli: &Cli) -> (Vec<PathBuf>, Vec<PathBuf>) {
             );
         }
     }
+    // The calibration input of FP8 activation scales and the kernel cost
+    // model's calibration file are read as the checkpoint is.
+    if let crate::build_file::ActivationScale::Calibrate {
+        input: crate::build_file::CalibrationInput::File { path },
+    } = &query.planning.activation_scale
+    {
+        inputs.push(path.clone());
+    }
+    inputs.extend(query.machine.calibration.iter().cloned());
     let directory = super::common::artifacts_directory(&query);
     let build_files = crate::report::manifest::own_files(&directory);
     (inputs, build_files)
@@ -162,27 +172,7 @@ fn query_files(cli: &Cli) -> (Vec<PathBuf>, Vec<PathBuf>) {
 
 /// The build query arguments of a command that has them.
 fn query_arguments(cli: &Cli) -> Option<&QueryArguments> {
-    Some(match &cli.command {
-        Command::Build(arguments) => &arguments.query,
-        Command::Phases(arguments) => &arguments.query,
-        Command::Profile(arguments) => &arguments.query,
-        Command::Explain(arguments) => &arguments.query,
-        Command::Replay(arguments) => &arguments.query,
-        Command::Capture(arguments) => &arguments.query,
-        Command::Sweep(arguments) => &arguments.query,
-        Command::Search(arguments) => &arguments.query,
-        Command::Watch(arguments) => &arguments.query,
-        Command::Audit(AuditCommand::Copies(arguments)) => &arguments.query,
-        Command::Packing(arguments) => &arguments.query,
-        Command::Run(arguments) => &arguments.query,
-        Command::Simulate(arguments) => &arguments.query,
-        Command::Snapshot(arguments) => &arguments.query,
-        Command::Diff(_)
-        | Command::BenchSnapshot(_)
-        | Command::Verify(_)
-        | Command::Cost(_)
-        | Command::Calibrate(_) => return None,
-    })
+    cli.command.query_arguments()
 }
 
 /// The files the command writes that a flag names, with the flag.

@@ -18,7 +18,10 @@
 //! Paired receives: a block may come with a preferred address (its partner
 //! tile's linked block's, `super::separation`); such blocks are placed
 //! first, at that address when it is free, aligned and in range, else as
-//! any other. A tile that does not fit so is placed without preferences.
+//! any other. The lower tile of a pair places its linked blocks above its
+//! partner's reservations too ([`PartnerFloor`]): the partner's data starts
+//! there, so an address below it is one the partner can never take. A tile
+//! that does not fit so is placed without preferences or partner floor.
 //!
 //! Owns the address choice for one tile; it must not compute liveness or
 //! judge the result (`check` does that independently).
@@ -65,6 +68,21 @@ pub struct ElementRules<'a> {
     /// `(allocation root, address)` where a block should go (its paired
     /// partner's address), sorted by root.
     pub preferred: &'a [(u32, u32)],
+    /// Where the partner tile's data starts, for the blocks the partner
+    /// will want at the same address.
+    pub partner_floor: Option<PartnerFloor<'a>>,
+}
+
+/// The partner tile's lowest data addresses, which a linked block (one the
+/// partner places at the same address) keeps above.
+#[derive(Clone, Copy)]
+pub struct PartnerFloor<'a> {
+    /// Per allocation root: whether the partner links a block to it.
+    pub linked: &'a [bool],
+    /// End of the partner's reservations.
+    pub reserved_end: u32,
+    /// End of the partner's exchange code, if it has any.
+    pub code_end: Option<u32>,
 }
 
 /// The byte range of the elements `start..end` touches.
@@ -91,6 +109,7 @@ pub fn place_tile(
             .or_else(|_| {
                 let unpaired = ElementRules {
                     preferred: &[],
+                    partner_floor: None,
                     ..rules
                 };
                 place_blocks(blocks.clone(), reserved_end, Some(unpaired))
@@ -165,16 +184,25 @@ fn place_blocks(
         let range = block.class.address_range();
         let lowest = (range.start as u64).max(reserved_end as u64);
         let limit = range.end as u64;
-        let constrained_lowest = match rules {
-            Some(ElementRules {
-                separation,
-                code_end: Some(code_end),
-                ..
-            }) if separation.is_exchanged(block.allocation) => {
+        let past_code = |lowest: u64, code_end: Option<u32>| match (rules, code_end) {
+            (Some(rules), Some(code_end)) if rules.separation.is_exchanged(block.allocation) => {
                 lowest.max(element_span(u64::from(code_end) - 1, u64::from(code_end)).1)
             }
             _ => lowest,
         };
+        let mut constrained_lowest = past_code(lowest, rules.and_then(|rules| rules.code_end));
+        // A block the partner tile wants at the same address starts where
+        // the partner's data may (`PartnerFloor`).
+        if let Some(floor) = rules.and_then(|rules| rules.partner_floor)
+            && floor
+                .linked
+                .get(block.allocation as usize)
+                .copied()
+                .unwrap_or(false)
+        {
+            let partner_lowest = (range.start as u64).max(u64::from(floor.reserved_end));
+            constrained_lowest = constrained_lowest.max(past_code(partner_lowest, floor.code_end));
+        }
         let wanted = preference(&block).filter(|&address| {
             let end = address + block.bytes as u64;
             address >= constrained_lowest

@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::expand::program::{LowProgram, Step};
 use crate::target::mapping::partner;
 use crate::target::memory::{MEMORY_ELEMENT_BYTES, MemoryClass, TILE_BASE_ADDRESS};
-use allocator::{Block, ElementRules, USABLE_BYTES, blocks_by_tile, place_tile};
+use allocator::{Block, ElementRules, PartnerFloor, USABLE_BYTES, blocks_by_tile, place_tile};
 pub use check::{PlacementViolation, check_placement};
 pub use conflicts::{ElementConflict, ElementConflicts};
 
@@ -300,11 +300,16 @@ pub fn place(
     let liveness = liveness::liveness(program, steps);
     let tiles = blocks_by_tile(program, &liveness.ranges);
     let separation = separation::separation(program, steps);
+    let code_end = |tile: usize| {
+        let (table, patches, _) = reservation_end(reservations, tile);
+        (patches > table).then_some(patches)
+    };
     let place_one = |tile: usize,
                      blocks: &[Block],
-                     preferred: &[(u32, u32)]|
+                     preferred: &[(u32, u32)],
+                     linked: &[bool]|
      -> Result<TileResult, PlacementError> {
-        let (table, patches, reserved_end) = reservation_end(reservations, tile);
+        let (_, _, reserved_end) = reservation_end(reservations, tile);
         let reserved = reserved_end - TILE_BASE_ADDRESS;
         if reserved_end > MemoryClass::Code.address_range().end {
             return Err(PlacementError::ReservationTooLarge {
@@ -312,10 +317,18 @@ pub fn place(
                 bytes: reserved,
             });
         }
+        let other = partner(tile as u32) as usize;
+        let partner_floor =
+            (!linked.is_empty() && other != tile && other < tiles.len()).then(|| PartnerFloor {
+                linked,
+                reserved_end: reservation_end(reservations, other).2,
+                code_end: code_end(other),
+            });
         let rules = ElementRules {
             separation: &separation,
-            code_end: (patches > table).then_some(patches),
+            code_end: code_end(tile),
             preferred,
+            partner_floor,
         };
         let assigned = place_tile(blocks.to_vec(), reserved_end, Some(rules))
             .map_err(|failure| does_not_fit(program, tile, blocks, failure.block, reserved))?;
@@ -361,6 +374,8 @@ pub fn place(
             }
         }
     }
+    // The lower tile's roots its partner wants at the same address.
+    let linked: Vec<bool> = partners.iter().map(Option::is_some).collect();
     let mut results: Vec<Option<Result<TileResult, PlacementError>>> = (0..tiles.len())
         .into_par_iter()
         .map(|tile| {
@@ -380,7 +395,10 @@ pub fn place(
                     None => block,
                 })
                 .collect();
-            Some(place_one(tile, &widened, &[]).or_else(|_| place_one(tile, own, &[])))
+            Some(
+                place_one(tile, &widened, &[], &linked)
+                    .or_else(|_| place_one(tile, own, &[], &linked)),
+            )
         })
         .collect();
     let followers: Vec<(usize, Result<TileResult, PlacementError>)> = (0..tiles.len())
@@ -407,7 +425,7 @@ pub fn place(
                 })
                 .collect();
             preferred.sort_unstable();
-            let result = place_one(tile, &tiles[tile], &preferred);
+            let result = place_one(tile, &tiles[tile], &preferred, &[]);
             (tile, result)
         })
         .collect();

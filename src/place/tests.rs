@@ -520,12 +520,10 @@ fn one_allocation_sent_and_received_is_counted_apart() {
     assert_eq!(placement.element_conflicts.same_allocation_count, 1);
 }
 
-/// The two members of a receiving pair (logical tiles 0 and 1) receive a
-/// multicast at one offset: the placer puts their destination blocks at one
-/// address (IPU21.md: paired receives land at the same address on both),
-/// though tile 0 holds a larger block that tile 1 does not.
-#[test]
-fn paired_destinations_share_an_address_on_both_members() {
+/// Logical tiles 0 and 1 (a partner pair) receive a multicast at one
+/// offset into allocations 0 and 1; tile 0 also holds a larger block that
+/// tile 1 does not.
+fn paired_receive_program() -> LowProgram {
     let at = |allocation: u32, offset: u32| Location {
         allocation: AllocationId(allocation),
         offset,
@@ -546,7 +544,7 @@ fn paired_destinations_share_an_address_on_both_members() {
             },
         ],
     );
-    let program = LowProgram {
+    LowProgram {
         tiles: 4,
         names: (0..5).map(|index| format!("op{index}")).collect(),
         allocations: [(0, 4096), (1, 4096), (2, 4096), (0, 20_000), (0, 20_000)]
@@ -568,7 +566,15 @@ fn paired_destinations_share_an_address_on_both_members() {
             },
         ],
         values: Vec::new(),
-    };
+    }
+}
+
+/// The two members of a receiving pair get their destination blocks at one
+/// address (IPU21.md: paired receives land at the same address on both),
+/// though tile 0 holds a larger block that tile 1 does not.
+#[test]
+fn paired_destinations_share_an_address_on_both_members() {
+    let program = paired_receive_program();
     assert_eq!(crate::target::mapping::partner(1), 0);
     let placement = place(
         &program,
@@ -583,4 +589,34 @@ fn paired_destinations_share_an_address_on_both_members() {
         placement.base
     );
     assert_eq!(placement.element_conflicts.count, 0);
+}
+
+/// The higher tile of the pair reserves more (its exchange table and patch
+/// lists): its data starts higher, so the lower tile places the linked
+/// block above that too, and both still receive at one address (before,
+/// the lower tile's address lay inside the higher tile's reservations and
+/// the pair was split: SigLIP at 2 layers with FP8 inputs had 616 such
+/// receives in `layer.ln1.gamma.broadcast#0`).
+#[test]
+fn paired_destinations_share_an_address_when_the_partner_reserves_more() {
+    let program = paired_receive_program();
+    let mut reservations = TileReservations::uniform(4, 4096, 0);
+    reservations.exchange_table[1] = 4 * MEMORY_ELEMENT_BYTES;
+    reservations.patch_lists[1] = 12_288;
+    let placement = place(&program, &program.steps, &reservations).expect("fits");
+    assert!(check_placement(&program, &program.steps, &placement).is_empty());
+    let follower_floor = reservation_end(&reservations, 1).2;
+    assert!(placement.base[1] >= follower_floor, "{:x?}", placement.base);
+    assert_eq!(
+        placement.base[0], placement.base[1],
+        "{:x?}",
+        placement.base
+    );
+    // A block the partner does not want keeps the tile's own floor.
+    let own_floor = reservation_end(&reservations, 0).2;
+    assert!(
+        [placement.base[3], placement.base[4]].contains(&own_floor),
+        "{:x?}",
+        placement.base
+    );
 }

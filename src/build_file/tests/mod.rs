@@ -15,6 +15,7 @@ use crate::model::config::{GeluForm, Pooling, Positions};
 const SIGLIP: &str = include_str!("../../../queries/siglip-so400m.toml");
 const VIT_TINY: &str = include_str!("../../../queries/vit-tiny.toml");
 
+mod matrix_inputs_by_op;
 mod override_width;
 mod set;
 mod shapes;

@@ -418,7 +418,8 @@ fn every_value_field_of_the_table_can_be_set() {
         let (table, _) = table_and_name(field.key);
         let in_array = field_of(table).is_some_and(|parent| parent.kind == KeyKind::TableArray);
         let example = match field.kind {
-            KeyKind::Table | KeyKind::TableArray => continue,
+            // Set per entry (`planning.matrix_inputs.OP`), tested on their own.
+            KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable => continue,
             _ if in_array => continue,
             KeyKind::Integer | KeyKind::Scale => "1",
             KeyKind::Float => "0.5",

@@ -87,15 +87,17 @@ impl Resolver<'_> {
         }
     }
 
-    /// `--set planning.matrix_inputs.OP=fp8|fp16`: each names a matrix
-    /// product of the workload's graph and a precision.
+    /// `[planning.matrix_inputs_by_op]` and then `--set
+    /// planning.matrix_inputs.OP=fp8|fp16` (which win over the file's entry
+    /// for their op): each names a matrix product of the workload's graph
+    /// and a precision.
     pub(super) fn matrix_input_overrides(
         &self,
         section: &schema::PlanningSection,
         workload: &Workload,
     ) -> Result<std::collections::BTreeMap<String, MatrixInputs>, Issue> {
         let mut overrides = std::collections::BTreeMap::new();
-        if section.matrix_input_overrides.is_empty() {
+        if section.matrix_inputs_by_op.is_empty() && section.matrix_input_overrides.is_empty() {
             return Ok(overrides);
         }
         let graph = crate::model::builder::build_graph(
@@ -106,35 +108,29 @@ impl Resolver<'_> {
             },
         );
         let products = graph.product_names();
+        const TABLE: &str = "planning.matrix_inputs_by_op";
+        for (op, value) in &section.matrix_inputs_by_op {
+            let key = format!("{TABLE}.\"{}\"", op.get_ref());
+            let name = Named {
+                key: &key,
+                op: op.get_ref(),
+                op_origin: Origin::File(op.span()),
+                value: value.get_ref(),
+                value_origin: Origin::File(value.span()),
+            };
+            let inputs = name.resolve(&products, &workload.model.name)?;
+            overrides.insert(op.get_ref().clone(), inputs);
+        }
         for (op, value, argument) in &section.matrix_input_overrides {
             let key = format!("planning.matrix_inputs.{op}");
-            let origin = Origin::Set(argument.clone());
-            if !products.contains(op) {
-                return Err(Issue::new(
-                    key.clone(),
-                    origin,
-                    format!(
-                        "{key}: `{op}` is not a matrix product of {}; its products are {}",
-                        workload.model.name,
-                        products.join(", ")
-                    ),
-                )
-                .label("not a product")
-                .help("name a product as `superstep build` prints its op, e.g. layer.mlp.down"));
-            }
-            let inputs = match value.trim_matches('"') {
-                "fp8" => MatrixInputs::Fp8,
-                "fp16" => MatrixInputs::Fp16,
-                other => {
-                    return Err(Issue::new(
-                        key.clone(),
-                        origin,
-                        format!("{key} = \"{other}\" is neither \"fp8\" nor \"fp16\""),
-                    )
-                    .label("not a precision")
-                    .help("write fp8 or fp16"));
-                }
+            let name = Named {
+                key: &key,
+                op,
+                op_origin: Origin::Set(argument.clone()),
+                value: value.trim_matches('"'),
+                value_origin: Origin::Set(argument.clone()),
             };
+            let inputs = name.resolve(&products, &workload.model.name)?;
             overrides.insert(op.clone(), inputs);
         }
         Ok(overrides)
@@ -220,4 +216,70 @@ impl Resolver<'_> {
         }
         Ok(CalibrationInput::File { path })
     }
+}
+
+/// One per-product inputs entry as written: in the build file's table or
+/// by `--set`.
+struct Named<'a> {
+    /// The key as the user would name it in a message.
+    key: &'a str,
+    op: &'a str,
+    op_origin: Origin,
+    value: &'a str,
+    value_origin: Origin,
+}
+
+impl Named<'_> {
+    /// The precision the entry names, when its op is one of `products`
+    /// (the model's, `model` its name).
+    fn resolve(&self, products: &[String], model: &str) -> Result<MatrixInputs, Issue> {
+        let key = self.key;
+        if !products.iter().any(|product| product == self.op) {
+            let near = near_names(self.op, products);
+            let help = if near.is_empty() {
+                String::from(
+                    "name a product as `superstep build --ops` prints its op, e.g. layer.mlp.down",
+                )
+            } else {
+                format!("did you mean {}?", near.join(" or "))
+            };
+            return Err(Issue::new(
+                key.to_string(),
+                self.op_origin.clone(),
+                format!(
+                    "{key}: `{}` is not a matrix product of {model}; its products are {}",
+                    self.op,
+                    products.join(", ")
+                ),
+            )
+            .label("not a product")
+            .help(help));
+        }
+        match self.value {
+            "fp8" => Ok(MatrixInputs::Fp8),
+            "fp16" => Ok(MatrixInputs::Fp16),
+            other => Err(Issue::new(
+                key.to_string(),
+                self.value_origin.clone(),
+                format!("{key} = \"{other}\" is neither \"fp8\" nor \"fp16\""),
+            )
+            .label("not a precision")
+            .help("write fp8 or fp16")),
+        }
+    }
+}
+
+/// The products nearest in spelling to `op` (at most three, closest first,
+/// each within a third of its length), quoted for a message.
+fn near_names(op: &str, products: &[String]) -> Vec<String> {
+    let mut near: Vec<(usize, &String)> = products
+        .iter()
+        .map(|product| (crate::text::edit_distance(product, op), product))
+        .filter(|(distance, product)| *distance <= (product.len() / 3).max(1))
+        .collect();
+    near.sort();
+    near.into_iter()
+        .take(3)
+        .map(|(_, product)| format!("`{product}`"))
+        .collect()
 }

@@ -30,7 +30,7 @@ pub use structure::{check_structure, serde_issue};
 
 use crate::build_file::{
     AccumulationChoice, BuildQuery, Fusion, MachineSettings, PhaseOverride, PlanningFlags,
-    SchedulePolicy, ScheduleSettings, TransferWidth, Workload,
+    SchedulePolicy, ScheduleSettings, TransferWidth,
 };
 
 /// Tiles of the IPU21 C600.
@@ -178,7 +178,7 @@ pub fn resolve(
     let resolver = Resolver { origins };
     let (workload, model_origin, layers_origin) = resolver.workload(file, base_dir)?;
     let machine = resolver.machine(file, base_dir)?;
-    let planning = resolver.planning(file, base_dir, &workload)?;
+    let planning = resolver.planning(file, base_dir)?;
     let schedule = resolver.schedule(file)?;
     let overrides = resolver.phase_overrides(file)?;
     let outputs = resolver.outputs(file)?;
@@ -205,6 +205,8 @@ pub fn resolve(
         ),
     };
     fit::check_fit(&workload, &machine, &planning, sources)?;
+    let mut planning = planning;
+    planning.matrix_input_overrides = resolver.matrix_input_overrides(&file.planning, &workload)?;
     Ok(BuildQuery {
         name,
         source_path: None,
@@ -445,12 +447,7 @@ impl Resolver<'_> {
             })
     }
 
-    fn planning(
-        &self,
-        file: &QueryFile,
-        base_dir: Option<&Path>,
-        workload: &Workload,
-    ) -> Result<PlanningFlags, Issue> {
+    fn planning(&self, file: &QueryFile, base_dir: Option<&Path>) -> Result<PlanningFlags, Issue> {
         let section = &file.planning;
         let accumulation = match &section.accumulation {
             Some(field) => self.choice(
@@ -526,7 +523,10 @@ impl Resolver<'_> {
         let matrix_inputs = self.matrix_inputs(section)?;
         let fp8_cast = self.fp8_cast(section)?;
         let activation_scale = self.activation_scale(file, base_dir)?;
-        let matrix_input_overrides = self.matrix_input_overrides(section, workload)?;
+        // Per-product inputs name the graph's products: resolved once the
+        // workload is known to fit ([`resolve`]), so no absurd shape is
+        // ever built into a graph.
+        let matrix_input_overrides = std::collections::BTreeMap::new();
         Ok(PlanningFlags {
             accumulation,
             matrix_inputs,

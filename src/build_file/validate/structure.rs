@@ -69,6 +69,10 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
                 check_table(inner, &schema_child, &path)?;
                 true
             }
+            (KeyKind::StringTable, DeValue::Table(inner)) => {
+                check_string_table(inner, &path)?;
+                true
+            }
             (KeyKind::TableArray, DeValue::Array(items)) => {
                 for (index, item) in items.iter().enumerate() {
                     let item_path = format!("{path}[{index}]");
@@ -109,6 +113,31 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
     Ok(())
 }
 
+/// A table of user-named keys (`[planning.matrix_inputs_by_op]`): every
+/// value a string (what the keys name is validation's to judge).
+fn check_string_table(table: &DeTable<'_>, path: &str) -> Result<(), Issue> {
+    for (key, value) in table.iter() {
+        if matches!(value.get_ref(), DeValue::String(_)) {
+            continue;
+        }
+        let entry = format!("{path}.\"{}\"", key.get_ref());
+        return Err(Issue::new(
+            path.to_string(),
+            Origin::File(value.span()),
+            format!(
+                "`{entry}` must be a string, but it is {}",
+                describe_found(value.get_ref())
+            ),
+        )
+        .label("expected a string")
+        .help(format!(
+            "write each entry as `\"OP\" = \"VALUE\"` under [{path}], e.g. \
+             `\"layer.attn.qkv\" = \"fp16\"`"
+        )));
+    }
+    Ok(())
+}
+
 fn type_help(kind: KeyKind, path: &str) -> String {
     let key = path.rsplit('.').next().unwrap_or(path);
     match kind {
@@ -120,6 +149,10 @@ fn type_help(kind: KeyKind, path: &str) -> String {
             format!("write a [{path}] section or an inline table `{key} = {{ ... }}`")
         }
         KeyKind::TableArray => format!("write each entry as a [[{path}]] table"),
+        KeyKind::StringTable => format!(
+            "write a [{path}] section of `\"OP\" = \"VALUE\"` entries, e.g. \
+             `\"layer.attn.qkv\" = \"fp16\"`"
+        ),
         KeyKind::Scale => {
             let word = if path == "planning.activation_scale" {
                 "calibrate"
