@@ -114,7 +114,7 @@ impl Resolver<'_> {
                     key.clone(),
                     origin,
                     format!(
-                        "{key}: `{op}` is not a matrix product of {}; its products are {}",
+                        "{key}: `{op}` is not a matrix product or attention of {}; its products are {}",
                         workload.model.name,
                         products.join(", ")
                     ),

@@ -166,6 +166,7 @@ pub fn attention_problem(
         working_budget,
         forced_flash: settings.forced_flash,
         output: graph.value(op.output).precision.activation_store(),
+        value_product: settings.matrix_inputs,
         cost_table: settings.cost_table,
     }
 }
