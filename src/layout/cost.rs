@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use super::attention_cost::{FLASH_KEY_BLOCK, attention_partition, plan_attention};
 use super::format::{balanced_start, ceil_div, round_up};
 use crate::numerics::dot::{Accumulation, ActivationStore, ProductInputs};
 use crate::target::costs;

@@ -1,6 +1,7 @@
 //! Tests of the cost model: plans cover their products and fit, memory
 //! budgets, attention splits and the pairing order.
 
+use super::attention_cost::{FLASH_KEY_BLOCK, attention_partition, plan_attention};
 use super::cost::*;
 use crate::numerics::dot::Accumulation;
 

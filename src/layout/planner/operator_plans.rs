@@ -484,7 +484,7 @@ fn valid_attention(problem: &AttentionProblem, queries: u32, keys: u32) -> Optio
     crate::layout::candidates::attention_methods(problem)
         .into_iter()
         .filter_map(|method| {
-            crate::layout::cost::attention_partition(problem, Some(queries), keys, method)
+            crate::layout::attention_cost::attention_partition(problem, Some(queries), keys, method)
         })
         .filter(|plan| {
             plan.query_parts == queries
