@@ -23,7 +23,8 @@ const CALIBRATED: &[&str] = &[
     "planning.activation_scale=calibrate",
 ];
 
-/// Every matrix-product kernel's inputs, by the op its run belongs to.
+/// Every matrix-product kernel's inputs and every attention kernel's `PV`
+/// inputs, by the op its run belongs to.
 fn kernel_scales(session: &Session) -> Vec<(String, ProductInputs)> {
     let layouts = session.layouts().expect("layouts");
     let expansions = session.op_expansions().expect("expansions");
@@ -32,8 +33,17 @@ fn kernel_scales(session: &Session) -> Vec<(String, ProductInputs)> {
         for step in &expansion.steps {
             if let Step::Kernels { runs, .. } = step {
                 for run in runs {
-                    if let Kernel::MatMul { inputs, .. } = run.kernel {
-                        scales.push((op.name.clone(), inputs));
+                    match run.kernel {
+                        Kernel::MatMul { inputs, .. }
+                        | Kernel::Attention {
+                            value_product: inputs,
+                            ..
+                        }
+                        | Kernel::AttentionPartial {
+                            value_product: inputs,
+                            ..
+                        } => scales.push((op.name.clone(), inputs)),
+                        _ => {}
                     }
                 }
             }
@@ -58,6 +68,7 @@ fn every_fp8_product_takes_its_positions_calibrated_scale() {
         names,
         [
             "embed.patch",
+            "layer.attn.core",
             "layer.attn.out",
             "layer.attn.qkv",
             "layer.mlp.down",
@@ -70,8 +81,18 @@ fn every_fp8_product_takes_its_positions_calibrated_scale() {
         assert!(position.largest * 2.0 > range / 2.0, "{position:?}");
         assert!(position.relative_rms > 0.0 && position.relative_rms < 0.07);
     }
+    // Attention's position calibrates its values, the others their
+    // activations.
+    for position in &calibration.positions {
+        let values = position.op == "layer.attn.core";
+        assert_eq!(
+            position.operand == superstep::sim::calibration::CalibratedOperand::Values,
+            values,
+            "{position:?}"
+        );
+    }
     let scales = kernel_scales(&session);
-    assert!(!scales.is_empty());
+    assert!(scales.iter().any(|(op, _)| op == "layer.attn.core"));
     for (op, inputs) in scales {
         let position = calibration.position(&op).expect("a position per product");
         assert_eq!(

@@ -66,3 +66,33 @@ fn per_op_compute_adds_up_and_counts_the_model_macs() {
         assert_eq!(up.fp8_macs, 0);
     }
 }
+
+/// Under FP8 matrix inputs the projections run at the FP8 rate, and
+/// attention's two products split: `QK^T` at the FP16 rate, `PV` (the same
+/// multiply-accumulates) at the FP8 rate.
+#[test]
+fn fp8_inputs_run_attention_pv_and_the_projections_at_the_fp8_rate() {
+    let sets = ["planning.matrix_inputs=fp8", "planning.activation_scale=-4"];
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &sets));
+    let back = session.build().expect("build").back.expect("back half");
+    let op = |name: &str| {
+        back.compute_by_op
+            .iter()
+            .find(|op| op.op == name)
+            .expect(name)
+            .clone()
+    };
+    let attention = op("layer.attn.core");
+    let (layers, heads, tokens, head_dimension) = (2u64, 4u64, 17u64, 16u64);
+    let product_macs = layers * heads * tokens * tokens * head_dimension;
+    assert!(
+        attention.fp8_macs >= product_macs && attention.fp8_macs < 2 * product_macs,
+        "{} PV MACs vs {product_macs}",
+        attention.fp8_macs
+    );
+    assert_eq!(attention.fp8_macs, attention.fp16_macs);
+    assert!(attention.cycles >= attention.roofline_cycles);
+    let up = op("layer.mlp.up");
+    assert!(up.fp8_macs > 0);
+    assert_eq!(up.fp16_macs, 0);
+}

@@ -216,6 +216,113 @@ fn fp8_casts_fused_into_producers_compute_what_casting_products_compute() {
     );
 }
 
+/// Attention's `PV` product at FP8, end to end: with FP8 inputs every
+/// attention kernel casts its value block to FP8 at the activation scale
+/// and multiplies FP8 probabilities (the planner's attention plans say
+/// so); the package computes what the interpreter computes, bit for bit,
+/// it stays within the FP8 tolerance of the FP32 reference, and it differs
+/// from the same program (the same partitions) whose attention keeps an
+/// FP16 `PV` product (`planning.matrix_inputs.layer.attn.core = "fp16"`),
+/// which rounds exactly the value blocks' elements fewer to FP8.
+#[test]
+fn fp8_value_products_compute_the_interpreters_output_bit_for_bit() {
+    use superstep::layout::plan::OpPlan;
+    use superstep::numerics::dot::ProductInputs;
+    let fp8 = ["planning.matrix_inputs=fp8", "planning.activation_scale=-4"];
+    let narrow = built("queries/vit-tiny.toml", &fp8);
+    let layouts = narrow.session.layouts().expect("layouts");
+    let attention_inputs = |layouts: &superstep::layout::plan::Layouts| {
+        layouts
+            .ops
+            .iter()
+            .filter_map(|op| match &op.plan {
+                OpPlan::Attention(plan) => Some(plan.value_product),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let inputs = attention_inputs(&layouts);
+    assert!(!inputs.is_empty());
+    assert!(
+        inputs.iter().all(|inputs| *inputs
+            == ProductInputs::Fp8 {
+                activation_scale: -4
+            }),
+        "{inputs:?}"
+    );
+    let pins: Vec<String> = layouts
+        .ops
+        .iter()
+        .filter_map(|op| {
+            let partition = op.plan.partition()?;
+            Some(format!("layout.override.{}={partition}", op.name))
+        })
+        .collect();
+    let mut sets: Vec<&str> = vec![
+        fp8[0],
+        fp8[1],
+        "planning.matrix_inputs.layer.attn.core=fp16",
+    ];
+    sets.extend(pins.iter().map(String::as_str));
+    let wide = built("queries/vit-tiny.toml", &sets);
+    let wide_layouts = wide.session.layouts().expect("layouts");
+    assert!(
+        attention_inputs(&wide_layouts)
+            .iter()
+            .all(|inputs| *inputs == ProductInputs::Fp16)
+    );
+    let (cosine_narrow, run_narrow) = narrow.checked_run();
+    let (cosine_wide, run_wide) = wide.checked_run();
+    println!("cosine: FP8 PV {cosine_narrow}, FP16 PV {cosine_wide}");
+    assert_ne!(run_narrow.output, run_wide.output);
+    assert_eq!(run_narrow.counts.saturated_activations, 0);
+    // Each attention kernel casts its value block: keys x dimension per
+    // group, on every tile and layer that runs one.
+    let program = narrow.session.low_program().expect("program");
+    let value_elements = value_block_elements(&program.steps, 1);
+    assert!(value_elements > 0);
+    assert_eq!(
+        run_narrow.counts.fp8_activations - run_wide.counts.fp8_activations,
+        value_elements
+    );
+}
+
+/// Elements of the value blocks the program's FP8-`PV` attention kernels
+/// cast, a Repeat body counted once per iteration.
+fn value_block_elements(steps: &[Step], executions: u64) -> u64 {
+    use superstep::expand::program::Kernel;
+    use superstep::numerics::dot::ProductInputs;
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Repeat { iterations, body } => {
+                value_block_elements(body, executions * u64::from(*iterations))
+            }
+            Step::Kernels { runs, .. } => runs
+                .iter()
+                .map(|run| match run.kernel {
+                    Kernel::Attention {
+                        groups,
+                        keys,
+                        dimension,
+                        value_product: ProductInputs::Fp8 { .. },
+                        ..
+                    }
+                    | Kernel::AttentionPartial {
+                        groups,
+                        keys,
+                        dimension,
+                        value_product: ProductInputs::Fp8 { .. },
+                        ..
+                    } => executions * u64::from(groups * keys * dimension),
+                    _ => 0,
+                })
+                .sum(),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// Calibrated activation scales, end to end: each product rounds its
 /// activations at its own position's scale (vit-tiny's differ: 2^-6 and
 /// 2^-5), the package still computes the interpreter's output bit for bit,

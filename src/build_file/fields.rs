@@ -491,7 +491,7 @@ pub const FIELDS: &[Field] = &[
         Some(Input::Planning),
         "fp16",
         &["fp16", "fp8"],
-        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate). Products that differ are listed in planning.matrix_inputs_by_op, or set with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
+        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate; attention's PV product too: probabilities at 2^-7, values at their scale, while QK stays FP16). Products (or an attention, e.g. layer.attn.core) that differ are listed in planning.matrix_inputs_by_op, or set with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
     ),
     field(
         "planning.matrix_inputs_by_op",
@@ -514,7 +514,7 @@ pub const FIELDS: &[Field] = &[
         Scale,
         "\"calibrate\"",
         "-32..=32, or \"calibrate\"",
-        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale); `calibrate`: per product, the least scale holding twice the largest activation the FP32 reference computes on workload.calibration.",
+        "With matrix_inputs = fp8: activations are stored in F143 as value x 2^-scale (largest magnitude 240 x 2^scale); `calibrate`: per product, the least scale holding twice the largest activation (attention's values, for its PV product) the FP32 reference computes on workload.calibration.",
     ),
     table("layout", "Per-operator layouts."),
     field(

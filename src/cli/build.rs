@@ -119,24 +119,26 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
         }
         if arguments.ops && !quiet {
             print_line!(
-                "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9}",
+                "compute by op: {:<36} {:>6} {:>14} {:>14} {:>7} {:>16} {:>9} {:>9}",
                 "op",
                 "runs",
                 "cycles/run",
                 "total",
                 "share",
                 "MACs",
+                "rate",
                 "roofline"
             );
             for line in &back.compute_by_op {
                 print_line!(
-                    "  {:<48} {:>6} {:>14} {:>14} {:>6.2}% {:>16} {:>9}",
+                    "  {:<48} {:>6} {:>14} {:>14} {:>6.2}% {:>16} {:>9} {:>9}",
                     line.op.op,
                     line.op.executions,
                     thousands(line.cycles_per_execution),
                     thousands(line.op.cycles),
                     line.share * 100.0,
                     thousands(line.op.fp8_macs + line.op.fp16_macs),
+                    matrix_rate(&line.op),
                     line.roofline_ratio
                         .map_or_else(|| "-".to_string(), |ratio| format!("{ratio:.2}x"))
                 );
@@ -325,6 +327,18 @@ fn print_details(
     }
 }
 
+/// The matrix unit's rate(s) an op's multiply-accumulates run at: `fp8`,
+/// `fp16`, `fp8+fp16` (an attention with FP8 `PV` and FP16 `QK^T`
+/// products), or `-` without any.
+fn matrix_rate(op: &crate::estimate::breakdown::OpCompute) -> &'static str {
+    match (op.fp8_macs > 0, op.fp16_macs > 0) {
+        (true, true) => "fp8+fp16",
+        (true, false) => "fp8",
+        (false, true) => "fp16",
+        (false, false) => "-",
+    }
+}
+
 /// The calibrated scale of every product position, with the largest
 /// activation seen and the error of rounding to FP8 at that scale.
 fn print_calibration(
@@ -344,13 +358,26 @@ fn print_calibration(
     );
     for position in &calibration.positions {
         print_line!(
-            "    {:<28} scale {:>3}  largest {:>10.4}  range {:>9.1}  rounding error {:.5} (relative RMS over {} values)",
+            "    {:<28} {:<11} scale {:>3}  largest {:>10.4}  range {:>9.1}  rounding error {:.5} (relative RMS over {} values)",
             position.op,
+            position.operand.name(),
             position.scale,
             position.largest,
             crate::numerics::fp8::F143_MAX * 2f32.powi(i32::from(position.scale)),
             position.relative_rms,
             thousands(position.elements)
+        );
+    }
+    let values = crate::sim::calibration::CalibratedOperand::Values;
+    if calibration
+        .positions
+        .iter()
+        .any(|position| position.operand == values)
+    {
+        let scale = crate::numerics::dot::PROBABILITY_SCALE;
+        print_line!(
+            "    PV probabilities: fixed scale {scale} (range {:.3}, the least scale that holds 1.0)",
+            crate::numerics::fp8::F143_MAX * 2f32.powi(scale)
         );
     }
 }

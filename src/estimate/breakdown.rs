@@ -30,21 +30,41 @@ pub struct OpCompute {
     pub kernel_cycles: u64,
     pub copy_cycles: u64,
     pub fill_cycles: u64,
-    /// Multiply-accumulates with both inputs FP8 (products under
-    /// `planning.matrix_inputs = "fp8"`), all tiles.
+    /// Multiply-accumulates with both inputs FP8 (products and attention's
+    /// `PV` under `planning.matrix_inputs = "fp8"`), all tiles.
     pub fp8_macs: u64,
     /// Multiply-accumulates at the FP16 rate (matrix products with widened
-    /// FP8 weights, attention's products), all tiles.
+    /// FP8 weights, attention's `QK^T` and FP16 `PV` products), all tiles.
     pub fp16_macs: u64,
     /// Cycles those MACs need with every tile's matrix unit busy.
     pub roofline_cycles: u64,
 }
 
-/// Multiply-accumulates of one kernel run on the matrix unit and the rate
+/// Multiply-accumulates of one kernel run on the matrix unit, by the rate
+/// they run at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatrixMacs {
+    /// Both inputs FP8.
+    pub fp8: u64,
+    /// Both inputs FP16.
+    pub fp16: u64,
+}
+
+impl MatrixMacs {
+    fn at(macs: u64, inputs: ProductInputs) -> MatrixMacs {
+        match inputs {
+            ProductInputs::Fp16 => MatrixMacs { fp8: 0, fp16: macs },
+            ProductInputs::Fp8 { .. } => MatrixMacs { fp8: macs, fp16: 0 },
+        }
+    }
+}
+
+/// Multiply-accumulates of one kernel run on the matrix unit and the rates
 /// they run at: a product of FP16 activations and FP8 weights widens the
 /// weights and runs at the FP16 rate (CALIBRATION.md: no FP16 x FP8 mode);
-/// one of FP8 activations runs at the FP8 rate.
-pub fn kernel_matrix_macs(kernel: &Kernel) -> Option<(u64, MatrixPrecision)> {
+/// one of FP8 activations runs at the FP8 rate. Attention's `QK^T` runs at
+/// the FP16 rate, its `PV` product at its kernel's inputs' rate.
+pub fn kernel_matrix_macs(kernel: &Kernel) -> MatrixMacs {
     match *kernel {
         Kernel::MatMul {
             rows,
@@ -52,18 +72,13 @@ pub fn kernel_matrix_macs(kernel: &Kernel) -> Option<(u64, MatrixPrecision)> {
             cols,
             inputs,
             ..
-        } => Some((
-            rows as u64 * reduction as u64 * cols as u64,
-            match inputs {
-                ProductInputs::Fp16 => MatrixPrecision::Float16,
-                ProductInputs::Fp8 { .. } => MatrixPrecision::Float8,
-            },
-        )),
+        } => MatrixMacs::at(rows as u64 * reduction as u64 * cols as u64, inputs),
         Kernel::Attention {
             groups,
             queries,
             keys,
             dimension,
+            value_product,
             ..
         }
         | Kernel::AttentionPartial {
@@ -71,12 +86,17 @@ pub fn kernel_matrix_macs(kernel: &Kernel) -> Option<(u64, MatrixPrecision)> {
             queries,
             keys,
             dimension,
+            value_product,
             ..
-        } => Some((
-            2 * groups as u64 * queries as u64 * keys as u64 * dimension as u64,
-            MatrixPrecision::Float16,
-        )),
-        _ => None,
+        } => {
+            let product = groups as u64 * queries as u64 * keys as u64 * dimension as u64;
+            let weighted = MatrixMacs::at(product, value_product);
+            MatrixMacs {
+                fp8: weighted.fp8,
+                fp16: product + weighted.fp16,
+            }
+        }
+        _ => MatrixMacs::default(),
     }
 }
 
@@ -145,15 +165,9 @@ pub fn compute_by_op(
                 }
                 if let Step::Kernels { runs, .. } = step {
                     for run in runs {
-                        match kernel_matrix_macs(&run.kernel) {
-                            Some((macs, MatrixPrecision::Float8)) => {
-                                entry.fp8_macs += macs * executions
-                            }
-                            Some((macs, MatrixPrecision::Float16)) => {
-                                entry.fp16_macs += macs * executions
-                            }
-                            None => {}
-                        }
+                        let macs = kernel_matrix_macs(&run.kernel);
+                        entry.fp8_macs += macs.fp8 * executions;
+                        entry.fp16_macs += macs.fp16 * executions;
                     }
                 }
             }

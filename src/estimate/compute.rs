@@ -2,10 +2,12 @@
 //! hardware measurements (`crate::target::kernel_cost`, CALIBRATION.md):
 //! each kernel run is priced as the calls the hardware makes for it (a
 //! matrix product of FP16 activations and FP8 weights widens the weights
-//! and runs at the FP16 rate; attention is two FP16 products per head and a
-//! softmax; a product whose activations arrive in FP8 casts nothing, and
-//! their producer pays the fused cast's per-element work); a step lasts as long as its busiest tile (the barrier waits
-//! for the slowest). Local copies and fills cost a call plus 8 bytes per
+//! and runs at the FP16 rate; attention is an FP16 `QK^T` product per head,
+//! a `PV` product at its kernel's inputs (with FP8 inputs, after casting
+//! its value block and writing FP8 probabilities) and a softmax; a product
+//! whose activations arrive in FP8 casts nothing, and their producer pays
+//! the fused cast's per-element work); a step lasts as long as its busiest
+//! tile (the barrier waits for the slowest). Local copies and fills cost a call plus 8 bytes per
 //! cycle.
 
 use crate::expand::program::{Kernel, MatMulOutput, Step};
@@ -124,6 +126,7 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
             keys,
             dimension,
             store,
+            value_product,
             ..
         } => {
             composite::attention(
@@ -131,6 +134,7 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
                 queries as u64,
                 keys as u64,
                 dimension as u64,
+                matrix_inputs(value_product),
                 table,
             ) + fused_cast(
                 store,
@@ -143,12 +147,14 @@ pub fn kernel_cycles(kernel: &Kernel, table: &CostTable) -> u64 {
             queries,
             keys,
             dimension,
+            value_product,
             ..
         } => composite::attention(
             groups as u64,
             queries as u64,
             keys as u64,
             dimension as u64,
+            matrix_inputs(value_product),
             table,
         ),
         // Weighted partial statistics summed over `count` slices: priced as

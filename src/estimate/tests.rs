@@ -156,6 +156,7 @@ fn attention_is_two_fp16_products_per_head_and_one_softmax() {
         scale: Real::new(0.25),
         kind: AttentionKind::Materialized,
         store: crate::numerics::dot::ActivationStore::F16,
+        value_product: crate::numerics::dot::ProductInputs::Fp16,
     };
     let softmax = vector_call(6 * 16, Constant::SoftmaxPerWorkerElement);
     assert_eq!(cycles(&attention), 2 * 2 * fp16_product(16, 1, 1) + softmax);
@@ -175,6 +176,7 @@ fn attention_is_two_fp16_products_per_head_and_one_softmax() {
         dimension: 8,
         scale: Real::new(0.25),
         kind: AttentionKind::Flash { key_block: 16 },
+        value_product: crate::numerics::dot::ProductInputs::Fp16,
     };
     assert_eq!(
         cycles(&partial),
@@ -182,6 +184,48 @@ fn attention_is_two_fp16_products_per_head_and_one_softmax() {
             + fp16_product(16, 3, 1)
             + vector_call(3 * 40, Constant::SoftmaxPerWorkerElement)
     );
+}
+
+#[test]
+fn an_fp8_value_product_runs_at_the_fp8_rate_after_its_casts() {
+    // The partial attention of the test above with FP8 `PV` inputs: QK^T
+    // as before at FP16; PV 16 rows through ceil(40/32) x ceil(8/16) = 2
+    // K32 x C16 panels (4 cycles per row per panel at 128 MACs per cycle,
+    // as an FP16 panel at 64); the value block's 40 x 8 cast into panels
+    // (a call) and the 16 x 40 probabilities written in FP8 by the
+    // softmax (the fused cast's per-element work, no call).
+    let partial = |value_product| Kernel::AttentionPartial {
+        query: operand(),
+        key: operand(),
+        value: operand(),
+        partial: location(),
+        groups: 1,
+        stride_groups: 1,
+        queries: 16,
+        keys: 40,
+        dimension: 8,
+        scale: Real::new(0.25),
+        kind: AttentionKind::Flash { key_block: 16 },
+        value_product,
+    };
+    let fp8 = partial(crate::numerics::dot::ProductInputs::Fp8 {
+        activation_scale: -3,
+    });
+    let probabilities = (16.0 * 40.0 * constant(Constant::CastRowMajorPerElement)).round() as u64;
+    assert_eq!(
+        cycles(&fp8),
+        fp16_product(16, 3, 3)
+            + fp16_product(16, 2, 1)
+            + vector_call(3 * 40, Constant::SoftmaxPerWorkerElement)
+            + vector_call(40 * 8, Constant::CastPanelsPerElement)
+            + probabilities
+    );
+    // Half the PV MACs at the FP8 rate, the QK^T half at FP16.
+    let macs = super::breakdown::kernel_matrix_macs(&fp8);
+    assert_eq!((macs.fp8, macs.fp16), (16 * 40 * 8, 16 * 40 * 8));
+    let fp16 = partial(crate::numerics::dot::ProductInputs::Fp16);
+    let macs = super::breakdown::kernel_matrix_macs(&fp16);
+    assert_eq!((macs.fp8, macs.fp16), (0, 2 * 16 * 40 * 8));
 }
 
 #[test]

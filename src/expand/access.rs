@@ -309,6 +309,7 @@ mod tests {
             scale: Real::new(1.0),
             kind: AttentionKind::Materialized,
             store: crate::numerics::dot::ActivationStore::F16,
+            value_product: crate::numerics::dot::ProductInputs::Fp16,
         };
         let accesses = kernel.accesses();
         assert_eq!(accesses.as_slice().len(), 5);

@@ -392,10 +392,20 @@ fn attention_runs(
     let (query_parts, key_parts) = (plan.query_parts, plan.key_parts);
     let group_blocks = query.parts()[0];
     let kind = attention_kind(plan);
-    let scratch_bytes = match kind {
-        AttentionKind::Materialized => plan.block_queries * plan.block_keys * 4,
-        AttentionKind::Flash { key_block } => plan.block_queries * (key_block + dimension + 2) * 4,
-    };
+    // With FP8 `PV` inputs the scratch also holds the value block's FP8 cast.
+    let value_cast = AttentionPlan::fp8_value_bytes(
+        plan.value_product,
+        u64::from(plan.block_groups),
+        u64::from(plan.block_keys),
+        dimension,
+    ) as u32;
+    let scratch_bytes = value_cast
+        + match kind {
+            AttentionKind::Materialized => plan.block_queries * plan.block_keys * 4,
+            AttentionKind::Flash { key_block } => {
+                plan.block_queries * (key_block + dimension + 2) * 4
+            }
+        };
     let row_bytes = AttentionPlan::partial_row_bytes(dimension);
     let mut runs = Vec::new();
     let mut partials = Vec::new();
@@ -432,6 +442,7 @@ fn attention_runs(
                         scale: Real::new(scale),
                         kind,
                         store: output.precision.activation_store(),
+                        value_product: plan.value_product,
                     }
                 } else {
                     let partial = builder.scratch(
@@ -461,6 +472,7 @@ fn attention_runs(
                         dimension,
                         scale: Real::new(scale),
                         kind,
+                        value_product: plan.value_product,
                     }
                 };
                 runs.push(KernelRun { tile, kernel });

@@ -227,6 +227,11 @@ pub enum Kernel {
         scale: Real,
         kind: AttentionKind,
         store: ActivationStore,
+        /// What the matrix unit multiplies in the `PV` product: FP16
+        /// probabilities and values, or both rounded to FP8 on the tile
+        /// (the probabilities at `PROBABILITY_SCALE` as the softmax writes
+        /// them, the value block at the activation scale); `QK^T` is FP16.
+        value_product: ProductInputs,
     },
     /// Partial softmax statistics of a query block against one key block,
     /// in FP32 per (query row, group) at byte
@@ -244,6 +249,8 @@ pub enum Kernel {
         dimension: u32,
         scale: Real,
         kind: AttentionKind,
+        /// As `Kernel::Attention`'s.
+        value_product: ProductInputs,
     },
     /// Combines `count` partial slices (the first local, the others received
     /// consecutively, `slice_bytes` apart) into normalised FP16 outputs.

@@ -17,9 +17,9 @@ use crate::expand::expansion::OpExpansion;
 use crate::expand::program::LowProgram;
 use crate::expand::summary::{ProgramSummary, summarize};
 use crate::expand::{ExpandError, expand_op};
+use crate::layout::attention_cost::plan_attention;
 use crate::layout::cost::{
-    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention,
-    plan_matmul,
+    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_matmul,
 };
 use crate::layout::format::TensorFormat;
 use crate::layout::overrides::LayoutOverride;

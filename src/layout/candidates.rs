@@ -9,9 +9,10 @@
 //!
 //! Pure functions of problems; they do not know the graph or the build.
 
+use super::attention_cost::{FLASH_KEY_BLOCK, attention_partition};
 use super::cost::{
-    AttentionMethod, AttentionOrder, AttentionPlan, AttentionProblem, FLASH_KEY_BLOCK, MatMulPlan,
-    MatMulProblem, TileOrder, attention_partition, matmul_partition,
+    AttentionMethod, AttentionOrder, AttentionPlan, AttentionProblem, MatMulPlan, MatMulProblem,
+    TileOrder, matmul_partition,
 };
 use super::overrides::Partition;
 

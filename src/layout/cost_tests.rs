@@ -1,6 +1,7 @@
 //! Tests of the cost model: plans cover their products and fit, memory
 //! budgets, attention splits and the pairing order.
 
+use super::attention_cost::{FLASH_KEY_BLOCK, attention_partition, plan_attention};
 use super::cost::*;
 use crate::numerics::dot::Accumulation;
 
@@ -127,6 +128,7 @@ fn attention_splits_keys_when_memory_is_tight() {
         forced_flash: None,
         cost_table: crate::target::kernel_cost::CostTable::shipped(),
         output: crate::numerics::dot::ActivationStore::F16,
+        value_product: crate::numerics::dot::ProductInputs::Fp16,
     };
     assert_eq!(
         plan_attention(&attention).expect("plan").method,
@@ -141,6 +143,61 @@ fn attention_splits_keys_when_memory_is_tight() {
         plan_attention(&attention).expect("plan").method,
         AttentionMethod::Flash { .. }
     ));
+}
+
+/// SigLIP's attention (16 heads of 729 tokens, dimension 72) on 1,472
+/// tiles: with FP8 `PV` inputs a partition whose tiles hold 16 or more
+/// query rows costs less than with FP16 ones (the PV product at the FP8
+/// rate saves more than the value block's cast and the FP8 probabilities
+/// cost; with a few rows per tile the cast of the whole value block does
+/// not pay), holds the FP8 value block, and the plan says what its
+/// kernels multiply; the best FP8 plan beats the best FP16 plan.
+#[test]
+fn an_fp8_value_product_makes_attention_cheaper() {
+    use crate::numerics::dot::ProductInputs;
+    let problem = |value_product| AttentionProblem {
+        groups: 16,
+        queries: 729,
+        keys: 729,
+        dimension: 72,
+        tiles: 1472,
+        working_budget: 400 * 1024,
+        forced_flash: None,
+        cost_table: crate::target::kernel_cost::CostTable::shipped(),
+        output: crate::numerics::dot::ActivationStore::F16,
+        value_product,
+    };
+    let fp16 = problem(ProductInputs::Fp16);
+    let fp8 = problem(ProductInputs::Fp8 {
+        activation_scale: -2,
+    });
+    for (query_parts, key_parts) in [(46, 1), (23, 1), (8, 1), (23, 2), (12, 3)] {
+        for method in [
+            AttentionMethod::Materialized,
+            AttentionMethod::Flash {
+                key_block: FLASH_KEY_BLOCK,
+            },
+        ] {
+            let partition = |problem| {
+                attention_partition(problem, Some(query_parts), key_parts, method).expect("plan")
+            };
+            let (wide, narrow) = (partition(&fp16), partition(&fp8));
+            assert!(narrow.block_queries >= 16, "{narrow:?}");
+            assert!(
+                narrow.cycles < wide.cycles,
+                "{query_parts}x{key_parts}, {method:?}: {} vs {}",
+                narrow.cycles,
+                wide.cycles
+            );
+            assert_eq!(
+                u64::from(narrow.working_bytes - wide.working_bytes),
+                u64::from(narrow.block_groups) * u64::from(narrow.block_keys) * 72
+            );
+            assert_eq!(narrow.value_product, fp8.value_product);
+        }
+    }
+    let chosen = plan_attention(&fp8).expect("plan");
+    assert!(chosen.cycles < plan_attention(&fp16).expect("plan").cycles);
 }
 
 /// PE-Core's 577 tokens over 14 row parts and 4 reduction parts: blocks

@@ -6,6 +6,7 @@
 //! layer lives in `crate::incremental`.
 
 pub mod accumulation;
+pub mod attention_cost;
 pub mod candidates;
 pub mod capacity;
 pub mod cost;

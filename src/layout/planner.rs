@@ -21,10 +21,10 @@ use operator_plans::{heavy_formats, plan_operators};
 use output_formats::consumers;
 
 pub use super::accumulation::AccumulationPolicy;
+use super::attention_cost::plan_attention;
 use super::capacity::{CapacityShortfall, MemoryBudget};
 use super::cost::{
-    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_attention,
-    plan_matmul,
+    AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem, plan_matmul,
 };
 use super::format::TensorFormat;
 use super::fp8_activations::with_fp8_activations;

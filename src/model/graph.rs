@@ -206,15 +206,17 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// The names of the graph's matrix products, sorted, each once (the
-    /// layers of the Repeat share an op, so a product of the layers is one
-    /// name): the products a build names (`planning.matrix_inputs.OP`) and
-    /// activation calibration's positions.
+    /// The names of the graph's matrix products and attention ops (whose
+    /// `PV` product takes FP8 or FP16 inputs as a matrix product does),
+    /// sorted, each once (the layers of the Repeat share an op, so a
+    /// product of the layers is one name): the products a build names
+    /// (`planning.matrix_inputs.OP`) and activation calibration's
+    /// positions.
     pub fn product_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .ops
             .iter()
-            .filter(|op| matches!(op.kind, OpKind::MatMul { .. }))
+            .filter(|op| matches!(op.kind, OpKind::MatMul { .. } | OpKind::Attention { .. }))
             .map(|op| op.name.clone())
             .collect();
         names.sort_unstable();

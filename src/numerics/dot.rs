@@ -30,7 +30,10 @@ pub enum Accumulation {
 
 /// What the matrix unit multiplies in a product of activations and FP8
 /// weights: it takes both operands at one precision (CALIBRATION.md: there
-/// is no FP16 x FP8 mode).
+/// is no FP16 x FP8 mode). For an attention op it is what the `PV`
+/// product multiplies: FP16 probabilities and values, or both rounded to
+/// FP8 F143, the probabilities at [`PROBABILITY_SCALE`] and the values at
+/// `activation_scale` (the `QK^T` product stays FP16 either way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ProductInputs {
     /// FP16 activations times the FP8 weights widened to FP16 on the tile
@@ -51,6 +54,16 @@ impl ProductInputs {
         }
     }
 }
+
+/// The FP8 scale of attention probabilities in an FP8 `PV` product:
+/// `2^-7`. Probabilities (softmax outputs, and the flash method's block
+/// weights `exp(score - running maximum)`) lie in `[0, 1]`, so no
+/// calibration is needed: the least scale whose range (`240 x 2^scale`)
+/// holds 1.0 is `-7` (range 1.875; at `-8` the range, 0.9375, would
+/// saturate 1.0). The least such scale keeps the most precision: 1.0 is
+/// exactly the code `2^7`, every probability from `2^-14` up keeps F143's
+/// three mantissa bits, and subnormals reach down to `2^-17`.
+pub const PROBABILITY_SCALE: i32 = -7;
 
 /// How an activation operand is stored: FP16, or FP8 F143 at a scale
 /// (code `c` means `decode(c) x 2^scale`), its producer having rounded it
@@ -633,6 +646,21 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_probability_scale_holds_one_with_the_most_precision() {
+        use crate::numerics::fp8::{decode, encode, unsaturated_scale};
+        let stored = |value: f32, scale: i32| decode(encode(value, scale), scale);
+        // The least scale at which 1.0 does not saturate: 1.0 is a code.
+        assert_eq!(PROBABILITY_SCALE, unsaturated_scale(1.0));
+        assert_eq!(stored(1.0, PROBABILITY_SCALE), 1.0);
+        assert!(stored(1.0, PROBABILITY_SCALE - 1) < 1.0);
+        // Probabilities down to 2^-14 keep three mantissa bits; one scale
+        // up, 1.125 x 2^-14 would already be subnormal and lose one.
+        let small = 1.125 * 2f32.powi(-14);
+        assert_eq!(stored(small, PROBABILITY_SCALE), small);
+        assert_ne!(stored(small, PROBABILITY_SCALE + 1), small);
     }
 
     #[test]

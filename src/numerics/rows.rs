@@ -154,6 +154,19 @@ impl OnlineSoftmax {
         scores: &[f32],
         values: &[f32],
     ) -> Result<(), NumericsError> {
+        self.absorb_matrix_unit_rounded(scores, values, round_f16)
+    }
+
+    /// As [`OnlineSoftmax::absorb_matrix_unit`], each weight rounded by
+    /// `round` to the matrix unit's input precision instead of to f16 (an
+    /// FP8 product rounds it to f16 and then to FP8); the weight sum adds
+    /// the rounded weights.
+    pub fn absorb_matrix_unit_rounded(
+        &mut self,
+        scores: &[f32],
+        values: &[f32],
+        round: impl Fn(f32) -> f32,
+    ) -> Result<(), NumericsError> {
         let expected = scores.len().saturating_mul(self.value_width);
         check_length("online softmax values", expected, values.len())?;
         let block_maximum = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -167,7 +180,7 @@ impl OnlineSoftmax {
         let mut block_sum = vec![0.0f32; self.value_width];
         let mut block_weight_sum = 0.0f32;
         for (key, &score) in scores.iter().enumerate() {
-            let weight = round_f16((score - new_maximum).exp());
+            let weight = round((score - new_maximum).exp());
             block_weight_sum += weight;
             if self.value_width > 0 {
                 let row = &values[key * self.value_width..(key + 1) * self.value_width];

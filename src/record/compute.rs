@@ -71,10 +71,12 @@ pub fn kernel_shape(kernel: &Kernel) -> String {
             keys,
             dimension,
             kind,
+            value_product,
             ..
         } => format!(
-            "attention {groups}x{queries}x{keys}x{dimension} {}",
-            attention_kind(kind)
+            "attention {groups}x{queries}x{keys}x{dimension} {}{}",
+            attention_kind(kind),
+            value_product_inputs(value_product)
         ),
         Kernel::AttentionPartial {
             groups,
@@ -83,10 +85,12 @@ pub fn kernel_shape(kernel: &Kernel) -> String {
             keys,
             dimension,
             kind,
+            value_product,
             ..
         } => format!(
-            "attention_partial {groups}/{stride_groups}x{queries}x{keys}x{dimension} {}",
-            attention_kind(kind)
+            "attention_partial {groups}/{stride_groups}x{queries}x{keys}x{dimension} {}{}",
+            attention_kind(kind),
+            value_product_inputs(value_product)
         ),
         Kernel::AttentionCombine {
             count,
@@ -111,6 +115,15 @@ fn attention_kind(kind: AttentionKind) -> String {
     match kind {
         AttentionKind::Materialized => "materialized".to_string(),
         AttentionKind::Flash { key_block } => format!("flash keys {key_block}"),
+    }
+}
+
+/// ` pv fp8` for an attention whose `PV` product takes FP8 inputs; nothing
+/// for FP16 (the shape of an FP16 attention, as before FP8 `PV` existed).
+fn value_product_inputs(inputs: crate::numerics::dot::ProductInputs) -> &'static str {
+    match inputs {
+        crate::numerics::dot::ProductInputs::Fp16 => "",
+        crate::numerics::dot::ProductInputs::Fp8 { .. } => " pv fp8",
     }
 }
 

@@ -52,7 +52,7 @@ pub fn describe_plan(plan: &OpPlan) -> String {
             plan.accumulation
         ),
         OpPlan::Attention(plan) => format!(
-            "attention {} (block {} groups x {} queries x {} keys; {} query x {} key parts)",
+            "attention {} (block {} groups x {} queries x {} keys; {} query x {} key parts{})",
             match plan.method {
                 AttentionMethod::Materialized => "materialized".to_string(),
                 AttentionMethod::Flash { key_block } => format!("flash, key block {key_block}"),
@@ -61,7 +61,14 @@ pub fn describe_plan(plan: &OpPlan) -> String {
             plan.block_queries,
             plan.block_keys,
             plan.query_parts,
-            plan.key_parts
+            plan.key_parts,
+            match plan.value_product {
+                crate::numerics::dot::ProductInputs::Fp16 => String::new(),
+                crate::numerics::dot::ProductInputs::Fp8 { activation_scale } => format!(
+                    "; PV at the FP8 rate, values at scale {activation_scale}, probabilities at {}",
+                    crate::numerics::dot::PROBABILITY_SCALE
+                ),
+            }
         ),
         OpPlan::Blockwise => "blockwise".to_string(),
         OpPlan::Rearrange { reason, .. } => format!("rearrange ({reason:?})"),

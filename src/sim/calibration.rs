@@ -2,8 +2,9 @@
 //! position, chosen from the FP32 reference run on a calibration input.
 //!
 //! A product position is a matrix product of the graph, named by its op
-//! (`layer.attn.qkv`): the layers of the Repeat share it, as they share the
-//! op. The reference ([`evaluate_reference_observed`], the same evaluation
+//! (`layer.attn.qkv`), or the `PV` product of an attention op
+//! (`layer.attn.core`, whose activation is the values `V`): the layers of
+//! the Repeat share it, as they share the op. The reference ([`evaluate_reference_observed`], the same evaluation
 //! the simulators are compared against) shows the calibration every
 //! product's activation operand; per position it keeps the largest
 //! magnitude and a histogram of the magnitudes by binary exponent, from
@@ -36,11 +37,32 @@ pub const HEADROOM: f32 = 2.0;
 /// The scales an activation scale may have (`planning.activation_scale`).
 pub const SCALE_RANGE: std::ops::RangeInclusive<i32> = -32..=32;
 
+/// Which operand of its product a position calibrates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CalibratedOperand {
+    /// A matrix product's activation (left) operand.
+    Activations,
+    /// Attention's values, the right operand of its `PV` product.
+    Values,
+}
+
+impl CalibratedOperand {
+    /// How the build's calibration table names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CalibratedOperand::Activations => "activations",
+            CalibratedOperand::Values => "PV values",
+        }
+    }
+}
+
 /// One product position's calibration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PositionScale {
     /// The product's op (`layer.mlp.up`).
     pub op: String,
+    /// The operand whose magnitudes chose the scale.
+    pub operand: CalibratedOperand,
     /// The chosen scale: activations are stored as value x 2^-scale.
     pub scale: i8,
     /// The largest activation magnitude seen, over every layer.
@@ -69,16 +91,19 @@ impl ActivationCalibration {
 }
 
 /// Which operand of `op` is a product position's activation, if any: the
-/// left operand of every matrix product.
-fn activation_operand(op: &Op) -> Option<usize> {
+/// left operand of every matrix product, and the values `V` of attention
+/// (the right operand of its `PV` product; the probabilities `P` take the
+/// fixed [`crate::numerics::dot::PROBABILITY_SCALE`]).
+fn activation_operand(op: &Op) -> Option<(usize, CalibratedOperand)> {
     match op.kind {
-        OpKind::MatMul { .. } => Some(0),
+        OpKind::MatMul { .. } => Some((0, CalibratedOperand::Activations)),
+        OpKind::Attention { .. } => Some((2, CalibratedOperand::Values)),
         _ => None,
     }
 }
 
-/// The product positions of `graph`, sorted: its matrix products, whose
-/// left operand is [`activation_operand`].
+/// The product positions of `graph`, sorted: its matrix products and
+/// attention ops, whose activation is [`activation_operand`].
 pub fn product_positions(graph: &Graph) -> Vec<String> {
     graph.product_names()
 }
@@ -89,12 +114,16 @@ pub fn calibrate(
     graph: &Graph,
     parameters: &dyn ReferenceParameters,
 ) -> Result<ActivationCalibration, SimError> {
-    let mut histograms: BTreeMap<String, Histogram> = BTreeMap::new();
+    let mut histograms: BTreeMap<String, (CalibratedOperand, Histogram)> = BTreeMap::new();
     let mut observe = |op: &Op, inputs: &[Vec<f32>]| {
-        if let Some(values) = activation_operand(op).and_then(|slot| inputs.get(slot)) {
+        let Some((slot, operand)) = activation_operand(op) else {
+            return;
+        };
+        if let Some(values) = inputs.get(slot) {
             histograms
                 .entry(op.name.clone())
-                .or_insert_with(Histogram::new)
+                .or_insert_with(|| (operand, Histogram::new()))
+                .1
                 .add(values);
         }
     };
@@ -107,10 +136,11 @@ pub fn calibrate(
     }
     let positions = histograms
         .into_iter()
-        .map(|(op, histogram)| {
+        .map(|(op, (operand, histogram))| {
             let scale = chosen_scale(histogram.largest);
             PositionScale {
                 op,
+                operand,
                 scale: scale as i8,
                 largest: histogram.largest,
                 relative_rms: histogram.relative_rms(scale),

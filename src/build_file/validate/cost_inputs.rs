@@ -247,7 +247,7 @@ impl Named<'_> {
                 key.to_string(),
                 self.op_origin.clone(),
                 format!(
-                    "{key}: `{}` is not a matrix product of {model}; its products are {}",
+                    "{key}: `{}` is not a matrix product or attention of {model}; its products are {}",
                     self.op,
                     products.join(", ")
                 ),

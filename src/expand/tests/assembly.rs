@@ -525,6 +525,7 @@ fn a_plan_that_does_not_fit_its_op_kind_is_an_error() {
             cycles: 0,
             working_bytes: 0,
             order: Default::default(),
+            value_product: crate::numerics::dot::ProductInputs::Fp16,
         }),
         inputs: Vec::new(),
         output: PlannedValueId(0),

@@ -166,6 +166,7 @@ pub fn attention_problem(
         working_budget,
         forced_flash: settings.forced_flash,
         output: graph.value(op.output).precision.activation_store(),
+        value_product: settings.matrix_inputs,
         cost_table: settings.cost_table,
     }
 }
@@ -483,7 +484,7 @@ fn valid_attention(problem: &AttentionProblem, queries: u32, keys: u32) -> Optio
     crate::layout::candidates::attention_methods(problem)
         .into_iter()
         .filter_map(|method| {
-            crate::layout::cost::attention_partition(problem, Some(queries), keys, method)
+            crate::layout::attention_cost::attention_partition(problem, Some(queries), keys, method)
         })
         .filter(|plan| {
             plan.query_parts == queries

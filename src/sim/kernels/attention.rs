@@ -2,16 +2,73 @@
 //! keys (materialized or flash, as the matrix unit computes it), partial
 //! softmax statistics against one key block, and the combination of the
 //! partial statistics of disjoint key blocks into normalised FP16 outputs.
+//!
+//! `QK^T` multiplies FP16 queries and keys. The `PV` product multiplies
+//! the probabilities (or the flash method's block weights) and the values
+//! at the kernel's `value_product` inputs: FP16 both, or FP8 F143 both,
+//! the kernel casting its FP16 value block to FP8 at the activation scale
+//! once and each probability, rounded to FP16, to FP8 at
+//! [`PROBABILITY_SCALE`] as the softmax writes it. Decoded FP8 values
+//! carry their power-of-two scales, so the FP32 accumulation of their
+//! products is the accumulation of the codes' products un-scaled, exactly.
 
 use super::KernelNotes;
-use super::operands::{other_kind, read, round_all, write_activation};
+use super::operands::{other_kind, read, round_to_fp8, write_activation};
 use crate::expand::program::{AttentionKind, ElementType, Kernel, Location, Operand};
-use crate::numerics::dot::{Accumulation, matmul_block, matmul_block_transposed_b};
+use crate::numerics::dot::{
+    Accumulation, PROBABILITY_SCALE, ProductInputs, matmul_block, matmul_block_transposed_b,
+};
+use crate::numerics::fp8;
 use crate::numerics::half_float::round_f16;
 use crate::numerics::rows::{OnlineSoftmax, softmax_row_in_place};
 use crate::sim::memory::{KernelRead, KernelWrite, SimError};
 
-/// The FP16 query, key and value blocks of one group.
+/// How the `PV` product's operands reach the matrix unit.
+struct ValueProduct {
+    /// With FP8 inputs: F143 codes decoded at [`PROBABILITY_SCALE`].
+    probability_table: Option<[f32; 256]>,
+    /// With FP8 inputs: the value block's scale.
+    value_scale: Option<i32>,
+}
+
+impl ValueProduct {
+    fn of(inputs: ProductInputs) -> ValueProduct {
+        match inputs {
+            ProductInputs::Fp16 => ValueProduct {
+                probability_table: None,
+                value_scale: None,
+            },
+            ProductInputs::Fp8 { activation_scale } => ValueProduct {
+                probability_table: Some(fp8::decode_table(PROBABILITY_SCALE)),
+                value_scale: Some(i32::from(activation_scale)),
+            },
+        }
+    }
+
+    /// A probability or block weight (in `[0, 1]`) as the matrix unit
+    /// multiplies it: rounded to FP16, then with FP8 inputs to F143 at
+    /// [`PROBABILITY_SCALE`] (nearest even; 1.0 is a code, so nothing
+    /// saturates).
+    fn probability(&self, weight: f32) -> f32 {
+        let half = round_f16(weight);
+        match &self.probability_table {
+            None => half,
+            Some(table) => table[usize::from(fp8::encode(half, PROBABILITY_SCALE))],
+        }
+    }
+
+    /// With FP8 inputs, the kernel's cast of one group's FP16 value block
+    /// to FP8 at its scale (saturating), counted in `notes`.
+    fn cast_values(&self, values: &mut [f32], notes: &mut KernelNotes) {
+        if let Some(scale) = self.value_scale {
+            notes.fp8_activations += values.len() as u64;
+            notes.saturated_activations += round_to_fp8(values, scale);
+        }
+    }
+}
+
+/// The FP16 query and key blocks and the value block (FP16, or rounded to
+/// FP8 for an FP8 `PV` product) of one group.
 struct GroupBlocks {
     query: Vec<f32>,
     key: Vec<f32>,
@@ -20,7 +77,8 @@ struct GroupBlocks {
 
 /// Reads group `group`'s `queries x dimension` query block and
 /// `keys x dimension` key and value blocks (each operand shifted by its
-/// matrix stride).
+/// matrix stride), the value block cast as `product` multiplies it.
+#[allow(clippy::too_many_arguments)] // the operands, the block's extents and the cast
 fn read_group(
     reader: &impl KernelRead,
     (query, key, value): (Operand, Operand, Operand),
@@ -28,6 +86,8 @@ fn read_group(
     queries: u32,
     keys: u32,
     dimension: u32,
+    product: &ValueProduct,
+    notes: &mut KernelNotes,
 ) -> Result<GroupBlocks, SimError> {
     let offset = |operand: Operand| {
         let mut shifted = operand;
@@ -43,7 +103,8 @@ fn read_group(
         dimension,
     )?;
     let k = read(reader, offset(key), ElementType::F16, 1, keys, dimension)?;
-    let v = read(reader, offset(value), ElementType::F16, 1, keys, dimension)?;
+    let mut v = read(reader, offset(value), ElementType::F16, 1, keys, dimension)?;
+    product.cast_values(&mut v, notes);
     Ok(GroupBlocks {
         query: q,
         key: k,
@@ -69,31 +130,41 @@ pub(super) fn attention(
         scale,
         kind,
         store,
+        value_product,
         ..
     } = *kernel
     else {
         return Err(other_kind("attention"));
     };
+    let product = ValueProduct::of(value_product);
+    let mut notes = KernelNotes::default();
     let d = dimension as usize;
     let mut result = Vec::with_capacity((groups * queries * dimension) as usize);
     for group in 0..groups {
-        let blocks = read_group(reader, (query, key, value), group, queries, keys, dimension)?;
+        let blocks = read_group(
+            reader,
+            (query, key, value),
+            group,
+            queries,
+            keys,
+            dimension,
+            &product,
+            &mut notes,
+        )?;
         let mut out = vec![0.0f32; queries as usize * d];
         attention_group(
-            &blocks.query,
-            &blocks.key,
-            &blocks.value,
-            queries as usize,
-            keys as usize,
-            d,
+            &blocks,
+            (queries as usize, keys as usize, d),
             scale.get(),
             kind,
+            &product,
             &mut out,
         )?;
-        round_all(&mut out);
+        out.iter_mut().for_each(|value| *value = round_f16(*value));
         result.extend(out);
     }
-    write_activation(writer, output, store, (groups, queries, dimension), &result)
+    notes += write_activation(writer, output, store, (groups, queries, dimension), &result)?;
+    Ok(notes)
 }
 
 /// `Kernel::AttentionPartial`.
@@ -101,7 +172,7 @@ pub(super) fn attention_partial(
     kernel: &Kernel,
     reader: &impl KernelRead,
     writer: &mut impl KernelWrite,
-) -> Result<(), SimError> {
+) -> Result<KernelNotes, SimError> {
     let Kernel::AttentionPartial {
         query,
         key,
@@ -114,30 +185,41 @@ pub(super) fn attention_partial(
         dimension,
         scale,
         kind,
+        value_product,
     } = *kernel
     else {
         return Err(other_kind("partial attention"));
     };
+    let product = ValueProduct::of(value_product);
+    let mut notes = KernelNotes::default();
     let d = dimension as usize;
     let row_bytes = (dimension + 2) * 4;
     for group in 0..groups {
-        let blocks = read_group(reader, (query, key, value), group, queries, keys, dimension)?;
+        let blocks = read_group(
+            reader,
+            (query, key, value),
+            group,
+            queries,
+            keys,
+            dimension,
+            &product,
+            &mut notes,
+        )?;
         for row in 0..queries as usize {
             let statistics = partial_statistics(
                 &blocks.query[row * d..(row + 1) * d],
-                &blocks.key,
-                &blocks.value,
-                keys as usize,
-                d,
+                (&blocks.key, &blocks.value),
+                (keys as usize, d),
                 scale.get(),
                 kind,
+                &product,
             )?;
             let mut location = partial;
             location.offset += (row as u32 * stride_groups + group) * row_bytes;
             write_statistics(writer, location, row_bytes, &statistics)?;
         }
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// One row of partial statistics, FP32, at `location`.
@@ -229,17 +311,17 @@ fn read_partial_rows(
 
 /// Partial statistics `[max, sum, weighted values...]` of one query row
 /// against a block of keys. Materialized: weights `exp(score - max)` are
-/// rounded to FP16 (the matrix unit's input) before use; flash: streamed
-/// over sub-blocks, each block's FP16 weights times the values accumulated
-/// in FP32 on the matrix unit (`OnlineSoftmax::absorb_matrix_unit`).
+/// rounded to the matrix unit's input (`ValueProduct::probability`)
+/// before use; flash: streamed over sub-blocks, each block's rounded
+/// weights times the values accumulated in FP32 on the matrix unit
+/// (`OnlineSoftmax::absorb_matrix_unit_rounded`).
 fn partial_statistics(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    keys: usize,
-    d: usize,
+    (k, v): (&[f32], &[f32]),
+    (keys, d): (usize, usize),
     scale: f32,
     kind: AttentionKind,
+    product: &ValueProduct,
 ) -> Result<Vec<f32>, SimError> {
     let scores: Vec<f32> = (0..keys)
         .map(|key| {
@@ -256,7 +338,7 @@ fn partial_statistics(
             let maximum = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0.0f32;
             for (key, &score) in scores.iter().enumerate() {
-                let weight = round_f16((score - maximum).exp());
+                let weight = product.probability((score - maximum).exp());
                 sum += weight;
                 for (total, &value) in statistics[2..].iter_mut().zip(&v[key * d..(key + 1) * d]) {
                     *total += weight * value;
@@ -271,7 +353,11 @@ fn partial_statistics(
             let mut start = 0;
             while start < keys {
                 let end = keys.min(start + block);
-                state.absorb_matrix_unit(&scores[start..end], &v[start * d..end * d])?;
+                state.absorb_matrix_unit_rounded(
+                    &scores[start..end],
+                    &v[start * d..end * d],
+                    |weight| product.probability(weight),
+                )?;
                 start = end;
             }
             let (maximum, sum, weighted) = state.statistics();
@@ -304,22 +390,20 @@ fn combine_statistics(parts: &[Vec<f32>], out: &mut [f32]) {
         .for_each(|value| *value = round_f16(*value * inverse));
 }
 
-/// Attention for one group on FP16 values as the matrix unit computes it:
-/// QK^T from FP16 inputs accumulated in FP32, softmax in FP32, and the
-/// probabilities (materialized) or block weights (flash) rounded to FP16
-/// before the AV product, accumulated in FP32.
-#[allow(clippy::too_many_arguments)]
+/// Attention for one group as the matrix unit computes it: QK^T from
+/// FP16 inputs accumulated in FP32, softmax in FP32, and the probabilities
+/// (materialized) or block weights (flash) rounded to the `PV` product's
+/// inputs (`ValueProduct::probability`) before it multiplies them by the
+/// (already cast) values, accumulated in FP32.
 fn attention_group(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    queries: usize,
-    keys: usize,
-    d: usize,
+    blocks: &GroupBlocks,
+    (queries, keys, d): (usize, usize, usize),
     scale: f32,
     kind: AttentionKind,
+    product: &ValueProduct,
     out: &mut [f32],
 ) -> Result<(), SimError> {
+    let (q, k, v) = (&blocks.query, &blocks.key, &blocks.value);
     match kind {
         AttentionKind::Materialized => {
             let mut scores = vec![0.0f32; queries * keys];
@@ -338,7 +422,9 @@ fn attention_group(
             for row in scores.chunks_exact_mut(keys) {
                 softmax_row_in_place(row, scale)?;
             }
-            round_all(&mut scores);
+            scores
+                .iter_mut()
+                .for_each(|weight| *weight = product.probability(*weight));
             matmul_block(
                 &scores,
                 keys,
@@ -366,7 +452,11 @@ fn attention_group(
                         scores[slot] =
                             q_row.iter().zip(k_row).map(|(a, b)| a * b).sum::<f32>() * scale;
                     }
-                    state.absorb_matrix_unit(&scores[..end - start], &v[start * d..end * d])?;
+                    state.absorb_matrix_unit_rounded(
+                        &scores[..end - start],
+                        &v[start * d..end * d],
+                        |weight| product.probability(weight),
+                    )?;
                     start = end;
                 }
                 state.finish(&mut out[query * d..(query + 1) * d])?;

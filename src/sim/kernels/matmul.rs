@@ -6,13 +6,12 @@
 
 use super::KernelNotes;
 use super::operands::{
-    other_kind, partial_type, read, read_activation, read_weight, round_all, write,
+    other_kind, partial_type, read, read_activation, read_weight, round_all, round_to_fp8, write,
 };
 use crate::expand::program::{ElementType, Kernel, MatMulOutput, Operand};
 use crate::numerics::dot::{
     Accumulation, ActivationStore, ProductInputs, matmul_block_transposed_b,
 };
-use crate::numerics::fp8;
 use crate::numerics::half_float::round_f16;
 use crate::sim::memory::{KernelRead, KernelWrite, SimError};
 
@@ -69,20 +68,6 @@ pub(super) fn matmul(
     )?;
     write_product(reader, writer, output, accumulation, rows, cols, product)?;
     Ok(notes)
-}
-
-/// Rounds every activation to FP8 F143 at `scale` (nearest even,
-/// saturating), as the cast before an FP8 x FP8 product does; returns how
-/// many were beyond the largest magnitude, 240 x 2^scale.
-fn round_to_fp8(values: &mut [f32], scale: i32) -> u64 {
-    let table = fp8::decode_table(scale);
-    let largest = table[usize::from(fp8::F143_MAX_CODE)];
-    let mut saturated = 0;
-    for value in values {
-        saturated += u64::from(value.abs() > largest);
-        *value = table[usize::from(fp8::encode(*value, scale))];
-    }
-    saturated
 }
 
 /// The `m x k` activation block of `a` (FP16, or FP8 codes decoded at

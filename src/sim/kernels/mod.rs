@@ -27,9 +27,10 @@ pub use rotary::{ROTARY_BASE, ROTARY_GRID_OFFSET, RotaryPlace, rotary_angle, rot
 
 /// What a kernel run noticed about its values: how many activations it
 /// rounded to FP8 for an FP8 x FP8 product (a product casting its FP16
-/// block, or a producer writing FP8 for such products), and how many of
-/// those were beyond the format's range at their scale (saturated to
-/// +-240 x 2^scale).
+/// block, an attention casting its value block for an FP8 `PV` product,
+/// or a producer writing FP8 for such products; attention's probabilities,
+/// which cannot saturate, are not counted), and how many of those were
+/// beyond the format's range at their scale (saturated to +-240 x 2^scale).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelNotes {
     pub fp8_activations: u64,
@@ -59,9 +60,7 @@ pub fn execute(
         Kernel::Add { .. } => nothing(blockwise::add(kernel, reader, writer)),
         Kernel::Rotary { .. } => nothing(rotary::rotary(kernel, reader, writer)),
         Kernel::Attention { .. } => attention::attention(kernel, reader, writer),
-        Kernel::AttentionPartial { .. } => {
-            nothing(attention::attention_partial(kernel, reader, writer))
-        }
+        Kernel::AttentionPartial { .. } => attention::attention_partial(kernel, reader, writer),
         Kernel::AttentionCombine { .. } => attention::attention_combine(kernel, reader, writer),
         Kernel::Cast { .. } => nothing(blockwise::cast(kernel, reader, writer)),
     }

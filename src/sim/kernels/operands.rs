@@ -193,6 +193,20 @@ pub(super) fn round_all(values: &mut [f32]) {
         .for_each(|value| *value = round_f16(*value));
 }
 
+/// Rounds every activation to FP8 F143 at `scale` (nearest even,
+/// saturating), as the cast before an FP8 x FP8 product does; returns how
+/// many were beyond the largest magnitude, 240 x 2^scale.
+pub(super) fn round_to_fp8(values: &mut [f32], scale: i32) -> u64 {
+    let table = fp8::decode_table(scale);
+    let largest = table[usize::from(fp8::F143_MAX_CODE)];
+    let mut saturated = 0;
+    for value in values {
+        saturated += u64::from(value.abs() > largest);
+        *value = table[usize::from(fp8::encode(*value, scale))];
+    }
+    saturated
+}
+
 /// The error of a kernel handed to the semantics of `expected` (never seen:
 /// `execute` dispatches by kind).
 pub(super) fn other_kind(expected: &'static str) -> SimError {

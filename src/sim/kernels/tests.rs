@@ -180,3 +180,271 @@ fn fp8_inputs_round_the_activations_before_the_product() {
     // 100 saturates at 240 x 2^-4 = 15, and is counted.
     assert_eq!(run(fp8, [100.0, 0.0]), (15.0, 1));
 }
+
+/// One group's attention of `queries` FP16 query rows against `keys` key
+/// and value rows of `dimension`, run whole (`Kernel::Attention`) or as
+/// one key block's partial statistics combined alone
+/// (`Kernel::AttentionPartial` then `Kernel::AttentionCombine`): the FP16
+/// output and the kernels' notes.
+struct AttentionCase {
+    queries: u32,
+    keys: u32,
+    dimension: u32,
+    query: Vec<f32>,
+    key: Vec<f32>,
+    value: Vec<f32>,
+}
+
+impl AttentionCase {
+    fn random(seed: u64, queries: u32, keys: u32, dimension: u32) -> AttentionCase {
+        let mut random = crate::numerics::test_random::TestRandom::new(seed);
+        let mut half = |length: u32, range: f32| -> Vec<f32> {
+            random
+                .vector(length as usize, -range, range)
+                .into_iter()
+                .map(round_f16)
+                .collect()
+        };
+        AttentionCase {
+            queries,
+            keys,
+            dimension,
+            query: half(queries * dimension, 2.0),
+            key: half(keys * dimension, 2.0),
+            value: half(keys * dimension, 3.0),
+        }
+    }
+
+    fn halves(values: &[f32]) -> Vec<u8> {
+        values
+            .iter()
+            .flat_map(|&value| to_f16_bits(value).to_le_bytes())
+            .collect()
+    }
+
+    fn run(
+        &self,
+        kind: crate::expand::program::AttentionKind,
+        value_product: crate::numerics::dot::ProductInputs,
+        partial: bool,
+    ) -> (Vec<f32>, KernelNotes) {
+        use crate::expand::program::Real;
+        let (queries, keys, dimension) = (self.queries, self.keys, self.dimension);
+        let line = dimension * 2;
+        let partial_bytes = (queries * (dimension + 2) * 4) as usize;
+        let output_bytes = (queries * line) as usize;
+        let mut memory = Memory {
+            bytes: vec![
+                Self::halves(&self.query),
+                Self::halves(&self.key),
+                Self::halves(&self.value),
+                vec![0; output_bytes],
+                vec![0; partial_bytes],
+            ],
+            written: vec![
+                vec![true; self.query.len() * 2],
+                vec![true; self.key.len() * 2],
+                vec![true; self.value.len() * 2],
+                vec![false; output_bytes],
+                vec![false; partial_bytes],
+            ],
+        };
+        let scale = Real::new(1.0 / (dimension as f32).sqrt());
+        let store = crate::numerics::dot::ActivationStore::F16;
+        let kernels = if partial {
+            vec![
+                Kernel::AttentionPartial {
+                    query: operand(0, line),
+                    key: operand(1, line),
+                    value: operand(2, line),
+                    partial: operand(4, 0).location,
+                    groups: 1,
+                    stride_groups: 1,
+                    queries,
+                    keys,
+                    dimension,
+                    scale,
+                    kind,
+                    value_product,
+                },
+                Kernel::AttentionCombine {
+                    local: operand(4, 0).location,
+                    received: operand(4, 0).location,
+                    slice_bytes: 0,
+                    count: 1,
+                    output: operand(3, line),
+                    groups: 1,
+                    stride_groups: 1,
+                    queries,
+                    dimension,
+                    store,
+                },
+            ]
+        } else {
+            vec![Kernel::Attention {
+                query: operand(0, line),
+                key: operand(1, line),
+                value: operand(2, line),
+                output: operand(3, line),
+                scratch: operand(4, 0).location,
+                groups: 1,
+                queries,
+                keys,
+                dimension,
+                scale,
+                kind,
+                store,
+                value_product,
+            }]
+        };
+        let mut notes = KernelNotes::default();
+        for kernel in kernels {
+            let reader = Memory {
+                bytes: memory.bytes.clone(),
+                written: memory.written.clone(),
+            };
+            notes += execute(&kernel, &reader, &mut memory, &decode_table(0)).expect("attention");
+        }
+        let output = memory.bytes[3]
+            .chunks_exact(2)
+            .map(|bits| {
+                crate::numerics::half_float::from_f16_bits(u16::from_le_bytes([bits[0], bits[1]]))
+            })
+            .collect();
+        (output, notes)
+    }
+}
+
+/// An FP8 `PV` product multiplies the probabilities rounded to F143 at
+/// 2^-7 and the values rounded to F143 at their scale: two keys of equal
+/// score (probabilities 0.5, exact in both formats) weigh values 0.3 and
+/// 1.0; at scale -4, 0.3 is 4.8 x 2^-4 and rounds to 5 x 2^-4 = 0.3125.
+#[test]
+fn an_fp8_value_product_rounds_the_values_at_their_scale() {
+    use crate::expand::program::AttentionKind;
+    use crate::numerics::dot::ProductInputs;
+    let case = AttentionCase {
+        queries: 1,
+        keys: 2,
+        dimension: 1,
+        query: vec![1.0],
+        key: vec![0.5, 0.5],
+        value: vec![round_f16(0.3), 1.0],
+    };
+    let fp8 = ProductInputs::Fp8 {
+        activation_scale: -4,
+    };
+    for kind in [
+        AttentionKind::Materialized,
+        AttentionKind::Flash { key_block: 1 },
+    ] {
+        for partial in [false, true] {
+            let (output, notes) = case.run(kind, fp8, partial);
+            assert_eq!(output, vec![round_f16(0.5 * 0.3125 + 0.5)], "{kind:?}");
+            assert_eq!((notes.fp8_activations, notes.saturated_activations), (2, 0));
+            let (output, notes) = case.run(kind, ProductInputs::Fp16, partial);
+            assert_eq!(output, vec![round_f16(0.5 * round_f16(0.3) + 0.5)]);
+            assert_eq!(notes, KernelNotes::default());
+        }
+    }
+    // Values beyond 240 x 2^-4 = 15 saturate, and are counted.
+    let loud = AttentionCase {
+        value: vec![20.0, 1.0],
+        ..case
+    };
+    let (output, notes) = loud.run(AttentionKind::Materialized, fp8, false);
+    assert_eq!(output, vec![round_f16(0.5 * 15.0 + 0.5)]);
+    assert_eq!(notes.saturated_activations, 1);
+}
+
+/// The probabilities too are rounded: three keys whose softmax weights
+/// are 1/(1 + 2e^-1) and e^-1/(1 + 2e^-1) (0.5761 and 0.2119), against
+/// values 1, 0 and 0, give the first probability as F143 at 2^-7 holds it
+/// (0.5625: spacing 2^-4 in [0.5, 1)).
+#[test]
+fn an_fp8_value_product_rounds_the_probabilities_at_two_to_the_minus_seven() {
+    use crate::expand::program::AttentionKind;
+    use crate::numerics::dot::{PROBABILITY_SCALE, ProductInputs};
+    use crate::numerics::fp8;
+    let case = AttentionCase {
+        queries: 1,
+        keys: 3,
+        dimension: 1,
+        query: vec![1.0],
+        key: vec![1.0, 0.0, 0.0],
+        value: vec![1.0, 0.0, 0.0],
+    };
+    let fp8 = ProductInputs::Fp8 {
+        activation_scale: 0,
+    };
+    let (output, _) = case.run(AttentionKind::Materialized, fp8, false);
+    let probability = 1.0 / (1.0 + 2.0 * (-1.0f32).exp());
+    let expected = fp8::decode(
+        fp8::encode(round_f16(probability), PROBABILITY_SCALE),
+        PROBABILITY_SCALE,
+    );
+    assert_eq!(expected, 0.5625);
+    assert_eq!(output, vec![expected]);
+    let (output, _) = case.run(AttentionKind::Materialized, ProductInputs::Fp16, false);
+    assert_eq!(output, vec![round_f16(probability)]);
+}
+
+/// On random heads, the FP8 `PV` product stays within F143's rounding of
+/// the FP16 one: each probability (or block weight) and each value is
+/// within 2^-4 of its FP16 value relatively (3 mantissa bits; the
+/// subnormals' absolute error is far below the slack), so the weighted sum
+/// is within 2 x 2^-4 + 2^-8 of M = sum |p v|; where the weights are
+/// normalised after rounding (partial statistics, flash) their sum is off
+/// by up to 2^-4 too, which adds (1/16) / (15/16) of M to the error and
+/// divides the first part by 15/16: at most 0.21 M in all, plus FP16
+/// output rounding. And it does differ.
+#[test]
+fn an_fp8_value_product_stays_within_fp8_rounding_of_the_fp16_one() {
+    use crate::expand::program::AttentionKind;
+    use crate::numerics::dot::ProductInputs;
+    let case = AttentionCase::random(11, 7, 45, 24);
+    let fp8 = ProductInputs::Fp8 {
+        activation_scale: -5,
+    };
+    // The magnitude each output is the weighted sum of: sum_k p_k |v_k|.
+    let (dimension, keys) = (case.dimension as usize, case.keys as usize);
+    let scale = 1.0 / (dimension as f32).sqrt();
+    let mut differs = false;
+    for kind in [
+        AttentionKind::Materialized,
+        AttentionKind::Flash { key_block: 16 },
+    ] {
+        for partial in [false, true] {
+            let (exact, _) = case.run(kind, ProductInputs::Fp16, partial);
+            let (rounded, notes) = case.run(kind, fp8, partial);
+            assert_eq!(notes.fp8_activations, (keys * dimension) as u64);
+            assert_eq!(notes.saturated_activations, 0);
+            for query in 0..case.queries as usize {
+                let q = &case.query[query * dimension..][..dimension];
+                let mut scores: Vec<f32> = (0..keys)
+                    .map(|key| {
+                        let k = &case.key[key * dimension..][..dimension];
+                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
+                    })
+                    .collect();
+                crate::numerics::rows::softmax_row_in_place(&mut scores, 1.0).unwrap();
+                for column in 0..dimension {
+                    let magnitude: f32 = (0..keys)
+                        .map(|key| scores[key] * case.value[key * dimension + column].abs())
+                        .sum();
+                    let index = query * dimension + column;
+                    let error = (rounded[index] - exact[index]).abs();
+                    let bound = 0.21 * magnitude + 2f32.powi(-10) * exact[index].abs() + 1e-4;
+                    assert!(
+                        error <= bound,
+                        "{kind:?} partial {partial} ({query}, {column}): {} vs {}, bound {bound}",
+                        rounded[index],
+                        exact[index]
+                    );
+                    differs |= rounded[index] != exact[index];
+                }
+            }
+        }
+    }
+    assert!(differs, "rounding to FP8 changes some output");
+}

@@ -2,8 +2,9 @@
 //! families: a matrix product of FP16 activations and FP8 weights (the
 //! weights widened to FP16 on the tile, then the product at the FP16 rate:
 //! CALIBRATION.md, there is no FP16 x FP8 mode), and attention (its `QK^T`
-//! and `AV` products at FP16, one call per head, and one softmax call over
-//! every head's rows). The estimate and the layout planner both price
+//! product at FP16 and its `PV` product at FP16 or, its value block cast
+//! on the tile, at FP8, one call per head, and one softmax call over every
+//! head's rows). The estimate and the layout planner both price
 //! through these, so the plan is chosen on the costs it is charged.
 
 use super::formulas::{CastInto, KernelCall, MatrixInputs, ProductOutput, call_cycles};
@@ -126,12 +127,23 @@ pub fn patch_cycles(words: u64) -> u64 {
 }
 
 /// Attention of `groups` heads, `queries` against `keys` of width
-/// `dimension`: per head a `QK^T` and an `AV` product at FP16, and one
-/// softmax over all heads' rows.
-pub fn attention(groups: u64, queries: u64, keys: u64, dimension: u64, table: &CostTable) -> u64 {
-    let product =
-        |rows, reduction, cols| native_product(rows, reduction, cols, MatrixInputs::Fp16, table);
-    let products = product(queries, dimension, keys) + product(queries, keys, dimension);
+/// `dimension`: per head a `QK^T` product at FP16 and a `PV` product at
+/// `value_inputs`, and one softmax over all heads' rows. With FP8 `PV`
+/// inputs the kernel also casts its `groups x keys x dimension` value
+/// block into FP8 panels (one call of the measured cast into matrix-unit
+/// panels) and the softmax writes its probabilities in FP8 (the fused
+/// cast's per-element work: CALIBRATION.md, "Softmax writes PV's FP8
+/// probabilities directly").
+pub fn attention(
+    groups: u64,
+    queries: u64,
+    keys: u64,
+    dimension: u64,
+    value_inputs: MatrixInputs,
+    table: &CostTable,
+) -> u64 {
+    let scores = native_product(queries, dimension, keys, MatrixInputs::Fp16, table);
+    let weighted = native_product(queries, keys, dimension, value_inputs, table);
     let softmax = call_cycles(
         KernelCall::Softmax {
             rows: groups * queries,
@@ -139,7 +151,20 @@ pub fn attention(groups: u64, queries: u64, keys: u64, dimension: u64, table: &C
         },
         table,
     );
-    groups * products + softmax
+    let casts = match value_inputs {
+        MatrixInputs::Fp16 => 0,
+        MatrixInputs::Fp8 => {
+            call_cycles(
+                KernelCall::Cast {
+                    rows: groups * keys,
+                    cols: dimension,
+                    into: CastInto::Panels,
+                },
+                table,
+            ) + fused_cast(groups * queries * keys, table)
+        }
+    };
+    groups * (scores + weighted) + softmax + casts
 }
 
 #[cfg(test)]
@@ -177,10 +202,58 @@ mod tests {
     }
 
     #[test]
+    fn an_fp8_value_product_costs_less_than_the_fp16_one_and_pays_its_casts() {
+        let table = CostTable::shipped();
+        // SigLIP's heads (729 keys of 72) and vit-tiny's (17 of 64), with
+        // query blocks of a few rows to a whole head.
+        for (groups, queries, keys, dimension) in [
+            (1, 57, 729, 72),
+            (4, 16, 729, 72),
+            (16, 729, 729, 72),
+            (3, 17, 17, 64),
+        ] {
+            let fp16 = attention(groups, queries, keys, dimension, MatrixInputs::Fp16, &table);
+            let fp8 = attention(groups, queries, keys, dimension, MatrixInputs::Fp8, &table);
+            let product = |inputs| {
+                call_cycles(
+                    KernelCall::MatMul {
+                        rows: queries,
+                        reduction: keys,
+                        cols: dimension,
+                        inputs,
+                        output: ProductOutput::Native,
+                    },
+                    &table,
+                )
+            };
+            let saved = groups * (product(MatrixInputs::Fp16) - product(MatrixInputs::Fp8));
+            let casts = call_cycles(
+                KernelCall::Cast {
+                    rows: groups * keys,
+                    cols: dimension,
+                    into: CastInto::Panels,
+                },
+                &table,
+            ) + fused_cast(groups * queries * keys, &table);
+            assert_eq!(
+                fp16 as i64 - fp8 as i64,
+                saved as i64 - casts as i64,
+                "{groups}x{queries}x{keys}x{dimension}"
+            );
+            if keys >= 64 {
+                assert!(
+                    fp8 < fp16,
+                    "{groups}x{queries}x{keys}x{dimension}: {fp8} vs {fp16}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn attention_is_two_products_per_head_and_one_softmax() {
         let table = CostTable::shipped();
-        let one = attention(1, 81, 80, 80, &table);
-        let two = attention(2, 81, 80, 80, &table);
+        let one = attention(1, 81, 80, 80, MatrixInputs::Fp16, &table);
+        let two = attention(2, 81, 80, 80, MatrixInputs::Fp16, &table);
         let product = call_cycles(
             KernelCall::MatMul {
                 rows: 81,
