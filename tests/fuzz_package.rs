@@ -7,7 +7,9 @@
 //! exchange phase from its rows, as `superstep verify` runs them) executes
 //! in the package simulator without a fault (issue 44, item 7); a package
 //! `verify` rejects is refused by the simulator's own admission check with
-//! the part named.
+//! the part named; and one consistent in itself but not this build's
+//! program is refused by `verify` given the build query, as by `simulate`'s
+//! admission (both apply `admit`).
 //!
 //! Seeded (reproducible); `FUZZ_CASES` scales the case counts.
 
@@ -222,7 +224,8 @@ fn digest_valid_packages_are_verified_or_refused_and_never_panic() {
                 return Ok(1);
             }
             if let Err(refusal) = admitted {
-                // Verified on its own, but not a package of this program.
+                // Verified on its own, but not a package of this program:
+                // `verify FILE QUERY` refuses it, as `simulate` does.
                 assert!(!refusal.is_empty());
                 return Ok(2);
             }
@@ -241,8 +244,9 @@ fn digest_valid_packages_are_verified_or_refused_and_never_panic() {
         }
     }
     println!(
-        "package cases: {outcomes:?} (undecodable, refused by verify, verified but not this \
-         program's package, verified and simulated, verified and then faulted)"
+        "package cases: {outcomes:?} (undecodable, refused by verify, refused by verify only \
+         given its build (not this program's package), verified and simulated, verified and then \
+         faulted)"
     );
     assert!(outcomes[1] > 0 && outcomes[3] > 0, "{outcomes:?}");
     // Whatever the simulator refuses, verify refused first.
@@ -308,6 +312,89 @@ fn verify_and_simulate_refuse_a_broken_transfer_list_by_name() {
     assert!(!message.contains("panicked"), "{message}");
     assert!(message.contains("cannot be executed safely"), "{message}");
     assert!(message.contains("tile 4000"), "{message}");
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// A package consistent in itself but not its build's program (an
+/// allocation one byte longer, or of two instances, or on another tile:
+/// what the fuzz test above finds `verify` alone accepting): `verify FILE`
+/// passes it, saying it checked the file on its own; `verify FILE QUERY`
+/// refuses it, naming the allocation, exactly as `simulate QUERY
+/// --package FILE` does (issue 44, item 7).
+#[test]
+fn verify_given_its_build_refuses_what_simulate_refuses() {
+    let directory = common::scratch("fuzz-package", "another-program");
+    let (path, header, package) = built_package(&directory);
+    let mut session =
+        superstep::session::Session::new(&common::query("queries/vit-tiny.toml", &[]));
+    session.build_low_program().expect("first half");
+    let program = session.low_program().expect("program");
+    let file = path.display().to_string();
+    let verified = common::superstep(&["verify", &file, "queries/vit-tiny.toml", "--no-cache"]);
+    let message = String::from_utf8_lossy(&verified.stdout).to_string();
+    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
+    assert!(
+        message.contains("checked against vit-tiny's program"),
+        "{message}"
+    );
+
+    let mutations: [fn(&mut superstep::package::PlacedAllocation); 3] = [
+        |allocation| allocation.bytes += 1,
+        |allocation| allocation.iterations += 1,
+        |allocation| allocation.tile = (allocation.tile + 1) % 16,
+    ];
+    let mutated = mutations
+        .iter()
+        .flat_map(|mutation| (0..package.allocations.len()).map(move |index| (mutation, index)))
+        .find_map(|(mutation, index)| {
+            let mut candidate = package.clone();
+            mutation(&mut candidate.allocations[index]);
+            (verify_package(&candidate).passed()
+                && check_exchange_rows(&candidate).is_ok()
+                && admit(&candidate, &program).is_err())
+            .then_some(candidate)
+        })
+        .expect("a mutation verify alone passes and the program's admission refuses");
+    rewrite(&path, &header, &mutated);
+
+    let alone = common::superstep(&["verify", &file]);
+    let message = String::from_utf8_lossy(&alone.stdout).to_string();
+    assert_eq!(alone.status.code(), Some(0), "{alone:?}");
+    assert!(message.contains("checked on its own"), "{message}");
+
+    let verified = common::superstep(&["verify", &file, "queries/vit-tiny.toml", "--no-cache"]);
+    let message = String::from_utf8_lossy(&verified.stderr).to_string();
+    assert_eq!(verified.status.code(), Some(2), "{verified:?}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert!(
+        message.contains("is not the package of vit-tiny's program"),
+        "{message}"
+    );
+    assert!(message.contains("allocation"), "{message}");
+
+    let simulated = common::superstep(&[
+        "simulate",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--package",
+        &file,
+    ]);
+    let message = String::from_utf8_lossy(&simulated.stderr).to_string();
+    assert_eq!(simulated.status.code(), Some(2), "{message}");
+    assert!(message.contains("cannot be executed safely"), "{message}");
+
+    // Given another build's query, the file is refused by its key first.
+    let other = common::superstep(&[
+        "verify",
+        &file,
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--set",
+        "workload.layers=1",
+    ]);
+    let message = String::from_utf8_lossy(&other.stderr).to_string();
+    assert_eq!(other.status.code(), Some(2), "{other:?}");
+    assert!(message.contains("another query"), "{message}");
     let _ = std::fs::remove_dir_all(&directory);
 }
 

@@ -404,15 +404,18 @@ pub enum Command {
     ///   superstep build --set layout.override.layer.mlp.down=8x8x23
     #[command(verbatim_doc_comment)]
     Search(search::SearchArguments),
-    /// Check a package file on its own: its header (format, length, BLAKE3
-    /// digest), then every row decoded, every patch and every placed address
-    /// within bounds, then every exchange phase execution replayed from its
-    /// rows against its transfer list. Exit code 2 when the file is unusable
-    /// or a check fails.
+    /// Check a package file: its header (format, length, BLAKE3 digest),
+    /// then every row decoded, every patch and every placed address within
+    /// bounds, then every exchange phase execution replayed from its rows
+    /// against its transfer list. Given the build QUERY it was written for
+    /// (and its --set arguments), also compile that build's program and
+    /// check that the file is its package, as `simulate --package` admits
+    /// it: what simulate would refuse, verify refuses first. Exit code 2
+    /// when the file is unusable or a check fails.
     ///
     /// Example (the package a build wrote):
     ///   superstep build queries/vit-tiny.toml
-    ///   superstep verify artifacts/vit-tiny/package.bin
+    ///   superstep verify artifacts/vit-tiny/package.bin queries/vit-tiny.toml
     #[command(verbatim_doc_comment)]
     Verify(verify::VerifyArguments),
     /// Keep one compiler session alive and rebuild incrementally whenever the
@@ -526,6 +529,7 @@ impl Command {
             Command::Run(arguments) => &arguments.query,
             Command::Simulate(arguments) => &arguments.query,
             Command::Snapshot(arguments) => &arguments.query,
+            Command::Verify(arguments) if arguments.query.query.is_some() => &arguments.query,
             Command::Diff(_)
             | Command::BenchSnapshot(_)
             | Command::Verify(_)
@@ -558,10 +562,8 @@ impl Command {
                 }
                 return;
             }
-            Command::BenchSnapshot(_)
-            | Command::Verify(_)
-            | Command::Cost(_)
-            | Command::Calibrate(_) => return,
+            Command::Verify(arguments) => &mut arguments.query,
+            Command::BenchSnapshot(_) | Command::Cost(_) | Command::Calibrate(_) => return,
         };
         query.fold_calibration();
     }

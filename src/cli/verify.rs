@@ -1,16 +1,25 @@
-//! `superstep verify FILE`: read a package file from disk (header, length,
-//! digest) and check it on its own (`crate::package::verify`), then replay
-//! every exchange phase execution from its rows against its transfer list
-//! (`crate::sim::package::rows_check`, the package simulator's own check),
-//! so that a package `verify` passes has exchanges `simulate --package`
-//! executes.
+//! `superstep verify FILE [QUERY]`: read a package file from disk (header,
+//! length, digest) and check it on its own (`crate::package::verify`), then
+//! replay every exchange phase execution from its rows against its transfer
+//! list (`crate::sim::package::rows_check`, the package simulator's own
+//! check), so that a package `verify` passes has exchanges `simulate
+//! --package` executes. Given the build query it was written for, it also
+//! compiles that build's program (the first half, from the cache when it
+//! can) and applies `simulate`'s admission (`crate::sim::package::admit`):
+//! every allocation, kernel run, copy and fill the program's, so whatever
+//! `simulate QUERY --package FILE` would refuse, `verify FILE QUERY` refuses
+//! first, naming the part.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::QueryArguments;
 use super::command_error::CommandError;
+use super::common::{finish_cache, load, open_session};
+use crate::build_file::package_build_key;
 use crate::package::Package;
 use crate::package::verify::verify_package;
+use crate::sim::package::admit;
 use crate::sim::package::rows_check::check_exchange_rows;
 
 /// The flags of `superstep verify`.
@@ -19,6 +28,13 @@ pub struct VerifyArguments {
     /// The package file (artifacts/NAME/package.bin).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// The build query the file was written for (with the same `--set`s):
+    /// verify then also compiles its program and checks that the file is
+    /// that program's package, as `simulate QUERY --package FILE` admits it
+    /// (every allocation, kernel run, copy and fill). Without a QUERY the
+    /// file is checked on its own (nothing is compiled).
+    #[command(flatten)]
+    pub query: QueryArguments,
 }
 
 pub fn run(arguments: &VerifyArguments) -> Result<(), CommandError> {
@@ -56,6 +72,54 @@ pub fn run(arguments: &VerifyArguments) -> Result<(), CommandError> {
     print_line!(
         "checked {rows} in {:.3} s",
         replay_started.elapsed().as_secs_f64()
+    );
+    if arguments.query.query.is_none() {
+        print_line!(
+            "checked on its own: `superstep verify {} QUERY [--set ...]` also checks that it is \
+             the package of that build's program, as `simulate --package` requires",
+            path.display()
+        );
+        return Ok(());
+    }
+    admitted_by_its_build(arguments, &package, &header)
+}
+
+/// Compiles the build `arguments` name and checks that `package` (read
+/// with `header`) is its program's package, as `simulate` admits it.
+fn admitted_by_its_build(
+    arguments: &VerifyArguments,
+    package: &Package,
+    header: &crate::package::file::PackageHeader,
+) -> Result<(), CommandError> {
+    let path = &arguments.file;
+    let query = load(&arguments.query)?;
+    if header.build != package_build_key(&query) {
+        return Err(CommandError::Input(format!(
+            "error: {}: the file was written by a build of another query or another compiler \
+             version than {} with these --set arguments\n  help: give the query and --set \
+             arguments it was built with, or build it again (superstep build QUERY --set ...)",
+            path.display(),
+            query.name
+        )));
+    }
+    let started = Instant::now();
+    let mut session = open_session(&arguments.query, &query)?;
+    session.build_low_program()?;
+    let program = session.low_program()?;
+    finish_cache(session.cache());
+    admit(package, &program).map_err(|message| {
+        CommandError::Input(format!(
+            "error: {} is not the package of {}'s program: {message}\n  help: `superstep \
+             build` writes it again",
+            path.display(),
+            query.name
+        ))
+    })?;
+    print_line!(
+        "checked against {}'s program (compiled in {:.3} s): every allocation, kernel run, copy \
+         and fill is the program's; `simulate --package` admits it",
+        query.name,
+        started.elapsed().as_secs_f64()
     );
     Ok(())
 }
