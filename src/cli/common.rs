@@ -368,3 +368,24 @@ pub fn agreement_result(agreement: &crate::sim::compare::Agreement) -> Result<()
         agreement.non_finite, agreement.elements
     )))
 }
+
+/// Refuses a package file (read with `header`) that a build of another
+/// query, other `--set` arguments or another compiler version wrote:
+/// `flag` is how the command names the file (`--package`, or nothing).
+pub fn check_package_build(
+    flag: &str,
+    path: &std::path::Path,
+    header: &crate::package::file::PackageHeader,
+    query: &BuildQuery,
+) -> Result<(), CommandError> {
+    if header.build == crate::build_file::package_build_key(query) {
+        return Ok(());
+    }
+    Err(CommandError::Input(format!(
+        "error: {flag}{}: the file was written by a build of another query or another compiler \
+         version than {} with these --set arguments; build it with the same query (superstep \
+         build QUERY --set ...) or give the query and --set arguments it was built with",
+        path.display(),
+        query.name
+    )))
+}

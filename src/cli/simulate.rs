@@ -8,8 +8,8 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
-    agreement_result, artifacts_directory, build_checked, build_weights, finish_cache, load,
-    open_session, reference_output,
+    agreement_result, artifacts_directory, build_checked, build_weights, check_package_build,
+    finish_cache, load, open_session, reference_output,
 };
 use super::host_data::{self, HostArguments};
 use crate::build_file::BuildQuery;
@@ -85,15 +85,7 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
         Some(path) => {
             let (package, header) = Package::read_with_header(path)
                 .map_err(|error| CommandError::Input(format!("error: --package: {error}")))?;
-            if header.build != build_key(&query) {
-                return Err(CommandError::Input(format!(
-                    "error: --package {}: the file was written by a build of another query or \
-                     another compiler version than {} with these --set arguments; build it with \
-                     the same query (superstep build QUERY --set ...) or simulate without --package",
-                    path.display(),
-                    query.name
-                )));
-            }
+            check_package_build("--package ", path, &header, &query)?;
             Some((package, path))
         }
         None => None,

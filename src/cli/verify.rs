@@ -15,8 +15,7 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::command_error::CommandError;
-use super::common::{finish_cache, load, open_session};
-use crate::build_file::package_build_key;
+use super::common::{check_package_build, finish_cache, load, open_session};
 use crate::package::Package;
 use crate::package::verify::verify_package;
 use crate::sim::package::admit;
@@ -93,15 +92,7 @@ fn admitted_by_its_build(
 ) -> Result<(), CommandError> {
     let path = &arguments.file;
     let query = load(&arguments.query)?;
-    if header.build != package_build_key(&query) {
-        return Err(CommandError::Input(format!(
-            "error: {}: the file was written by a build of another query or another compiler \
-             version than {} with these --set arguments\n  help: give the query and --set \
-             arguments it was built with, or build it again (superstep build QUERY --set ...)",
-            path.display(),
-            query.name
-        )));
-    }
+    check_package_build("", path, header, &query)?;
     let started = Instant::now();
     let mut session = open_session(&arguments.query, &query)?;
     session.build_low_program()?;

@@ -447,24 +447,43 @@ fn crossing_exchange(same_root: bool) -> LowProgram {
             location: into,
         }],
     );
+    exchange_program(
+        2,
+        &[(0, 4096), (0, 4096), (1, 4096), (1, 4096)],
+        Vec::new(),
+        transfers,
+    )
+}
+
+/// A program of standard allocations `(tile, bytes)`, one per op, running
+/// `before` and then one rearranging exchange of `transfers`.
+fn exchange_program(
+    tiles: u32,
+    allocations: &[(u32, u32)],
+    mut before: Vec<Step>,
+    transfers: TransferList,
+) -> LowProgram {
+    before.push(Step::Exchange {
+        provenance: Provenance {
+            op: 0,
+            value: None,
+            reason: Reason::Rearrange,
+        },
+        transfers,
+    });
     LowProgram {
-        tiles: 2,
-        names: (0..4).map(|index| format!("op{index}")).collect(),
-        allocations: [(0, 4096), (0, 4096), (1, 4096), (1, 4096)]
+        tiles,
+        names: (0..allocations.len())
+            .map(|index| format!("op{index}"))
+            .collect(),
+        allocations: allocations
             .iter()
             .enumerate()
             .map(|(id, &(tile, bytes))| {
                 allocation(tile, bytes, MemoryClass::Standard, 1, id as u32)
             })
             .collect(),
-        steps: vec![Step::Exchange {
-            provenance: Provenance {
-                op: 0,
-                value: None,
-                reason: Reason::Rearrange,
-            },
-            transfers,
-        }],
+        steps: before,
         values: Vec::new(),
     }
 }
@@ -544,29 +563,12 @@ fn paired_receive_program() -> LowProgram {
             },
         ],
     );
-    LowProgram {
-        tiles: 4,
-        names: (0..5).map(|index| format!("op{index}")).collect(),
-        allocations: [(0, 4096), (1, 4096), (2, 4096), (0, 20_000), (0, 20_000)]
-            .iter()
-            .enumerate()
-            .map(|(id, &(tile, bytes))| {
-                allocation(tile, bytes, MemoryClass::Standard, 1, id as u32)
-            })
-            .collect(),
-        steps: vec![
-            copy(3, 4, 64),
-            Step::Exchange {
-                provenance: Provenance {
-                    op: 0,
-                    value: None,
-                    reason: Reason::Rearrange,
-                },
-                transfers,
-            },
-        ],
-        values: Vec::new(),
-    }
+    exchange_program(
+        4,
+        &[(0, 4096), (1, 4096), (2, 4096), (0, 20_000), (0, 20_000)],
+        vec![copy(3, 4, 64)],
+        transfers,
+    )
 }
 
 /// The two members of a receiving pair get their destination blocks at one
