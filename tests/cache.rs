@@ -98,13 +98,15 @@ fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
         } else {
             assert!(figures_read > problems, "auto prices nothing: {runs:?}");
         }
-        // Plus the schedules, the placement, and under `auto` each priced
-        // merge's bound.
+        // Plus the schedules, the placement, the activation calibration
+        // (FP8 inputs, the default: the FP32 reference does not run again),
+        // and under `auto` each priced merge's bound.
         let bounds = runs.get(&TrackedQuery::ProblemBound).copied().unwrap_or(0);
         assert_eq!(bounds > 0, fusion == "auto", "{runs:?}");
+        assert_eq!(runs.get(&TrackedQuery::ActivationCalibration), Some(&1));
         assert_eq!(
             statistics.hits,
-            (figures_read + 2 * problems + bounds) as u64 + 1,
+            (figures_read + 2 * problems + bounds) as u64 + 2,
             "{fusion}: {statistics:?}"
         );
 

@@ -76,7 +76,7 @@ fn every_fp8_product_takes_its_positions_calibrated_scale() {
         ]
     );
     for position in &calibration.positions {
-        let range = 240.0 * 2f32.powi(i32::from(position.scale));
+        let range = 240.0 * 2f64.powi(i32::from(position.scale));
         assert!(position.largest > 0.0 && position.largest * 2.0 <= range);
         assert!(position.largest * 2.0 > range / 2.0, "{position:?}");
         assert!(position.relative_rms > 0.0 && position.relative_rms < 0.07);

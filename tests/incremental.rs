@@ -62,8 +62,26 @@ fn fp8_scale_reruns_no_layout_query() {
         assert!(!counts.contains_key(&stage), "{stage} re-ran: {counts:?}");
     }
     // The scale only changes the stored weight codes: no compiler query
-    // reads it (the package and the weights do), so nothing re-runs.
-    assert!(outcome.executions.is_empty(), "{counts:?}");
+    // reads it but the activation calibration (the FP32 reference runs on
+    // the FP8 weights), whose scales are then the same, so the product
+    // recipe re-runs and stops there (backdated).
+    assert_eq!(
+        counts.keys().copied().collect::<Vec<_>>(),
+        [TrackedQuery::ActivationCalibration, TrackedQuery::ProductRecipe],
+        "{counts:?}"
+    );
+    let mut fp16 = Session::new(&query(
+        "queries/vit-tiny.toml",
+        &["planning.matrix_inputs=fp16"],
+    ));
+    fp16.build().expect("build");
+    fp16.update(&query(
+        "queries/vit-tiny.toml",
+        &["planning.matrix_inputs=fp16", "workload.fp8_scale=-3"],
+    ));
+    // Without FP8 inputs nothing calibrates: nothing re-runs at all.
+    let outcome = fp16.build().expect("rebuild");
+    assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
 }
 
 #[test]
@@ -81,7 +99,14 @@ fn weights_are_a_query_behind_the_scale_firewall() {
 
     session.update(&query("queries/vit-tiny.toml", &["workload.fp8_scale=-3"]));
     let outcome = session.build().expect("rebuild");
-    assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
+    // The calibration reads the weights' scale (and its scales come out
+    // the same, so the recipe stops the change).
+    assert_eq!(
+        counts(&outcome.executions).into_keys().collect::<Vec<_>>(),
+        [TrackedQuery::ActivationCalibration, TrackedQuery::ProductRecipe],
+        "{:?}",
+        outcome.executions
+    );
     let rescaled = session.weights().expect("weights");
     let ran = counts(&session.take_executions());
     // Only the weights re-run (they read the scale and the graph, which is
@@ -711,8 +736,11 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
     use superstep::session::layout_beam::BeamSettings;
     use superstep::session::layout_search::{SearchSettings, Silent};
     let file = "queries/vit-tiny.toml";
+    // Under the FP16 recipe, where the pair is the beam's plan; under FP8
+    // inputs the beam prices a ragged reduction (`1x2x8/rkc`) cheaper.
     let wide = "workload.mlp=2048";
-    let start = query(file, &[wide]);
+    let recipe = "planning.matrix_inputs=fp16";
+    let start = query(file, &[wide, recipe]);
     let mut session = Session::new(&start);
     let outcome = session
         .search_layouts(
@@ -776,7 +804,7 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
         .overrides
         .iter()
         .map(|(op, partition)| format!("layout.override.{op}={partition}"))
-        .chain([wide.to_string()])
+        .chain([wide.to_string(), recipe.to_string()])
         .collect();
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     let mut plain = Session::new(&query(file, &sets));
@@ -791,7 +819,7 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
         .overrides
         .iter()
         .map(|(op, _)| format!("layout.override.{op}={}", beam_partition(op).expect("plan")))
-        .chain([wide.to_string()])
+        .chain([wide.to_string(), recipe.to_string()])
         .collect();
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     let mut paired = Session::new(&query(file, &sets));

@@ -108,7 +108,7 @@ fn tiny_package_matches_the_interpreter_bit_for_bit_and_the_reference() {
 /// (which is not rounded) but no longer equal to the FP16 program.
 #[test]
 fn fp8_matrix_inputs_compute_the_interpreters_output_bit_for_bit() {
-    let fp16 = built("queries/vit-tiny.toml", &[]);
+    let fp16 = built("queries/vit-tiny.toml", &["planning.matrix_inputs=fp16"]);
     let fp8 = built(
         "queries/vit-tiny.toml",
         &["planning.matrix_inputs=fp8", "planning.activation_scale=-4"],

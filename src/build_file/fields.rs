@@ -489,9 +489,9 @@ pub const FIELDS: &[Field] = &[
     choice(
         "planning.matrix_inputs",
         Some(Input::Planning),
-        "fp16",
+        "fp8",
         &["fp16", "fp8"],
-        "What the matrix unit multiplies: fp16 (FP8 weights widened on the tile, the FP16 rate) or fp8 (activations rounded to FP8 at planning.activation_scale, the FP8 rate; attention's PV product too: probabilities at 2^-7, values at their scale, while QK stays FP16). Products (or an attention, e.g. layer.attn.core) that differ are listed in planning.matrix_inputs_by_op, or set with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
+        "What the matrix unit multiplies: fp8 (the production recipe: activations rounded to FP8 at planning.activation_scale, the FP8 rate; attention's PV product too: probabilities at 2^-7, values at their scale, while QK stays FP16) or fp16 (FP8 weights widened on the tile, the FP16 rate; what transformers and timm compute to FP16's tolerance). Products (or an attention, e.g. layer.attn.core) that differ are listed in planning.matrix_inputs_by_op, or set with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
     ),
     field(
         "planning.matrix_inputs_by_op",

@@ -65,8 +65,9 @@ pub struct PositionScale {
     pub operand: CalibratedOperand,
     /// The chosen scale: activations are stored as value x 2^-scale.
     pub scale: i8,
-    /// The largest activation magnitude seen, over every layer.
-    pub largest: f32,
+    /// The largest activation magnitude seen, over every layer (an FP32
+    /// value, kept as f64 so that every JSON writer prints it alike).
+    pub largest: f64,
     /// `sqrt(sum (fp8(x) - x)^2 / sum x^2)` over every activation seen, at
     /// `scale` (0 when every activation is 0).
     pub relative_rms: f64,
@@ -142,7 +143,7 @@ pub fn calibrate(
                 op,
                 operand,
                 scale: scale as i8,
-                largest: histogram.largest,
+                largest: f64::from(histogram.largest),
                 relative_rms: histogram.relative_rms(scale),
                 elements: histogram.elements,
             }

@@ -222,7 +222,7 @@ fn defaults_apply() {
             reserved_bytes_per_tile: 65536,
             max_partition_candidates: 64,
             auto_f16_max_parts: 16,
-            matrix_inputs: crate::target::kernel_cost::MatrixInputs::Fp16,
+            matrix_inputs: crate::target::kernel_cost::MatrixInputs::Fp8,
             matrix_input_overrides: Default::default(),
             activation_scale: crate::build_file::ActivationScale::Calibrate {
                 input: crate::build_file::CalibrationInput::Seeded,

@@ -83,7 +83,7 @@ impl Resolver<'_> {
                 field,
                 &[("fp16", MatrixInputs::Fp16), ("fp8", MatrixInputs::Fp8)],
             ),
-            None => Ok(MatrixInputs::Fp16),
+            None => Ok(MatrixInputs::Fp8),
         }
     }
 
