@@ -156,7 +156,12 @@ fn siglip_batch_five_names_the_memory_and_a_layer_count_that_fits() {
     let layers_set = format!("workload.layers={layers}");
     let session = Session::new(&query(
         "queries/siglip-so400m.toml",
-        &["workload.batch=5", &layers_set, COST_MODEL_PLANS, FIXED_SCALE],
+        &[
+            "workload.batch=5",
+            &layers_set,
+            COST_MODEL_PLANS,
+            FIXED_SCALE,
+        ],
     ));
     assert!(session.layouts().is_ok(), "{layers_set} should fit");
     let one_more = format!(

@@ -67,7 +67,10 @@ fn fp8_scale_reruns_no_layout_query() {
     // recipe re-runs and stops there (backdated).
     assert_eq!(
         counts.keys().copied().collect::<Vec<_>>(),
-        [TrackedQuery::ActivationCalibration, TrackedQuery::ProductRecipe],
+        [
+            TrackedQuery::ActivationCalibration,
+            TrackedQuery::ProductRecipe
+        ],
         "{counts:?}"
     );
     let mut fp16 = Session::new(&query(
@@ -103,7 +106,10 @@ fn weights_are_a_query_behind_the_scale_firewall() {
     // the same, so the recipe stops the change).
     assert_eq!(
         counts(&outcome.executions).into_keys().collect::<Vec<_>>(),
-        [TrackedQuery::ActivationCalibration, TrackedQuery::ProductRecipe],
+        [
+            TrackedQuery::ActivationCalibration,
+            TrackedQuery::ProductRecipe
+        ],
         "{:?}",
         outcome.executions
     );

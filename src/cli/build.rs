@@ -114,6 +114,9 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             thousands(back.headline.patch_cycles),
             thousands(back.headline.barriers)
         );
+        if let Some(line) = crate::report::precision::precision_line(&back.compute_by_op) {
+            print_line!("{line}");
+        }
         if !quiet {
             print_back_details(back);
         }

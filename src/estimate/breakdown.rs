@@ -16,7 +16,7 @@ use crate::numerics::dot::ProductInputs;
 use crate::target::costs::MatrixPrecision;
 
 /// One op's compute over a whole run of the program.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OpCompute {
     pub op: String,
     /// Compute steps of this op executed (Repeat iterations counted).

@@ -231,7 +231,11 @@ fn headline(page: &ReportPage) -> Markup {
             div.notice {
                 strong { "Modelled, not measured. " }
                 "Every time on this page is the compiler's modelled cost of the program "
-                "(the estimate's cycles at 1.5 GHz), not a measurement on hardware."
+                "(the estimate's cycles at 1.5 GHz, from a kernel cost model fitted to "
+                "published IPU21 measurements), not a measurement on hardware."
+                @if let Some(line) = crate::report::precision::precision_line(&back.compute_by_op) {
+                    " " (line) "."
+                }
             }
         }
         section {

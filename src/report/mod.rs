@@ -13,6 +13,7 @@ pub mod html;
 pub mod last_build;
 pub mod manifest;
 pub mod packing;
+pub mod precision;
 pub mod sweep;
 pub mod trace;
 
