@@ -2,8 +2,10 @@
 //! whole tensors in FP32, with the same quantised weights and input as the
 //! compiled program, and the same kernel definitions (`numerics`) for
 //! everything but the matrix products, which are FP32 general matrix
-//! products (`matrixmultiply`, split by columns over the cores: every
-//! element sums over the reduction in one order on any thread count).
+//! products (`matrixmultiply`; a projection split by columns over the
+//! cores, attention's products one job per head, the heads over the cores:
+//! every element sums over the reduction in one order on any thread count).
+//! Operands are read where they are held, not copied.
 //!
 //! The parameters come through [`ReferenceParameters`]: a loaded
 //! [`Weights`], or a source that makes each layer's tensors when they are
