@@ -166,26 +166,45 @@ fn name_seed(seed: u64, name: &str, instance: u32) -> u64 {
     hash ^ seed.rotate_left(17) ^ (instance as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// How a generated weight is distributed, from its role in the name.
-fn generated_value(
-    name: &str,
-    rows: u32,
-    generator: &mut SplitMix,
-    index: usize,
-    cols: u32,
-) -> f32 {
-    let uniform = generator.next_symmetric();
-    if name.ends_with(".weight") {
-        // Unit-variance outputs: uniform with variance 1 / fan_in.
-        uniform * (3.0 / rows as f32).sqrt()
-    } else if name.ends_with(".gamma") {
-        1.0 + 0.1 * uniform
-    } else if name.ends_with(".bias") || name.ends_with(".beta") {
-        0.02 * uniform
-    } else {
-        // Positions, class token, probe.
-        let _ = (index, cols);
-        0.5 * uniform
+/// How a generated weight is distributed, from its role in the name
+/// (decided once per tensor, not per element).
+#[derive(Clone, Copy)]
+enum Distribution {
+    /// Unit-variance outputs: uniform with variance 1 / fan_in, `factor`
+    /// being `sqrt(3 / rows)`.
+    Weight { factor: f32 },
+    /// LayerNorm gains: about 1.
+    Gamma,
+    /// Biases and LayerNorm shifts: small.
+    Shift,
+    /// Positions, class token, probe.
+    Other,
+}
+
+impl Distribution {
+    fn of(name: &str, rows: u32) -> Distribution {
+        if name.ends_with(".weight") {
+            Distribution::Weight {
+                factor: (3.0 / rows as f32).sqrt(),
+            }
+        } else if name.ends_with(".gamma") {
+            Distribution::Gamma
+        } else if name.ends_with(".bias") || name.ends_with(".beta") {
+            Distribution::Shift
+        } else {
+            Distribution::Other
+        }
+    }
+
+    /// The next value of this distribution from `generator`.
+    fn draw(self, generator: &mut SplitMix) -> f32 {
+        let uniform = generator.next_symmetric();
+        match self {
+            Distribution::Weight { factor } => uniform * factor,
+            Distribution::Gamma => 1.0 + 0.1 * uniform,
+            Distribution::Shift => 0.02 * uniform,
+            Distribution::Other => 0.5 * uniform,
+        }
     }
 }
 
@@ -200,6 +219,7 @@ fn generated_instance(graph: &Graph, seed: u64, id: ValueId, instance: u32) -> V
     let value = graph.value(id);
     let elements = value.shape.elements() as usize;
     let start = name_seed(seed, &value.name, instance);
+    let distribution = Distribution::of(&value.name, value.shape.rows);
     let mut values = vec![0.0f32; elements];
     values
         .par_chunks_mut(GENERATION_CHUNK)
@@ -207,14 +227,8 @@ fn generated_instance(graph: &Graph, seed: u64, id: ValueId, instance: u32) -> V
         .for_each(|(chunk, out)| {
             let first = chunk * GENERATION_CHUNK;
             let mut generator = SplitMix::skipped(start, first as u64);
-            for (offset, slot) in out.iter_mut().enumerate() {
-                *slot = generated_value(
-                    &value.name,
-                    value.shape.rows,
-                    &mut generator,
-                    first + offset,
-                    value.shape.cols,
-                );
+            for slot in out.iter_mut() {
+                *slot = distribution.draw(&mut generator);
             }
         });
     values

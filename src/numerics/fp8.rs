@@ -85,6 +85,51 @@ pub fn unsaturated_scale(largest: f32) -> i32 {
 /// saturate to ±240; results that round to zero (including `-0.0`) give
 /// `+0` (`0x00`); only a NaN input gives [`F143_NAN`].
 pub fn encode(value: f32, scale: i32) -> u8 {
+    match encode_normal(value, scale) {
+        Some(code) => code,
+        None => encode_in_f64(value, scale),
+    }
+}
+
+/// Largest exponent of a binade holding F143 values (`2^7 x 1.875 = 240`).
+const MAXIMUM_NORMAL_EXPONENT: i32 = (EXPONENT_MASK as i32) - EXPONENT_BIAS;
+
+/// [`encode`] from the f32's bits, for a normal `value` whose unscaled
+/// magnitude lies in one of F143's normal binades (`2^-7 .. 2^8`): its
+/// 23 mantissa bits rounded to 3, to nearest with ties to even (a carry
+/// moves to the next binade's code), saturating at 240. `None` for every
+/// other value (zero, subnormals, F143's subnormal range, beyond 2^8,
+/// infinities, NaN), which [`encode_in_f64`] encodes. The same codes as
+/// that general path wherever this one answers.
+fn encode_normal(value: f32, scale: i32) -> Option<u8> {
+    const DROPPED_BITS: u32 = 23 - MANTISSA_BITS as u32;
+    let bits = value.to_bits();
+    let biased = ((bits >> 23) & 0xFF) as i32;
+    if biased == 0 || biased == 0xFF {
+        return None;
+    }
+    let exponent = (biased - 127).checked_sub(scale)?;
+    if !(MINIMUM_NORMAL_EXPONENT..=MAXIMUM_NORMAL_EXPONENT).contains(&exponent) {
+        return None;
+    }
+    let mantissa = bits & 0x7F_FFFF;
+    let kept = mantissa >> DROPPED_BITS;
+    let low = mantissa & ((1 << DROPPED_BITS) - 1);
+    let half = 1 << (DROPPED_BITS - 1);
+    let rounds_up = low > half || (low == half && kept & 1 == 1);
+    // Steps of the binade's quantum: 8 + kept (+1), as the f64 path counts.
+    let steps = 8 + kept as i32 + i32::from(rounds_up);
+    let code = (((exponent + EXPONENT_BIAS) << MANTISSA_BITS) + steps - 8)
+        .min(i32::from(F143_MAX_CODE)) as u8;
+    Some(if bits >> 31 == 1 {
+        code | SIGN_BIT
+    } else {
+        code
+    })
+}
+
+/// [`encode`] for any value: scaled exactly in f64 and rounded there.
+fn encode_in_f64(value: f32, scale: i32) -> u8 {
     if value.is_nan() {
         return F143_NAN;
     }
@@ -175,6 +220,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_bit_path_encodes_as_the_f64_path() {
+        // Every binade from below F143's subnormals to beyond saturation,
+        // every kept mantissa, and the dropped bits at and around the tie.
+        let lows = [
+            0u32, 1, 0x4_0000, 0x7_FFFF, 0x8_0000, 0x8_0001, 0xC_0000, 0xF_FFFF,
+        ];
+        let mut checked = 0;
+        for scale in -12..=12 {
+            for exponent in -14..=12 {
+                let biased = (exponent + scale + 127) as u32;
+                for kept in 0..8u32 {
+                    for &low in &lows {
+                        for sign in [0u32, 1] {
+                            let bits = sign << 31 | biased << 23 | kept << 20 | low;
+                            let value = f32::from_bits(bits);
+                            let expected = encode_in_f64(value, scale);
+                            if let Some(code) = encode_normal(value, scale) {
+                                assert_eq!(code, expected, "{value:e} at scale {scale}");
+                                checked += 1;
+                            }
+                            assert_eq!(encode(value, scale), expected);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 25_000, "the bit path answered {checked} times");
     }
 
     #[test]

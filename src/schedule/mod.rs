@@ -6,7 +6,8 @@
 //! `placer` places each under the IPU21 fabric model of `timing`,
 //! `candidates` compares orders for the `auto` policy, `pairing` chooses
 //! paired width per piece, `elements` keeps sends and receives of one
-//! allocation out of one memory element's events, `bound` gives the lower bounds, `scheduler` is the
+//! allocation out of one memory element's events, `event_set` holds a tile's
+//! taken control events, `bound` gives the lower bounds, `scheduler` is the
 //! entry point, and `validate` re-checks every invariant independently. Pure
 //! cores: plain data in, plain data out; no salsa, no placement, no
 //! instruction words (those are `crate::rows`).
@@ -15,6 +16,7 @@ pub mod bound;
 pub mod candidates;
 pub mod dependencies;
 pub mod elements;
+pub mod event_set;
 pub mod figures;
 pub mod list;
 pub mod matching;

@@ -47,6 +47,7 @@
 
 use super::dependencies::Dependencies;
 use super::elements::{ElementWindows, Reach};
+use super::event_set::EventSet;
 use super::problem::{ExchangeProblem, WORD_BYTES};
 use super::timing::{
     DEPENDENCY_SLACK, issues_pair_select, pair_route_time, piece_events, receive_payload_start,
@@ -80,19 +81,29 @@ struct Tile {
     last_receive: Option<usize>,
     /// The last receive's return-to-neutral event, if still pending.
     pending_deselect: Option<i64>,
-    /// Every receive control event, ascending and distinct.
-    controls: Vec<i64>,
+    /// Every receive control event.
+    controls: EventSet,
+    /// The first [`RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS`] events of every
+    /// own send: no receive control lands on them.
+    send_openings: EventSet,
     end: i64,
 }
 
 impl Tile {
     fn has_control(&self, event: i64) -> bool {
-        self.controls.binary_search(&event).is_ok()
+        self.controls.contains(event)
     }
 
     fn add_control(&mut self, event: i64) {
-        if let Err(position) = self.controls.binary_search(&event) {
-            self.controls.insert(position, event);
+        self.controls.insert(event);
+    }
+
+    /// Records an own send starting at `start` (the placer appends sends
+    /// in time order).
+    fn add_send(&mut self, start: i64, events: u32, paired: bool) {
+        self.sends.push((start, events, paired));
+        for opening in start..start + RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS {
+            self.send_openings.insert(opening);
         }
     }
 
@@ -101,11 +112,7 @@ impl Tile {
     fn forbidden(&self, event: i64, tentative: Option<i64>) -> bool {
         let near =
             |start: i64| (0..RECEIVE_CONTROL_FORBIDDEN_SEND_EVENTS).contains(&(event - start));
-        if tentative.is_some_and(near) {
-            return true;
-        }
-        let position = self.sends.partition_point(|&(start, _, _)| start <= event);
-        position > 0 && near(self.sends[position - 1].0)
+        tentative.is_some_and(near) || self.send_openings.contains(event)
     }
 
     fn control_free(&self, event: i64, tentative: Option<i64>) -> bool {
@@ -612,7 +619,7 @@ impl<'a> Placer<'a> {
         let end = start + events;
         {
             let own = &mut self.tiles[sender];
-            own.sends.push((start, events as u32, paired));
+            own.add_send(start, events as u32, paired);
             own.send_frontier = end;
             own.end = own.end.max(end);
         }

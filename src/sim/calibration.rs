@@ -116,7 +116,7 @@ pub fn calibrate(
     parameters: &dyn ReferenceParameters,
 ) -> Result<ActivationCalibration, SimError> {
     let mut histograms: BTreeMap<String, (CalibratedOperand, Histogram)> = BTreeMap::new();
-    let mut observe = |op: &Op, inputs: &[Vec<f32>]| {
+    let mut observe = |op: &Op, inputs: &[&[f32]]| {
         let Some((slot, operand)) = activation_operand(op) else {
             return;
         };

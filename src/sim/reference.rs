@@ -2,8 +2,10 @@
 //! whole tensors in FP32, with the same quantised weights and input as the
 //! compiled program, and the same kernel definitions (`numerics`) for
 //! everything but the matrix products, which are FP32 general matrix
-//! products (`matrixmultiply`, split by columns over the cores: every
-//! element sums over the reduction in one order on any thread count).
+//! products (`matrixmultiply`; a projection split by columns over the
+//! cores, attention's products one job per head, the heads over the cores:
+//! every element sums over the reduction in one order on any thread count).
+//! Operands are read where they are held, not copied.
 //!
 //! The parameters come through [`ReferenceParameters`]: a loaded
 //! [`Weights`], or a source that makes each layer's tensors when they are
@@ -61,7 +63,7 @@ impl ReferenceParameters for crate::model::weights::StreamedSeededWeights<'_> {
 
 /// Watches the reference: called with every op and the values of its
 /// inputs before the op runs (once per layer for an op of the Repeat).
-pub type OperandObserver<'observer> = dyn FnMut(&Op, &[Vec<f32>]) + 'observer;
+pub type OperandObserver<'observer> = dyn FnMut(&Op, &[&[f32]]) + 'observer;
 
 struct Evaluator<'graph, 'observer> {
     graph: &'graph Graph,
@@ -70,207 +72,230 @@ struct Evaluator<'graph, 'observer> {
     observer: Option<&'observer mut OperandObserver<'observer>>,
 }
 
+/// The values of `id` (instance `instance` of a weight of the Repeat),
+/// borrowed where the evaluation or the parameters hold them.
+fn operand<'values>(
+    graph: &Graph,
+    parameters: &'values dyn ReferenceParameters,
+    values: &'values [Option<Vec<f32>>],
+    id: ValueId,
+    instance: u32,
+) -> Result<Cow<'values, [f32]>, SimError> {
+    let value = graph.value(id);
+    match value.kind {
+        ValueKind::Weight { iterated } => {
+            parameters.weight(graph, id, if iterated { instance } else { 0 })
+        }
+        ValueKind::Input => Ok(Cow::Borrowed(parameters.input())),
+        ValueKind::Activation => values[id.0 as usize]
+            .as_deref()
+            .map(Cow::Borrowed)
+            .ok_or_else(|| SimError::MissingValue(value.name.clone())),
+    }
+}
+
 impl Evaluator<'_, '_> {
     fn get(&self, id: ValueId, instance: u32) -> Result<Vec<f32>, SimError> {
-        let value = self.graph.value(id);
-        match value.kind {
-            ValueKind::Weight { iterated } => Ok(self
-                .parameters
-                .weight(self.graph, id, if iterated { instance } else { 0 })?
-                .into_owned()),
-            ValueKind::Input => Ok(self.parameters.input().to_vec()),
-            ValueKind::Activation => self.values[id.0 as usize]
-                .clone()
-                .ok_or_else(|| SimError::MissingValue(value.name.clone())),
-        }
+        Ok(operand(self.graph, self.parameters, &self.values, id, instance)?.into_owned())
     }
 
     fn run_op(&mut self, index: usize, instance: u32) -> Result<(), SimError> {
         let op = &self.graph.ops[index];
-        let output_shape = self.graph.value(op.output).shape;
-        let inputs: Vec<Vec<f32>> = op
-            .inputs
-            .iter()
-            .map(|&input| self.get(input, instance))
-            .collect::<Result<_, _>>()?;
-        if let Some(observer) = self.observer.as_mut() {
-            observer(op, &inputs);
-        }
-        let input_shape = |slot: usize| self.graph.value(op.inputs[slot]).shape;
-        let result = match &op.kind {
-            OpKind::MatMul { bias } => {
-                let (m, k, n) = (
-                    output_shape.rows as usize,
-                    input_shape(0).cols as usize,
-                    output_shape.cols as usize,
-                );
-                let mut out = vec![0.0f32; m * n];
-                check_product(&inputs[0], &inputs[1], m, k, n)?;
-                product(
-                    Operand::rows(&inputs[0], k),
-                    Operand::rows(&inputs[1], n),
-                    (m, k, n),
-                    &mut out,
-                );
-                if *bias {
-                    for row in out.chunks_exact_mut(n) {
-                        row.iter_mut()
-                            .zip(&inputs[2])
-                            .for_each(|(value, bias)| *value += bias);
-                    }
-                }
-                out
-            }
-            OpKind::LayerNorm { epsilon } => {
-                use rayon::prelude::*;
-                let cols = output_shape.cols as usize;
-                let mut out = vec![0.0f32; inputs[0].len()];
-                inputs[0]
-                    .par_chunks_exact(cols)
-                    .zip(out.par_chunks_exact_mut(cols))
-                    .try_for_each(|(row, target)| {
-                        layer_norm_row(row, &inputs[1], &inputs[2], *epsilon, target)
-                    })?;
-                out
-            }
-            OpKind::Gelu { kind } => {
-                use rayon::prelude::*;
-                inputs[0]
-                    .par_iter()
-                    .map(|&x| match kind {
-                        GeluKind::Tanh => gelu_tanh(x),
-                        GeluKind::Erf => gelu_erf(x),
-                    })
-                    .collect()
-            }
-            OpKind::Add => inputs[0]
+        let result = {
+            let inputs: Vec<Cow<'_, [f32]>> = op
+                .inputs
                 .iter()
-                .zip(&inputs[1])
-                .map(|(a, b)| a + b)
-                .collect(),
-            OpKind::Cast => inputs[0].clone(),
-            OpKind::Rotary { grid, class_token } => {
-                let mut out = inputs[0].clone();
-                let (rows, cols) = (output_shape.rows as usize, output_shape.cols as usize);
-                for (row_index, row) in out.chunks_exact_mut(cols).enumerate() {
-                    let place = RotaryPlace {
-                        token: (row_index % rows) as u32,
-                        first_pair: 0,
-                        head_dim: cols as u32,
-                        grid: *grid,
-                        class_token: *class_token,
-                    };
-                    rotate_row(row, place)?;
-                }
-                out
+                .map(|&input| operand(self.graph, self.parameters, &self.values, input, instance))
+                .collect::<Result<_, _>>()?;
+            if let Some(observer) = self.observer.as_mut() {
+                let borrowed: Vec<&[f32]> = inputs.iter().map(|input| &**input).collect();
+                observer(op, &borrowed);
             }
-            OpKind::Attention { scale } => {
-                let q_shape = input_shape(0);
-                let keys = input_shape(1).rows as usize;
-                let (queries, d) = (q_shape.rows as usize, q_shape.cols as usize);
-                let mut out = vec![0.0f32; inputs[0].len()];
-                let groups = q_shape.groups as usize;
-                if inputs[0].len() != groups * queries * d
-                    || inputs[1].len() != groups * keys * d
-                    || inputs[2].len() != groups * keys * d
-                {
-                    return Err(SimError::MissingValue(format!(
-                        "attention `{}`: operands do not have the shapes the graph gives",
-                        op.name
-                    )));
-                }
-                use rayon::prelude::*;
-                out.par_chunks_mut((queries * d).max(1))
-                    .enumerate()
-                    .try_for_each(|(group, out)| -> Result<(), SimError> {
-                        let q = &inputs[0][group * queries * d..(group + 1) * queries * d];
-                        let k = &inputs[1][group * keys * d..(group + 1) * keys * d];
-                        let v = &inputs[2][group * keys * d..(group + 1) * keys * d];
-                        let mut scores = vec![0.0f32; queries * keys];
-                        product(
-                            Operand::rows(q, d),
-                            Operand::columns(k, d),
-                            (queries, d, keys),
-                            &mut scores,
-                        );
-                        for row in scores.chunks_exact_mut(keys.max(1)) {
-                            softmax_row_in_place(row, *scale)?;
-                        }
-                        product(
-                            Operand::rows(&scores, keys),
-                            Operand::rows(v, d),
-                            (queries, keys, d),
-                            out,
-                        );
-                        Ok(())
-                    })?;
-                out
-            }
-            OpKind::View(view) => {
-                let shapes: Vec<_> = (0..op.inputs.len()).map(input_shape).collect();
-                let mut out = vec![0.0f32; output_shape.elements() as usize];
-                let (rows, cols) = (output_shape.rows, output_shape.cols);
-                let mut piece_starts = Vec::new();
-                if let ViewKind::Rows { pieces } = view {
-                    let mut start = 0;
-                    for piece in pieces {
-                        piece_starts.push(start);
-                        start += piece.rows;
-                    }
-                }
-                use rayon::prelude::*;
-                let line_of = |line: usize| (line as u32 / rows.max(1), line as u32 % rows.max(1));
-                out.par_chunks_mut(cols.max(1) as usize)
-                    .enumerate()
-                    .for_each(|(line, target)| {
-                        let (group, row) = line_of(line);
-                        for col in 0..cols {
-                            let (input, g, r, c) = match view {
-                                ViewKind::Identity => (0, group, row, col),
-                                ViewKind::SplitHeads {
-                                    heads,
-                                    head_dim,
-                                    tokens,
-                                    column_offset,
-                                } => (
-                                    0,
-                                    0,
-                                    (group / heads) * tokens + row,
-                                    column_offset + (group % heads) * head_dim + col,
-                                ),
-                                ViewKind::MergeHeads {
-                                    heads,
-                                    head_dim,
-                                    tokens,
-                                } => (
-                                    0,
-                                    (row / tokens) * heads + col / head_dim,
-                                    row % tokens,
-                                    col % head_dim,
-                                ),
-                                ViewKind::Rows { pieces } => {
-                                    let index =
-                                        piece_starts.partition_point(|&start| start <= row) - 1;
-                                    let piece = pieces[index];
-                                    (
-                                        piece.input as usize,
-                                        0,
-                                        piece.first_row + row - piece_starts[index],
-                                        col,
-                                    )
-                                }
-                            };
-                            let shape = shapes[input];
-                            target[col as usize] =
-                                inputs[input][((g * shape.rows + r) * shape.cols + c) as usize];
-                        }
-                    });
-                out
-            }
+            compute(self.graph, op, &inputs)?
         };
         self.values[op.output.0 as usize] = Some(result);
         Ok(())
     }
+}
+
+/// The values of `op`'s output from its inputs' values.
+fn compute(graph: &Graph, op: &Op, inputs: &[Cow<'_, [f32]>]) -> Result<Vec<f32>, SimError> {
+    let output_shape = graph.value(op.output).shape;
+    let input_shape = |slot: usize| graph.value(op.inputs[slot]).shape;
+    let result = match &op.kind {
+        OpKind::MatMul { bias } => {
+            let (m, k, n) = (
+                output_shape.rows as usize,
+                input_shape(0).cols as usize,
+                output_shape.cols as usize,
+            );
+            let mut out = vec![0.0f32; m * n];
+            check_product(&inputs[0], &inputs[1], m, k, n)?;
+            product(
+                Operand::rows(&inputs[0], k),
+                Operand::rows(&inputs[1], n),
+                (m, k, n),
+                &mut out,
+                Split::Columns,
+            );
+            if *bias {
+                for row in out.chunks_exact_mut(n) {
+                    row.iter_mut()
+                        .zip(inputs[2].iter())
+                        .for_each(|(value, bias)| *value += bias);
+                }
+            }
+            out
+        }
+        OpKind::LayerNorm { epsilon } => {
+            use rayon::prelude::*;
+            let cols = output_shape.cols as usize;
+            let mut out = vec![0.0f32; inputs[0].len()];
+            inputs[0]
+                .par_chunks_exact(cols)
+                .zip(out.par_chunks_exact_mut(cols))
+                .try_for_each(|(row, target)| {
+                    layer_norm_row(row, &inputs[1], &inputs[2], *epsilon, target)
+                })?;
+            out
+        }
+        OpKind::Gelu { kind } => {
+            use rayon::prelude::*;
+            inputs[0]
+                .par_iter()
+                .map(|&x| match kind {
+                    GeluKind::Tanh => gelu_tanh(x),
+                    GeluKind::Erf => gelu_erf(x),
+                })
+                .collect()
+        }
+        OpKind::Add => inputs[0]
+            .iter()
+            .zip(inputs[1].iter())
+            .map(|(a, b)| a + b)
+            .collect(),
+        OpKind::Cast => inputs[0].to_vec(),
+        OpKind::Rotary { grid, class_token } => {
+            let mut out = inputs[0].to_vec();
+            let (rows, cols) = (output_shape.rows as usize, output_shape.cols as usize);
+            for (row_index, row) in out.chunks_exact_mut(cols).enumerate() {
+                let place = RotaryPlace {
+                    token: (row_index % rows) as u32,
+                    first_pair: 0,
+                    head_dim: cols as u32,
+                    grid: *grid,
+                    class_token: *class_token,
+                };
+                rotate_row(row, place)?;
+            }
+            out
+        }
+        OpKind::Attention { scale } => {
+            let q_shape = input_shape(0);
+            let keys = input_shape(1).rows as usize;
+            let (queries, d) = (q_shape.rows as usize, q_shape.cols as usize);
+            let mut out = vec![0.0f32; inputs[0].len()];
+            let groups = q_shape.groups as usize;
+            if inputs[0].len() != groups * queries * d
+                || inputs[1].len() != groups * keys * d
+                || inputs[2].len() != groups * keys * d
+            {
+                return Err(SimError::MissingValue(format!(
+                    "attention `{}`: operands do not have the shapes the graph gives",
+                    op.name
+                )));
+            }
+            use rayon::prelude::*;
+            out.par_chunks_mut((queries * d).max(1))
+                .enumerate()
+                .try_for_each(|(group, out)| -> Result<(), SimError> {
+                    let q = &inputs[0][group * queries * d..(group + 1) * queries * d];
+                    let k = &inputs[1][group * keys * d..(group + 1) * keys * d];
+                    let v = &inputs[2][group * keys * d..(group + 1) * keys * d];
+                    let mut scores = vec![0.0f32; queries * keys];
+                    product(
+                        Operand::rows(q, d),
+                        Operand::columns(k, d),
+                        (queries, d, keys),
+                        &mut scores,
+                        Split::Whole,
+                    );
+                    for row in scores.chunks_exact_mut(keys.max(1)) {
+                        softmax_row_in_place(row, *scale)?;
+                    }
+                    product(
+                        Operand::rows(&scores, keys),
+                        Operand::rows(v, d),
+                        (queries, keys, d),
+                        out,
+                        Split::Whole,
+                    );
+                    Ok(())
+                })?;
+            out
+        }
+        OpKind::View(view) => {
+            let shapes: Vec<_> = (0..op.inputs.len()).map(input_shape).collect();
+            let mut out = vec![0.0f32; output_shape.elements() as usize];
+            let (rows, cols) = (output_shape.rows, output_shape.cols);
+            let mut piece_starts = Vec::new();
+            if let ViewKind::Rows { pieces } = view {
+                let mut start = 0;
+                for piece in pieces {
+                    piece_starts.push(start);
+                    start += piece.rows;
+                }
+            }
+            use rayon::prelude::*;
+            let line_of = |line: usize| (line as u32 / rows.max(1), line as u32 % rows.max(1));
+            out.par_chunks_mut(cols.max(1) as usize)
+                .enumerate()
+                .for_each(|(line, target)| {
+                    let (group, row) = line_of(line);
+                    for col in 0..cols {
+                        let (input, g, r, c) = match view {
+                            ViewKind::Identity => (0, group, row, col),
+                            ViewKind::SplitHeads {
+                                heads,
+                                head_dim,
+                                tokens,
+                                column_offset,
+                            } => (
+                                0,
+                                0,
+                                (group / heads) * tokens + row,
+                                column_offset + (group % heads) * head_dim + col,
+                            ),
+                            ViewKind::MergeHeads {
+                                heads,
+                                head_dim,
+                                tokens,
+                            } => (
+                                0,
+                                (row / tokens) * heads + col / head_dim,
+                                row % tokens,
+                                col % head_dim,
+                            ),
+                            ViewKind::Rows { pieces } => {
+                                let index = piece_starts.partition_point(|&start| start <= row) - 1;
+                                let piece = pieces[index];
+                                (
+                                    piece.input as usize,
+                                    0,
+                                    piece.first_row + row - piece_starts[index],
+                                    col,
+                                )
+                            }
+                        };
+                        let shape = shapes[input];
+                        target[col as usize] =
+                            inputs[input][((g * shape.rows + r) * shape.cols + c) as usize];
+                    }
+                });
+            out
+        }
+    };
+    Ok(result)
 }
 
 /// A matrix operand: its values with the strides of its rows and columns.
@@ -320,9 +345,24 @@ fn check_product(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Result<(
 const COLUMN_BLOCK: usize = 64;
 
 /// The columns of one job of a product with `n` output columns.
-fn column_block(n: usize) -> usize {
-    let jobs = 2 * rayon::current_num_threads().max(1);
-    n.div_ceil(jobs).next_multiple_of(16).max(COLUMN_BLOCK)
+fn column_block(n: usize, split: Split) -> usize {
+    match split {
+        Split::Columns => {
+            let jobs = 2 * rayon::current_num_threads().max(1);
+            n.div_ceil(jobs).next_multiple_of(16).max(COLUMN_BLOCK)
+        }
+        Split::Whole => n,
+    }
+}
+
+/// Whether a product is cut into column jobs over the cores, or made as
+/// one job: attention's products, made per head in parallel already (one
+/// job per head passes over the probabilities once for the few columns
+/// of the values `V`, instead of packing them again for every job).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Split {
+    Columns,
+    Whole,
 }
 
 /// `out = a x b` in FP32 for `a` (`m x k`) and `b` (`k x n`), `out`
@@ -330,7 +370,13 @@ fn column_block(n: usize) -> usize {
 /// one FP32 dot product whose summation order depends only on `k` (the
 /// library's fixed blocking), so the result is the same on any number of
 /// threads. The callers check the operands' extents.
-fn product(a: Operand, b: Operand, (m, k, n): (usize, usize, usize), out: &mut [f32]) {
+fn product(
+    a: Operand,
+    b: Operand,
+    (m, k, n): (usize, usize, usize),
+    out: &mut [f32],
+    split: Split,
+) {
     use rayon::prelude::*;
     debug_assert_eq!(out.len(), m * n);
     if m == 0 || n == 0 {
@@ -340,7 +386,7 @@ fn product(a: Operand, b: Operand, (m, k, n): (usize, usize, usize), out: &mut [
         out.fill(0.0);
         return;
     }
-    let block_columns = column_block(n);
+    let block_columns = column_block(n, split);
     let blocks = n.div_ceil(block_columns);
     // Each job writes only its own columns of `out`: the pointer is shared
     // as an address and every write lands in a disjoint set of elements.
