@@ -110,6 +110,19 @@ pub fn written_digest(path: &Path) -> Option<(u64, [u8; 32])> {
         .copied()
 }
 
+/// Records that the file at `path`, which this process has just read whole
+/// and found to have `bytes` bytes of BLAKE3 `digest`, stands as if this
+/// process had written it (a warm build keeping its own unchanged output;
+/// the caller holds the folder's lock).
+pub fn keep_as_written(path: &Path, bytes: u64, digest: [u8; 32]) {
+    if let Some(canonical) = crate::input_file::canonical_target(path) {
+        WRITTEN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(canonical, (bytes, digest));
+    }
+}
+
 fn write_parts(path: &Path, parts: &[&[u8]], sync: bool) -> Result<(), OutputFileError> {
     let mut pending = PendingFile::create(path)?;
     pending.write_parts(parts, sync)?;

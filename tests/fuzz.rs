@@ -557,9 +557,16 @@ fn fuzz_snapshots_never_panic_and_errors_name_the_phase() {
 fn fuzz_cache_entries_are_rejected_not_decoded() {
     let key = CacheKey([3; 32]);
     let payload: Vec<u8> = (0..200u8).collect();
-    let valid = entry::encode(EntryKind::Rows, &key, &payload).expect("encodes");
+    let valid = entry::encode(EntryKind::Rows, &key, &payload, None).expect("encodes");
     assert_eq!(
-        entry::decode(&valid, EntryKind::Rows, &key).expect("valid"),
+        entry::decode(
+            &valid,
+            EntryKind::Rows,
+            &key,
+            &superstep::cache::signing::TrustedKeys::default()
+        )
+        .expect("valid")
+        .payload,
         payload
     );
     let mut random = Random(0x5eed_0004);
@@ -581,7 +588,13 @@ fn fuzz_cache_entries_are_rejected_not_decoded() {
             _ => bytes.extend((0..1 + random.below(8)).map(|_| random.next() as u8)),
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            entry::decode(&bytes, EntryKind::Rows, &key)
+            entry::decode(
+                &bytes,
+                EntryKind::Rows,
+                &key,
+                &superstep::cache::signing::TrustedKeys::default(),
+            )
+            .map(|decoded| decoded.payload)
         }))
         .unwrap_or_else(|_| panic!("case {case}: panicked"));
         if let Ok(decoded) = outcome {

@@ -150,9 +150,17 @@ fn digest_valid_mutations_of_local_entries_never_panic() {
             let path = cache.join(original.strip_prefix(&clean_cache).expect("inside"));
             let (_, key) = kind_and_key(&path);
             let bytes = std::fs::read(&path).expect("entry");
-            let mut payload = decode(&bytes, *kind, &key).expect("a valid entry");
+            let mut payload = decode(
+                &bytes,
+                *kind,
+                &key,
+                &superstep::cache::signing::TrustedKeys::default(),
+            )
+            .expect("a valid entry")
+            .payload;
             mutate(&mut payload, &mut random);
-            std::fs::write(&path, encode(*kind, &key, &payload).expect("encodes")).expect("write");
+            std::fs::write(&path, encode(*kind, &key, &payload, None).expect("encodes"))
+                .expect("write");
             if single {
                 mutated_kind = kind.folder();
             }

@@ -96,7 +96,14 @@ fn poison(files: &[PathBuf]) -> usize {
     for path in files {
         let (kind, key) = kind_and_key(path);
         let bytes = std::fs::read(path).expect("entry");
-        let payload = decode(&bytes, kind, &key).expect("a valid entry");
+        let payload = decode(
+            &bytes,
+            kind,
+            &key,
+            &superstep::cache::signing::TrustedKeys::default(),
+        )
+        .expect("a valid entry")
+        .payload;
         let changed = match kind {
             EntryKind::Schedule => {
                 let mut schedule: Schedule = bincode::deserialize(&payload).expect("schedule");
@@ -111,7 +118,7 @@ fn poison(files: &[PathBuf]) -> usize {
             }
             other => panic!("a {other:?} entry was uploaded; only checked kinds are shared"),
         };
-        std::fs::write(path, encode(kind, &key, &changed).expect("encodes")).expect("write");
+        std::fs::write(path, encode(kind, &key, &changed, None).expect("encodes")).expect("write");
         poisoned += 1;
     }
     poisoned
@@ -245,12 +252,20 @@ fn random_digest_valid_mutations_of_remote_entries_never_break_a_build() {
         // Every entry: a few payload bytes changed, the digest recomputed.
         for (path, bytes) in &originals {
             let (kind, key) = kind_and_key(path);
-            let mut payload = decode(bytes, kind, &key).expect("valid");
+            let mut payload = decode(
+                bytes,
+                kind,
+                &key,
+                &superstep::cache::signing::TrustedKeys::default(),
+            )
+            .expect("valid")
+            .payload;
             for _ in 0..1 + random.below(4) {
                 let index = random.below(payload.len() as u64) as usize;
                 payload[index] = random.next() as u8;
             }
-            std::fs::write(path, encode(kind, &key, &payload).expect("encodes")).expect("write");
+            std::fs::write(path, encode(kind, &key, &payload, None).expect("encodes"))
+                .expect("write");
         }
         let machine = directory.join(format!("round-{round}"));
         let output = build(&machine, Some(&machine.join("cache")), Some(&nginx.url()));

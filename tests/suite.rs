@@ -87,6 +87,8 @@ mod remote_trust;
 mod replay;
 #[path = "session_build.rs"]
 mod session_build;
+#[path = "signed_cache.rs"]
+mod signed_cache;
 #[path = "snapshot.rs"]
 mod snapshot;
 #[path = "snapshots.rs"]

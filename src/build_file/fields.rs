@@ -24,6 +24,8 @@ pub enum KeyKind {
     /// A table whose keys the user names (ops) and whose values are
     /// strings (`[planning.matrix_inputs_by_op]`).
     StringTable,
+    /// An array of strings (`cache.trusted_keys`).
+    StringArray,
 }
 
 impl KeyKind {
@@ -38,6 +40,7 @@ impl KeyKind {
             KeyKind::Table => "a table",
             KeyKind::TableArray => "an array of tables",
             KeyKind::StringTable => "a table of strings",
+            KeyKind::StringArray => "an array of strings",
         }
     }
 }
@@ -200,7 +203,7 @@ const fn table(key: &'static str, meaning: &'static str) -> Field {
     field(key, None, KeyKind::Table, "", "", meaning)
 }
 
-use KeyKind::{Boolean, Float, Integer, Scale, String, TableArray};
+use KeyKind::{Boolean, Float, Integer, Scale, String, StringArray, TableArray};
 
 /// Every key, tables before their keys, in the order the shipped build
 /// files write them.
@@ -677,6 +680,14 @@ pub const FIELDS: &[Field] = &[
         "the client's default",
         "1 or more",
         "Deadline of the remote tier over one build.",
+    ),
+    field(
+        "cache.trusted_keys",
+        None,
+        StringArray,
+        "[] (none)",
+        "public keys, \"ed25519:\" and 64 hex digits",
+        "Writers whose signed cache entries are used unchecked.",
     ),
 ];
 

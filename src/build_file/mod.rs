@@ -237,6 +237,8 @@ pub struct CacheSettings {
     pub remote_timeout_ms: u64,
     /// How long a build waits at its end for its uploads, in milliseconds.
     pub remote_deadline_ms: u64,
+    /// Public keys (`ed25519:HEX`) whose signed cache entries are trusted.
+    pub trusted_keys: Vec<String>,
 }
 
 impl Default for CacheSettings {
@@ -245,6 +247,7 @@ impl Default for CacheSettings {
             remote: None,
             remote_timeout_ms: 2_000,
             remote_deadline_ms: 2_000,
+            trusted_keys: Vec::new(),
         }
     }
 }

@@ -200,6 +200,7 @@ pub struct CacheSection {
     pub remote: Option<Spanned<String>>,
     pub remote_timeout_ms: Option<Spanned<i64>>,
     pub remote_deadline_ms: Option<Spanned<i64>>,
+    pub trusted_keys: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 pub use super::fields::KeyKind;

@@ -198,6 +198,16 @@ fn find_kind(argument: &str, key: &str) -> Result<KeyKind, QueryError> {
                     Some(format!("e.g. --set {path}.{}=...", first_key(&path))),
                 ));
             }
+            KeyKind::StringArray => {
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    format!("`{path}` is a list, not set with --set"),
+                    Some(String::from(
+                        "name each trusted key with --cache-trusted-key ed25519:HEX",
+                    )),
+                ));
+            }
             KeyKind::StringTable => {
                 return Err(QueryError::set(
                     argument,
@@ -606,7 +616,10 @@ mod tests {
                     KeyKind::Float => "0.5",
                     KeyKind::Boolean => "true",
                     KeyKind::String => "text",
-                    KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable => continue,
+                    KeyKind::Table
+                    | KeyKind::TableArray
+                    | KeyKind::StringTable
+                    | KeyKind::StringArray => continue,
                 };
                 if *table == "schedule.override" || *table == "layout.override" {
                     continue;

@@ -282,7 +282,7 @@ mod tests {
             // (`planning.matrix_inputs.OP`, tested with the overrides).
             if matches!(
                 field.kind,
-                KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable
+                KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable | KeyKind::StringArray
             ) {
                 continue;
             }

@@ -11,8 +11,16 @@
 //! stored length    u64 LE   bytes of the stored (compressed) payload
 //! payload length   u64 LE   bytes of the payload once decompressed
 //! stored digest    32 bytes BLAKE3 of the stored payload
+//! signature flag   u8       0: unsigned, 1: Ed25519, then
+//!   signer         32 bytes the writer's public key
+//!   signature      64 bytes over kind, key, tool, payload length and digest
 //! stored payload   one zstd frame of the payload (bincode or a compact form)
 //! ```
+//!
+//! A signature ([`super::signing`]) says who wrote the entry; a reader
+//! verifies it only against the keys it trusts, after the digest, and
+//! [`decode`] reports how it stands ([`Signature`]): whether the entry's
+//! check for meaning may be skipped is the caller's decision.
 //!
 //! The digest covers the stored bytes, so a damaged file is refused before
 //! it is decompressed, and decompression is bounded by the declared payload
@@ -23,12 +31,20 @@
 //! decompresses at well over 1 GB/s (docs/measurements.md, "Cold builds and the cache").
 
 use super::key::{CacheKey, tool_version};
+use super::signing::{
+    PUBLIC_KEY_BYTES, PublicKey, SIGNATURE_BYTES, Signature, SigningKey, TrustedKeys,
+    signed_message,
+};
 
 pub const MAGIC: &[u8; 8] = b"SSTCACHE";
 
 /// The version of the entry file's layout (3: the payload is stored as a
-/// zstd frame with its decompressed length).
-pub const ENTRY_FORMAT_VERSION: u32 = 3;
+/// zstd frame with its decompressed length; 4: an optional signature).
+pub const ENTRY_FORMAT_VERSION: u32 = 4;
+
+/// The signature flag of an unsigned entry, and of an Ed25519-signed one.
+const UNSIGNED: u8 = 0;
+const ED25519: u8 = 1;
 
 /// zstd's level for entries (its default: level 1 stores about 20% more
 /// for about two thirds of the time; see the module notes).
@@ -148,9 +164,15 @@ pub enum EntryError {
     Decompression(String),
 }
 
-/// Encodes one entry (compressing its payload). Fails only if zstd does,
-/// or the payload is over [`MAXIMUM_PAYLOAD_BYTES`].
-pub fn encode(kind: EntryKind, key: &CacheKey, payload: &[u8]) -> Result<Vec<u8>, String> {
+/// Encodes one entry (compressing its payload), signed by `signer` when
+/// there is one. Fails only if zstd does, or the payload is over
+/// [`MAXIMUM_PAYLOAD_BYTES`].
+pub fn encode(
+    kind: EntryKind,
+    key: &CacheKey,
+    payload: &[u8],
+    signer: Option<&SigningKey>,
+) -> Result<Vec<u8>, String> {
     if payload.len() as u64 > MAXIMUM_PAYLOAD_BYTES {
         return Err(format!(
             "a payload of {} bytes is over the entry limit of {MAXIMUM_PAYLOAD_BYTES}",
@@ -169,7 +191,17 @@ pub fn encode(kind: EntryKind, key: &CacheKey, payload: &[u8]) -> Result<Vec<u8>
     bytes.extend_from_slice(tool);
     bytes.extend_from_slice(&(stored.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(blake3::hash(&stored).as_bytes());
+    let digest = *blake3::hash(&stored).as_bytes();
+    bytes.extend_from_slice(&digest);
+    match signer {
+        None => bytes.push(UNSIGNED),
+        Some(signer) => {
+            let message = signed_message(kind, key, tool, payload.len() as u64, &digest);
+            bytes.push(ED25519);
+            bytes.extend_from_slice(&signer.public().0);
+            bytes.extend_from_slice(&signer.sign(&message));
+        }
+    }
     bytes.extend_from_slice(&stored);
     Ok(bytes)
 }
@@ -201,8 +233,21 @@ impl<'bytes> Reader<'bytes> {
     }
 }
 
-/// Checks an entry's header and digest; returns its decompressed payload.
-pub fn decode(bytes: &[u8], kind: EntryKind, key: &CacheKey) -> Result<Vec<u8>, EntryError> {
+/// An entry's payload, and how its signature stands with the reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    pub payload: Vec<u8>,
+    pub signature: Signature,
+}
+
+/// Checks an entry's header, digest and (against `trusted`) signature;
+/// returns its decompressed payload and how it is signed.
+pub fn decode(
+    bytes: &[u8],
+    kind: EntryKind,
+    key: &CacheKey,
+    trusted: &TrustedKeys,
+) -> Result<Decoded, EntryError> {
     let mut reader = Reader { bytes, position: 0 };
     // A file shorter than the magic that matches its prefix is a truncated
     // entry; anything else without the magic is foreign.
@@ -251,6 +296,14 @@ pub fn decode(bytes: &[u8], kind: EntryKind, key: &CacheKey) -> Result<Vec<u8>, 
     let length = u64::from_le_bytes(reader.array()?);
     let payload_length = u64::from_le_bytes(reader.array()?);
     let digest: [u8; 32] = reader.array()?;
+    let signed = match reader.array::<1>()?[0] {
+        UNSIGNED => None,
+        ED25519 => Some((
+            PublicKey(reader.array::<PUBLIC_KEY_BYTES>()?),
+            reader.array::<SIGNATURE_BYTES>()?,
+        )),
+        _ => return Err(EntryError::Corrupt),
+    };
     let start = reader.position as u64;
     let available = bytes.len() as u64 - start;
     if available < length {
@@ -269,6 +322,13 @@ pub fn decode(bytes: &[u8], kind: EntryKind, key: &CacheKey) -> Result<Vec<u8>, 
     if payload_length > MAXIMUM_PAYLOAD_BYTES {
         return Err(EntryError::Oversized(payload_length));
     }
+    let signature = match signed {
+        None => Signature::Unsigned,
+        Some((signer, signature)) => {
+            let message = signed_message(kind, key, tool, payload_length, &digest);
+            trusted.judge(signer, &message, &signature)
+        }
+    };
     let payload = zstd::bulk::decompress(stored, payload_length as usize)
         .map_err(|error| EntryError::Decompression(error.to_string()))?;
     if payload.len() as u64 != payload_length {
@@ -277,17 +337,26 @@ pub fn decode(bytes: &[u8], kind: EntryKind, key: &CacheKey) -> Result<Vec<u8>, 
             payload.len()
         )));
     }
-    Ok(payload)
+    Ok(Decoded { payload, signature })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Where the stored payload starts (after the fixed header and tool).
+    /// Where the stored payload of an unsigned entry starts (after the
+    /// fixed header, tool and signature flag).
     fn stored_start(bytes: &[u8]) -> usize {
         let tool = u16::from_le_bytes([bytes[45], bytes[46]]) as usize;
-        47 + tool + 8 + 8 + 32
+        47 + tool + 8 + 8 + 32 + 1
+    }
+
+    fn no_keys() -> TrustedKeys {
+        TrustedKeys::default()
+    }
+
+    fn payload_of(bytes: &[u8], kind: EntryKind, key: &CacheKey) -> Result<Vec<u8>, EntryError> {
+        decode(bytes, kind, key, &no_keys()).map(|decoded| decoded.payload)
     }
 
     fn key() -> CacheKey {
@@ -297,20 +366,23 @@ mod tests {
     #[test]
     fn round_trips_and_rejects_every_damage() {
         let payload: Vec<u8> = (0..1000u32).map(|value| value as u8).collect();
-        let bytes = encode(EntryKind::Rows, &key(), &payload).unwrap();
-        assert_eq!(decode(&bytes, EntryKind::Rows, &key()).unwrap(), payload);
+        let bytes = encode(EntryKind::Rows, &key(), &payload, None).unwrap();
+        assert_eq!(
+            payload_of(&bytes, EntryKind::Rows, &key()).unwrap(),
+            payload
+        );
         assert!(matches!(
-            decode(&bytes, EntryKind::Schedule, &key()),
+            payload_of(&bytes, EntryKind::Schedule, &key()),
             Err(EntryError::Kind { .. })
         ));
         assert!(matches!(
-            decode(&bytes, EntryKind::Rows, &CacheKey::of("test", &43u32)),
+            payload_of(&bytes, EntryKind::Rows, &CacheKey::of("test", &43u32)),
             Err(EntryError::Key { .. })
         ));
         for cut in [0, 3, 8, 20, 60, bytes.len() - 1] {
             assert!(
                 matches!(
-                    decode(&bytes[..cut], EntryKind::Rows, &key()),
+                    payload_of(&bytes[..cut], EntryKind::Rows, &key()),
                     Err(EntryError::Truncated { .. })
                 ),
                 "cut at {cut}"
@@ -320,41 +392,110 @@ mod tests {
         let last = flipped.len() - 10;
         flipped[last] ^= 1;
         assert_eq!(
-            decode(&flipped, EntryKind::Rows, &key()),
+            payload_of(&flipped, EntryKind::Rows, &key()),
             Err(EntryError::Corrupt)
         );
         assert_eq!(
-            decode(b"{\"json\": true}", EntryKind::Rows, &key()),
+            payload_of(b"{\"json\": true}", EntryKind::Rows, &key()),
             Err(EntryError::Foreign)
         );
         // A re-digested frame that expands to another length, and a
         // declared length beyond the limit, are refused without expanding.
         let header = stored_start(&bytes);
         let mut lying = bytes.clone();
-        lying[header - 40..header - 32].copy_from_slice(&999u64.to_le_bytes());
+        lying[header - 41..header - 33].copy_from_slice(&999u64.to_le_bytes());
         assert!(matches!(
-            decode(&lying, EntryKind::Rows, &key()),
+            payload_of(&lying, EntryKind::Rows, &key()),
             Err(EntryError::Decompression(_))
         ));
-        lying[header - 40..header - 32].copy_from_slice(&u64::MAX.to_le_bytes());
+        lying[header - 41..header - 33].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(
-            decode(&lying, EntryKind::Rows, &key()),
+            payload_of(&lying, EntryKind::Rows, &key()),
             Err(EntryError::Oversized(_))
         ));
         let mut garbage = bytes[..header].to_vec();
         let junk = vec![0x5au8; 64];
-        garbage[header - 48..header - 40].copy_from_slice(&64u64.to_le_bytes());
-        garbage[header - 32..header].copy_from_slice(blake3::hash(&junk).as_bytes());
+        garbage[header - 49..header - 41].copy_from_slice(&64u64.to_le_bytes());
+        garbage[header - 33..header - 1].copy_from_slice(blake3::hash(&junk).as_bytes());
         garbage.extend_from_slice(&junk);
         assert!(matches!(
-            decode(&garbage, EntryKind::Rows, &key()),
+            payload_of(&garbage, EntryKind::Rows, &key()),
             Err(EntryError::Decompression(_))
         ));
         let mut other_format = bytes.clone();
         other_format[8] ^= 0xff;
         assert!(matches!(
-            decode(&other_format, EntryKind::Rows, &key()),
+            payload_of(&other_format, EntryKind::Rows, &key()),
             Err(EntryError::Format { .. })
         ));
+    }
+
+    /// Where a signed entry's signer starts (right after its flag, where an
+    /// unsigned entry's stored payload would).
+    fn signature_start(bytes: &[u8]) -> usize {
+        stored_start(bytes)
+    }
+
+    #[test]
+    fn a_signature_is_trusted_only_from_a_listed_key_over_this_entry() {
+        let (writer, _) = SigningKey::generate().expect("key");
+        let (stranger, _) = SigningKey::generate().expect("key");
+        let trusted = TrustedKeys::new(vec![writer.public()]);
+        let payload = vec![9u8; 500];
+        let bytes = encode(EntryKind::Figures, &key(), &payload, Some(&writer)).unwrap();
+        let decoded = decode(&bytes, EntryKind::Figures, &key(), &trusted).unwrap();
+        assert_eq!(decoded.payload, payload);
+        assert_eq!(decoded.signature, Signature::Trusted(writer.public()));
+        // A reader that lists no key sees the signer, unverified.
+        assert_eq!(
+            decode(&bytes, EntryKind::Figures, &key(), &no_keys())
+                .unwrap()
+                .signature,
+            Signature::UnknownSigner(writer.public())
+        );
+        // Re-signed by a key the reader does not list.
+        let resigned = encode(EntryKind::Figures, &key(), &payload, Some(&stranger)).unwrap();
+        assert_eq!(
+            decode(&resigned, EntryKind::Figures, &key(), &trusted)
+                .unwrap()
+                .signature,
+            Signature::UnknownSigner(stranger.public())
+        );
+        // A changed payload, re-digested, under the writer's signature.
+        let signature_at = signature_start(&bytes);
+        let stored_at = signature_at + PUBLIC_KEY_BYTES + SIGNATURE_BYTES;
+        let changed_stored = zstd::bulk::compress(&vec![8u8; 500], COMPRESSION_LEVEL).unwrap();
+        let mut changed = bytes[..stored_at].to_vec();
+        changed[signature_at - 1 - 32 - 8 - 8..signature_at - 1 - 32 - 8]
+            .copy_from_slice(&(changed_stored.len() as u64).to_le_bytes());
+        changed[signature_at - 1 - 32..signature_at - 1]
+            .copy_from_slice(blake3::hash(&changed_stored).as_bytes());
+        changed.extend_from_slice(&changed_stored);
+        let decoded = decode(&changed, EntryKind::Figures, &key(), &trusted).unwrap();
+        assert_eq!(decoded.signature, Signature::Invalid(writer.public()));
+        // The entry replayed under another key: refused by its header, and
+        // with the header rewritten its signature no longer verifies.
+        let other = CacheKey::of("test", &43u32);
+        assert!(matches!(
+            decode(&bytes, EntryKind::Figures, &other, &trusted),
+            Err(EntryError::Key { .. })
+        ));
+        let mut rekeyed = bytes.clone();
+        rekeyed[13..45].copy_from_slice(&other.0);
+        assert_eq!(
+            decode(&rekeyed, EntryKind::Figures, &other, &trusted)
+                .unwrap()
+                .signature,
+            Signature::Invalid(writer.public())
+        );
+        // And under another kind, the same way.
+        let mut rekinded = bytes.clone();
+        rekinded[12] = EntryKind::Bound as u8;
+        assert_eq!(
+            decode(&rekinded, EntryKind::Bound, &key(), &trusted)
+                .unwrap()
+                .signature,
+            Signature::Invalid(writer.public())
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! the cache format version and the compiler's version and source
 //! fingerprint ([`key`]). Entries are self-checking files ([`entry`]) in a
 //! size-bounded directory with least-recently-used eviction ([`store`]); an
-//! unusable file is a miss with a warning, never a wrong result.
+//! unusable file is a miss with a warning, never a wrong result. Entries
+//! are signed by their writer ([`signing`]): one a trusted key signed is
+//! used without its check for meaning.
 //!
 //! The salsa queries `scheduled`, `schedule_figures`, `encoded_rows` and
 //! `placement` consult the cache of the database
@@ -16,6 +18,7 @@
 pub mod entry;
 pub mod key;
 pub mod remote;
+pub mod signing;
 pub mod store;
 
 #[cfg(test)]
@@ -25,5 +28,5 @@ pub use entry::{EntryError, EntryKind};
 pub use key::{CACHE_FORMAT_VERSION, CacheKey, StableHasher, tool_version};
 pub use store::{
     CacheError, CacheReport, CacheStatistics, DEFAULT_LIMIT_BYTES, Eviction, PersistentCache,
-    Source,
+    Provenance, Signing, Source,
 };

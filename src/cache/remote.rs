@@ -89,6 +89,9 @@ pub struct RemoteReport {
     pub unavailable: Option<String>,
     /// Lookups and uploads skipped once it was.
     pub skipped: u64,
+    /// Entries of kinds without a check for meaning that no trusted key
+    /// signed (not used, not kept).
+    pub untrusted: u64,
 }
 
 impl std::fmt::Display for RemoteReport {
@@ -129,6 +132,7 @@ struct Counters {
     bytes_downloaded: AtomicU64,
     bytes_uploaded: AtomicU64,
     skipped: AtomicU64,
+    untrusted: AtomicU64,
 }
 
 /// A remote cache tier.
@@ -348,13 +352,29 @@ impl RemoteCache {
         self.turn_off(format!("sent {relative}, which fails its check: {reason}"));
     }
 
-    /// The one warning of a remote that was turned off (none otherwise).
+    /// Counts a fetched entry that no trusted key signed, of a kind whose
+    /// value cannot be checked for meaning: not used, not kept, and the
+    /// remote stays on (another writer's entries are not an attack).
+    pub fn record_untrusted(&self) {
+        self.counters.untrusted.fetch_add(1, Ordering::Relaxed);
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The one warning of a remote that was turned off, or else of the
+    /// entries it sent that no trusted key signed (none otherwise).
     pub fn warning(report: &RemoteReport) -> Option<String> {
-        report.unavailable.as_ref().map(|reason| {
-            format!(
+        if let Some(reason) = &report.unavailable {
+            return Some(format!(
                 "remote cache {}: {reason}; not used for the rest of this run \
                  ({} lookups and uploads fell back to local work)",
                 report.url, report.skipped
+            ));
+        }
+        (report.untrusted > 0).then(|| {
+            format!(
+                "remote cache {}: {} entries no trusted key signed were not used \
+                 (their kinds have no independent check); recomputed",
+                report.url, report.untrusted
             )
         })
     }
@@ -449,6 +469,7 @@ impl RemoteCache {
                 .ok()
                 .and_then(|reason| reason.clone()),
             skipped: load(&counters.skipped),
+            untrusted: load(&counters.untrusted),
         }
     }
 }

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use super::entry::{EntryError, EntryKind, decode, encode};
 use super::key::CacheKey;
 use super::remote::{Fetched, RemoteCache, RemoteReport};
+use super::signing::{PublicKey, Signature, SigningKey, TrustedKeys};
 
 /// The default size limit: 2 GiB.
 pub const DEFAULT_LIMIT_BYTES: u64 = 2 << 30;
@@ -121,6 +122,42 @@ pub enum Source {
     Remote,
 }
 
+/// Where a loaded entry came from and how it is signed: what its user
+/// needs to know to decide how much to check it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    pub source: Source,
+    pub signature: Signature,
+}
+
+impl Provenance {
+    /// Whether the value must pass its kind's check for meaning (a
+    /// validator or checker independent of the code that made it): always,
+    /// unless a key this reader trusts signed it. Checks of shape (what the
+    /// value's users index by) apply to every entry.
+    pub fn needs_check(self) -> bool {
+        !self.signature.is_trusted()
+    }
+}
+
+/// Who signs this cache's entries and whose signatures it trusts.
+#[derive(Debug, Default)]
+pub struct Signing {
+    /// The key entries are signed with: a writer's (from the environment)
+    /// or the per-user local key.
+    pub signer: Option<SigningKey>,
+    /// Whether the signer is a writer's key (the team's): its entries of
+    /// every kind are uploaded, not only those a reader can check.
+    pub writer: bool,
+    /// The keys listed as trusted (`cache.trusted_keys`,
+    /// `--cache-trusted-key`): with any, a remote's entries of every kind
+    /// are fetched, and used when one of them signed it.
+    pub listed: TrustedKeys,
+    /// Keys trusted for this cache's own reads without being listed (the
+    /// per-user local key, when a writer's key signs).
+    pub also_trusted: Vec<PublicKey>,
+}
+
 /// A persistent, content-addressed cache in one directory.
 pub struct PersistentCache {
     directory: PathBuf,
@@ -129,6 +166,9 @@ pub struct PersistentCache {
     warnings: Mutex<Vec<String>>,
     /// The shared tier behind this one (read-through, write-back).
     remote: Option<RemoteCache>,
+    signing: Signing,
+    /// The listed keys and the signer's own: what this reader trusts.
+    trusted: TrustedKeys,
 }
 
 impl std::fmt::Debug for PersistentCache {
@@ -161,7 +201,45 @@ impl PersistentCache {
             counters: Counters::default(),
             warnings: Mutex::new(Vec::new()),
             remote: None,
+            signing: Signing::default(),
+            trusted: TrustedKeys::default(),
         })
+    }
+
+    /// This cache signing and trusting as `signing` says.
+    pub fn with_signing(mut self, signing: Signing) -> PersistentCache {
+        let mut trusted = signing.listed.clone();
+        if let Some(signer) = &signing.signer {
+            trusted.insert(signer.public());
+        }
+        for key in &signing.also_trusted {
+            trusted.insert(*key);
+        }
+        self.trusted = trusted;
+        self.signing = signing;
+        self
+    }
+
+    /// The keys this cache's reads trust (listed, and its own signer's).
+    pub fn trusted_keys(&self) -> &TrustedKeys {
+        &self.trusted
+    }
+
+    /// The key this cache signs with, if any.
+    pub fn signer(&self) -> Option<&SigningKey> {
+        self.signing.signer.as_ref()
+    }
+
+    /// Whether entries of `kind` are asked of the remote: those a reader
+    /// checks for meaning always, every kind once a key is listed.
+    fn fetches(&self, kind: EntryKind) -> bool {
+        kind.shared_remotely() || !self.signing.listed.is_empty()
+    }
+
+    /// Whether entries of `kind` are uploaded: those a reader checks for
+    /// meaning always, every kind when a writer's key signs them.
+    fn uploads(&self, kind: EntryKind) -> bool {
+        kind.shared_remotely() || (self.signing.writer && self.signing.signer.is_some())
     }
 
     /// This cache with `remote` behind it.
@@ -236,15 +314,15 @@ impl PersistentCache {
     }
 
     /// Like [`PersistentCache::load`], with the payload's own decoder and
-    /// check, told where the entry came from: `Err` (the decoding or check
-    /// that failed: [`EntryError::Undecodable`], [`EntryError::Refused`])
-    /// makes the entry a miss with a warning, and a remote entry that fails
-    /// is never kept locally.
+    /// check, told where the entry came from and how it is signed: `Err`
+    /// (the decoding or check that failed: [`EntryError::Undecodable`],
+    /// [`EntryError::Refused`]) makes the entry a miss with a warning, and
+    /// a remote entry that fails is never kept locally.
     pub fn load_with<T>(
         &self,
         kind: EntryKind,
         key: &CacheKey,
-        decode_payload: impl FnOnce(&[u8], Source) -> Result<T, EntryError>,
+        decode_payload: impl FnOnce(&[u8], Provenance) -> Result<T, EntryError>,
     ) -> Option<T> {
         let path = self.path(kind, key);
         let bytes = match crate::input_file::read_record(
@@ -271,8 +349,13 @@ impl PersistentCache {
                 return None;
             }
         };
-        let decoded =
-            decode(&bytes, kind, key).and_then(|payload| decode_payload(&payload, Source::Local));
+        let decoded = decode(&bytes, kind, key, &self.trusted).and_then(|decoded| {
+            let provenance = Provenance {
+                source: Source::Local,
+                signature: decoded.signature,
+            };
+            decode_payload(&decoded.payload, provenance)
+        });
         match decoded {
             Ok(value) => {
                 self.count_hit(bytes.len());
@@ -307,17 +390,21 @@ impl PersistentCache {
     }
 
     /// A local miss asked of the remote: the entry is checked like a local
-    /// file, used and kept locally only when every check passes.
+    /// file, used and kept locally only when every check passes. An entry
+    /// a trusted key signed is used without its check for meaning; one
+    /// whose trusted signature fails is rejected; any other is checked for
+    /// meaning if its kind has such a check, and otherwise not used (a
+    /// miss, counted as untrusted, never kept).
     fn load_remote<T>(
         &self,
         remote: &RemoteCache,
         kind: EntryKind,
         key: &CacheKey,
         path: &Path,
-        decode_payload: impl FnOnce(&[u8], Source) -> Result<T, EntryError>,
+        decode_payload: impl FnOnce(&[u8], Provenance) -> Result<T, EntryError>,
     ) -> Option<T> {
         let relative = Self::relative(kind, key);
-        if !kind.shared_remotely() {
+        if !self.fetches(kind) {
             self.counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -325,8 +412,31 @@ impl PersistentCache {
             self.counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let decoded =
-            decode(&bytes, kind, key).and_then(|payload| decode_payload(&payload, Source::Remote));
+        let decoded = decode(&bytes, kind, key, &self.trusted).and_then(|decoded| {
+            let provenance = Provenance {
+                source: Source::Remote,
+                signature: decoded.signature,
+            };
+            match decoded.signature {
+                Signature::Invalid(signer) => Err(EntryError::Refused(format!(
+                    "its signature by trusted key {signer} does not verify"
+                ))),
+                Signature::Trusted(_) => decode_payload(&decoded.payload, provenance).map(Some),
+                Signature::Unsigned | Signature::UnknownSigner(_) if kind.shared_remotely() => {
+                    decode_payload(&decoded.payload, provenance).map(Some)
+                }
+                Signature::Unsigned | Signature::UnknownSigner(_) => Ok(None),
+            }
+        });
+        let decoded = match decoded {
+            Ok(None) => {
+                remote.record_untrusted();
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Ok(Some(value)) => Ok(value),
+            Err(error) => Err(error),
+        };
         match decoded {
             Ok(value) => {
                 remote.record_hit();
@@ -357,7 +467,7 @@ impl PersistentCache {
 
     /// Stores an already encoded payload under `key`.
     pub fn store_payload(&self, kind: EntryKind, key: &CacheKey, payload: &[u8]) {
-        let bytes = match encode(kind, key, payload) {
+        let bytes = match encode(kind, key, payload, self.signing.signer.as_ref()) {
             Ok(bytes) => bytes,
             Err(error) => {
                 self.warn(format!("cache: cannot encode a {kind:?} entry: {error}"));
@@ -377,7 +487,7 @@ impl PersistentCache {
                 path.display()
             )),
         }
-        if let Some(remote) = self.remote.as_ref().filter(|_| kind.shared_remotely()) {
+        if let Some(remote) = self.remote.as_ref().filter(|_| self.uploads(kind)) {
             remote.upload(&Self::relative(kind, key), bytes);
         }
     }

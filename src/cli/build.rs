@@ -154,7 +154,19 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     let (_lock, previous) = manifest::begin(&directory)
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let mut written = Vec::new();
-    if query.outputs.package && report.back.is_some() {
+    let kept = (query.outputs.package && report.back.is_some())
+        .then(|| manifest::unchanged(&directory, previous.as_ref(), &query, "package.bin"))
+        .flatten();
+    if let Some(bytes) = kept {
+        // The same build's package, intact: its bytes would be these.
+        let path = directory.join("package.bin");
+        print_note!(
+            "kept {} ({} bytes, this build's, unchanged)",
+            path.display(),
+            thousands(bytes)
+        );
+        written.push(path);
+    } else if query.outputs.package && report.back.is_some() {
         let package = session
             .package()
             .map_err(|error| CommandError::Internal(error.to_string()))?;

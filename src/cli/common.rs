@@ -9,8 +9,11 @@ use std::time::Duration;
 use super::command_error::{CommandError, query_path};
 use super::{CacheArguments, QueryArguments, fit, memory, unknown_override};
 use crate::build_file::{BuildQuery, CacheSettings, load_query};
-use crate::cache::PersistentCache;
 use crate::cache::remote::{RemoteCache, RemoteSettings};
+use crate::cache::signing::{
+    PublicKey, SigningKey, TrustedKeys, environment_signing_key, local_key_path, local_signing_key,
+};
+use crate::cache::{PersistentCache, Signing};
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
@@ -276,6 +279,7 @@ pub fn open_persistent_cache(
             .map_err(|error| CommandError::Input(format!("error: {field}: {error}")))?,
         ),
     };
+    let signing = cache_signing(arguments, settings)?;
     let local = match &arguments.cache {
         Some(directory) => PersistentCache::open(directory, arguments.cache_limit << 20)
             .map_err(|error| CommandError::Input(format!("error: --cache: {error}"))),
@@ -290,10 +294,56 @@ pub fn open_persistent_cache(
                 ))
             }),
     }?;
+    let local = local.with_signing(signing);
     Ok(Some(Arc::new(match remote {
         Some(remote) => local.with_remote(remote),
         None => local,
     })))
+}
+
+/// Who signs the cache's entries and whose signatures it trusts: a
+/// writer's key from the environment, else the per-user local key (made on
+/// first use; without one, entries are unsigned and checked as ever), and
+/// the keys `--cache-trusted-key` and `cache.trusted_keys` list. A key
+/// that cannot be parsed is an input error naming where it came from.
+fn cache_signing(
+    arguments: &CacheArguments,
+    settings: &CacheSettings,
+) -> Result<Signing, CommandError> {
+    let writer = environment_signing_key()
+        .map_err(|error| CommandError::Input(format!("error: {error}")))?;
+    let mut listed = Vec::new();
+    for text in &arguments.cache_trusted_keys {
+        listed.push(
+            PublicKey::parse(text, "--cache-trusted-key")
+                .map_err(|error| CommandError::Input(format!("error: {error}")))?,
+        );
+    }
+    for text in &settings.trusted_keys {
+        listed.push(
+            PublicKey::parse(text, "cache.trusted_keys")
+                .map_err(|error| CommandError::Input(format!("error: {error}")))?,
+        );
+    }
+    let local = local_key_path().and_then(|path| match local_signing_key(&path) {
+        Ok(key) => Some(key),
+        Err(error) => {
+            tracing::debug!("no local cache key ({error}); local entries are checked as unsigned");
+            None
+        }
+    });
+    let is_writer = writer.is_some();
+    let local_public = local.as_ref().map(SigningKey::public);
+    let (signer, also_trusted) = match writer {
+        Some(writer) => (Some(writer), local_public),
+        None => (local, None),
+    };
+    Ok(Signing {
+        signer,
+        writer: is_writer,
+        listed: TrustedKeys::new(listed),
+        also_trusted: also_trusted.into_iter().collect(),
+    })
 }
 
 /// A session for `query` with the cache the arguments ask for.

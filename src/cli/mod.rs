@@ -13,6 +13,7 @@ pub mod stdout;
 pub mod audit;
 pub mod bench_snapshot;
 pub mod build;
+pub mod cache_keys;
 pub mod calibrate;
 pub mod capture;
 pub mod command_error;
@@ -180,6 +181,22 @@ pub struct CacheArguments {
         verbatim_doc_comment
     )]
     pub cache_remote: Option<String>,
+    /// Trust cache entries signed by this public key (ed25519:HEX, as
+    /// `superstep cache keygen` prints it; repeatable; adds to the build
+    /// file's cache.trusted_keys). An entry of any kind a trusted key
+    /// signed is used without its check for meaning, and with any key
+    /// listed every kind is fetched from the remote tier; anything else is
+    /// checked or recomputed as without keys. Writers sign with the secret
+    /// in SUPERSTEP_CACHE_SIGNING_KEY (or the file named by
+    /// SUPERSTEP_CACHE_SIGNING_KEY_FILE).
+    #[arg(
+        long = "cache-trusted-key",
+        help_heading = "Cache options",
+        value_name = "KEY",
+        conflicts_with = "no_cache",
+        verbatim_doc_comment
+    )]
+    pub cache_trusted_keys: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -482,6 +499,9 @@ pub enum Command {
     ///       --set 'schedule.override.layer.attn.split_q#0=B64'
     #[command(verbatim_doc_comment)]
     Snapshot(snapshot::SnapshotArguments),
+    /// Manage the persistent cache's signing keys (see docs/cache.md).
+    #[command(subcommand)]
+    Cache(cache_keys::CacheCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -534,6 +554,7 @@ impl Command {
             | Command::BenchSnapshot(_)
             | Command::Verify(_)
             | Command::Cost(_)
+            | Command::Cache(_)
             | Command::Calibrate(_) => return None,
         })
     }
@@ -563,7 +584,10 @@ impl Command {
                 return;
             }
             Command::Verify(arguments) => &mut arguments.query,
-            Command::BenchSnapshot(_) | Command::Cost(_) | Command::Calibrate(_) => return,
+            Command::BenchSnapshot(_)
+            | Command::Cost(_)
+            | Command::Calibrate(_)
+            | Command::Cache(_) => return,
         };
         query.fold_calibration();
     }
@@ -591,5 +615,6 @@ pub fn run(cli: &Cli) -> Result<(), CommandError> {
         Command::Cost(arguments) => cost::run(arguments),
         Command::Calibrate(arguments) => calibrate::run(arguments),
         Command::Snapshot(arguments) => snapshot::run(arguments),
+        Command::Cache(command) => cache_keys::run(command),
     }
 }

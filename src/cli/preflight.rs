@@ -125,6 +125,7 @@ fn command_inputs(cli: &Cli) -> Vec<PathBuf> {
         Command::Calibrate(arguments) => std::iter::once(arguments.measurements.clone())
             .chain(arguments.base.iter().cloned())
             .collect(),
+        Command::Cache(_) => Vec::new(),
     }
 }
 

@@ -20,7 +20,7 @@ use super::inputs::BuildInputs;
 use super::model_graph::graph;
 use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use crate::build_file::{ActivationScale, CalibrationInput, WeightSource};
-use crate::cache::{CacheKey, Source};
+use crate::cache::{CacheKey, Provenance};
 use crate::model::weights::StreamedSeededWeights;
 use crate::numerics::dot::ProductRecipe;
 use crate::sim::calibration::{ActivationCalibration, SCALE_RANGE, calibrate, product_positions};
@@ -127,7 +127,7 @@ pub fn activation_calibration(
             input_values.as_deref(),
         ))
     };
-    let check = |calibration: &ActivationCalibration, _: Source| {
+    let check = |calibration: &ActivationCalibration, _: Provenance| {
         let ops: Vec<&str> = calibration
             .positions
             .iter()

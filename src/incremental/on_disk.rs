@@ -5,7 +5,7 @@
 //! database without a persistent cache never computes a key.
 
 use super::database::Db;
-use crate::cache::{CacheKey, EntryError, EntryKind, Source};
+use crate::cache::{CacheKey, EntryError, EntryKind, Provenance};
 use crate::place::Placement;
 use crate::rows::PhaseRows;
 use crate::rows::serial::{decode_rows, encode_rows};
@@ -63,16 +63,16 @@ impl Persisted for PhaseRows {
 /// `compute()`, served from the database's persistent cache when it has
 /// one: the entry under `key()` is returned if it decodes and `check`
 /// accepts it; otherwise the value is computed and, on success, stored.
-/// `check` sees where the entry came from: every entry must fit the shapes
-/// its users index by (no cached value may make the compiler panic), and a
-/// remote one must also pass the independent checker of its kind (a
-/// failure is a miss with one warning naming the entry and the check, and
-/// it is never kept locally). `key` runs only when the database has a
+/// `check` sees where the entry came from and how it is signed: every
+/// entry must fit the shapes its users index by (no cached value may make
+/// the compiler panic), and one no trusted key signed must also pass the
+/// independent checker of its kind (a failure is a miss with one warning
+/// naming the entry and the check; a remote one is never kept locally). `key` runs only when the database has a
 /// cache. An entry that cannot be encoded is left out with a warning.
 pub fn cache_on_disk<T: Persisted, E>(
     db: &dyn Db,
     key: impl FnOnce() -> Result<CacheKey, E>,
-    check: impl FnOnce(&T, Source) -> Result<(), String>,
+    check: impl FnOnce(&T, Provenance) -> Result<(), String>,
     compute: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
     let Some(cache) = db.cache() else {

@@ -426,7 +426,9 @@ impl<'db> PolicyKey<'db> {
 /// the same content), proved by the schedule validator (independent of the
 /// scheduler) whether the scheduler made it or a cache held it, before
 /// anything (fusion pricing, auto's choice, figures, rows) reads it. A
-/// cached schedule that fails is a miss with a warning, recomputed.
+/// cached schedule that fails is a miss with a warning, recomputed; one a
+/// trusted key signed (this user's compiler, which validated it, or a
+/// trusted writer's) is checked for shape only.
 #[salsa::tracked(returns(ref))]
 pub fn scheduled<'db>(
     db: &'db dyn Db,
@@ -444,11 +446,14 @@ pub fn scheduled<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |cached, _| {
+        |cached, provenance| {
             if !schedule_fits(content, cached) {
                 return Err(String::from(
                     "its arrays do not fit the problem's pieces, receives and tiles",
                 ));
+            }
+            if !provenance.needs_check() {
+                return Ok(());
             }
             validate(content, cached)
                 .map_err(|error| format!("the schedule validator refuses it: {error}"))
@@ -542,7 +547,9 @@ pub fn schedule_figures<'db>(
 /// The encoded (and checked) rows of a scheduled problem. A persistent
 /// cache hit skips the encoder, not the check: cached rows are decoded and
 /// compared with the validated schedule's events like fresh ones, so a
-/// rewritten entry is a miss with a warning, never a package.
+/// rewritten entry is a miss with a warning, never a package. Rows a
+/// trusted key signed (checked by the compiler that signed them) are
+/// checked for shape only, so no schedule is loaded for them.
 #[salsa::tracked(returns(ref))]
 pub fn encoded_rows<'db>(
     db: &'db dyn Db,
@@ -554,11 +561,15 @@ pub fn encoded_rows<'db>(
     cache_on_disk(
         db,
         || Ok(phase_cache_key(db, problem, policy)),
-        |cached: &PhaseRows, _| {
+        |cached: &PhaseRows, provenance| {
             // Shape first (the checker indexes by it), then meaning: the
             // rows must decode to exactly the events of the phase's
-            // validated schedule, as freshly encoded rows are checked.
+            // validated schedule, as freshly encoded rows are checked,
+            // unless a trusted key signed them.
             cached.fits(content)?;
+            if !provenance.needs_check() {
+                return Ok(());
+            }
             let schedule = validated_schedule(db, problem, policy)
                 .clone()
                 .map_err(|error| format!("its schedule: {error}"))?;

@@ -209,6 +209,46 @@ pub fn finish(
     Ok(path)
 }
 
+/// Whether the file `name` in `directory` is already this build's: the
+/// previous record (read by [`begin`]) is of the same build key and
+/// compiler, lists it, and the file on disk has the length and digest the
+/// record lists. If so the file is kept as if written now (for [`finish`])
+/// and its length returned, so a warm build does not rewrite it. A build
+/// that reads a file besides its build file (a checkpoint, a calibration
+/// input) is never kept: the build key names such a file, not its content.
+pub fn unchanged(
+    directory: &Path,
+    previous: Option<&BuildManifest>,
+    query: &BuildQuery,
+    name: &str,
+) -> Option<u64> {
+    let record = previous?;
+    let reads_other_files = query.workload.weights.is_checkpoint()
+        || matches!(
+            query.planning.activation_scale,
+            crate::build_file::ActivationScale::Calibrate {
+                input: crate::build_file::CalibrationInput::File { .. }
+            }
+        );
+    if reads_other_files
+        || record.build_key != package_build_key(query).hex()
+        || record.compiler != crate::cache::tool_version()
+        || !is_plain(name)
+    {
+        return None;
+    }
+    let listed = record.files.iter().find(|file| file.name == name)?;
+    let path = directory.join(name);
+    let bytes =
+        crate::input_file::read_record(&path, MAX_LISTED_FILE_BYTES, "a build's file").ok()?;
+    let digest = blake3::hash(&bytes);
+    if bytes.len() as u64 != listed.bytes || digest.to_hex().as_str() != listed.blake3 {
+        return None;
+    }
+    crate::output_file::keep_as_written(&path, listed.bytes, *digest.as_bytes());
+    Some(listed.bytes)
+}
+
 /// Reads `directory`'s record and checks every file it lists against its
 /// length and digest; `Err` names the first file that does not match.
 pub fn check(directory: &Path) -> Result<BuildManifest, ManifestError> {

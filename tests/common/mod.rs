@@ -139,6 +139,12 @@ pub fn scratch(suite: &str, name: &str) -> PathBuf {
 pub fn superstep(arguments: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_superstep"))
         .args(arguments)
+        // The per-user local cache key of the tests' processes: made on
+        // first use in the temporary folder, never in the user's home.
+        .env(
+            "SUPERSTEP_LOCAL_CACHE_KEY",
+            std::env::temp_dir().join("superstep-tests-local-cache.key"),
+        )
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("superstep runs")

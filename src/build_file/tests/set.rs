@@ -419,7 +419,9 @@ fn every_value_field_of_the_table_can_be_set() {
         let in_array = field_of(table).is_some_and(|parent| parent.kind == KeyKind::TableArray);
         let example = match field.kind {
             // Set per entry (`planning.matrix_inputs.OP`), tested on their own.
-            KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable => continue,
+            KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable | KeyKind::StringArray => {
+                continue;
+            }
             _ if in_array => continue,
             KeyKind::Integer | KeyKind::Scale => "1",
             KeyKind::Float => "0.5",

@@ -9,7 +9,7 @@ use toml::Spanned;
 use super::DEFAULT_OUTPUT_DIRECTORY;
 use super::Resolver;
 use crate::build_file::error::Issue;
-use crate::build_file::schema::QueryFile;
+use crate::build_file::schema::{CacheSection, QueryFile};
 use crate::build_file::{CacheSettings, Outputs};
 
 impl Resolver<'_> {
@@ -70,7 +70,42 @@ impl Resolver<'_> {
                 &section.remote_deadline_ms,
                 defaults.remote_deadline_ms,
             )?,
+            trusted_keys: self.trusted_keys(section)?,
         })
+    }
+
+    /// `cache.trusted_keys`: public keys only. A secret key's text there is
+    /// refused without being echoed.
+    fn trusted_keys(&self, section: &CacheSection) -> Result<Vec<String>, Issue> {
+        let Some(keys) = &section.trusted_keys else {
+            return Ok(Vec::new());
+        };
+        let mut trusted = Vec::new();
+        for (index, key) in keys.get_ref().iter().enumerate() {
+            let path = format!("cache.trusted_keys[{index}]");
+            let text = key.get_ref().trim();
+            if text.starts_with("ed25519-secret:") {
+                return Err(Issue::new(
+                    path.clone(),
+                    self.origin("cache.trusted_keys", key),
+                    format!("`{path}` is a secret key; a build file never holds one"),
+                )
+                .label("a secret in a build file")
+                .help(
+                    "remove it from the file (and make a new key: this one is no longer \
+                     secret); list the public key (ed25519:HEX, from `superstep cache \
+                     keygen`) instead, and give the secret to writers in \
+                     SUPERSTEP_CACHE_SIGNING_KEY or SUPERSTEP_CACHE_SIGNING_KEY_FILE",
+                ));
+            }
+            if let Err(error) = crate::cache::signing::PublicKey::parse(text, &path) {
+                return Err(Issue::new(path.clone(), self.origin("cache.trusted_keys", key), error.to_string())
+                    .label("not a public key")
+                    .help("write the key `superstep cache keygen` printed, e.g. \"ed25519:3f2a...\" (64 hex digits)"));
+            }
+            trusted.push(text.to_string());
+        }
+        Ok(trusted)
     }
 
     fn remote_url(&self, field: &Spanned<String>) -> Result<String, Issue> {

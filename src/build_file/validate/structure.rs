@@ -39,6 +39,20 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
     for (key, value) in table.iter() {
         let name: &str = key.get_ref();
         let path = join(display_path, name);
+        if schema_path == "cache" && is_secret_key_name(name) {
+            return Err(Issue::new(
+                path.clone(),
+                Origin::File(key.span()),
+                format!("`{path}`: a build file never holds a cache signing key"),
+            )
+            .label("a secret in a build file")
+            .help(
+                "remove the key from the file; a writer's secret comes from the \
+                 SUPERSTEP_CACHE_SIGNING_KEY environment variable or a file named by \
+                 SUPERSTEP_CACHE_SIGNING_KEY_FILE; readers list public keys in \
+                 cache.trusted_keys",
+            ));
+        }
         let Some(kind) = schema::key_in(schema_path, name) else {
             let under = schema::known_keys_phrase(display_path);
             let mut issue = Issue::new(
@@ -71,6 +85,24 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
             }
             (KeyKind::StringTable, DeValue::Table(inner)) => {
                 check_string_table(inner, &path)?;
+                true
+            }
+            (KeyKind::StringArray, DeValue::Array(items)) => {
+                for (index, item) in items.iter().enumerate() {
+                    if !matches!(item.get_ref(), DeValue::String(_)) {
+                        let item_path = format!("{path}[{index}]");
+                        return Err(Issue::new(
+                            item_path.clone(),
+                            Origin::File(item.span()),
+                            format!(
+                                "`{item_path}` must be a string, but it is {}",
+                                describe_found(item.get_ref())
+                            ),
+                        )
+                        .label("expected a string")
+                        .help(type_help(kind, &path)));
+                    }
+                }
                 true
             }
             (KeyKind::TableArray, DeValue::Array(items)) => {
@@ -113,6 +145,13 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
     Ok(())
 }
 
+/// Whether a `[cache]` key names a signing secret (refused by name, so the
+/// message says where the secret belongs instead of "unknown key").
+fn is_secret_key_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.contains("secret") || name.contains("signing") || name.contains("private")
+}
+
 /// A table of user-named keys (`[planning.matrix_inputs_by_op]`): every
 /// value a string (what the keys name is validation's to judge).
 fn check_string_table(table: &DeTable<'_>, path: &str) -> Result<(), Issue> {
@@ -149,6 +188,9 @@ fn type_help(kind: KeyKind, path: &str) -> String {
             format!("write a [{path}] section or an inline table `{key} = {{ ... }}`")
         }
         KeyKind::TableArray => format!("write each entry as a [[{path}]] table"),
+        KeyKind::StringArray => {
+            format!("write an array of quoted strings, e.g. `{key} = [\"ed25519:...\"]`")
+        }
         KeyKind::StringTable => format!(
             "write a [{path}] section of `\"OP\" = \"VALUE\"` entries, e.g. \
              `\"layer.attn.qkv\" = \"fp16\"`"

@@ -1,0 +1,448 @@
+//! Signed cache entries (issue 45) against a real nginx on loopback: a
+//! writer's signed entries of every kind serve a trusting reader without
+//! scheduling, checking or encoding anything, and the package is the
+//! uncached build's; entries re-signed by an untrusted key, a changed
+//! payload under a trusted signature, an entry replayed under another key
+//! and unsigned poisoned entries are all re-checked or refused, nothing bad
+//! is kept, and the package is still the uncached build's. The secret key
+//! is never printed and never accepted from a build file.
+
+use crate::common;
+use crate::servers;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{counts, files, kind_and_key, query, scratch, superstep};
+use servers::Nginx;
+use superstep::cache::entry::{decode, encode};
+use superstep::cache::remote::{RemoteCache, RemoteSettings};
+use superstep::cache::signing::{Signature, SigningKey, TrustedKeys};
+use superstep::cache::{EntryKind, PersistentCache, Signing};
+use superstep::session::{Session, TrackedQuery};
+
+const TINY: &str = "queries/vit-tiny.toml";
+
+fn settings() -> RemoteSettings {
+    RemoteSettings {
+        timeout: Duration::from_secs(10),
+        deadline: Duration::from_secs(120),
+        ..RemoteSettings::default()
+    }
+}
+
+/// A key pair: the key and its secret's text.
+fn key_pair() -> (SigningKey, String) {
+    let (key, secret) = SigningKey::generate().expect("key");
+    (
+        key,
+        String::from_utf8(secret.as_bytes().to_vec()).expect("text"),
+    )
+}
+
+/// A cache in `directory` over `url`, signing with `signer` (a writer's
+/// key when `writer`) and trusting `trusted`.
+fn cache(
+    directory: &Path,
+    url: &str,
+    signer: Option<&str>,
+    writer: bool,
+    trusted: &[&SigningKey],
+) -> Arc<PersistentCache> {
+    let local = PersistentCache::open(directory, 4 << 30).expect("cache");
+    let signing = Signing {
+        signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
+        writer,
+        listed: TrustedKeys::new(trusted.iter().map(|key| key.public()).collect()),
+        also_trusted: Vec::new(),
+    };
+    Arc::new(
+        local
+            .with_signing(signing)
+            .with_remote(RemoteCache::open(url, settings()).expect("remote")),
+    )
+}
+
+fn tiny() -> superstep::build_file::BuildQuery {
+    query(TINY, &["workload.layers=3"])
+}
+
+/// Builds with `cache`; returns the package and the cache's report.
+fn build_with(
+    cache: &Arc<PersistentCache>,
+) -> (
+    superstep::package::Package,
+    std::collections::BTreeMap<TrackedQuery, usize>,
+    superstep::cache::CacheReport,
+) {
+    let mut session = Session::with_cache(&tiny(), Some(cache.clone()));
+    let outcome = session.build().expect("build");
+    let package = session.package().expect("package");
+    (package, counts(&outcome.executions), cache.finish())
+}
+
+fn uncached_package() -> superstep::package::Package {
+    let mut session = Session::new(&tiny());
+    session.build().expect("build");
+    session.package().expect("package")
+}
+
+/// The server's entries, filled by a writer signing with `secret`.
+fn fill(directory: &Path, nginx: &Nginx, secret: &str) -> Vec<PathBuf> {
+    let writer = cache(
+        &directory.join("writer"),
+        &nginx.url(),
+        Some(secret),
+        true,
+        &[],
+    );
+    let (_, _, report) = build_with(&writer);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    nginx.entries()
+}
+
+#[test]
+fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
+    let directory = scratch("signed-cache", "trusted");
+    let nginx = Nginx::start(&directory.join("nginx"));
+    let (writer_key, secret) = key_pair();
+    let served = fill(&directory, &nginx, &secret);
+    let kinds: std::collections::BTreeSet<&str> = served
+        .iter()
+        .map(|path| kind_and_key(path).0.folder())
+        .collect();
+    // Every kind the build stores is shared once a writer signs it.
+    for kind in ["schedule", "rows", "figures", "placement", "bound"] {
+        assert!(kinds.contains(kind), "{kind} not uploaded: {kinds:?}");
+    }
+    let expected = uncached_package();
+
+    // A reader that trusts the writer, with a fresh local cache: nothing
+    // is scheduled, and no schedule is even loaded (rows are not checked
+    // against one).
+    let reader = cache(
+        &directory.join("reader"),
+        &nginx.url(),
+        None,
+        false,
+        &[&writer_key],
+    );
+    let (package, runs, report) = build_with(&reader);
+    assert_eq!(package, expected);
+    assert_eq!(runs.get(&TrackedQuery::Scheduled), None, "{runs:?}");
+    let remote = report.remote.expect("remote");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!((remote.misses, remote.rejected), (0, 0), "{remote:?}");
+
+    // A reader that trusts no key: today's path (only checked kinds come
+    // down, every schedule is validated), the same package.
+    let plain = cache(&directory.join("plain"), &nginx.url(), None, false, &[]);
+    let (package, runs, report) = build_with(&plain);
+    assert_eq!(package, expected);
+    assert!(runs.get(&TrackedQuery::Scheduled).is_some(), "{runs:?}");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// Rewrites each served entry with `change(kind, key, bytes)`.
+fn rewrite(
+    served: &[PathBuf],
+    change: impl Fn(EntryKind, &superstep::cache::CacheKey, &[u8]) -> Vec<u8>,
+) {
+    for path in served {
+        let (kind, key) = kind_and_key(path);
+        let bytes = std::fs::read(path).expect("entry");
+        std::fs::write(path, change(kind, &key, &bytes)).expect("write");
+    }
+}
+
+fn payload(kind: EntryKind, key: &superstep::cache::CacheKey, bytes: &[u8]) -> Vec<u8> {
+    decode(bytes, kind, key, &TrustedKeys::default())
+        .expect("valid")
+        .payload
+}
+
+/// A changed payload: one byte of it altered (a schedule one event
+/// longer, for schedules, so the validator refuses it).
+fn changed(kind: EntryKind, payload: &[u8]) -> Vec<u8> {
+    if kind == EntryKind::Schedule {
+        let mut schedule: superstep::schedule::Schedule =
+            bincode::deserialize(payload).expect("schedule");
+        schedule.horizon += 1;
+        return bincode::serialize(&schedule).expect("encodes");
+    }
+    let mut payload = payload.to_vec();
+    let middle = payload.len() / 2;
+    payload[middle] ^= 0x5a;
+    payload
+}
+
+/// No local entry holds bytes the server sent in `bad`.
+fn nothing_kept(local: &Path, bad: &[Vec<u8>]) {
+    for path in files(local) {
+        let bytes = std::fs::read(&path).expect("entry");
+        assert!(!bad.contains(&bytes), "{} was kept", path.display());
+    }
+}
+
+#[test]
+fn untrusted_tampered_and_replayed_entries_are_rechecked_or_refused() {
+    let directory = scratch("signed-cache", "attacks");
+    let nginx = Nginx::start(&directory.join("nginx"));
+    let (writer_key, secret) = key_pair();
+    let served = fill(&directory, &nginx, &secret);
+    let originals: Vec<Vec<u8>> = served
+        .iter()
+        .map(|path| std::fs::read(path).expect("entry"))
+        .collect();
+    let expected = uncached_package();
+    let restore = || {
+        for (path, bytes) in served.iter().zip(&originals) {
+            std::fs::write(path, bytes).expect("restore");
+        }
+    };
+    let served_now = || -> Vec<Vec<u8>> {
+        served
+            .iter()
+            .map(|path| std::fs::read(path).expect("entry"))
+            .collect()
+    };
+
+    // 1. Every entry re-signed by a key the reader does not trust, its
+    // payload changed: schedules are validated (and refused), every other
+    // kind is not used; the package is the uncached build's.
+    let (stranger, _) = key_pair();
+    rewrite(&served, |kind, key, bytes| {
+        encode(
+            kind,
+            key,
+            &changed(kind, &payload(kind, key, bytes)),
+            Some(&stranger),
+        )
+        .expect("encodes")
+    });
+    let bad = served_now();
+    let reader = cache(
+        &directory.join("resigned"),
+        &nginx.url(),
+        None,
+        false,
+        &[&writer_key],
+    );
+    let (package, _, report) = build_with(&reader);
+    assert_eq!(package, expected);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    nothing_kept(&directory.join("resigned"), &bad);
+
+    // The same entries unchanged but re-signed by the stranger: checked
+    // kinds pass their checks and are used, the others are recomputed,
+    // with one warning counting them.
+    restore();
+    rewrite(&served, |kind, key, bytes| {
+        encode(kind, key, &payload(kind, key, bytes), Some(&stranger)).expect("encodes")
+    });
+    let reader = cache(
+        &directory.join("resigned-clean"),
+        &nginx.url(),
+        None,
+        false,
+        &[&writer_key],
+    );
+    let (package, _, report) = build_with(&reader);
+    assert_eq!(package, expected);
+    let remote = report.remote.expect("remote");
+    assert!(remote.untrusted > 0, "{remote:?}");
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(
+        report.warnings[0].contains("no trusted key signed"),
+        "{:?}",
+        report.warnings
+    );
+
+    // 2. A changed payload under the writer's (valid) signature: the
+    // signature no longer verifies; refused, the remote off, one warning.
+    restore();
+    for path in &served {
+        let (kind, key) = kind_and_key(path);
+        let bytes = std::fs::read(path).expect("entry");
+        let mut tampered = encode(
+            kind,
+            &key,
+            &changed(kind, &payload(kind, &key, &bytes)),
+            Some(&stranger),
+        )
+        .expect("encodes");
+        // Put the writer's signer and signature back over the new digest.
+        let at = signature_offset(&bytes);
+        tampered[at..at + 32 + 64].copy_from_slice(&bytes[at..at + 32 + 64]);
+        assert_eq!(
+            decode(
+                &tampered,
+                kind,
+                &key,
+                &TrustedKeys::new(vec![writer_key.public()])
+            )
+            .expect("well formed")
+            .signature,
+            Signature::Invalid(writer_key.public())
+        );
+        std::fs::write(path, tampered).expect("write");
+    }
+    let bad = served_now();
+    let reader = cache(
+        &directory.join("tampered"),
+        &nginx.url(),
+        None,
+        false,
+        &[&writer_key],
+    );
+    let (package, _, report) = build_with(&reader);
+    assert_eq!(package, expected);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(
+        report.warnings[0].contains("does not verify"),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(report.remote.expect("remote").rejected, 1);
+    nothing_kept(&directory.join("tampered"), &bad);
+
+    // 3. Entries replayed under other keys (each kind's entries shifted by
+    // one, signatures intact): refused by their header.
+    restore();
+    let mut by_kind: std::collections::BTreeMap<u8, Vec<usize>> = Default::default();
+    for (index, path) in served.iter().enumerate() {
+        by_kind
+            .entry(kind_and_key(path).0 as u8)
+            .or_default()
+            .push(index);
+    }
+    for indices in by_kind.values().filter(|indices| indices.len() > 1) {
+        for (position, &index) in indices.iter().enumerate() {
+            let source = indices[(position + 1) % indices.len()];
+            std::fs::write(&served[index], &originals[source]).expect("write");
+        }
+    }
+    let bad = served_now();
+    let reader = cache(
+        &directory.join("replayed"),
+        &nginx.url(),
+        None,
+        false,
+        &[&writer_key],
+    );
+    let (package, _, report) = build_with(&reader);
+    assert_eq!(package, expected);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    nothing_kept(&directory.join("replayed"), &bad);
+
+    // The next build of each reader, without the remote, is clean.
+    for name in ["resigned", "tampered", "replayed"] {
+        let local = Arc::new(
+            PersistentCache::open(&directory.join(name), 4 << 30)
+                .expect("cache")
+                .with_signing(Signing {
+                    listed: TrustedKeys::new(vec![writer_key.public()]),
+                    ..Signing::default()
+                }),
+        );
+        let mut session = Session::with_cache(&tiny(), Some(local.clone()));
+        session.build().expect("build");
+        assert_eq!(session.package().expect("package"), expected);
+        assert!(local.finish().warnings.is_empty(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// Where a signed entry's signer starts (after the fixed header, the tool,
+/// the lengths, the digest and the signature flag).
+fn signature_offset(bytes: &[u8]) -> usize {
+    let tool = u16::from_le_bytes([bytes[45], bytes[46]]) as usize;
+    47 + tool + 8 + 8 + 32 + 1
+}
+
+#[test]
+fn keygen_writes_an_owner_only_secret_and_never_prints_it() {
+    let directory = scratch("signed-cache", "keygen");
+    std::fs::create_dir_all(&directory).expect("folder");
+    let secret_path = directory.join("writer.key");
+    let output = superstep(&[
+        "cache",
+        "keygen",
+        "--output",
+        &secret_path.display().to_string(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let secret = std::fs::read_to_string(&secret_path).expect("secret");
+    let digits = secret
+        .trim()
+        .rsplit(':')
+        .next()
+        .expect("digits")
+        .to_string();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!printed.contains(&digits), "the secret was printed");
+    let public = std::fs::read_to_string(directory.join("writer.key.pub")).expect("public");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        public.trim()
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&secret_path)
+            .expect("file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // Never over an existing key.
+    let again = superstep(&[
+        "cache",
+        "keygen",
+        "--output",
+        &secret_path.display().to_string(),
+    ]);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(&secret_path).expect("secret"),
+        secret
+    );
+
+    // A build file holding the secret (by key name, or as a trusted key)
+    // is refused (exit 2), naming the field and never echoing the secret.
+    for (name, line) in [
+        ("by-name", format!("signing_key = \"{}\"", secret.trim())),
+        (
+            "as-trusted",
+            format!("trusted_keys = [\"{}\"]", secret.trim()),
+        ),
+    ] {
+        let file = directory.join(format!("{name}.toml"));
+        let text = std::fs::read_to_string(TINY).expect("query");
+        std::fs::write(&file, format!("{text}\n[cache]\n{line}\n")).expect("write");
+        let output = superstep(&["build", &file.display().to_string(), "--no-cache"]);
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(2), "{name}: {printed}");
+        assert!(printed.contains("cache."), "{name}: {printed}");
+        assert!(
+            printed.contains("SUPERSTEP_CACHE_SIGNING_KEY"),
+            "{name}: {printed}"
+        );
+        assert!(!printed.contains(&digits), "{name}: the secret was echoed");
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
