@@ -155,6 +155,14 @@ fn value(random: &mut Random, kind: KeyKind) -> String {
                 integer(random)
             }
         ),
+        KeyKind::StringArray => format!(
+            "[{}]",
+            if random.chance(50) {
+                string(random)
+            } else {
+                integer(random)
+            }
+        ),
     }
 }
 

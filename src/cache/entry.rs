@@ -91,10 +91,13 @@ pub enum EntryKind {
     /// The activation calibration of (graph, weights, calibration input):
     /// every product position's scale and figures.
     Calibration = 10,
+    /// The entries one command of one build used (kind and key each), so
+    /// a reader can fetch them all at once, in parallel, before it starts.
+    BuildIndex = 11,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 10] = [
+    pub const ALL: [EntryKind; 11] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -105,6 +108,7 @@ impl EntryKind {
         EntryKind::Alternative,
         EntryKind::Bound,
         EntryKind::Calibration,
+        EntryKind::BuildIndex,
     ];
 
     /// Whether entries of this kind are fetched from (and uploaded to) a
@@ -131,7 +135,13 @@ impl EntryKind {
             EntryKind::Alternative => "alternative",
             EntryKind::Bound => "bound",
             EntryKind::Calibration => "calibration",
+            EntryKind::BuildIndex => "index",
         }
+    }
+
+    /// The kind whose tag is `tag`, if any.
+    pub fn from_tag(tag: u8) -> Option<EntryKind> {
+        EntryKind::ALL.into_iter().find(|kind| *kind as u8 == tag)
     }
 }
 

@@ -15,6 +15,7 @@
 //! (`crate::incremental::Db::cache`); salsa's memo stays the first level, the
 //! cache is the second.
 
+pub mod build_index;
 pub mod entry;
 pub mod key;
 pub mod remote;

@@ -27,6 +27,9 @@ use object_store::{
     RetryConfig,
 };
 
+/// Requests in flight at once when a batch of entries is fetched.
+pub const BATCH_REQUESTS: usize = 16;
+
 /// The environment variable holding a bearer token for an `http(s)` remote.
 pub const TOKEN_VARIABLE: &str = "SUPERSTEP_CACHE_TOKEN";
 
@@ -337,6 +340,78 @@ impl RemoteCache {
                 Fetched::Absent
             }
         }
+    }
+
+    /// The entries at `relatives`, fetched at most [`BATCH_REQUESTS`] at
+    /// once, all within one request timeout per [`BATCH_REQUESTS`] entries;
+    /// each unchecked (the caller checks them like local files). A fault
+    /// turns the remote off as [`RemoteCache::fetch`] does; what had not
+    /// arrived is absent.
+    pub fn fetch_many(&self, relatives: &[String]) -> Vec<Fetched> {
+        if self.is_unavailable() || relatives.is_empty() {
+            return relatives.iter().map(|_| Fetched::Absent).collect();
+        }
+        let limit = self.settings.max_entry_bytes;
+        let requests = relatives.iter().map(|relative| {
+            let location = self.location(relative);
+            let store = self.store.clone();
+            async move {
+                let result = match store.get(&location).await {
+                    Ok(result) => result,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(error) => return Err(error.to_string()),
+                };
+                if result.meta.size > limit {
+                    return Err(format!(
+                        "an entry of {} bytes, over the {limit}-byte limit",
+                        result.meta.size
+                    ));
+                }
+                let bytes = result.bytes().await.map_err(|error| error.to_string())?;
+                Ok(Some(bytes.to_vec()))
+            }
+        });
+        let batches = relatives.len().div_ceil(BATCH_REQUESTS) as u32;
+        let bound = self.settings.timeout * batches.max(1);
+        let outcome = self.runtime.block_on(async {
+            tokio::time::timeout(
+                bound,
+                futures::stream::iter(requests)
+                    .buffered(BATCH_REQUESTS)
+                    .collect::<Vec<_>>(),
+            )
+            .await
+        });
+        let Ok(results) = outcome else {
+            self.turn_off(format!(
+                "a batch of {} entries did not arrive within {} ms",
+                relatives.len(),
+                bound.as_millis()
+            ));
+            return relatives.iter().map(|_| Fetched::Absent).collect();
+        };
+        results
+            .into_iter()
+            .map(|result| match result {
+                Ok(Some(bytes)) => {
+                    self.counters
+                        .bytes_downloaded
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    Fetched::Found(bytes)
+                }
+                Ok(None) => Fetched::Absent,
+                Err(reason) => {
+                    self.turn_off(reason);
+                    Fetched::Absent
+                }
+            })
+            .collect()
+    }
+
+    /// Counts a batch-fetched entry that was kept locally (a hit of the
+    /// remote; the local cache then serves it).
+    pub fn record_prefetched(&self) {
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a fetched entry as used.

@@ -169,6 +169,10 @@ pub struct PersistentCache {
     signing: Signing,
     /// The listed keys and the signer's own: what this reader trusts.
     trusted: TrustedKeys,
+    /// Every entry this process read or wrote, and the key of the build
+    /// index it keeps them under ([`super::build_index`]).
+    pub(super) used: Mutex<Vec<(EntryKind, CacheKey)>>,
+    pub(super) index_key: Mutex<Option<CacheKey>>,
 }
 
 impl std::fmt::Debug for PersistentCache {
@@ -203,6 +207,8 @@ impl PersistentCache {
             remote: None,
             signing: Signing::default(),
             trusted: TrustedKeys::default(),
+            used: Mutex::new(Vec::new()),
+            index_key: Mutex::new(None),
         })
     }
 
@@ -232,14 +238,27 @@ impl PersistentCache {
 
     /// Whether entries of `kind` are asked of the remote: those a reader
     /// checks for meaning always, every kind once a key is listed.
-    fn fetches(&self, kind: EntryKind) -> bool {
+    pub(super) fn fetches(&self, kind: EntryKind) -> bool {
         kind.shared_remotely() || !self.signing.listed.is_empty()
     }
 
     /// Whether entries of `kind` are uploaded: those a reader checks for
     /// meaning always, every kind when a writer's key signs them.
-    fn uploads(&self, kind: EntryKind) -> bool {
-        kind.shared_remotely() || (self.signing.writer && self.signing.signer.is_some())
+    pub(super) fn uploads(&self, kind: EntryKind) -> bool {
+        kind.shared_remotely() || self.is_writer()
+    }
+
+    /// Whether a writer's key signs this cache's entries.
+    pub(super) fn is_writer(&self) -> bool {
+        self.signing.writer && self.signing.signer.is_some()
+    }
+
+    fn note_use(&self, kind: EntryKind, key: &CacheKey) {
+        if kind != EntryKind::BuildIndex
+            && let Ok(mut used) = self.used.lock()
+        {
+            used.push((kind, *key));
+        }
     }
 
     /// This cache with `remote` behind it.
@@ -254,7 +273,7 @@ impl PersistentCache {
 
     /// An entry's place relative to the cache's root, `KIND/XX/KEY` (the
     /// same on the remote).
-    fn relative(kind: EntryKind, key: &CacheKey) -> String {
+    pub(super) fn relative(kind: EntryKind, key: &CacheKey) -> String {
         let hex = key.hex();
         format!("{}/{}/{hex}", kind.folder(), &hex[..2])
     }
@@ -359,6 +378,7 @@ impl PersistentCache {
         match decoded {
             Ok(value) => {
                 self.count_hit(bytes.len());
+                self.note_use(kind, key);
                 // Least-recently-used eviction goes by modification time.
                 if let Ok(file) = fs::File::options().write(true).open(&path) {
                     let _ = file.set_modified(SystemTime::now());
@@ -441,6 +461,7 @@ impl PersistentCache {
             Ok(value) => {
                 remote.record_hit();
                 self.count_hit(bytes.len());
+                self.note_use(kind, key);
                 if let Err(error) = self.write_atomically(path, &bytes) {
                     self.warn(format!(
                         "cache: cannot keep {} ({error}); continuing without it",
@@ -475,6 +496,7 @@ impl PersistentCache {
             }
         };
         let path = self.path(kind, key);
+        self.note_use(kind, key);
         match self.write_atomically(&path, &bytes) {
             Ok(()) => {
                 self.counters.writes.fetch_add(1, Ordering::Relaxed);
@@ -492,7 +514,7 @@ impl PersistentCache {
         }
     }
 
-    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    pub(super) fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         crate::output_file::write_entry(path, bytes).map_err(|error| match error {
             crate::output_file::OutputFileError::Write { source, .. } => source,
             other => std::io::Error::other(other),
@@ -550,6 +572,7 @@ impl PersistentCache {
     /// Ends a build's use of the cache: takes the warnings, evicts beyond
     /// the limit, and reports (statistics are the session's so far).
     pub fn finish(&self) -> CacheReport {
+        self.store_build_index();
         let remote = self.remote.as_ref().map(RemoteCache::finish);
         if let Some(warning) = remote.as_ref().and_then(RemoteCache::warning) {
             self.warn(warning);

@@ -125,3 +125,51 @@ fn temporary_files_of_dead_writers_are_cleaned() {
         assert!(!dead.exists(), "a dead writer's temporary file is removed");
     }
 }
+
+#[test]
+fn a_signed_entry_is_trusted_only_by_a_reader_that_lists_its_key() {
+    use super::signing::{Signature, SigningKey, TrustedKeys};
+    use super::{Provenance, Signing};
+    let directory = scratch("signed");
+    let (writer, secret) = SigningKey::generate().expect("key");
+    let secret = String::from_utf8(secret.as_bytes().to_vec()).expect("text");
+    let signed = PersistentCache::open(&directory, 1 << 20)
+        .expect("cache")
+        .with_signing(Signing {
+            signer: Some(SigningKey::parse(&secret, "test").expect("secret")),
+            ..Signing::default()
+        });
+    let key = CacheKey::of("test", "signed");
+    signed.store(EntryKind::Figures, &key, &vec![4u32, 5]);
+    let provenance_of = |cache: &PersistentCache| {
+        cache.load_with(EntryKind::Figures, &key, |_, provenance: Provenance| {
+            Ok(provenance)
+        })
+    };
+    // The writer trusts its own key; its entries skip the check.
+    let own = provenance_of(&signed).expect("hit");
+    assert_eq!(own.signature, Signature::Trusted(writer.public()));
+    assert!(!own.needs_check());
+    // A reader listing no key sees an unknown signer: checked as unsigned.
+    let plain = PersistentCache::open(&directory, 1 << 20).expect("cache");
+    let seen = provenance_of(&plain).expect("hit");
+    assert_eq!(seen.signature, Signature::UnknownSigner(writer.public()));
+    assert!(seen.needs_check());
+    // A reader listing the writer's key trusts it.
+    let listing = PersistentCache::open(&directory, 1 << 20)
+        .expect("cache")
+        .with_signing(Signing {
+            listed: TrustedKeys::new(vec![writer.public()]),
+            ..Signing::default()
+        });
+    assert!(!provenance_of(&listing).expect("hit").needs_check());
+    // The same file rewritten unsigned (the signature stripped) is checked.
+    let payload = bincode::serialize(&vec![4u32, 5]).expect("encodes");
+    let unsigned = super::entry::encode(EntryKind::Figures, &key, &payload, None).expect("encodes");
+    std::fs::write(signed.path(EntryKind::Figures, &key), unsigned).expect("write");
+    assert_eq!(
+        provenance_of(&listing).expect("hit").signature,
+        Signature::Unsigned
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

@@ -67,6 +67,9 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
     let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
+    if let Some(cache) = &cache {
+        cache.begin_command("build", &build_key(&query));
+    }
     let (session, outcome, explanation) = if arguments.why {
         let (session, outcome, explanation) =
             why::build_on_last_build(&arguments.query, &query, cache)?;

@@ -93,6 +93,12 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     let settings = arguments.settings();
     let query = load(&arguments.query)?;
     let session = open_session(&arguments.query, &query)?;
+    if let Some(cache) = session.cache() {
+        cache.begin_command(
+            &format!("search {settings:?}"),
+            &crate::build_file::package_build_key(&query),
+        );
+    }
     let cached = session
         .cache()
         .and_then(|cache| cached_search(cache, &query, settings));

@@ -144,6 +144,13 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
         preflight::check_output_file("sweep --write-overrides", path)?;
     }
     let mut session = open_session(&arguments.query, &query)?;
+    if let Some(cache) = session.cache() {
+        let command = match arguments.shard {
+            Some(shard) => format!("sweep shard {shard:?} {:?}", arguments.configs),
+            None => format!("sweep {:?}", arguments.configs),
+        };
+        cache.begin_command(&command, &crate::build_file::package_build_key(&query));
+    }
     let configs = chosen_configs(&arguments.configs);
     if let Some(shard) = arguments.shard {
         // A shard needs the phase groups, not the placed program: the
