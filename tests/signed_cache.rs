@@ -305,7 +305,9 @@ fn untrusted_tampered_and_replayed_entries_are_rechecked_or_refused() {
         "{:?}",
         report.warnings
     );
-    assert_eq!(report.remote.expect("remote").rejected, 1);
+    // Both of the build's threads may meet a tampered entry before the
+    // remote is off; each is rejected, the warning is one.
+    assert!(report.remote.expect("remote").rejected >= 1);
     nothing_kept(&directory.join("tampered"), &bad);
 
     // 3. Entries replayed under other keys (each kind's entries shifted by

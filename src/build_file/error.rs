@@ -40,6 +40,9 @@ pub struct IssueBody {
     pub origin: Origin,
     /// Further places worth showing (e.g. the first of two duplicates).
     pub related: Vec<(String, Origin)>,
+    /// The offending line holds a secret: shown with the rest of its line
+    /// from the span on masked, never echoed.
+    pub secret: bool,
 }
 
 impl From<IssueBody> for Issue {
@@ -60,7 +63,14 @@ impl Issue {
             help: None,
             origin,
             related: Vec::new(),
+            secret: false,
         })
+    }
+
+    /// Marks the issue's line as holding a secret (masked when shown).
+    pub fn secret(mut self) -> Self {
+        self.body.secret = true;
+        self
     }
 
     pub fn body(&self) -> &IssueBody {
@@ -85,6 +95,14 @@ impl Issue {
     /// Attaches the build file's text (named `source_name`).
     pub fn into_error(self, source_name: &str, text: &str) -> QueryError {
         let body = *self.body;
+        let masked;
+        let text = match (&body.origin, body.secret) {
+            (Origin::File(span), true) => {
+                masked = mask_to_line_end(text, span.start);
+                masked.as_str()
+            }
+            _ => text,
+        };
         match body.origin {
             Origin::File(span) => {
                 let mut help = body.help;
@@ -119,6 +137,20 @@ impl Issue {
             })),
         }
     }
+}
+
+/// `text` with every character from byte `start` to the end of its line
+/// replaced by `*` (a secret is never shown; the layout stays).
+fn mask_to_line_end(text: &str, start: usize) -> String {
+    let start = (0..=start.min(text.len()))
+        .rev()
+        .find(|&index| text.is_char_boundary(index))
+        .unwrap_or(0);
+    let end = text[start..]
+        .find('\n')
+        .map_or(text.len(), |offset| start + offset);
+    let stars = "*".repeat(text[start..end].chars().count());
+    format!("{}{stars}{}", &text[..start], &text[end..])
 }
 
 /// Keeps a span inside the text so rendering never indexes past the end.

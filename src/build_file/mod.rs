@@ -315,6 +315,7 @@ pub fn parse_query(
             )),
             origin: error::Origin::File(span),
             related: Vec::new(),
+            secret: false,
         })
         .into_error(source_name, text)
     })?;

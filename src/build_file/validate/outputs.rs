@@ -96,7 +96,8 @@ impl Resolver<'_> {
                      secret); list the public key (ed25519:HEX, from `superstep cache \
                      keygen`) instead, and give the secret to writers in \
                      SUPERSTEP_CACHE_SIGNING_KEY or SUPERSTEP_CACHE_SIGNING_KEY_FILE",
-                ));
+                )
+                .secret());
             }
             if let Err(error) = crate::cache::signing::PublicKey::parse(text, &path) {
                 return Err(Issue::new(path.clone(), self.origin("cache.trusted_keys", key), error.to_string())

@@ -51,7 +51,8 @@ fn check_table(table: &DeTable<'_>, schema_path: &str, display_path: &str) -> Re
                  SUPERSTEP_CACHE_SIGNING_KEY environment variable or a file named by \
                  SUPERSTEP_CACHE_SIGNING_KEY_FILE; readers list public keys in \
                  cache.trusted_keys",
-            ));
+            )
+            .secret());
         }
         let Some(kind) = schema::key_in(schema_path, name) else {
             let under = schema::known_keys_phrase(display_path);
@@ -261,5 +262,6 @@ pub fn serde_issue(error: &toml::de::Error, document: &DeTable<'_>) -> Issue {
         )),
         origin: Origin::File(span),
         related: Vec::new(),
+        secret: false,
     })
 }
