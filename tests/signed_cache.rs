@@ -140,7 +140,7 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
     let plain = cache(&directory.join("plain"), &nginx.url(), None, false, &[]);
     let (package, runs, report) = build_with(&plain);
     assert_eq!(package, expected);
-    assert!(runs.get(&TrackedQuery::Scheduled).is_some(), "{runs:?}");
+    assert!(runs.contains_key(&TrackedQuery::Scheduled), "{runs:?}");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let _ = std::fs::remove_dir_all(&directory);
 }

@@ -42,6 +42,8 @@ http {
 }
 EOF
 chmod 0777 "$scratch/nginx/store" "$scratch/nginx/bodies"
+# nginx's workers run as another user: they must reach the store.
+chmod 0755 "$scratch" "$scratch/nginx"
 /usr/sbin/nginx -c "$scratch/nginx/nginx.conf" &
 nginx=$!
 trap 'kill $nginx 2>/dev/null || true; rm -rf "$scratch"' EXIT
@@ -76,6 +78,7 @@ SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
   "$after" build --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
   "$after" sweep --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
+echo "entries on the server: before $(find "$scratch/nginx/store/before" -type f | wc -l), after $(find "$scratch/nginx/store/after" -type f | wc -l)"
 # A second warm run of each, so the outputs folders hold the build's files.
 "$before" build --set "outputs.directory=$scratch/before-warm" > /dev/null 2>&1
 "$after" build --set "outputs.directory=$scratch/after-warm" > /dev/null 2>&1
@@ -103,6 +106,6 @@ for case in warm-local-before warm-local-after remote-build-before remote-build-
   printf '%-20s median %6.2f s   runs: %s\n' "$case" \
     "$(echo "${times[$case]}" | tr ' ' '\n' | grep . | median)" "${times[$case]}"
 done
-echo "the last signed-remote build's cache line:"
-grep "^cache" "$scratch/remote-build-after.err" || true
+echo "the last signed-remote build's cache line and warnings:"
+grep -E "^cache|^warning" "$scratch/remote-build-after.err" || true
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
