@@ -12,7 +12,7 @@ cd "$scratch/clone"
 echo "commit $(git rev-parse --short HEAD), load average $(cut -d' ' -f1 /proc/loadavg) at the start"
 start=$(date +%s.%N)
 if ! bash .ci/run > "$scratch/out.txt" 2> "$scratch/err.txt"; then
-  tail -40 "$scratch/err.txt" "$scratch/out.txt"
+  tail -n 40 "$scratch/err.txt" "$scratch/out.txt"
   echo ".ci/run failed" >&2
   exit 1
 fi

@@ -206,7 +206,7 @@ pub fn encode(
     match signer {
         None => bytes.push(UNSIGNED),
         Some(signer) => {
-            let message = signed_message(kind, key, tool, payload.len() as u64, &digest);
+            let message = signed_message(kind as u8, key, tool, payload.len() as u64, &digest);
             bytes.push(ED25519);
             bytes.extend_from_slice(&signer.public().0);
             bytes.extend_from_slice(&signer.sign(&message));
@@ -335,7 +335,7 @@ pub fn decode(
     let signature = match signed {
         None => Signature::Unsigned,
         Some((signer, signature)) => {
-            let message = signed_message(kind, key, tool, payload_length, &digest);
+            let message = signed_message(kind as u8, key, tool, payload_length, &digest);
             trusted.judge(signer, &message, &signature)
         }
     };

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 
-use super::entry::EntryKind;
 use super::key::CacheKey;
 
 /// The environment variable holding a writer's secret key (text).
@@ -168,10 +167,11 @@ impl SecretText {
     }
 }
 
-/// What a signature covers: the entry's key, kind, the compiler that made
-/// it, the payload's length and the digest of its stored bytes.
+/// What a signature covers: the entry's key, kind (its stored byte,
+/// `EntryKind as u8`), the compiler that made it, the payload's length and
+/// the digest of its stored bytes.
 pub fn signed_message(
-    kind: EntryKind,
+    kind: u8,
     key: &CacheKey,
     tool: &[u8],
     payload_length: u64,
@@ -179,7 +179,7 @@ pub fn signed_message(
 ) -> Vec<u8> {
     let mut message = Vec::with_capacity(SIGNATURE_DOMAIN.len() + 1 + 32 + 2 + tool.len() + 40);
     message.extend_from_slice(SIGNATURE_DOMAIN);
-    message.push(kind as u8);
+    message.push(kind);
     message.extend_from_slice(&key.0);
     message.extend_from_slice(&(tool.len() as u16).to_le_bytes());
     message.extend_from_slice(tool);
@@ -315,8 +315,12 @@ pub fn local_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
 pub fn write_secret(path: &Path, secret: &SecretText) -> std::io::Result<()> {
     let folder = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(folder)?;
+    // Unique per process and per call: two threads making the key at once
+    // must not remove each other's temporary file.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temporary = folder.join(format!(
-        ".tmp-{}-{}",
+        ".tmp-{}-{call}-{}",
         std::process::id(),
         path.file_name()
             .map(|name| name.to_string_lossy().into_owned())
