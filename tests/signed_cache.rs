@@ -64,6 +64,12 @@ fn cache(
     )
 }
 
+/// A reader with a fresh local cache in `directory` over `nginx`'s remote,
+/// trusting `writer` only, signing nothing and uploading nothing.
+fn trusting_reader(directory: &Path, nginx: &Nginx, writer: &SigningKey) -> Arc<PersistentCache> {
+    cache(directory, &nginx.url(), None, false, &[writer])
+}
+
 fn tiny() -> superstep::build_file::BuildQuery {
     query(TINY, &["workload.layers=3"])
 }
@@ -121,13 +127,7 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
     // A reader that trusts the writer, with a fresh local cache: nothing
     // is scheduled, and no schedule is even loaded (rows are not checked
     // against one).
-    let reader = cache(
-        &directory.join("reader"),
-        &nginx.url(),
-        None,
-        false,
-        &[&writer_key],
-    );
+    let reader = trusting_reader(&directory.join("reader"), &nginx, &writer_key);
     let (package, runs, report) = build_with(&reader);
     assert_eq!(package, expected);
     assert_eq!(runs.get(&TrackedQuery::Scheduled), None, "{runs:?}");
@@ -223,13 +223,7 @@ fn untrusted_tampered_and_replayed_entries_are_rechecked_or_refused() {
         .expect("encodes")
     });
     let bad = served_now();
-    let reader = cache(
-        &directory.join("resigned"),
-        &nginx.url(),
-        None,
-        false,
-        &[&writer_key],
-    );
+    let reader = trusting_reader(&directory.join("resigned"), &nginx, &writer_key);
     let (package, _, report) = build_with(&reader);
     assert_eq!(package, expected);
     assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
@@ -242,13 +236,7 @@ fn untrusted_tampered_and_replayed_entries_are_rechecked_or_refused() {
     rewrite(&served, |kind, key, bytes| {
         encode(kind, key, &payload(kind, key, bytes), Some(&stranger)).expect("encodes")
     });
-    let reader = cache(
-        &directory.join("resigned-clean"),
-        &nginx.url(),
-        None,
-        false,
-        &[&writer_key],
-    );
+    let reader = trusting_reader(&directory.join("resigned-clean"), &nginx, &writer_key);
     let (package, _, report) = build_with(&reader);
     assert_eq!(package, expected);
     let remote = report.remote.expect("remote");
@@ -290,13 +278,7 @@ fn untrusted_tampered_and_replayed_entries_are_rechecked_or_refused() {
         std::fs::write(path, tampered).expect("write");
     }
     let bad = served_now();
-    let reader = cache(
-        &directory.join("tampered"),
-        &nginx.url(),
-        None,
-        false,
-        &[&writer_key],
-    );
+    let reader = trusting_reader(&directory.join("tampered"), &nginx, &writer_key);
     let (package, _, report) = build_with(&reader);
     assert_eq!(package, expected);
     assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
@@ -329,13 +311,7 @@ fn untrusted_tampered_and_replayed_entries_are_rechecked_or_refused() {
             bad.push(originals[source].clone());
         }
     }
-    let reader = cache(
-        &directory.join("replayed"),
-        &nginx.url(),
-        None,
-        false,
-        &[&writer_key],
-    );
+    let reader = trusting_reader(&directory.join("replayed"), &nginx, &writer_key);
     let (package, _, report) = build_with(&reader);
     assert_eq!(package, expected);
     assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
