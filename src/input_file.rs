@@ -466,4 +466,3 @@ mod tests {
         let _ = std::fs::remove_dir_all(&directory);
     }
 }
-

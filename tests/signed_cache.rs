@@ -119,7 +119,14 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
         .map(|path| kind_and_key(path).0.folder())
         .collect();
     // Every kind the build stores is shared once a writer signs it.
-    for kind in ["schedule", "rows", "figures", "placement", "bound", "grouping"] {
+    for kind in [
+        "schedule",
+        "rows",
+        "figures",
+        "placement",
+        "bound",
+        "grouping",
+    ] {
         assert!(kinds.contains(kind), "{kind} not uploaded: {kinds:?}");
     }
     let expected = uncached_package();

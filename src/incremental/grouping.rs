@@ -209,8 +209,8 @@ pub fn replays_grouping(db: &dyn Db, build: BuildInputs) -> bool {
     let priced = options.copy_motion && options.fusion == crate::group::Fusion::Auto;
     priced
         && kept_grouping_record(db, build)
-        .as_ref()
-        .is_some_and(|kept| kept.trusted)
+            .as_ref()
+            .is_some_and(|kept| kept.trusted)
 }
 
 /// The motion options of `build`'s planning flags.
