@@ -485,3 +485,104 @@ fn keygen_writes_an_owner_only_secret_and_never_prints_it() {
     }
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// A CI-shaped sweep over a signed remote: a writer builds, two shards (each
+/// a writer with the team's key, in its own folder) measure half of the
+/// sweep's points each, and a reader with a fresh local cache that trusts
+/// the key merges: every point, the build's rows, figures, grouping and
+/// placement come down signed, so the merge recomputes nothing (no
+/// remote miss, nothing scheduled, encoded or priced, from the event log)
+/// and its points are the shards' points.
+#[test]
+fn a_sharded_sweep_over_a_signed_remote_merges_without_recomputing() {
+    let directory = scratch("signed-cache", "shards");
+    let nginx = Nginx::start(&directory.join("nginx"));
+    let url = nginx.url();
+    let (writer_key, secret) = key_pair();
+    const CONFIGS: [&str; 2] = ["S64/word32", "latency/word32"];
+    let writer = |name: &str, command: &[&str]| {
+        let outputs = directory.join(name);
+        let outputs_set = format!("outputs.directory={}", outputs.display());
+        let mut process = std::process::Command::new(env!("CARGO_BIN_EXE_superstep"));
+        process
+            .args(command)
+            .args([TINY, "--set", "workload.layers=3", "--set", &outputs_set])
+            .args([
+                "--cache-remote",
+                &url,
+                "--set",
+                "cache.remote_deadline_ms=30000",
+            ])
+            .env("SUPERSTEP_CACHE_SIGNING_KEY", &secret)
+            .env("SUPERSTEP_LOCAL_CACHE_KEY", outputs.join("local.key"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        process
+    };
+    let output = writer("build", &["build"]).output().expect("build");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shards: Vec<std::process::Child> = (0..2)
+        .map(|index| {
+            let shard = format!("{index}/2");
+            let mut command = writer(&format!("shard-{index}"), &["sweep"]);
+            for config in CONFIGS {
+                command.args(["--config", config]);
+            }
+            command
+                .args(["--shard", &shard])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("shard")
+        })
+        .collect();
+    for child in shards {
+        let output = child.wait_with_output().expect("shard ends");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    // The merge, in process: a fresh local cache trusting the writers' key.
+    let reader = trusting_reader(&directory.join("merge"), &nginx, &writer_key);
+    let mut session = Session::with_cache(&tiny(), Some(reader.clone()));
+    let built = session.build().expect("build");
+    let configs: Vec<superstep::session::sweep::SweepConfig> = CONFIGS
+        .iter()
+        .flat_map(|text| {
+            text.parse::<superstep::session::sweep::ConfigList>()
+                .expect("config")
+                .0
+        })
+        .collect();
+    let swept = session.sweep(&configs).expect("sweep");
+    let points = session.phases().len() * CONFIGS.len();
+    assert_eq!(swept.point_count(), points);
+    let mut runs = counts(&built.executions);
+    for (query, count) in counts(&session.take_executions()) {
+        *runs.entry(query).or_default() += count;
+    }
+    assert_eq!(
+        runs.get(&TrackedQuery::SweepPoint),
+        Some(&points),
+        "{runs:?}"
+    );
+    for computed in [
+        TrackedQuery::Scheduled,
+        TrackedQuery::ValidatedSchedule,
+        TrackedQuery::ProblemBound,
+    ] {
+        assert_eq!(runs.get(&computed), None, "{computed:?} ran: {runs:?}");
+    }
+    let report = reader.finish();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let remote = report.remote.expect("remote");
+    assert_eq!((remote.misses, remote.rejected), (0, 0), "{remote:?}");
+    assert!(remote.hits as usize >= points, "{remote:?}");
+    let _ = std::fs::remove_dir_all(&directory);
+}

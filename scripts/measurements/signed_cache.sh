@@ -14,6 +14,10 @@
 #   remote-sweep `sweep`, the same
 #   untrusted    AFTER only: `build`, a fresh local cache over the signed
 #                remote with no trusted key (today's path)
+#   remote-search AFTER only: `search` with a fresh local cache over the
+#                signed remote, trusted (the writer ran the same search
+#                first; a small one, SEARCH below, about a minute cold;
+#                BEFORE never fetches a search, so it would search again)
 # Run it with nothing else busy; it prints the load average as it goes.
 set -euo pipefail
 before="$(realpath "$1")"
@@ -78,6 +82,9 @@ SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
   "$after" build --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
   "$after" sweep --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
+SEARCH=(search --rounds 1 --cheapest 1 --aligned 0 --no-orders)
+SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
+  "$after" "${SEARCH[@]}" --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 echo "entries on the server: before $(find "$scratch/nginx/store/before" -type f | wc -l), after $(find "$scratch/nginx/store/after" -type f | wc -l)"
 # A second warm run of each, so the outputs folders hold the build's files.
 "$before" build --set "outputs.directory=$scratch/before-warm" > /dev/null 2>&1
@@ -99,10 +106,12 @@ for run in $(seq "$runs"); do
   rm -rf "$scratch/fresh"
   times[untrusted-after]+="$(timed "$after" build --set "outputs.directory=$scratch/fresh" --cache-remote "$url_after") "
   rm -rf "$scratch/fresh"
+  times[remote-search-after]+="$(timed "$after" "${SEARCH[@]}" --set "outputs.directory=$scratch/fresh" --cache-remote "$url_after" --cache-trusted-key "$public") "
+  rm -rf "$scratch/fresh"
   echo "run $run done, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 for case in warm-local-before warm-local-after remote-build-before remote-build-after \
-  remote-sweep-before remote-sweep-after untrusted-after; do
+  remote-sweep-before remote-sweep-after untrusted-after remote-search-after; do
   printf '%-20s median %6.2f s   runs: %s\n' "$case" \
     "$(echo "${times[$case]}" | tr ' ' '\n' | grep . | median)" "${times[$case]}"
 done

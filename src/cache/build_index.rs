@@ -10,7 +10,7 @@
 //! trusted key; an entry without one is not kept), and the build then
 //! reads it from the local cache with the checks of its kind.
 
-use super::entry::{EntryKind, decode};
+use super::entry::{EntryKind, verify};
 use super::key::CacheKey;
 use super::remote::Fetched;
 use super::store::PersistentCache;
@@ -38,6 +38,7 @@ impl PersistentCache {
         let Some(remote) = self.remote() else {
             return;
         };
+        let _span = tracing::info_span!("prefetch").entered();
         // The index itself must be signed by a trusted key (a non-checked
         // kind: an untrusted one is not used).
         let listed: Option<Vec<(u8, [u8; 32])>> =
@@ -69,9 +70,9 @@ impl PersistentCache {
                 continue;
             };
             // Kept only when whole and signed by a trusted key; the build
-            // checks its shape when it reads it.
-            let trusted = decode(&bytes, *kind, key, self.trusted_keys())
-                .is_ok_and(|decoded| decoded.signature.is_trusted());
+            // decompresses it and checks its shape when it reads it.
+            let trusted = verify(&bytes, *kind, key, self.trusted_keys())
+                .is_ok_and(|verified| verified.signature.is_trusted());
             if trusted
                 && self
                     .write_atomically(&self.path(*kind, key), &bytes)

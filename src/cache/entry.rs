@@ -256,6 +256,30 @@ pub struct Decoded {
     pub signature: Signature,
 }
 
+/// An entry whose header, digest and signature were checked, its payload
+/// still compressed.
+pub struct Verified<'bytes> {
+    stored: &'bytes [u8],
+    payload_length: u64,
+    pub signature: Signature,
+}
+
+impl Verified<'_> {
+    /// The decompressed payload (bounded by its declared length).
+    pub fn payload(&self) -> Result<Vec<u8>, EntryError> {
+        let payload = zstd::bulk::decompress(self.stored, self.payload_length as usize)
+            .map_err(|error| EntryError::Decompression(error.to_string()))?;
+        if payload.len() as u64 != self.payload_length {
+            return Err(EntryError::Decompression(format!(
+                "{} bytes instead of {}",
+                payload.len(),
+                self.payload_length
+            )));
+        }
+        Ok(payload)
+    }
+}
+
 /// Checks an entry's header, digest and (against `trusted`) signature;
 /// returns its decompressed payload and how it is signed.
 pub fn decode(
@@ -264,6 +288,22 @@ pub fn decode(
     key: &CacheKey,
     trusted: &TrustedKeys,
 ) -> Result<Decoded, EntryError> {
+    let verified = verify(bytes, kind, key, trusted)?;
+    Ok(Decoded {
+        payload: verified.payload()?,
+        signature: verified.signature,
+    })
+}
+
+/// Checks an entry's header, digest and (against `trusted`) signature,
+/// without decompressing its payload (what a fetch needs to decide whether
+/// to keep it: reading it later decodes it whole).
+pub fn verify<'bytes>(
+    bytes: &'bytes [u8],
+    kind: EntryKind,
+    key: &CacheKey,
+    trusted: &TrustedKeys,
+) -> Result<Verified<'bytes>, EntryError> {
     let mut reader = Reader { bytes, position: 0 };
     // A file shorter than the magic that matches its prefix is a truncated
     // entry; anything else without the magic is foreign.
@@ -345,15 +385,11 @@ pub fn decode(
             trusted.judge(signer, &message, &signature)
         }
     };
-    let payload = zstd::bulk::decompress(stored, payload_length as usize)
-        .map_err(|error| EntryError::Decompression(error.to_string()))?;
-    if payload.len() as u64 != payload_length {
-        return Err(EntryError::Decompression(format!(
-            "{} bytes instead of {payload_length}",
-            payload.len()
-        )));
-    }
-    Ok(Decoded { payload, signature })
+    Ok(Verified {
+        stored,
+        payload_length,
+        signature,
+    })
 }
 
 #[cfg(test)]

@@ -29,5 +29,5 @@ pub use entry::{EntryError, EntryKind};
 pub use key::{CACHE_FORMAT_VERSION, CacheKey, StableHasher, tool_version};
 pub use store::{
     CacheError, CacheReport, CacheStatistics, DEFAULT_LIMIT_BYTES, Eviction, PersistentCache,
-    Provenance, Signing, Source,
+    Provenance, Signing, Source, within_computation,
 };

@@ -255,6 +255,7 @@ impl PersistentCache {
 
     fn note_use(&self, kind: EntryKind, key: &CacheKey) {
         if kind != EntryKind::BuildIndex
+            && !inside_computation()
             && let Ok(mut used) = self.used.lock()
         {
             used.push((kind, *key));
@@ -663,4 +664,31 @@ fn abandoned(name: &str, file: &fs::DirEntry) -> bool {
             && !Path::new(&format!("/proc/{pid}")).exists()
     });
     old || gone
+}
+
+thread_local! {
+    /// How deep this thread is inside the computation of a cached value.
+    static COMPUTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `compute`, the computation of a value that is cached itself: the
+/// entries it reads and stores are not noted for the command's build index,
+/// since a reader that fetches the value never reads them (a warm build
+/// reads rows, not the schedule they were encoded from; a sweep point, not
+/// the rows it measured).
+pub fn within_computation<T>(compute: impl FnOnce() -> T) -> T {
+    struct Depth;
+    impl Drop for Depth {
+        fn drop(&mut self) {
+            COMPUTING.with(|depth| depth.set(depth.get().saturating_sub(1)));
+        }
+    }
+    COMPUTING.with(|depth| depth.set(depth.get() + 1));
+    let _depth = Depth;
+    compute()
+}
+
+/// Whether this thread is inside [`within_computation`].
+fn inside_computation() -> bool {
+    COMPUTING.with(|depth| depth.get() > 0)
 }

@@ -257,7 +257,11 @@ pub fn group_priced(
             db.advance_progress(1);
             cost
         };
-        group_phases_replaying(program, options, Some(&mut pricer), verdicts)
+        // What pricing reads is the record's making: a reader that
+        // replays the record never reads it.
+        crate::cache::within_computation(|| {
+            group_phases_replaying(program, options, Some(&mut pricer), verdicts)
+        })
     };
     let record = GroupingRecord {
         verdicts: groups.decisions.iter().map(BoundaryVerdict::from).collect(),

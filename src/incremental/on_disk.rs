@@ -88,7 +88,7 @@ pub fn cache_on_disk<T: Persisted, E>(
     if let Some(cached) = loaded {
         return Ok(cached);
     }
-    let value = compute()?;
+    let value = crate::cache::within_computation(compute)?;
     match value.encode() {
         Ok(payload) => cache.store_payload(T::KIND, &key, &payload),
         Err(error) => cache.warn(format!(

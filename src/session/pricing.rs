@@ -92,26 +92,37 @@ pub fn warm_fusion_pricing(
     chains.sort_by_key(|chain| std::cmp::Reverse(size(chain)));
     progress.begin("fusion: boundaries priced", Some(boundaries as u64));
     fan_out(database, &chains, |db, _, chain: &FusionChain| {
-        let pricing = FusionPricing::of(db, build);
-        let mut preceding = chain.first.clone();
-        for following in &chain.following {
-            let merged = merged_transfers(&preceding, following);
-            let cost = pricing.price(
-                db,
-                program,
-                &preceding,
-                following,
-                &merged,
-                chain.iterations,
-            );
-            preceding = if cost.is_some_and(|cost| cost.merges()) {
-                merged
-            } else {
-                following.clone()
-            };
-            progress.advance(1);
-        }
+        crate::cache::within_computation(|| price_chain(db, build, program, chain, progress));
     });
     progress.end();
     boundaries
+}
+
+/// Walks one chain's greedy decisions, pricing each merge.
+fn price_chain(
+    db: &CompilerDatabase,
+    build: BuildInputs,
+    program: &LowProgram,
+    chain: &FusionChain,
+    progress: &dyn Progress,
+) {
+    let pricing = FusionPricing::of(db, build);
+    let mut preceding = chain.first.clone();
+    for following in &chain.following {
+        let merged = merged_transfers(&preceding, following);
+        let cost = pricing.price(
+            db,
+            program,
+            &preceding,
+            following,
+            &merged,
+            chain.iterations,
+        );
+        preceding = if cost.is_some_and(|cost| cost.merges()) {
+            merged
+        } else {
+            following.clone()
+        };
+        progress.advance(1);
+    }
 }
