@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::common::{
-    apply_searched_layouts, artifacts_directory, build_cold, build_weights, finish_cache, load,
-    open_cache, output_error,
+    apply_searched_layouts, artifacts_directory, build_cold, build_weights, check_pins,
+    finish_cache, load, open_cache, output_error,
 };
 use super::{preflight, progress, why};
 use crate::build_file::BuildQuery;
@@ -67,6 +67,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     // Every build writes into the outputs folder (at least last-build.json):
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
+    check_pins(&arguments.query, &query)?;
     let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
     // The plan a search kept for this configuration, else the planner's.
     let layouts = apply_searched_layouts(&mut query, cache.as_deref());

@@ -21,7 +21,7 @@ use crate::model::weights::Weights;
 use crate::output_file::{OutputFileError, write_atomically};
 use crate::session::BackendError;
 use crate::session::StageError;
-use crate::session::searched_layouts::{LayoutSource, with_searched_layouts};
+use crate::session::searched_layouts::{LayoutSource, stale_pin, with_searched_layouts};
 use crate::session::{BuildError, BuildOutcome, Session, WeightsError};
 use crate::sim::reference::evaluate_reference;
 
@@ -363,6 +363,7 @@ pub fn open_session(
     arguments: &QueryArguments,
     query: &mut BuildQuery,
 ) -> Result<Session, CommandError> {
+    check_pins(arguments, query)?;
     let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
     let source = apply_searched_layouts(query, cache.as_deref());
     if !super::progress::quiet() {
@@ -383,6 +384,23 @@ pub fn open_session_as_written(
     let mut session = Session::with_cache(query, cache);
     session.set_progress(super::progress::bars());
     Ok(session)
+}
+
+/// Exit 2 for a pin of `query` that cannot apply to its configuration
+/// (`crate::session::searched_layouts::stale_pin`), pointed at its entry:
+/// checked before anything is compiled.
+pub fn check_pins(arguments: &QueryArguments, query: &BuildQuery) -> Result<(), CommandError> {
+    match stale_pin(query) {
+        Some(stale) => Err(CommandError::Diagnostic(render_query_error(
+            &crate::build_file::layout_override_error(
+                &query_path(arguments),
+                &arguments.sets,
+                &stale.problem,
+                stale.op_is_wrong,
+            ),
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Applies to `query` the plan a search kept in `cache` for its

@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
-    agreement_result, apply_searched_layouts, build_weights, finish_cache, load, open_cache,
-    reference_output,
+    agreement_result, apply_searched_layouts, build_weights, check_pins, finish_cache, load,
+    open_cache, reference_output,
 };
 use super::host_data::{self, HostArguments};
 use crate::session::Session;
@@ -28,6 +28,7 @@ pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
     let host_data = host_data::read(&arguments.host, &query)?;
     // The cache is asked only for the layouts a search kept for this
     // configuration.
+    check_pins(&arguments.query, &query)?;
     let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
     let layouts = apply_searched_layouts(&mut query, cache.as_deref());
     if !super::progress::quiet() {

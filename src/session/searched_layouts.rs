@@ -19,8 +19,9 @@
 //! the entry keeps the best plan any search of the configuration found.
 //!
 //! Owns the key, the entry's reading and keeping, the merge of the
-//! searched plan with the user's pins and the record of which layouts a
-//! build used ([`LayoutSource`]). The search itself is
+//! searched plan with the user's pins, the record of which layouts a
+//! build used ([`LayoutSource`]) and the check, before anything is
+//! compiled, that every pin can apply to the configuration ([`stale_pin`]). The search itself is
 //! `crate::session::layout_search`.
 
 use std::collections::BTreeSet;
@@ -31,6 +32,9 @@ use super::layout_search::SearchOutcome;
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
 use crate::incremental::on_disk::Persisted;
+use crate::layout::overrides::{OverrideCause, OverrideError};
+use crate::layout::planner::{DirectCosts, LayoutError, plan_layouts};
+use crate::model::graph::OpKind;
 use crate::text::thousands;
 
 /// The key a searched plan is kept under: the configuration it was
@@ -195,4 +199,49 @@ pub fn with_searched_layouts(
     source.searched_trials = Some(plan.trials);
     source.searched_ops = searched.len() as u32;
     (applied, source)
+}
+
+/// A pin that cannot apply to the build's configuration.
+#[derive(Clone, Debug)]
+pub struct StalePin {
+    pub problem: OverrideError,
+    /// Whether the op itself is wrong (no product or attention of that
+    /// name), rather than its partition.
+    pub op_is_wrong: bool,
+}
+
+/// The first pin of `query` that cannot apply to its configuration at all
+/// (its op, or a partition the op's shape on these tiles cannot form),
+/// found by planning once at a fixed activation scale (a scale changes no
+/// partition's validity), so that it is reported before calibration,
+/// the compile and any fit probing. `None` when the query has no pins,
+/// every pin applies, or only memory refuses one (fit probing explains
+/// that).
+pub fn stale_pin(query: &BuildQuery) -> Option<StalePin> {
+    if query.planning.layout_overrides.is_empty() {
+        return None;
+    }
+    let graph = crate::direct::build_query_graph(query);
+    let recipe = crate::sim::calibration::recipe(&query.planning, None);
+    let planned = plan_layouts(
+        &graph,
+        crate::direct::planning_settings(query),
+        &query.planning.layout_overrides,
+        &recipe,
+        &mut DirectCosts,
+    );
+    match planned {
+        Err(LayoutError::Override(problem)) if problem.cause != OverrideCause::Memory => {
+            let op_is_wrong = !graph.op_ids().any(|id| {
+                let op = graph.op(id);
+                op.name == problem.op
+                    && matches!(op.kind, OpKind::MatMul { .. } | OpKind::Attention { .. })
+            });
+            Some(StalePin {
+                problem: *problem,
+                op_is_wrong,
+            })
+        }
+        _ => None,
+    }
 }
