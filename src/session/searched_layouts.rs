@@ -47,16 +47,19 @@ pub fn configuration_key(query: &BuildQuery) -> CacheKey {
     CacheKey::of("searched layouts", &package_build_key(&neutral))
 }
 
-/// The best plan a search kept for `query`'s configuration, if any.
+/// The best plan a search kept for `query`'s configuration, if any. A
+/// plan neither on disk nor fetched from a remote tier is not looked up
+/// (a build that finds none counts no cache miss for it).
 pub fn searched_plan(cache: &PersistentCache, query: &BuildQuery) -> Option<SearchOutcome> {
-    cache.load_with(
-        EntryKind::LayoutSearch,
-        &configuration_key(query),
-        |payload, _| {
-            <SearchOutcome as Persisted>::decode(payload)
-                .map_err(crate::cache::EntryError::Undecodable)
-        },
-    )
+    let key = configuration_key(query);
+    if !cache.path(EntryKind::LayoutSearch, &key).is_file()
+        && !cache.fetches_remotely(EntryKind::LayoutSearch)
+    {
+        return None;
+    }
+    cache.load_with(EntryKind::LayoutSearch, &key, |payload, _| {
+        <SearchOutcome as Persisted>::decode(payload).map_err(crate::cache::EntryError::Undecodable)
+    })
 }
 
 /// Keeps `outcome` as the plan of `query`'s configuration unless a plan
