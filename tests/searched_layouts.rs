@@ -343,3 +343,84 @@ fn a_stale_pin_is_an_error_before_any_fit_probing() {
     assert!(!message.contains("building smaller"), "{message}");
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// Over a signed remote tier: a writer's search is kept for its
+/// configuration and uploaded; a reader with a fresh local cache that
+/// trusts the writer fetches it and builds with it; a reader that trusts
+/// no key does not take an unchecked plan from the remote.
+#[test]
+fn a_searched_plan_is_shared_through_a_signed_remote() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use superstep::cache::remote::{RemoteCache, RemoteSettings};
+    use superstep::cache::signing::{SigningKey, TrustedKeys};
+    use superstep::cache::{PersistentCache, Signing};
+    use superstep::session::Session;
+    use superstep::session::layout_search::{SearchSettings, Silent};
+    use superstep::session::searched_layouts::{
+        LayoutOrigin, keep_searched_plan, searched_plan, with_searched_layouts,
+    };
+
+    let directory = scratch("searched-layouts", "remote");
+    let nginx = crate::servers::Nginx::start(&directory.join("nginx"));
+    let (writer_key, secret) = SigningKey::generate().expect("key");
+    let secret = String::from_utf8(secret.as_bytes().to_vec()).expect("text");
+    let open = |name: &str, signer: Option<&str>, trusted: &[&SigningKey]| {
+        let settings = RemoteSettings {
+            timeout: Duration::from_secs(10),
+            deadline: Duration::from_secs(120),
+            ..RemoteSettings::default()
+        };
+        let signing = Signing {
+            signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
+            writer: signer.is_some(),
+            listed: TrustedKeys::new(trusted.iter().map(|key| key.public()).collect()),
+            also_trusted: Vec::new(),
+        };
+        Arc::new(
+            PersistentCache::open(&directory.join(name), 1 << 30)
+                .expect("cache")
+                .with_signing(signing)
+                .with_remote(RemoteCache::open(&nginx.url(), settings).expect("remote")),
+        )
+    };
+    let start = query(TINY, &[]);
+    let outcome = Session::new(&start)
+        .search_layouts(
+            &start,
+            SearchSettings {
+                rounds: 1,
+                cheapest: 2,
+                aligned: 0,
+                orders: false,
+                beam: None,
+            },
+            &Silent,
+        )
+        .expect("search");
+    let writer = open("writer", Some(&secret), &[]);
+    assert!(keep_searched_plan(&writer, &start, &outcome));
+    // The same plan again is not better: the kept one stays.
+    assert!(!keep_searched_plan(&writer, &start, &outcome));
+    let report = writer.finish();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+
+    let reader = open("reader", None, &[&writer_key]);
+    assert_eq!(searched_plan(&reader, &start), Some(outcome.clone()));
+    let (applied, source) = with_searched_layouts(&start, Some(&reader));
+    assert_eq!(source.origin, LayoutOrigin::Searched);
+    assert_eq!(source.searched_cycles, Some(outcome.best_cycles));
+    let mut session = Session::new(&applied);
+    let built = session.build().expect("build");
+    let cycles = built.back.expect("estimate").headline.total_cycles;
+    assert_eq!(cycles, outcome.best_cycles, "the searched plan's estimate");
+    // Another configuration has no plan there.
+    assert_eq!(
+        searched_plan(&reader, &query(TINY, &["workload.batch=2"])),
+        None
+    );
+
+    let untrusting = open("untrusting", None, &[]);
+    assert_eq!(searched_plan(&untrusting, &start), None);
+    let _ = std::fs::remove_dir_all(&directory);
+}
