@@ -259,6 +259,39 @@ impl InputFile {
         Ok(bytes)
     }
 
+    /// The BLAKE3 digest of the rest of the file, read in chunks (no copy
+    /// of the whole file is held) and hashed over the cores; a file that
+    /// changes length while it is read is refused.
+    pub fn digest_rest(&mut self) -> Result<blake3::Hash, InputFileError> {
+        const CHUNK_BYTES: usize = 4 << 20;
+        let expected = self.remaining();
+        let mut hasher = blake3::Hasher::new();
+        let mut chunk = vec![0u8; CHUNK_BYTES];
+        let mut read = 0u64;
+        loop {
+            let filled =
+                fill(&mut self.file, &mut chunk).map_err(|source| self.read_error(source))?;
+            if filled == 0 {
+                break;
+            }
+            read += filled as u64;
+            if read > expected {
+                break;
+            }
+            hasher.update_rayon(&chunk[..filled]);
+        }
+        if read != expected {
+            return Err(InputFileError::Length {
+                path: self.path.clone(),
+                expected: self.length,
+                found: self.position + read,
+                reason: String::from("the file changed while it was read"),
+            });
+        }
+        self.position += expected;
+        Ok(hasher.finalize())
+    }
+
     /// The whole rest of the file, at most `limit` bytes of it (`what`
     /// names the kind of file for the message).
     pub fn read_rest(&mut self, limit: u64, what: &'static str) -> Result<Vec<u8>, InputFileError> {
@@ -370,6 +403,20 @@ pub fn canonical_target(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(parent)
         .ok()
         .map(|parent| parent.join(name))
+}
+
+/// Reads into `buffer` until it is full or the file ends; the bytes read.
+fn fill(file: &mut std::fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
 }
 
 #[cfg(test)]

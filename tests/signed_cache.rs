@@ -119,7 +119,14 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
         .map(|path| kind_and_key(path).0.folder())
         .collect();
     // Every kind the build stores is shared once a writer signs it.
-    for kind in ["schedule", "rows", "figures", "placement", "bound"] {
+    for kind in [
+        "schedule",
+        "rows",
+        "figures",
+        "placement",
+        "bound",
+        "grouping",
+    ] {
         assert!(kinds.contains(kind), "{kind} not uploaded: {kinds:?}");
     }
     let expected = uncached_package();
@@ -131,6 +138,14 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
     let (package, runs, report) = build_with(&reader);
     assert_eq!(package, expected);
     assert_eq!(runs.get(&TrackedQuery::Scheduled), None, "{runs:?}");
+    // The grouping is replayed from the writer's record: no merge is
+    // priced (no merge's bound, no figures beyond the program's phases).
+    assert_eq!(runs.get(&TrackedQuery::ProblemBound), None, "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::ScheduleFigures),
+        runs.get(&TrackedQuery::EncodedRows),
+        "{runs:?}"
+    );
     let remote = report.remote.expect("remote");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert_eq!((remote.misses, remote.rejected), (0, 0), "{remote:?}");
@@ -142,6 +157,50 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
     assert_eq!(package, expected);
     assert!(runs.contains_key(&TrackedQuery::Scheduled), "{runs:?}");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// A warm build over a local cache its own key signs replays the record of
+/// its phase grouping: no boundary is priced again (no merge's bound, no
+/// figures beyond the program's phases), and the package is the uncached
+/// build's. The same cache without the key judges and prices every
+/// boundary again, to the same package.
+#[test]
+fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
+    let directory = scratch("signed-cache", "replay");
+    let (_, secret) = key_pair();
+    let open = |signer: Option<&str>| {
+        let local = PersistentCache::open(&directory.join("cache"), 4 << 30).expect("cache");
+        Arc::new(local.with_signing(Signing {
+            signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
+            writer: false,
+            listed: TrustedKeys::new(Vec::new()),
+            also_trusted: Vec::new(),
+        }))
+    };
+    let expected = uncached_package();
+    let (package, cold_runs, _) = build_with(&open(Some(&secret)));
+    assert_eq!(package, expected);
+    assert!(
+        cold_runs.contains_key(&TrackedQuery::ProblemBound),
+        "the tiny build prices no merge, so this test shows nothing: {cold_runs:?}"
+    );
+    let (package, runs, report) = build_with(&open(Some(&secret)));
+    assert_eq!(package, expected);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(runs.get(&TrackedQuery::ProblemBound), None, "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::ScheduleFigures),
+        runs.get(&TrackedQuery::EncodedRows),
+        "{runs:?}"
+    );
+    assert_eq!(report.statistics.writes, 0, "{:?}", report.statistics);
+    // Without the key the record is not trusted: every boundary is priced
+    // again (from cached figures and bounds), to the same package.
+    let (package, runs, report) = build_with(&open(None));
+    assert_eq!(package, expected);
+    assert!(runs.contains_key(&TrackedQuery::ProblemBound), "{runs:?}");
+    assert_eq!(report.statistics.writes, 0, "{:?}", report.statistics);
     let _ = std::fs::remove_dir_all(&directory);
 }
 

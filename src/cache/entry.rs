@@ -94,10 +94,14 @@ pub enum EntryKind {
     /// The entries one command of one build used (kind and key each), so
     /// a reader can fetch them all at once, in parallel, before it starts.
     BuildIndex = 11,
+    /// One low program's phase grouping under `auto` fusion: each
+    /// boundary's verdict (hazards and price), in order, so that a warm
+    /// build groups phases without judging or pricing them again.
+    Grouping = 12,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 11] = [
+    pub const ALL: [EntryKind; 12] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -109,6 +113,7 @@ impl EntryKind {
         EntryKind::Bound,
         EntryKind::Calibration,
         EntryKind::BuildIndex,
+        EntryKind::Grouping,
     ];
 
     /// Whether entries of this kind are fetched from (and uploaded to) a
@@ -136,6 +141,7 @@ impl EntryKind {
             EntryKind::Bound => "bound",
             EntryKind::Calibration => "calibration",
             EntryKind::BuildIndex => "index",
+            EntryKind::Grouping => "grouping",
         }
     }
 

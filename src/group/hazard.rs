@@ -23,13 +23,13 @@ pub enum HazardKind {
 }
 
 /// Which exchange of a boundary: the one before the copy group or after it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub enum Side {
     Preceding,
     Following,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub enum Accessor {
     /// Local copy `index` of the group (copies and fills counted together, in group order).
     Copy { index: u32 },
@@ -41,7 +41,7 @@ pub enum Accessor {
 
 /// One side of a hazard: who, on which allocation, which bytes of it
 /// (`start..end`, the conflicting row of a strided copy).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct Access {
     pub accessor: Accessor,
     pub allocation: AllocationId,
@@ -50,7 +50,7 @@ pub struct Access {
 }
 
 /// A dependency that forbids reordering `earlier` and `later` (program order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct Hazard {
     pub kind: HazardKind,
     pub earlier: Access,

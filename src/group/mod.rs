@@ -41,8 +41,8 @@ use serde::Serialize;
 pub use audit::{BoundaryAudit, CopyAudit, GroupAudit, Movable, audit_copies};
 pub use hazard::{Access, Accessor, Hazard, HazardKind, Side};
 pub use motion::{
-    Blocker, Fusion, FusionCost, FusionPricer, MotionDecision, MotionOptions, MotionOutcome,
-    merged_transfers,
+    Blocker, BoundaryVerdict, Fusion, FusionCost, FusionPricer, MotionDecision, MotionOptions,
+    MotionOutcome, merged_transfers,
 };
 
 use crate::expand::program::{LowProgram, Step, TransferList};
@@ -107,8 +107,20 @@ pub fn group_phases_priced<'pricer>(
     options: MotionOptions,
     pricer: Option<&'pricer mut FusionPricer<'pricer>>,
 ) -> PhaseGroups {
+    group_phases_replaying(program, options, pricer, &[])
+}
+
+/// [`group_phases_priced`], with the first boundaries decided as `verdicts`
+/// records them instead of judged (hazards and prices alike): for a record
+/// of this very program's grouping, made by a compiler the caller trusts.
+pub fn group_phases_replaying<'pricer>(
+    program: &LowProgram,
+    options: MotionOptions,
+    pricer: Option<&'pricer mut FusionPricer<'pricer>>,
+    verdicts: &[BoundaryVerdict],
+) -> PhaseGroups {
     let keys = keys::exchange_keys(program, &program.steps);
-    let mut motion = motion::Motion::new(program, options, keys, pricer);
+    let mut motion = motion::Motion::new(program, options, keys, pricer, verdicts);
     let steps = motion.run(&program.steps);
     let mut phases = Vec::with_capacity(motion.parts.len());
     let mut path = Vec::new();

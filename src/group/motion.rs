@@ -9,7 +9,7 @@
 //! transfer lists keep their original order. It must not judge hazards
 //! itself (`hazard` does) nor name phases (`keys` does).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::access::Roots;
 use super::hazard::{GroupIndex, Hazard, Side, forwarding, group_against_exchange};
@@ -42,7 +42,7 @@ impl Fusion {
 }
 
 /// What an `auto` cross-operator merge costs and saves, in cycles per execution.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FusionCost {
     /// The scheduled horizon of the merged exchange; `None` when it was not
     /// scheduled because its lower bound already showed the merge cannot
@@ -96,7 +96,7 @@ pub struct MotionOptions {
 }
 
 /// Why a boundary did not merge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Blocker {
     /// The two exchanges belong to different operators (under `SameOperator`).
     DifferentOperators,
@@ -112,7 +112,7 @@ pub enum Blocker {
     Unpriced,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MotionOutcome {
     /// The group moved before the preceding exchange; the exchanges merged.
     Moved,
@@ -138,6 +138,23 @@ pub struct MotionDecision {
     pub cost: Option<FusionCost>,
 }
 
+/// A boundary's decision as a kept record replays it: what hazards allowed
+/// and what the pricer answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundaryVerdict {
+    pub outcome: MotionOutcome,
+    pub cost: Option<FusionCost>,
+}
+
+impl From<&MotionDecision> for BoundaryVerdict {
+    fn from(decision: &MotionDecision) -> BoundaryVerdict {
+        BoundaryVerdict {
+            outcome: decision.outcome,
+            cost: decision.cost,
+        }
+    }
+}
+
 pub struct Motion<'program, 'pricer> {
     pub program: &'program LowProgram,
     pub options: MotionOptions,
@@ -153,6 +170,10 @@ pub struct Motion<'program, 'pricer> {
     pricer: Option<&'pricer mut FusionPricer<'pricer>>,
     /// Iterations of the Repeat being transformed (1 outside).
     iterations: u32,
+    /// Decisions taken as recorded instead of judged, in boundary order
+    /// (a record of this program's grouping that its reader trusts);
+    /// boundaries past its end are judged.
+    replay: &'program [BoundaryVerdict],
 }
 
 /// `first` followed by `second`: the transfer list of their merge.
@@ -196,6 +217,7 @@ impl<'program, 'pricer> Motion<'program, 'pricer> {
         options: MotionOptions,
         keys: Vec<String>,
         pricer: Option<&'pricer mut FusionPricer<'pricer>>,
+        replay: &'program [BoundaryVerdict],
     ) -> Motion<'program, 'pricer> {
         Motion {
             program,
@@ -207,6 +229,7 @@ impl<'program, 'pricer> Motion<'program, 'pricer> {
             decisions: Vec::new(),
             pricer,
             iterations: 1,
+            replay,
         }
     }
 
@@ -302,7 +325,10 @@ impl<'program, 'pricer> Motion<'program, 'pricer> {
                         pending = Some(out.len() - 1);
                         continue;
                     };
-                    let (outcome, cost) = self.decide(&out, at, step);
+                    let (outcome, cost) = match self.replay.get(self.decisions.len()) {
+                        Some(verdict) => (verdict.outcome, verdict.cost),
+                        None => self.decide(&out, at, step),
+                    };
                     let (copies, fills) = counts(&out[at + 1..]);
                     let preceding = self.parts.last().map_or(0, |parts| parts[0]);
                     self.decisions.push(MotionDecision {

@@ -17,9 +17,9 @@
 use super::database::Db;
 use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::phases::{
-    PhaseError, PhaseKey, PolicyKey, phase_cache_key, phase_patches, phase_policy, phase_problem,
-    phase_work, repeat_base, schedule_figures,
+    PhaseKey, phase_patches, phase_policy, phase_problem, phase_work, repeat_base,
 };
+use super::schedules::{PhaseError, PolicyKey, phase_cache_key, schedule_figures};
 use crate::cache::CacheKey;
 use crate::patch::repeat_patches;
 use crate::rows::{check_phase, encode_phase};

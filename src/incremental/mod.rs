@@ -1,7 +1,9 @@
 //! The salsa query layer: the database, the build inputs, and one tracked
 //! function per stage, each a thin wrapper over a pure core. `lowering`
 //! holds the first half (graph, layouts, per-op expansion, low program),
-//! `phases` the per-phase queries, `whole_program` the aggregates over all
+//! `phases` the per-phase queries, `schedules` the per-problem ones (schedule,
+//! figures, rows), `grouping` the pricing of fusion and the record of a
+//! program's grouping that lets a warm build group phases without judging, `whole_program` the aggregates over all
 //! phases (row table, reservations, placement, estimate) and `package` the
 //! finished package's assembly, `weights` the parameter values the
 //! simulators read, `calibration` the FP8 activation scales and each
@@ -11,6 +13,7 @@
 pub mod alternatives;
 pub mod calibration;
 pub mod database;
+pub mod grouping;
 pub mod inputs;
 pub mod lowering;
 pub mod model_graph;
@@ -18,6 +21,7 @@ pub mod on_disk;
 pub mod package;
 pub mod packing;
 pub mod phases;
+pub mod schedules;
 pub mod sweep;
 pub mod tracked;
 pub mod weights;

@@ -5,9 +5,8 @@
 use rayon::prelude::*;
 
 use super::lowering::low_program;
-use super::phases::{
-    encoded_rows, phase_groups, phase_keys, phase_patches, phase_problem, phase_work,
-};
+use super::phases::{phase_groups, phase_keys, phase_patches, phase_problem, phase_work};
+use super::schedules::encoded_rows;
 use super::whole_program::{BackendError, placement, row_table};
 use super::{BuildInputs, Db};
 use crate::expand::visit::step_locations_mut;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::database::Db;
 use super::on_disk::{cache_on_disk, persisted_by_bincode};
-use super::phases::{PolicyKey, ProblemKey, encoded_rows, problem_digest, schedule_figures};
+use super::schedules::{PolicyKey, ProblemKey, encoded_rows, problem_digest, schedule_figures};
 use crate::cache::CacheKey;
 use crate::schedule::ExchangeProblem;
 use crate::schedule::packing::{Alternative, ExchangeMeasure, PackingStudy, study};

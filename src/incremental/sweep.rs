@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::database::Db;
 use super::on_disk::{cache_on_disk, persisted_by_bincode};
-use super::phases::{
-    PhaseError, PhaseKey, PolicyKey, ProblemKey, encoded_rows, phase_problem, problem_digest,
-    repeat_base, schedule_figures,
+use super::phases::{PhaseKey, phase_problem, repeat_base};
+use super::schedules::{
+    PhaseError, PolicyKey, ProblemKey, encoded_rows, problem_digest, schedule_figures,
 };
 use crate::cache::CacheKey;
 use crate::patch::repeat_patches;

@@ -99,6 +99,8 @@ tracked_queries! {
     OpExpansion = "op_expansion" in Expansion,
     LowProgram = "low_program" in Program,
     ProgramSummary = "program_summary" in Program,
+    ProgramDigest = "program_digest" in PhaseGroups,
+    KeptGroupingRecord = "kept_grouping_record" in PhaseGroups,
     PhaseGroups = "phase_groups" in PhaseGroups,
     ProblemBound = "problem_bound" in PhaseGroups,
     PhaseKeys = "phase_keys" in PhaseGroups,

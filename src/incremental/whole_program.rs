@@ -11,9 +11,9 @@ use super::inputs::BuildInputs;
 use super::lowering::{StageError, low_program};
 use super::on_disk::cache_on_disk;
 use super::phases::{
-    PhaseError, encoded_rows, phase_figures, phase_groups, phase_keys, phase_patches,
-    phase_problem, phase_work, problem_digest,
+    phase_figures, phase_groups, phase_keys, phase_patches, phase_problem, phase_work,
 };
+use super::schedules::{PhaseError, encoded_rows, problem_digest};
 use crate::cache::CacheKey;
 use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::compute::StepLoad;

@@ -239,10 +239,12 @@ pub fn unchanged(
     }
     let listed = record.files.iter().find(|file| file.name == name)?;
     let path = directory.join(name);
-    let bytes =
-        crate::input_file::read_record(&path, MAX_LISTED_FILE_BYTES, "a build's file").ok()?;
-    let digest = blake3::hash(&bytes);
-    if bytes.len() as u64 != listed.bytes || digest.to_hex().as_str() != listed.blake3 {
+    let mut file = crate::input_file::InputFile::open_record(&path).ok()?;
+    if file.length() != listed.bytes || listed.bytes > MAX_LISTED_FILE_BYTES {
+        return None;
+    }
+    let digest = file.digest_rest().ok()?;
+    if digest.to_hex().as_str() != listed.blake3 {
         return None;
     }
     crate::output_file::keep_as_written(&path, listed.bytes, *digest.as_bytes());

@@ -16,6 +16,7 @@ use super::phase::UnknownPhase;
 use super::{Session, pricing};
 use crate::estimate::Estimate;
 use crate::expand::summary::ProgramSummary;
+use crate::incremental::grouping::replays_grouping;
 use crate::incremental::lowering::{
     StageError, graph, low_program, op_expansion, op_keys, program_summary,
 };
@@ -155,7 +156,8 @@ impl Session {
     }
 
     /// The phase groups, after the first half: fusion pricing is warmed in
-    /// parallel first (once per set of inputs it depends on).
+    /// parallel first (once per set of inputs it depends on), unless the
+    /// persistent cache keeps a trusted record of this program's grouping.
     fn form_phase_groups(&mut self, outcome: &mut BuildOutcome) -> Result<(), BackendError> {
         let mut timed = |stage: &'static str, start: Instant| {
             outcome.times.push(StageTime {
@@ -171,7 +173,9 @@ impl Session {
             let program = low_program(&self.db, build).clone()?;
             let warmed = pricing::Warmed::of(&self.db, build, &program);
             let mut priced = 0;
-            if self.warmed.as_ref() != Some(&warmed) {
+            // A kept record of the grouping leaves nothing to price.
+            let kept = replays_grouping(&self.db, build);
+            if !kept && self.warmed.as_ref() != Some(&warmed) {
                 priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
                 self.warmed = Some(warmed);
             }

@@ -28,7 +28,8 @@ pub use crate::group::audit::{
     MotionView, Movable, Other,
 };
 pub use crate::incremental::lowering::StageError;
-pub use crate::incremental::phases::{EffectivePolicy, PhaseError, PhaseFigures, PolicySource};
+pub use crate::incremental::phases::PhaseFigures;
+pub use crate::incremental::schedules::{EffectivePolicy, PhaseError, PolicySource};
 pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use crate::incremental::{Execution, Stage, TrackedQuery};

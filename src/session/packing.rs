@@ -11,9 +11,8 @@ use super::fan_out::fan_out;
 use super::sweep::SweepConfig;
 use super::{Session, UnknownPhase};
 use crate::incremental::packing::packing_study;
-use crate::incremental::phases::{
-    EffectivePolicy, PhaseError, PolicyKey, phase_keys, phase_policy, phase_problem,
-};
+use crate::incremental::phases::{phase_keys, phase_policy, phase_problem};
+use crate::incremental::schedules::{EffectivePolicy, PhaseError, PolicyKey};
 use crate::schedule::packing::endpoint_fragments;
 
 pub use crate::schedule::packing::{

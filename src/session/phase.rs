@@ -9,8 +9,11 @@ use std::sync::Arc;
 use crate::incremental::CompilerDatabase;
 use crate::incremental::alternatives::{PhaseAlternatives, phase_alternatives};
 use crate::incremental::phases::{
-    EffectivePolicy, PhaseError, PhaseFigures, PhaseKey, PhaseProblem, encoded_rows, phase_figures,
-    phase_patches, phase_policy, phase_problem, phase_work, validated_schedule,
+    PhaseFigures, PhaseKey, PhaseProblem, phase_figures, phase_patches, phase_policy,
+    phase_problem, phase_work,
+};
+use crate::incremental::schedules::{
+    EffectivePolicy, PhaseError, encoded_rows, validated_schedule,
 };
 use crate::patch::PhasePatches;
 use crate::rows::PhaseRows;

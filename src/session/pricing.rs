@@ -17,7 +17,7 @@ use super::progress::Progress;
 use crate::build_file::ScheduleSettings;
 use crate::expand::program::LowProgram;
 use crate::group::{Fusion, FusionChain, fusion_chains, merged_transfers};
-use crate::incremental::phases::FusionPricing;
+use crate::incremental::grouping::FusionPricing;
 use crate::incremental::{BuildInputs, CompilerDatabase};
 
 /// What one warming of fusion pricing read: the low program (by identity:

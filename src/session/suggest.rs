@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::Session;
 use crate::incremental::alternatives::{alternative_outcome, alternative_policies};
-use crate::incremental::phases::{PhaseError, phase_keys, phase_work};
+use crate::incremental::phases::{phase_keys, phase_work};
+use crate::incremental::schedules::PhaseError;
 use crate::target::costs::cycles_to_ms;
 
 /// Exchange phases a build measures under every standard policy for its

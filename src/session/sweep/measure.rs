@@ -7,7 +7,8 @@ use crate::session::fan_out::fan_out;
 use super::super::Session;
 use super::config::SweepConfig;
 use super::points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};
-use crate::incremental::phases::{PhaseError, PhaseKey, PolicyKey, phase_keys};
+use crate::incremental::phases::{PhaseKey, phase_keys};
+use crate::incremental::schedules::{PhaseError, PolicyKey};
 use crate::incremental::sweep::{pairing_eligible, sweep_point};
 
 impl Session {

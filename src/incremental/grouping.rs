@@ -1,0 +1,269 @@
+//! How `auto` fusion prices a merge (`FusionPricing`, from the memoized
+//! schedule figures and lower bounds of exchange problems), and the record
+//! of one low program's phase grouping under `auto` fusion:
+//! each boundary's verdict (what hazards allowed, what the pricer
+//! answered), in boundary order, kept in the persistent cache under the
+//! program's digest and the global policy. A warm build whose record a
+//! trusted key signed (this user's compiler, which judged it, or a trusted
+//! writer's) groups phases by replaying it, instead of judging every
+//! boundary's hazards and building the exchange problems of every merge
+//! candidate to find their cached figures. A record no trusted key signed
+//! is not used: checking it would cost what judging costs.
+
+use std::sync::Arc;
+
+use super::database::Db;
+use super::inputs::BuildInputs;
+use super::lowering::low_program;
+use super::on_disk::{Persisted, cache_on_disk, persisted_by_bincode};
+use super::schedules::{
+    EffectivePolicy, PolicyKey, PolicySource, ProblemKey, problem_digest, schedule_figures,
+};
+use crate::cache::{CacheKey, EntryError, StableHasher};
+use crate::expand::program::{LowProgram, TransferList};
+use crate::group::{
+    BoundaryVerdict, FusionCost, MotionOptions, PhaseGroups, group_phases_replaying,
+};
+use crate::schedule::{ExchangeProblem, dependencies, phase_bound};
+use crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
+
+/// How `auto` fusion prices a merge: the build's global policy (memoized
+/// and persistently cached schedule figures of each list under it) and
+/// whether a merge its bound rules out is still scheduled.
+#[derive(Clone, Copy)]
+pub struct FusionPricing<'db> {
+    policy: PolicyKey<'db>,
+    prune_by_bounds: bool,
+}
+
+impl<'db> FusionPricing<'db> {
+    /// The pricing of `build` (reads `[schedule]`).
+    pub fn of(db: &'db dyn Db, build: BuildInputs) -> FusionPricing<'db> {
+        let schedule = build.schedule(db);
+        let policy = PolicyKey::of(
+            db,
+            &EffectivePolicy::new(
+                schedule.policy,
+                schedule.width,
+                schedule.row_allowance,
+                PolicySource::Default,
+            ),
+        );
+        FusionPricing {
+            policy,
+            prune_by_bounds: schedule.prune_by_bounds,
+        }
+    }
+
+    fn problem(
+        program: &LowProgram,
+        transfers: &TransferList,
+        iterations: u32,
+    ) -> Option<ExchangeProblem> {
+        ExchangeProblem::with_origin(transfers, &program.allocations, iterations, program.tiles)
+            .ok()
+            .map(|(problem, _)| problem)
+    }
+
+    fn horizon(&self, db: &'db dyn Db, problem: ProblemKey<'db>) -> Option<u64> {
+        let figures = schedule_figures(db, problem, self.policy).as_ref().ok()?;
+        Some(u64::from(figures.horizon))
+    }
+
+    /// The scheduled horizon of one transfer list (`None`: it cannot be
+    /// scheduled, and the merge is not taken).
+    pub fn list_horizon(
+        &self,
+        db: &'db dyn Db,
+        program: &LowProgram,
+        transfers: &TransferList,
+        iterations: u32,
+    ) -> Option<u64> {
+        let problem = ProblemKey::new(db, Arc::new(Self::problem(program, transfers, iterations)?));
+        self.horizon(db, problem)
+    }
+
+    /// Prices one merge: the separate exchanges first; with their horizons
+    /// known, a merge whose lower bound (latency-aware or dependency chain)
+    /// already reaches their sum
+    /// plus the barrier saved cannot pay under any schedule, and is not
+    /// scheduled (unless `schedule.prune_by_bounds` is off).
+    pub fn price(
+        &self,
+        db: &'db dyn Db,
+        program: &LowProgram,
+        first: &TransferList,
+        second: &TransferList,
+        merged: &TransferList,
+        iterations: u32,
+    ) -> Option<FusionCost> {
+        let separate_sum = self.list_horizon(db, program, first, iterations)?
+            + self.list_horizon(db, program, second, iterations)?;
+        let merged = ProblemKey::new(db, Arc::new(Self::problem(program, merged, iterations)?));
+        let mut cost = FusionCost {
+            merged_horizon: None,
+            merged_bound: u64::from(*problem_bound(db, merged)),
+            separate_sum,
+            sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
+        };
+        if cost.may_merge() || !self.prune_by_bounds {
+            cost.merged_horizon = Some(self.horizon(db, merged)?);
+        }
+        Some(cost)
+    }
+}
+
+/// The larger of a problem's latency-aware and dependency bounds: no
+/// schedule of it is shorter. Kept in the persistent cache, since a warm
+/// build would otherwise build every merged problem's dependency DAG again
+/// only to find its figures cached.
+#[salsa::tracked(returns(ref))]
+pub fn problem_bound<'db>(db: &'db dyn Db, problem: ProblemKey<'db>) -> u32 {
+    let content = problem.problem(db);
+    let Bound(bound) = cache_on_disk(
+        db,
+        || {
+            Ok::<_, std::convert::Infallible>(CacheKey::of(
+                "problem bound",
+                &problem_digest(db, problem),
+            ))
+        },
+        |_, _| Ok(()),
+        || Ok(Bound(phase_bound(content, &dependencies(content)))),
+    )
+    .unwrap_or_else(|never| match never {});
+    bound
+}
+
+/// A problem's lower bound, as the persistent cache stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Bound(pub u32);
+
+persisted_by_bincode! { Bound => Bound }
+
+/// Every boundary's verdict, in the order the grouping met them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GroupingRecord {
+    pub verdicts: Vec<BoundaryVerdict>,
+}
+
+persisted_by_bincode! { GroupingRecord => Grouping }
+
+/// The digest of a low program's whole content (its steps, allocations and
+/// tiles: everything phase grouping and fusion pricing read). Computed
+/// only when the database has a persistent cache.
+#[salsa::tracked(returns(copy))]
+pub fn program_digest(db: &dyn Db, build: BuildInputs) -> Option<CacheKey> {
+    let program = low_program(db, build).as_ref().ok()?;
+    let mut hasher = StableHasher::for_domain("low program");
+    std::hash::Hash::hash(&**program, &mut hasher);
+    Some(hasher.digest())
+}
+
+/// The cache key of a build's grouping record: its program, the motion
+/// options and the pricing settings (global policy, width, storage guard,
+/// pruning).
+fn record_key(db: &dyn Db, build: BuildInputs, options: MotionOptions) -> Option<CacheKey> {
+    let digest = program_digest(db, build)?;
+    let schedule = build.schedule(db);
+    Some(CacheKey::of(
+        "grouping record",
+        &(
+            digest,
+            options,
+            schedule.policy,
+            schedule.width,
+            schedule.row_allowance,
+            schedule.prune_by_bounds,
+        ),
+    ))
+}
+
+/// A grouping record as the persistent cache keeps it, and whether a key
+/// this reader trusts signed it (only then is it replayed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptRecord {
+    pub record: Arc<GroupingRecord>,
+    pub trusted: bool,
+}
+
+/// The build's grouping record, if the persistent cache keeps one. Loads
+/// only; [`group_priced`] stores records.
+#[salsa::tracked(returns(ref))]
+pub fn kept_grouping_record(db: &dyn Db, build: BuildInputs) -> Option<KeptRecord> {
+    let cache = db.cache()?;
+    let key = record_key(db, build, motion_options(db, build))?;
+    cache.load_with(GroupingRecord::KIND, &key, |payload, provenance| {
+        let record = GroupingRecord::decode(payload).map_err(EntryError::Undecodable)?;
+        Ok(KeptRecord {
+            record: Arc::new(record),
+            trusted: !provenance.needs_check(),
+        })
+    })
+}
+
+/// Whether the persistent cache keeps a record of `build`'s grouping that
+/// a trusted key signed (its grouping then prices nothing).
+pub fn replays_grouping(db: &dyn Db, build: BuildInputs) -> bool {
+    let options = motion_options(db, build);
+    let priced = options.copy_motion && options.fusion == crate::group::Fusion::Auto;
+    priced
+        && kept_grouping_record(db, build)
+            .as_ref()
+            .is_some_and(|kept| kept.trusted)
+}
+
+/// The motion options of `build`'s planning flags.
+fn motion_options(db: &dyn Db, build: BuildInputs) -> MotionOptions {
+    let planning = build.planning(db);
+    MotionOptions {
+        copy_motion: planning.copy_motion,
+        fusion: planning.fusion,
+    }
+}
+
+/// Keeps `record` for the next build of the same program and settings.
+fn store_record(db: &dyn Db, build: BuildInputs, options: MotionOptions, record: &GroupingRecord) {
+    let (Some(cache), Some(key)) = (db.cache(), record_key(db, build, options)) else {
+        return;
+    };
+    match record.encode() {
+        Ok(payload) => cache.store_payload(GroupingRecord::KIND, &key, &payload),
+        Err(error) => cache.warn(format!("cache: cannot encode a grouping record: {error}")),
+    }
+}
+
+/// Groups `program`'s phases under `auto` fusion: replaying the kept
+/// record where there is one, judging and pricing live (and then keeping
+/// the record) otherwise.
+pub fn group_priced(
+    db: &dyn Db,
+    build: BuildInputs,
+    program: &LowProgram,
+    options: MotionOptions,
+) -> PhaseGroups {
+    let pricing = FusionPricing::of(db, build);
+    let kept = kept_grouping_record(db, build).clone();
+    let verdicts = match &kept {
+        Some(kept) if kept.trusted => &kept.record.verdicts[..],
+        _ => &[][..],
+    };
+    let groups = {
+        let mut pricer = |first: &TransferList,
+                          second: &TransferList,
+                          merged: &TransferList,
+                          iterations: u32| {
+            let cost = pricing.price(db, program, first, second, merged, iterations);
+            db.advance_progress(1);
+            cost
+        };
+        group_phases_replaying(program, options, Some(&mut pricer), verdicts)
+    };
+    let record = GroupingRecord {
+        verdicts: groups.decisions.iter().map(BoundaryVerdict::from).collect(),
+    };
+    if kept.as_ref().map(|kept| &*kept.record) != Some(&record) {
+        store_record(db, build, options, &record);
+    }
+    groups
+}
