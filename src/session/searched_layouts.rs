@@ -97,7 +97,10 @@ pub enum LayoutOrigin {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LayoutSource {
     pub origin: LayoutOrigin,
-    /// Whether a cache was there to look a search up in.
+    /// Whether a cache was there to look a search up in (said by the line;
+    /// not in report.json, whose bytes do not depend on whether a build
+    /// used a cache).
+    #[serde(skip)]
     pub looked_up: bool,
     /// The searched plan's estimate when it was searched.
     pub searched_cycles: Option<u64>,
