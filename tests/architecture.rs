@@ -277,6 +277,7 @@ const SESSION_API: &[&str] = &[
     "packing",
     "progress",
     "replay",
+    "searched_layouts",
     "suggest",
     "sweep",
 ];

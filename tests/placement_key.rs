@@ -99,6 +99,15 @@ fn edit_of(key: &str) -> Result<&'static [&'static str], &'static str> {
             &["layout.override.layer.mlp.down=1x4x4"]
         }
         "layout.override.order" => &["layout.override.layer.mlp.down=1x2x6/kcr"],
+        "layout.override.when.batch"
+        | "layout.override.when.layers"
+        | "layout.override.when.tiles"
+        | "layout.override.when.matrix_inputs" => {
+            return Err(
+                "a `when` has no --set form (command-line pins always apply); it only decides \
+                 whether its entry applies, which the entry's own edit covers",
+            );
+        }
         "schedule.policy" => &["schedule.policy=B64"],
         "schedule.width" => &["schedule.width=paired64"],
         "schedule.row_allowance" => &["schedule.row_allowance=0"],

@@ -85,6 +85,8 @@ mod remote_cache;
 mod remote_trust;
 #[path = "replay.rs"]
 mod replay;
+#[path = "searched_layouts.rs"]
+mod searched_layouts;
 #[path = "session_build.rs"]
 mod session_build;
 #[path = "signed_cache.rs"]

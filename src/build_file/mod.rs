@@ -145,8 +145,12 @@ pub struct PlanningFlags {
     /// Where FP8 activations are cast (`planning.fp8_cast`).
     pub fp8_cast: crate::layout::fp8_activations::Fp8Cast,
     /// `[[layout.override]]`: partitions that replace the cost model's
-    /// choice for the ops they name (sorted by op).
+    /// choice for the ops they name (sorted by op): the entries whose
+    /// `when` matches the configuration, and every `--set` pin.
     pub layout_overrides: Vec<LayoutOverride>,
+    /// `[[layout.override]]` entries left out because their `when` does
+    /// not match the configuration.
+    pub skipped_layout_overrides: u32,
 }
 
 /// `planning.activation_scale`, resolved: FP8 activations are stored as

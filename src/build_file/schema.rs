@@ -151,6 +151,9 @@ pub struct LayoutOverrideEntry {
     pub op: Option<Spanned<String>>,
     pub partition: Option<Spanned<String>>,
     pub order: Option<Spanned<String>>,
+    /// `when = { batch = 1, ... }`: the configurations the entry holds for
+    /// (absent: every one).
+    pub when: Option<Spanned<toml::Table>>,
     /// The `--set` argument that created this entry, if it did not come from the file.
     #[serde(skip)]
     pub set_argument: Option<String>,

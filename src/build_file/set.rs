@@ -571,6 +571,7 @@ fn set_layout_override(
         op: unset(op.to_string()),
         partition: unset(partition),
         order,
+        when: None,
         set_argument: Some(argument.to_string()),
     };
     replace_or_push(&mut file.layout.overrides, entry, |candidate| {

@@ -242,6 +242,14 @@ impl PersistentCache {
         kind.shared_remotely() || !self.signing.listed.is_empty()
     }
 
+    /// Whether a local miss of `kind` would be asked of a remote tier (one
+    /// is configured and fetches that kind): a caller that only probes for
+    /// an entry may skip the lookup, and its miss, when it is neither on
+    /// disk nor fetched.
+    pub fn fetches_remotely(&self, kind: EntryKind) -> bool {
+        self.remote.is_some() && self.fetches(kind)
+    }
+
     /// Whether entries of `kind` are uploaded: those a reader checks for
     /// meaning always, every kind when a writer's key signs them.
     pub(super) fn uploads(&self, kind: EntryKind) -> bool {

@@ -54,8 +54,8 @@ pub struct AuditDocument<'a> {
 }
 
 pub fn run(arguments: &CopiesArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     let tiles = Some(query.machine.tiles);
     session
         .build_low_program()

@@ -6,7 +6,8 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::common::{
-    artifacts_directory, build_cold, build_weights, finish_cache, load, open_cache, output_error,
+    apply_searched_layouts, artifacts_directory, build_cold, build_weights, check_pins,
+    finish_cache, load, open_cache, output_error,
 };
 use super::{preflight, progress, why};
 use crate::build_file::BuildQuery;
@@ -62,11 +63,14 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     if arguments.json {
         super::stdout::set_json_document();
     }
-    let query = load(&arguments.query)?;
+    let mut query = load(&arguments.query)?;
     // Every build writes into the outputs folder (at least last-build.json):
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;
+    check_pins(&arguments.query, &query)?;
     let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
+    // The plan a search kept for this configuration, else the planner's.
+    let layouts = apply_searched_layouts(&mut query, cache.as_deref());
     if let Some(cache) = &cache {
         cache.begin_command("build", &build_key(&query));
     }
@@ -86,8 +90,9 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     } else {
         None
     };
-    let report = session_report(&session, &query, &outcome)
+    let mut report = session_report(&session, &query, &outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
+    report.layouts = Some(layouts);
     let summary = &outcome.summary;
     let quiet = progress::quiet();
     print_line!(
@@ -98,6 +103,9 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
         query.workload.batch,
         summary.tiles
     );
+    if let Some(layouts) = &report.layouts {
+        print_line!("{}", layouts.line());
+    }
     if !quiet {
         print_details(&outcome, &report, &query, arguments.ops);
     }

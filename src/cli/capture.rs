@@ -27,8 +27,8 @@ pub struct CaptureArguments {
 }
 
 pub fn run(arguments: &CaptureArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     let started = Instant::now();
     build_checked(&mut session, &query, &arguments.query)?;
     let built = started.elapsed();

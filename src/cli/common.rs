@@ -14,12 +14,14 @@ use crate::cache::signing::{
     PublicKey, SigningKey, TrustedKeys, environment_signing_key, local_key_path, local_signing_key,
 };
 use crate::cache::{PersistentCache, Signing};
+use crate::layout::overrides::OverrideCause;
 use crate::layout::planner::LayoutError;
 use crate::model::graph::Graph;
 use crate::model::weights::Weights;
 use crate::output_file::{OutputFileError, write_atomically};
 use crate::session::BackendError;
 use crate::session::StageError;
+use crate::session::searched_layouts::{LayoutSource, stale_pin, with_searched_layouts};
 use crate::session::{BuildError, BuildOutcome, Session, WeightsError};
 use crate::sim::reference::evaluate_reference;
 
@@ -147,6 +149,12 @@ fn front_error(
     match error {
         StageError::Layout(LayoutError::Override(problem)) => {
             let original = layout_override_error(arguments, &problem, session.graph());
+            // An override that cannot apply to this configuration at all
+            // (its op, or its shape on these tiles) is reported now: only
+            // one that does not fit memory is worth any fit probing.
+            if problem.cause != OverrideCause::Memory {
+                return original;
+            }
             let failure = fit::Failure {
                 shortage: memory::Shortage {
                     message: problem.to_string(),
@@ -347,7 +355,28 @@ fn cache_signing(
 }
 
 /// A session for `query` with the cache the arguments ask for.
+/// A session for `query` over the cache the arguments ask for, with the
+/// layouts a search kept for its configuration applied to `query` (its
+/// `layouts:` line on standard error, unless `--quiet`, so that the
+/// command's own output is unchanged; [`apply_searched_layouts`]).
 pub fn open_session(
+    arguments: &QueryArguments,
+    query: &mut BuildQuery,
+) -> Result<Session, CommandError> {
+    check_pins(arguments, query)?;
+    let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
+    let source = apply_searched_layouts(query, cache.as_deref());
+    if !super::progress::quiet() {
+        eprintln!("{}", source.line());
+    }
+    let mut session = Session::with_cache(query, cache);
+    session.set_progress(super::progress::bars());
+    Ok(session)
+}
+
+/// A session for `query` as written: no searched layouts looked up
+/// (`superstep search` searches the configuration itself).
+pub fn open_session_as_written(
     arguments: &QueryArguments,
     query: &BuildQuery,
 ) -> Result<Session, CommandError> {
@@ -355,6 +384,35 @@ pub fn open_session(
     let mut session = Session::with_cache(query, cache);
     session.set_progress(super::progress::bars());
     Ok(session)
+}
+
+/// Exit 2 for a pin of `query` that cannot apply to its configuration
+/// (`crate::session::searched_layouts::stale_pin`), pointed at its entry:
+/// checked before anything is compiled.
+pub fn check_pins(arguments: &QueryArguments, query: &BuildQuery) -> Result<(), CommandError> {
+    match stale_pin(query) {
+        Some(stale) => Err(CommandError::Diagnostic(render_query_error(
+            &crate::build_file::layout_override_error(
+                &query_path(arguments),
+                &arguments.sets,
+                &stale.problem,
+                stale.op_is_wrong,
+            ),
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Applies to `query` the plan a search kept in `cache` for its
+/// configuration, under the query's own pins
+/// (`crate::session::searched_layouts`), and says which layouts it uses.
+pub fn apply_searched_layouts(
+    query: &mut BuildQuery,
+    cache: Option<&PersistentCache>,
+) -> LayoutSource {
+    let (applied, source) = with_searched_layouts(query, cache);
+    *query = applied;
+    source
 }
 
 /// The end of every command that used the cache: evicts beyond its limit,

@@ -46,8 +46,8 @@ fn bucket(bytes: u64) -> String {
 }
 
 pub fn run(arguments: &ExplainArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     build_checked(&mut session, &query, &arguments.query)?;
     let result = explain(&session, &query, &arguments.phase, arguments.json);
     finish_cache(session.cache());

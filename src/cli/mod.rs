@@ -207,6 +207,14 @@ pub enum Command {
     /// artifacts/NAME/report.json, report.html, phases.csv, package.bin (each as
     /// [outputs] asks) and last-build.json (the record --why reads).
     ///
+    /// Layouts: the plan `superstep search` kept in the cache for exactly
+    /// this configuration when there is one, else the planner's; one line
+    /// says which ("layouts: searched (cache; ...)" or "layouts: planner
+    /// (...)"), and report.json's `layouts` records it. [[layout.override]]
+    /// pins (and --set layout.override.OP=...) win over the search for the
+    /// ops they name; an entry whose `when` names another configuration is
+    /// skipped and counted.
+    ///
     /// Examples (a one-layer vit-tiny, then the full one explained against it):
     ///   superstep build queries/vit-tiny.toml --set workload.layers=1
     ///   superstep build queries/vit-tiny.toml --why
@@ -416,7 +424,17 @@ pub enum Command {
     /// kept in the persistent cache, so a second search of the same build
     /// and settings computes nothing.
     ///
+    /// The best plan is also kept in the cache under the configuration
+    /// searched (model, batch, layers, tiles, precision, scheduling
+    /// settings; not the search's own flags): every later build of exactly
+    /// that configuration over the same cache uses it ("layouts: searched"),
+    /// any other configuration the planner's layouts ("layouts: planner").
+    /// --write-overrides writes the plan as [[layout.override]] pins, each
+    /// with a `when` naming the configuration searched.
+    ///
     /// Example:
+    ///   superstep search
+    ///   superstep build        # layouts: searched (cache; ...)
     ///   superstep search --write-overrides queries/siglip-so400m.layout.toml
     ///   superstep build --set layout.override.layer.mlp.down=8x8x23
     #[command(verbatim_doc_comment)]

@@ -91,7 +91,7 @@ pub fn run(arguments: &PackingArguments) -> Result<(), CommandError> {
     if let Some(file) = &arguments.snapshot {
         return run_snapshot(arguments, file);
     }
-    let query = load(&arguments.query)?;
+    let mut query = load(&arguments.query)?;
     let directory = match &arguments.output {
         Some(directory) => {
             preflight::check_output_flag_directory("--output", directory)?;
@@ -103,7 +103,7 @@ pub fn run(arguments: &PackingArguments) -> Result<(), CommandError> {
             directory
         }
     };
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     build_phase_groups_checked(&mut session, &query, &arguments.query)?;
     let request = PackingRequest {
         phases: arguments.phases.clone(),

@@ -310,8 +310,8 @@ pub const SUGGESTION_NOTE: &str = "  (per-phase savings: horizon and Repeat patc
      under each standard policy; sharing patches and placement may move a little when applied)";
 
 pub fn run(arguments: &PhasesArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     build_checked(&mut session, &query, &arguments.query)?;
     let result = report(&session, &query.name, arguments);
     finish_cache(session.cache());

@@ -124,8 +124,8 @@ fn chosen_tiles(
 
 pub fn run(arguments: &ProfileArguments) -> Result<(), CommandError> {
     let tiles = arguments.tiles.as_ref().map(|list| list.0.as_slice());
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     build_checked(&mut session, &query, &arguments.query)?;
     let started = Instant::now();
     let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());

@@ -20,8 +20,8 @@ pub struct ReplayArguments {
 }
 
 pub fn run(arguments: &ReplayArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     build_checked(&mut session, &query, &arguments.query)?;
     finish_cache(session.cache());
     let started = Instant::now();

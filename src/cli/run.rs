@@ -5,7 +5,10 @@ use std::time::Instant;
 
 use super::QueryArguments;
 use super::command_error::CommandError;
-use super::common::{agreement_result, build_weights, load, reference_output};
+use super::common::{
+    agreement_result, apply_searched_layouts, build_weights, check_pins, finish_cache, load,
+    open_cache, reference_output,
+};
 use super::host_data::{self, HostArguments};
 use crate::session::Session;
 use crate::sim::compare::compare;
@@ -21,8 +24,17 @@ pub struct RunArguments {
 }
 
 pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
+    let mut query = load(&arguments.query)?;
     let host_data = host_data::read(&arguments.host, &query)?;
+    // The cache is asked only for the layouts a search kept for this
+    // configuration.
+    check_pins(&arguments.query, &query)?;
+    let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
+    let layouts = apply_searched_layouts(&mut query, cache.as_deref());
+    if !super::progress::quiet() {
+        eprintln!("{}", layouts.line());
+    }
+    finish_cache(cache.as_deref());
     // The first half only: the persistent cache holds back-half results.
     let mut session = Session::new(&query);
     let progress = super::progress::bars();

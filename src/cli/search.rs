@@ -3,9 +3,11 @@
 //! steps (op, partition before and after, the estimate before and after,
 //! the trials it took and what the accepted trial recomputed), the
 //! figures of the search (trials, trials per minute, rejected trials),
-//! and with `--write-overrides FILE` the chosen plan as a
-//! `[[layout.override]]` fragment that a plain `superstep build` applies
-//! without searching.
+//! keeps the best plan in the cache as the plan of its configuration
+//! (`crate::session::searched_layouts`: later builds of that
+//! configuration use it), and with `--write-overrides FILE` writes the
+//! chosen plan as a `[[layout.override]]` fragment whose entries hold for
+//! the configuration searched (`when`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -15,13 +17,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::QueryArguments;
 use super::command_error::CommandError;
-use super::common::{finish_cache, load, open_session};
+use super::common::{finish_cache, load, open_session_as_written};
 use super::progress::quiet;
+use crate::build_file::validate::layout::Configuration;
 use crate::layout::overrides::overrides_toml;
 use crate::session::Session;
 use crate::session::layout_search::{
     BeamSettings, SearchOutcome, SearchProgress, SearchSettings, cached_search, store_search,
 };
+use crate::session::searched_layouts::keep_searched_plan;
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
 
@@ -48,7 +52,10 @@ pub struct SearchArguments {
     /// Do not try other tile orders of the accepted partitions.
     #[arg(long)]
     pub no_orders: bool,
-    /// Write the chosen plan as a [[layout.override]] fragment to FILE.
+    /// Write the chosen plan as a [[layout.override]] fragment to FILE,
+    /// each entry with a `when` naming the configuration searched (batch,
+    /// layers, tiles, matrix_inputs): a build of another configuration
+    /// skips them.
     #[arg(long, value_name = "FILE")]
     pub write_overrides: Option<PathBuf>,
     /// Print the outcome as JSON.
@@ -92,7 +99,7 @@ impl SearchProgress for Bar {
 pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     let settings = arguments.settings();
     let query = load(&arguments.query)?;
-    let session = open_session(&arguments.query, &query)?;
+    let session = open_session_as_written(&arguments.query, &query)?;
     if let Some(cache) = session.cache() {
         cache.begin_command(
             &format!("search {settings:?}"),
@@ -133,21 +140,34 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
             outcome
         }
     };
+    // The plan of this configuration for every later build (kept unless
+    // a plan kept there already estimates no more).
+    let kept = session
+        .cache()
+        .is_some_and(|cache| keep_searched_plan(cache, &query, &outcome));
     if arguments.json {
         let text = serde_json::to_string_pretty(&outcome)
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         print_line!("{text}");
     } else {
         print_outcome(&query.name, &outcome, loaded);
+        if !quiet() {
+            print_line!("{}", kept_line(session.cache().is_some(), kept));
+        }
     }
     if let Some(path) = &arguments.write_overrides {
         let text = format!(
             "# Layout overrides found by `superstep search` for {} (estimate {} -> {} cycles).\n\
-             # Paste into the build file, or append: a plain build applies them without searching.\n\n{}",
+             # Each holds only for the configuration searched (its `when`); a build of another\n\
+             # configuration skips it. Builds over the same cache use the searched plan without\n\
+             # these pins; paste them to pin the plan where no cache holds it.\n\n{}",
             query.name,
             thousands(outcome.baseline_cycles),
             thousands(outcome.best_cycles),
-            overrides_toml(&outcome.layout_overrides())
+            overrides_toml(
+                &outcome.layout_overrides(),
+                Some(&configuration_of(&query).when_toml()),
+            )
         );
         super::common::write_output(path, text.as_bytes())?;
         if !quiet() {
@@ -156,6 +176,31 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     }
     finish_cache(session.cache());
     Ok(())
+}
+
+/// What became of the plan: kept for later builds, or not.
+fn kept_line(has_cache: bool, kept: bool) -> &'static str {
+    match (has_cache, kept) {
+        (false, _) => {
+            "kept: nothing (no cache); builds keep the planner's layouts (--write-overrides pins them)"
+        }
+        (true, true) => {
+            "kept: this plan is now the one builds of this configuration use (layouts: searched)"
+        }
+        (true, false) => {
+            "kept: a plan kept earlier for this configuration estimates no more; builds keep using it"
+        }
+    }
+}
+
+/// The configuration a `when` names, of `query`.
+fn configuration_of(query: &crate::build_file::BuildQuery) -> Configuration {
+    Configuration {
+        batch: query.workload.batch,
+        layers: query.workload.model.layers,
+        tiles: query.machine.tiles,
+        matrix_inputs: query.planning.matrix_inputs,
+    }
 }
 
 fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {

@@ -78,7 +78,7 @@ fn choose_package(
 }
 
 pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
-    let query = load(&arguments.query)?;
+    let mut query = load(&arguments.query)?;
     let host_data = host_data::read(&arguments.host, &query)?;
     // A package named on the command line is read and checked before the compile.
     let from_flag = match arguments.package.as_deref() {
@@ -90,7 +90,7 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
         }
         None => None,
     };
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     let started = Instant::now();
     let outcome = build_checked(&mut session, &query, &arguments.query)?;
     finish_cache(session.cache());

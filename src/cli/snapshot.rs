@@ -46,8 +46,8 @@ pub struct SnapshotArguments {
 
 pub fn run(arguments: &SnapshotArguments) -> Result<(), CommandError> {
     check_folder(&arguments.dir, !arguments.check)?;
-    let query = load(&arguments.query)?;
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut query = load(&arguments.query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     let outcome = build_checked(&mut session, &query, &arguments.query)?;
     let result = snapshot(arguments, &session, &query, &outcome);
     finish_cache(session.cache());

@@ -134,7 +134,7 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
     if arguments.json {
         super::stdout::set_json_document();
     }
-    let query = load(&arguments.query)?;
+    let mut query = load(&arguments.query)?;
     let directory = artifacts_directory(&query).join("sweep");
     // A shard writes no reports, so it needs no output folder.
     if arguments.shard.is_none() {
@@ -143,7 +143,7 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
     if let Some(path) = &arguments.write_overrides {
         preflight::check_output_file("sweep --write-overrides", path)?;
     }
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     if let Some(cache) = session.cache() {
         let command = match arguments.shard {
             Some(shard) => format!("sweep shard {shard:?} {:?}", arguments.configs),

@@ -91,10 +91,10 @@ fn admitted_by_its_build(
     header: &crate::package::file::PackageHeader,
 ) -> Result<(), CommandError> {
     let path = &arguments.file;
-    let query = load(&arguments.query)?;
+    let mut query = load(&arguments.query)?;
     check_package_build("", path, header, &query)?;
     let started = Instant::now();
-    let mut session = open_session(&arguments.query, &query)?;
+    let mut session = open_session(&arguments.query, &mut query)?;
     session.build_low_program()?;
     let program = session.low_program()?;
     finish_cache(session.cache());

@@ -196,21 +196,48 @@ pub struct OverrideError {
     pub message: String,
     /// Valid choices nearest to what was asked (op names or partitions).
     pub nearest: Vec<String>,
+    /// Why it cannot apply.
+    pub cause: OverrideCause,
+}
+
+/// Why an override cannot apply: only [`OverrideCause::Memory`] may be
+/// cured by a smaller configuration (a build's fit probing looks for one);
+/// the others are errors of the override itself under this configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverrideCause {
+    /// The op does not exist, is not a product or attention, takes the
+    /// other kind of partition, or is overridden twice.
+    Entry,
+    /// The partition cannot split the op's shape on the tiles: the
+    /// configuration field named (`workload.batch`, `machine.tiles`, ...)
+    /// makes it impossible.
+    Configuration(&'static str),
+    /// The partition splits the op but its working set does not fit.
+    Memory,
 }
 
 impl OverrideError {
     /// The advice line: the nearest valid choices.
     pub fn help(&self) -> String {
-        if self.nearest.is_empty() {
+        let choices = if self.nearest.is_empty() {
             String::from("remove the override, or run `superstep search` to find valid ones")
         } else {
             format!("the nearest valid choices: {}", self.nearest.join(", "))
+        };
+        match self.cause {
+            OverrideCause::Configuration(field) => format!(
+                "{choices}; or limit the entry to the configuration it was chosen for (e.g. \
+                 when = {{ batch = 1 }}) so that a build with another {field} skips it"
+            ),
+            _ => choices,
         }
     }
 }
 
-/// The `TOML` fragment of `overrides`: one `[[layout.override]]` table each.
-pub fn overrides_toml(overrides: &[LayoutOverride]) -> String {
+/// The `TOML` fragment of `overrides`: one `[[layout.override]]` table
+/// each, with `when = WHEN` when given (an inline table naming the
+/// configuration the entries hold for).
+pub fn overrides_toml(overrides: &[LayoutOverride], when: Option<&str>) -> String {
     let mut text = String::new();
     for layout_override in overrides {
         text.push_str("[[layout.override]]\n");
@@ -221,6 +248,9 @@ pub fn overrides_toml(overrides: &[LayoutOverride]) -> String {
         ));
         if let Some(order) = layout_override.partition.order_name() {
             text.push_str(&format!("order = \"{order}\"\n"));
+        }
+        if let Some(when) = when {
+            text.push_str(&format!("when = {when}\n"));
         }
         text.push('\n');
     }

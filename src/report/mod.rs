@@ -215,6 +215,10 @@ pub struct BuildReport {
     pub transfer_lists: Vec<ExchangeSummary>,
     /// The back half's figures (phases, estimate, memory).
     pub back: Option<BackReport>,
+    /// Which layouts the build used: a search kept for its configuration
+    /// or the planner's (`superstep build` fills it in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<crate::session::searched_layouts::LayoutSource>,
 }
 
 /// Per build: the estimate, exchange table and SRAM figures; per phase: its
@@ -378,5 +382,6 @@ pub fn build_report(
         activation_calibration: None,
         transfer_lists: exchange_summaries(program),
         back: None,
+        layouts: None,
     }
 }

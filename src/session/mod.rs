@@ -17,6 +17,7 @@ pub mod phase;
 pub mod pricing;
 pub mod progress;
 pub mod replay;
+pub mod searched_layouts;
 pub mod suggest;
 pub mod sweep;
 pub mod timeline;

@@ -228,6 +228,7 @@ fn defaults_apply() {
                 input: crate::build_file::CalibrationInput::Seeded,
             },
             layout_overrides: Vec::new(),
+            skipped_layout_overrides: 0,
             fp8_cast: Default::default(),
         }
     );

@@ -415,8 +415,14 @@ fn every_value_field_of_the_table_can_be_set() {
     use crate::build_file::fields::{FIELDS, KeyKind, field_of, table_and_name};
     let mut checked = 0;
     for field in FIELDS {
-        let (table, _) = table_and_name(field.key);
-        let in_array = field_of(table).is_some_and(|parent| parent.kind == KeyKind::TableArray);
+        // A member of an array of tables, or of a table inside one
+        // (`layout.override.when.batch`).
+        let mut in_array = false;
+        let (mut table, _) = table_and_name(field.key);
+        while let Some(parent) = field_of(table) {
+            in_array |= parent.kind == KeyKind::TableArray;
+            table = table_and_name(table).0;
+        }
         let example = match field.kind {
             // Set per entry (`planning.matrix_inputs.OP`), tested on their own.
             KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable | KeyKind::StringArray => {

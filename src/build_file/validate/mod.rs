@@ -21,7 +21,7 @@ use crate::model::config::ModelConfig;
 use crate::model::quantisation::Fp8Scale;
 mod cost_inputs;
 mod fit;
-mod layout;
+pub mod layout;
 mod outputs;
 mod structure;
 mod workload;
@@ -207,6 +207,17 @@ pub fn resolve(
     fit::check_fit(&workload, &machine, &planning, sources)?;
     let mut planning = planning;
     planning.matrix_input_overrides = resolver.matrix_input_overrides(&file.planning, &workload)?;
+    let (pins, skipped) = resolver.layout_overrides(
+        file,
+        &layout::Configuration {
+            batch: workload.batch,
+            layers: workload.model.layers,
+            tiles: machine.tiles,
+            matrix_inputs: planning.matrix_inputs,
+        },
+    )?;
+    planning.layout_overrides = pins;
+    planning.skipped_layout_overrides = skipped;
     Ok(BuildQuery {
         name,
         source_path: None,
@@ -539,7 +550,10 @@ impl Resolver<'_> {
             reserved_bytes_per_tile,
             max_partition_candidates,
             auto_f16_max_parts,
-            layout_overrides: self.layout_overrides(file)?,
+            // Entries apply by their `when`: resolved with the workload
+            // and machine ([`resolve`]).
+            layout_overrides: Vec::new(),
+            skipped_layout_overrides: 0,
         })
     }
 

@@ -11,7 +11,7 @@ use crate::layout::capacity::{CapacityShortfall, MemoryBudget, PlannedMemory};
 use crate::layout::cost::{AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem};
 use crate::layout::format::{TensorFormat, ceil_div};
 use crate::layout::operand_formats::{attention_formats, matmul_formats};
-use crate::layout::overrides::{LayoutOverride, OverrideError, Partition};
+use crate::layout::overrides::{LayoutOverride, OverrideCause, OverrideError, Partition};
 use crate::model::graph::{Graph, Op, OpId, OpKind};
 
 /// Pass 1's plans: one per matrix product and per attention.
@@ -302,6 +302,7 @@ fn overrides_by_op<'a>(
                 op: layout_override.op.clone(),
                 message,
                 nearest,
+                cause: OverrideCause::Entry,
             }))
         };
         let Some(op) = heavy.iter().find(|op| op.name == layout_override.op) else {
@@ -371,13 +372,35 @@ fn overridden_plan(
     budget: &MemoryBudget,
 ) -> Result<Overridden, OverrideError> {
     let hard_budget = budget.hard_budget();
-    let refuse = |message: String, valid: Vec<Partition>| OverrideError {
+    let refuse = |message: String, valid: Vec<Partition>, cause: OverrideCause| OverrideError {
         op: op.name.clone(),
         message,
         nearest: nearest_partitions(&partition, &valid, 3)
             .into_iter()
             .map(|valid| format!("`{valid}`"))
             .collect(),
+        cause,
+    };
+    // The configuration field that makes a partition impossible: the
+    // tile count when it asks for more parts than tiles, else the batch
+    // (the rows of a product are batch x tokens, the groups of attention
+    // batch x heads).
+    let shape_field = |parts: u32| {
+        if parts > settings.tiles {
+            "machine.tiles"
+        } else {
+            "workload.batch"
+        }
+    };
+    let configuration_note = |field: &str| match field {
+        "machine.tiles" => format!(
+            " (machine.tiles = {} makes it impossible: more parts than tiles)",
+            settings.tiles
+        ),
+        _ => String::from(
+            " (the configuration's workload.batch sets this shape: rows are batch x tokens, \
+             attention groups batch x heads)",
+        ),
     };
     match partition {
         Partition::MatMul {
@@ -415,39 +438,56 @@ fn overridden_plan(
                     &crate::numerics::dot::Accumulation::F32,
                 );
                 let valid = matmul_partitions(&problem(first), order);
-                let message = match crate::layout::cost::matmul_partition(
+                let parts = rows.saturating_mul(cols).saturating_mul(reduction);
+                let field = shape_field(parts);
+                let (message, cause) = match crate::layout::cost::matmul_partition(
                     &problem(first),
                     rows,
                     cols,
                     reduction,
                 ) {
-                    None => format!(
-                        "{rows}x{cols}x{reduction} does not split the {} x {} x {} product on {} tiles",
-                        a.rows, a.cols, w.cols, settings.tiles
+                    None => (
+                        format!(
+                            "{rows}x{cols}x{reduction} does not split the {} x {} x {} product on {} \
+                             tiles{}",
+                            a.rows,
+                            a.cols,
+                            w.cols,
+                            settings.tiles,
+                            configuration_note(field)
+                        ),
+                        OverrideCause::Configuration(field),
                     ),
                     Some(plan)
                         if (plan.row_parts, plan.col_parts, plan.reduction_parts)
                             != (rows, cols, reduction) =>
                     {
-                        format!(
-                            "{rows}x{cols}x{reduction} gives blocks of {} x {} x {} that form {} parts \
-                             of the {} x {} x {} product, not the ones asked for",
-                            plan.block_rows,
-                            plan.block_cols,
-                            plan.block_reduction,
-                            plan.partition(),
-                            a.rows,
-                            a.cols,
-                            w.cols
+                        (
+                            format!(
+                                "{rows}x{cols}x{reduction} gives blocks of {} x {} x {} that form {} \
+                                 parts of the {} x {} x {} product, not the ones asked for{}",
+                                plan.block_rows,
+                                plan.block_cols,
+                                plan.block_reduction,
+                                plan.partition(),
+                                a.rows,
+                                a.cols,
+                                w.cols,
+                                configuration_note(field)
+                            ),
+                            OverrideCause::Configuration(field),
                         )
                     }
-                    Some(plan) => format!(
-                        "{rows}x{cols}x{reduction} needs {} bytes of working SRAM per tile, more \
-                         than the {hard_budget} available",
-                        plan.working_bytes
+                    Some(plan) => (
+                        format!(
+                            "{rows}x{cols}x{reduction} needs {} bytes of working SRAM per tile, more \
+                             than the {hard_budget} available",
+                            plan.working_bytes
+                        ),
+                        OverrideCause::Memory,
                     ),
                 };
-                refuse(message, valid)
+                refuse(message, valid, cause)
             })
         }
         Partition::Attention {
@@ -465,14 +505,41 @@ fn overridden_plan(
                     plan.order = order;
                     Ok(Overridden::Attention(plan))
                 }
-                None => Err(refuse(
-                    format!(
-                        "{queries}x{keys} does not split {} groups of {} queries over {} keys into \
-                         exactly those parts within {hard_budget} bytes per tile on {} tiles",
-                        q.groups, q.rows, k.rows, settings.tiles
-                    ),
-                    valid,
-                )),
+                None => {
+                    // Would it split with memory to spare? Then memory is
+                    // what refuses it; else the configuration's shape.
+                    let unbounded = AttentionProblem {
+                        working_budget: u32::MAX,
+                        ..problem
+                    };
+                    let splits = valid_attention(&unbounded, queries, keys).is_some();
+                    let field = shape_field(queries.saturating_mul(keys));
+                    Err(refuse(
+                        if splits {
+                            format!(
+                                "{queries}x{keys} splits {} groups of {} queries over {} keys but \
+                                 needs more than the {hard_budget} bytes per tile available",
+                                q.groups, q.rows, k.rows
+                            )
+                        } else {
+                            format!(
+                                "{queries}x{keys} does not split {} groups of {} queries over {} \
+                                 keys into exactly those parts on {} tiles{}",
+                                q.groups,
+                                q.rows,
+                                k.rows,
+                                settings.tiles,
+                                configuration_note(field)
+                            )
+                        },
+                        valid,
+                        if splits {
+                            OverrideCause::Memory
+                        } else {
+                            OverrideCause::Configuration(field)
+                        },
+                    ))
+                }
             }
         }
     }
