@@ -16,7 +16,8 @@
 #                remote with no trusted key (today's path)
 #   remote-search AFTER only: `search` with a fresh local cache over the
 #                signed remote, trusted (the writer ran the same search
-#                first; a small one, SEARCH below, about a minute cold;
+#                before its build and sweep, so those compile the searched
+#                plan; a small search, SEARCH below, about a minute cold;
 #                BEFORE never fetches a search, so it would search again)
 # Run it with nothing else busy; it prints the load average as it goes.
 set -euo pipefail
@@ -78,13 +79,15 @@ echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$after" build --set "outputs.directory=$scratch/after-warm" > /dev/null 2>&1
 "$before" build --set "outputs.directory=$scratch/before-fill" --cache-remote "$url_before" > /dev/null 2>&1
 "$before" sweep --set "outputs.directory=$scratch/before-fill" --cache-remote "$url_before" > /dev/null 2>&1
+# The AFTER writer searches first, as a CI job would: the build after it
+# compiles the searched plan (kept for the configuration) and uploads it.
+SEARCH=(search --rounds 1 --cheapest 1 --aligned 0 --no-orders)
+SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
+  "$after" "${SEARCH[@]}" --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
   "$after" build --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
   "$after" sweep --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
-SEARCH=(search --rounds 1 --cheapest 1 --aligned 0 --no-orders)
-SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
-  "$after" "${SEARCH[@]}" --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 echo "entries on the server: before $(find "$scratch/nginx/store/before" -type f | wc -l), after $(find "$scratch/nginx/store/after" -type f | wc -l)"
 # A second warm run of each, so the outputs folders hold the build's files.
 "$before" build --set "outputs.directory=$scratch/before-warm" > /dev/null 2>&1
