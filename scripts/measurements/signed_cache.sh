@@ -56,8 +56,12 @@ sleep 0.5
 url_before="http://127.0.0.1:$port/before"
 url_after="http://127.0.0.1:$port/after"
 
-# Each compiler its own per-user local key (AFTER signs with it).
+# The reader's per-user local key (both compilers sign their local
+# entries with it); the writers that fill the remotes have another one, as
+# a CI machine would: a reader must not trust a remote entry only because
+# its own local key signed it.
 export SUPERSTEP_LOCAL_CACHE_KEY="$scratch/local.key"
+writer_local="$scratch/writer-local.key"
 "$after" cache keygen --output "$scratch/writer.key" > "$scratch/writer.pub" 2>/dev/null
 public="$(cat "$scratch/writer.pub")"
 
@@ -77,16 +81,16 @@ echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Warm both remotes and both warm local caches.
 "$before" build --set "outputs.directory=$scratch/before-warm" > /dev/null 2>&1
 "$after" build --set "outputs.directory=$scratch/after-warm" > /dev/null 2>&1
-"$before" build --set "outputs.directory=$scratch/before-fill" --cache-remote "$url_before" > /dev/null 2>&1
-"$before" sweep --set "outputs.directory=$scratch/before-fill" --cache-remote "$url_before" > /dev/null 2>&1
+SUPERSTEP_LOCAL_CACHE_KEY="$writer_local" "$before" build --set "outputs.directory=$scratch/before-fill" --cache-remote "$url_before" > /dev/null 2>&1
+SUPERSTEP_LOCAL_CACHE_KEY="$writer_local" "$before" sweep --set "outputs.directory=$scratch/before-fill" --cache-remote "$url_before" > /dev/null 2>&1
 # The AFTER writer searches first, as a CI job would: the build after it
 # compiles the searched plan (kept for the configuration) and uploads it.
 SEARCH=(search --rounds 1 --cheapest 1 --aligned 0 --no-orders)
-SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
+SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" SUPERSTEP_LOCAL_CACHE_KEY="$writer_local" \
   "$after" "${SEARCH[@]}" --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
-SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
+SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" SUPERSTEP_LOCAL_CACHE_KEY="$writer_local" \
   "$after" build --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
-SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" \
+SUPERSTEP_CACHE_SIGNING_KEY_FILE="$scratch/writer.key" SUPERSTEP_LOCAL_CACHE_KEY="$writer_local" \
   "$after" sweep --set "outputs.directory=$scratch/after-fill" --cache-remote "$url_after" > /dev/null 2>&1
 echo "entries on the server: before $(find "$scratch/nginx/store/before" -type f | wc -l), after $(find "$scratch/nginx/store/after" -type f | wc -l)"
 # A second warm run of each, so the outputs folders hold the build's files.
