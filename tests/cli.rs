@@ -562,7 +562,7 @@ fn the_sweep_summary_places_the_builds_suggestions() {
 /// with `SUPERSTEP_WRITE_DOCS=1 cargo test --test suite cli::build_file_reference`.
 #[test]
 fn build_file_reference_is_current() {
-    let rendered = superstep::build_file::fields::reference();
+    let rendered = superstep::build_file::field_reference::reference();
     let path = std::path::Path::new("docs/build-file.md");
     if std::env::var_os("SUPERSTEP_WRITE_DOCS").is_some() {
         std::fs::write(path, &rendered).expect("write docs/build-file.md");

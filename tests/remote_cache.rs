@@ -488,15 +488,7 @@ fn three_shards_then_a_merge_that_schedules_nothing() {
     let cache = cache_with_remote(&directory.join("in-process"), &url);
     let mut session = Session::with_cache(&query, Some(cache.clone()));
     session.build().expect("build");
-    let configs: Vec<superstep::session::sweep::SweepConfig> =
-        ["S64/word32", "B256/word32", "latency/word32"]
-            .iter()
-            .flat_map(|text| {
-                text.parse::<superstep::session::sweep::ConfigList>()
-                    .expect("config")
-                    .0
-            })
-            .collect();
+    let configs = common::sweep_configs(&["S64/word32", "B256/word32", "latency/word32"]);
     let swept = session.sweep(&configs).expect("sweep");
     assert_eq!(swept.point_count(), points);
     let runs = counts(&session.take_executions());

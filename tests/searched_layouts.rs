@@ -304,19 +304,26 @@ fn when_limits_a_pin_to_the_configurations_it_names() {
 fn a_stale_pin_is_an_error_before_any_fit_probing() {
     let directory = scratch("searched-layouts", "stale");
     let outputs = format!("outputs.directory={}", text(&directory));
-    let output = superstep(&[
-        "build",
-        TINY,
-        "--no-cache",
-        "--set",
-        &outputs,
-        "--set",
-        "workload.batch=2",
-        "--set",
-        "layout.override.layer.mlp.down=8x1x1",
-    ]);
-    let message = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{message}");
+    // A batch-2 build pinning `layer.mlp.down` to `partition`: exit 2, and
+    // its message.
+    let refused = |partition: &str| {
+        let pin = format!("layout.override.layer.mlp.down={partition}");
+        let output = superstep(&[
+            "build",
+            TINY,
+            "--no-cache",
+            "--set",
+            &outputs,
+            "--set",
+            "workload.batch=2",
+            "--set",
+            &pin,
+        ]);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{message}");
+        message
+    };
+    let message = refused("8x1x1");
     for expected in [
         "layout override for `layer.mlp.down`",
         "workload.batch",
@@ -326,19 +333,7 @@ fn a_stale_pin_is_an_error_before_any_fit_probing() {
     }
     assert!(!message.contains("building smaller"), "{message}");
     // More parts than tiles: the tile count is named.
-    let output = superstep(&[
-        "build",
-        TINY,
-        "--no-cache",
-        "--set",
-        &outputs,
-        "--set",
-        "workload.batch=2",
-        "--set",
-        "layout.override.layer.mlp.down=1x1x32",
-    ]);
-    let message = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{message}");
+    let message = refused("1x1x32");
     assert!(message.contains("machine.tiles = 16"), "{message}");
     assert!(!message.contains("building smaller"), "{message}");
     let _ = std::fs::remove_dir_all(&directory);

@@ -552,14 +552,7 @@ fn a_sharded_sweep_over_a_signed_remote_merges_without_recomputing() {
     let reader = trusting_reader(&directory.join("merge"), &nginx, &writer_key);
     let mut session = Session::with_cache(&tiny(), Some(reader.clone()));
     let built = session.build().expect("build");
-    let configs: Vec<superstep::session::sweep::SweepConfig> = CONFIGS
-        .iter()
-        .flat_map(|text| {
-            text.parse::<superstep::session::sweep::ConfigList>()
-                .expect("config")
-                .0
-        })
-        .collect();
+    let configs = common::sweep_configs(&CONFIGS);
     let swept = session.sweep(&configs).expect("sweep");
     let points = session.phases().len() * CONFIGS.len();
     assert_eq!(swept.point_count(), points);

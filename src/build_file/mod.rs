@@ -12,6 +12,7 @@
 //! `--set` overrides (`set`) -> validation and defaults (`validate`).
 
 pub mod error;
+pub mod field_reference;
 pub mod fields;
 pub mod fit;
 pub mod schema;

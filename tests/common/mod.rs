@@ -252,3 +252,15 @@ pub fn write_superstep_checkpoint(
     }
     writer.write(path).expect("write checkpoint");
 }
+
+/// Sweep configurations as `--config` spells them (`S64/word32`, ...).
+pub fn sweep_configs(texts: &[&str]) -> Vec<superstep::session::sweep::SweepConfig> {
+    texts
+        .iter()
+        .flat_map(|text| {
+            text.parse::<superstep::session::sweep::ConfigList>()
+                .expect("config")
+                .0
+        })
+        .collect()
+}
