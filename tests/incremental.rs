@@ -740,7 +740,7 @@ fn step_counts(expansion: &superstep::expand::expansion::OpExpansion) -> StepCou
 #[test]
 fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_overrides() {
     use superstep::session::layout_beam::BeamSettings;
-    use superstep::session::layout_search::{SearchSettings, Silent};
+    use superstep::session::layout_search::{SearchSettings, Silent, TrialSharing};
     let file = "queries/vit-tiny.toml";
     // Under the FP16 recipe, where the pair is the beam's plan; under FP8
     // inputs the beam prices a ragged reduction (`1x2x8/rkc`) cheaper.
@@ -756,6 +756,7 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
                 ..SearchSettings::default()
             },
             &Silent,
+            TrialSharing::default(),
         )
         .expect("search");
     assert!(outcome.best_cycles < outcome.baseline_cycles, "{outcome:?}");

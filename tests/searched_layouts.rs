@@ -351,7 +351,7 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
     use superstep::cache::signing::{SigningKey, TrustedKeys};
     use superstep::cache::{PersistentCache, Signing};
     use superstep::session::Session;
-    use superstep::session::layout_search::{SearchSettings, Silent};
+    use superstep::session::layout_search::{SearchSettings, Silent, TrialSharing};
     use superstep::session::searched_layouts::{
         LayoutOrigin, keep_searched_plan, searched_plan, with_searched_layouts,
     };
@@ -391,6 +391,7 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
                 beam: None,
             },
             &Silent,
+            TrialSharing::default(),
         )
         .expect("search");
     let writer = open("writer", Some(&secret), &[]);

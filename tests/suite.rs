@@ -89,6 +89,8 @@ mod replay;
 mod searched_layouts;
 #[path = "session_build.rs"]
 mod session_build;
+#[path = "sharded_search.rs"]
+mod sharded_search;
 #[path = "signed_cache.rs"]
 mod signed_cache;
 #[path = "snapshot.rs"]

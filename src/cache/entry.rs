@@ -98,10 +98,16 @@ pub enum EntryKind {
     /// boundary's verdict (hazards and price), in order, so that a warm
     /// build groups phases without judging or pricing them again.
     Grouping = 12,
+    /// One trial of a layout search: a configuration with the trial's
+    /// layouts and the estimate it compiled to (or that it did not build),
+    /// so that another shard of the search, or a later search, reads it
+    /// instead of compiling the program again. Used only when a trusted
+    /// key signed it (no check short of compiling proves an estimate).
+    SearchTrial = 13,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 12] = [
+    pub const ALL: [EntryKind; 13] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -114,6 +120,7 @@ impl EntryKind {
         EntryKind::Calibration,
         EntryKind::BuildIndex,
         EntryKind::Grouping,
+        EntryKind::SearchTrial,
     ];
 
     /// Whether entries of this kind are fetched from (and uploaded to) a
@@ -142,6 +149,7 @@ impl EntryKind {
             EntryKind::Calibration => "calibration",
             EntryKind::BuildIndex => "index",
             EntryKind::Grouping => "grouping",
+            EntryKind::SearchTrial => "trial",
         }
     }
 

@@ -237,9 +237,11 @@ impl PersistentCache {
     }
 
     /// Whether entries of `kind` are asked of the remote: those a reader
-    /// checks for meaning always, every kind once a key is listed.
+    /// checks for meaning always, every kind once a key is listed or when
+    /// a writer's key signs (a writer trusts its own key: the shards of
+    /// one search or sweep read what the others kept).
     pub(super) fn fetches(&self, kind: EntryKind) -> bool {
-        kind.shared_remotely() || !self.signing.listed.is_empty()
+        kind.shared_remotely() || !self.signing.listed.is_empty() || self.is_writer()
     }
 
     /// Whether a local miss of `kind` would be asked of a remote tier (one
@@ -352,6 +354,29 @@ impl PersistentCache {
         key: &CacheKey,
         decode_payload: impl FnOnce(&[u8], Provenance) -> Result<T, EntryError>,
     ) -> Option<T> {
+        self.load_counting(kind, key, decode_payload, true)
+    }
+
+    /// [`PersistentCache::load_with`] for a caller that asks again and
+    /// again for an entry another process is expected to write (a sharded
+    /// search waiting for the other shards' trials): an entry not there
+    /// yet is not counted as a miss. An entry there and unusable still is.
+    pub fn poll_with<T>(
+        &self,
+        kind: EntryKind,
+        key: &CacheKey,
+        decode_payload: impl FnOnce(&[u8], Provenance) -> Result<T, EntryError>,
+    ) -> Option<T> {
+        self.load_counting(kind, key, decode_payload, false)
+    }
+
+    fn load_counting<T>(
+        &self,
+        kind: EntryKind,
+        key: &CacheKey,
+        decode_payload: impl FnOnce(&[u8], Provenance) -> Result<T, EntryError>,
+        count_absent: bool,
+    ) -> Option<T> {
         let path = self.path(kind, key);
         let bytes = match crate::input_file::read_record(
             &path,
@@ -371,9 +396,18 @@ impl PersistentCache {
                         path.display()
                     ));
                 } else if let Some(remote) = &self.remote {
-                    return self.load_remote(remote, kind, key, &path, decode_payload);
+                    return self.load_remote(
+                        remote,
+                        kind,
+                        key,
+                        &path,
+                        decode_payload,
+                        count_absent,
+                    );
                 }
-                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                if count_absent || !missing {
+                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                }
                 return None;
             }
         };
@@ -431,14 +465,19 @@ impl PersistentCache {
         key: &CacheKey,
         path: &Path,
         decode_payload: impl FnOnce(&[u8], Provenance) -> Result<T, EntryError>,
+        count_absent: bool,
     ) -> Option<T> {
         let relative = Self::relative(kind, key);
         if !self.fetches(kind) {
-            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            if count_absent {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            }
             return None;
         }
         let Fetched::Found(bytes) = remote.fetch(&relative) else {
-            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            if count_absent {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            }
             return None;
         };
         let decoded = decode(&bytes, kind, key, &self.trusted).and_then(|decoded| {

@@ -23,8 +23,10 @@ use crate::build_file::validate::layout::Configuration;
 use crate::layout::overrides::overrides_toml;
 use crate::session::Session;
 use crate::session::layout_search::{
-    BeamSettings, SearchOutcome, SearchProgress, SearchSettings, cached_search, store_search,
+    BeamSettings, SearchOutcome, SearchProgress, SearchSettings, TrialSharing, cached_search,
+    store_search,
 };
+use crate::session::search_trials::{SearchShard, Shard};
 use crate::session::searched_layouts::keep_searched_plan;
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
@@ -58,6 +60,20 @@ pub struct SearchArguments {
     /// skips them.
     #[arg(long, value_name = "FILE")]
     pub write_overrides: Option<PathBuf>,
+    /// Compile only shard I of N of the trials (0 <= I < N): of the
+    /// search's candidates, in their deterministic order, the I-th, the
+    /// (I+N)-th and so on; the others are read from the cache as the other
+    /// shards keep them (--cache-remote, with a writer's key, shares them
+    /// between machines). Every shard takes the same steps and ends with
+    /// the plan the unsharded search picks; run N shards as a job array,
+    /// then any `superstep search` of the same settings finds it cached.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// With --shard: seconds to wait, with no trial from another shard,
+    /// before taking the others for gone and compiling their trials here.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, requires = "shard",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub shard_wait: u64,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -128,8 +144,21 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
                 bar
             });
             let progress = Bar(bar);
+            let sharing = TrialSharing {
+                cache: session.cache(),
+                shard: arguments.shard.map(|shard| SearchShard {
+                    shard,
+                    patience: Duration::from_secs(arguments.shard_wait),
+                }),
+            };
+            if arguments.shard.is_some() && sharing.cache.is_none() {
+                return Err(CommandError::Input(String::from(
+                    "error: --shard needs a cache to share the trials through; \
+                     drop --no-cache (and give every shard the same --cache or --cache-remote)",
+                )));
+            }
             let outcome = trials
-                .search_layouts(&query, settings, &progress)
+                .search_layouts(&query, settings, &progress, sharing)
                 .map_err(|error| CommandError::Input(format!("error: {error}")))?;
             if let Some(bar) = progress.0 {
                 bar.finish_and_clear();
@@ -214,8 +243,10 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
         (outcome.best_cycles as f64 / outcome.baseline_cycles.max(1) as f64 - 1.0) * 100.0
     );
     print_line!(
-        "trials: {} ({} did not build or fit) in {:.1} s, {:.1} trials per minute{}",
+        "trials: {} ({} compiled in this run, {} placed, {} did not build or fit) in {:.1} s, {:.1} trials per minute{}",
         outcome.trials,
+        outcome.compiled_here,
+        outcome.placed,
         outcome.rejected,
         outcome.seconds,
         f64::from(outcome.trials) / minutes.max(1e-9),
@@ -276,6 +307,42 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
                 thousands(row.proxy_cycles),
                 thousands(row.real_cycles),
                 (row.proxy_cycles as f64 / row.real_cycles.max(1) as f64 - 1.0) * 100.0
+            );
+        }
+    }
+    if !outcome.operators.is_empty() {
+        let (predicted, compiled) =
+            outcome
+                .operators
+                .iter()
+                .fold((0u64, 0u64), |(predicted, compiled), row| {
+                    (
+                        predicted + row.predicted_cycles,
+                        compiled + row.compiled_cycles,
+                    )
+                });
+        print_line!(
+            "planner's price against the compiled program (products and attention of the chosen plan: kernels, own exchanges and barriers, per execution): {} against {} cycles in all ({:+.1}%)",
+            thousands(predicted),
+            thousands(compiled),
+            (predicted as f64 / compiled.max(1) as f64 - 1.0) * 100.0
+        );
+        print_line!(
+            "  {:<30} {:>14} {:>10} {:>10} {:>8}",
+            "op",
+            "partition",
+            "predicted",
+            "compiled",
+            "error"
+        );
+        for row in &outcome.operators {
+            print_line!(
+                "  {:<30} {:>14} {:>10} {:>10} {:>+7.1}%",
+                row.op,
+                row.partition,
+                thousands(row.predicted_cycles),
+                thousands(row.compiled_cycles),
+                (row.predicted_cycles as f64 / row.compiled_cycles.max(1) as f64 - 1.0) * 100.0
             );
         }
     }

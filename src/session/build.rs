@@ -132,6 +132,35 @@ impl Session {
         Ok(outcome)
     }
 
+    /// The whole program's estimate without placing it: what a layout
+    /// search compares trials by (the estimate reads schedules, rows and
+    /// patches, never the placement), so that only a trial that would win
+    /// is placed ([`Session::fits`]). The executions are the queries run.
+    pub fn unplaced_estimate(&mut self) -> Result<(u64, Vec<Execution>), BuildError> {
+        let outcome = self.build_phase_groups()?;
+        let build = self.inputs;
+        let keys = phase_keys(&self.db, build).clone();
+        fan_out(&self.db, &keys, |db, _, key| {
+            let _ = phase_figures(db, *key);
+            let _ = phase_patches(db, *key);
+        });
+        let estimate = build_estimate(&self.db, build)
+            .clone()
+            .map_err(BuildError::from)?;
+        let mut executions = outcome.executions;
+        executions.extend(self.db.take_executions());
+        Ok((estimate.total_cycles, executions))
+    }
+
+    /// Whether the program places (its placement query; the error is
+    /// why it does not).
+    pub fn fits(&mut self) -> Result<(), BuildError> {
+        placement(&self.db, self.inputs)
+            .clone()
+            .map(|_| ())
+            .map_err(BuildError::from)
+    }
+
     /// The first half and the phase groups, with every schedule override
     /// checked against the phases: what a study of the phases (packing, a
     /// sweep shard) needs, without scheduling the program.

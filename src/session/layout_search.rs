@@ -7,15 +7,20 @@
 //! Every trial is an incremental rebuild of the one session: only the
 //! overridden op's expansion, the conversions around it and the phases
 //! whose problems changed recompute; everything else is memoized (and
-//! identical phase problems are scheduled once). The trials' own values
-//! stay in memory (hundreds of trials would otherwise fill the persistent
-//! cache with schedules no build asks for); the outcome is kept in the
-//! cache under the build's key and the search settings
+//! identical phase problems are scheduled once). The trials' compiled
+//! values stay in memory (hundreds of trials would otherwise fill the
+//! persistent cache with schedules no build asks for); what each trial
+//! compiled to is kept in the cache (`super::search_trials`), so a later
+//! search, or another shard of this one, reads it instead of compiling it.
+//! The candidates of each op follow the chosen plan's layouts, never the
+//! last trial's, so the steps are the same whoever compiled the trials.
+//! The outcome is kept under the build's key and the search settings
 //! ([`cached_search`], [`store_search`]), so a second search of the same
 //! build computes nothing.
 //!
 //! Owns the search loop and its record; the candidates come from
-//! `crate::layout::candidates`, the overrides' meaning from the planner.
+//! `crate::layout::candidates`, the overrides' meaning from the planner,
+//! the trials' keeping and the shards from `super::search_trials`.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -26,6 +31,7 @@ use serde::{Deserialize, Serialize};
 /// (`superstep search`'s flags).
 pub use super::layout_beam::BeamSettings;
 use super::layout_beam::{beam_search, choices_of, conversion_proxy, op_candidates, overrides_of};
+use super::search_trials::{SearchShard, TrialRecord, TrialStore};
 use super::{Session, TrackedQuery};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
@@ -119,6 +125,56 @@ pub struct Calibration {
     pub real_cycles: u64,
 }
 
+/// The planner's price of one matrix product or attention (what the beam
+/// and the local steps rank candidates by: its kernels, its own exchanges
+/// and their barriers) against what the compiled program's estimate
+/// charges the same, per execution: the op's compute steps, and the
+/// exchange phases of its own (keyed by the op, not by one of its
+/// conversions) with the overhead above their horizons.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCalibration {
+    pub op: String,
+    pub partition: String,
+    pub predicted_cycles: u64,
+    pub compiled_cycles: u64,
+}
+
+/// The planner's prediction against the compiled program, per heavy op of
+/// the session's current build.
+pub fn calibrate_operators(session: &Session) -> Vec<OpCalibration> {
+    let (Ok(layouts), Ok(compiled)) = (session.layouts(), session.compute_breakdown()) else {
+        return Vec::new();
+    };
+    let mut own_exchange: BTreeMap<String, u64> = BTreeMap::new();
+    for phase in session.phases() {
+        let Ok(figures) = phase.figures() else {
+            continue;
+        };
+        let op = phase.key().split('#').next().unwrap_or(phase.key());
+        *own_exchange.entry(op.to_string()).or_default() +=
+            u64::from(figures.horizon) + crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
+    }
+    layouts
+        .ops
+        .iter()
+        .filter_map(|op| {
+            let predicted = match &op.plan {
+                OpPlan::MatMul(plan) => plan.cycles,
+                OpPlan::Attention(plan) => plan.cycles,
+                _ => return None,
+            };
+            let charged = compiled.iter().find(|entry| entry.op == op.name)?;
+            Some(OpCalibration {
+                op: op.name.clone(),
+                partition: op.plan.partition()?.to_string(),
+                predicted_cycles: predicted,
+                compiled_cycles: charged.cycles / charged.executions.max(1)
+                    + own_exchange.get(&op.name).copied().unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
 /// The calibration of the beam's proxy on the session's current build:
 /// every exchange phase whose ops are all conversions.
 pub fn calibrate(session: &Session) -> Vec<Calibration> {
@@ -161,13 +217,22 @@ pub struct SearchOutcome {
     pub beam: Option<BeamReport>,
     /// The beam's proxy against the scheduled phases, on the chosen plan.
     pub calibration: Vec<Calibration>,
+    /// The planner's price of each product and attention against its
+    /// compiled compute, on the chosen plan.
+    pub operators: Vec<OpCalibration>,
     pub best_cycles: u64,
     pub overrides: Vec<(String, String)>,
     pub steps: Vec<SearchStep>,
     pub trials: u32,
-    /// Trials that did not build (the program no longer fits, or a
-    /// partition the planner refused).
+    /// Of those, trials this run compiled (the rest were read from the
+    /// cache: kept by an earlier search or by another shard).
+    pub compiled_here: u32,
+    /// Trials that did not build (a partition the planner refused), and
+    /// trials that would have won but did not fit (only a trial that
+    /// would win is placed).
     pub rejected: u32,
+    /// Trials placed to check that they fit.
+    pub placed: u32,
     /// Seconds the search took when it ran (not when loaded from the cache).
     pub seconds: f64,
 }
@@ -248,14 +313,28 @@ pub fn store_search(
     }
 }
 
+/// Where a search's trials are kept and read, and which of them this
+/// process compiles.
+#[derive(Clone, Copy, Default)]
+pub struct TrialSharing<'cache> {
+    /// The cache trials are read from and kept in (`None`: every trial is
+    /// compiled here and kept nowhere).
+    pub cache: Option<&'cache PersistentCache>,
+    /// This process's shard of the trials (`None`: all of them).
+    pub shard: Option<SearchShard>,
+}
+
 impl Session {
     /// Searches layouts for `query` (the session's current query) and
-    /// leaves the session at the best plan found.
+    /// leaves the session at the best plan found. Trials kept in
+    /// `sharing`'s cache are read instead of compiled, and the trials
+    /// compiled are kept there.
     pub fn search_layouts(
         &mut self,
         query: &BuildQuery,
         settings: SearchSettings,
         progress: &dyn SearchProgress,
+        sharing: TrialSharing<'_>,
     ) -> Result<SearchOutcome, SearchError> {
         let started = Instant::now();
         let mut search = Search {
@@ -263,12 +342,14 @@ impl Session {
             query: query.clone(),
             trials: 0,
             rejected: 0,
+            compiled: 0,
+            placed: 0,
+            sequence: 0,
             progress,
+            store: sharing.cache.map(|cache| TrialStore::new(cache, query)),
+            shard: sharing.shard,
         };
-        let baseline = search
-            .evaluate(&query.planning.layout_overrides)
-            .map_err(SearchError)?
-            .cycles;
+        let baseline = search.baseline(&query.planning.layout_overrides)?;
         let mut chosen = choices_of(&query.planning.layout_overrides);
         let mut best = baseline;
         let mut beam_report = None;
@@ -283,17 +364,12 @@ impl Session {
                 beam,
             );
             if let Some(found) = found {
-                let evaluated = search.evaluate(&found.overrides);
-                let cycles = evaluated.as_ref().map_or(u64::MAX, |trial| trial.cycles);
-                let taken = cycles < best;
+                let record = search.trial(&found.overrides);
+                let cycles = record.cycles.unwrap_or(u64::MAX);
+                let taken = cycles < best && search.fits(&found.overrides, record);
                 if taken {
                     best = cycles;
                     chosen = choices_of(&found.overrides);
-                } else {
-                    // Back to the build's plan for the local steps.
-                    search
-                        .evaluate(&query.planning.layout_overrides)
-                        .map_err(SearchError)?;
                 }
                 beam_report = Some(BeamReport {
                     start_price: found.start_price,
@@ -305,10 +381,7 @@ impl Session {
                 });
             }
         }
-        let layouts = search
-            .session
-            .layouts()
-            .map_err(|error| SearchError(error.to_string()))?;
+        let layouts = search.layouts_of(&chosen)?;
         let mut current = current_partitions(&layouts);
         let ops = search.ranked_ops(&layouts);
         let mut steps = Vec::new();
@@ -318,49 +391,30 @@ impl Session {
                 let Some(&from) = current.get(op) else {
                     continue;
                 };
-                let layouts = search
-                    .session
-                    .layouts()
-                    .map_err(|error| SearchError(error.to_string()))?;
-                let candidates = search.candidates(&layouts, op, settings);
+                // The candidates follow the chosen plan's layouts (never
+                // the last trial's), so every shard tries the same ones.
+                let layouts = search.layouts_of(&chosen)?;
+                let candidates: Vec<Partition> = search
+                    .candidates(&layouts, op, settings)
+                    .into_iter()
+                    .filter(|partition| *partition != from)
+                    .collect();
                 let op_trials_before = search.trials;
-                let mut op_best: Option<(u64, Partition, Trial)> = None;
-                let tried =
-                    |search: &mut Search<'_>,
-                     partition: Partition,
-                     op_best: &mut Option<(u64, Partition, Trial)>| {
-                        if partition == from {
-                            return;
-                        }
-                        let mut trial = chosen.clone();
-                        trial.insert(op.clone(), partition);
-                        let overrides = overrides_of(&trial);
-                        if let Ok(result) = search.evaluate(&overrides)
-                            && op_best
-                                .as_ref()
-                                .is_none_or(|(cycles, _, _)| result.cycles < *cycles)
-                        {
-                            *op_best = Some((result.cycles, partition, result));
-                        }
-                        search.progress.trial(
-                            search.trials,
-                            best.min(op_best.as_ref().map_or(u64::MAX, |b| b.0)),
-                            op,
-                        );
-                    };
-                for partition in candidates {
-                    tried(&mut search, partition, &mut op_best);
-                }
+                let mut tried = search.batch(op, &chosen, &candidates, best);
+                let mut op_best = search.winner(op, &chosen, &tried, best);
                 if settings.orders {
                     let base = match &op_best {
-                        Some((cycles, partition, _)) if *cycles < best => *partition,
-                        _ => from,
+                        Some((_, partition, _)) => *partition,
+                        None => from,
                     };
-                    for partition in other_orders(base) {
-                        tried(&mut search, partition, &mut op_best);
-                    }
+                    let orders: Vec<Partition> = other_orders(base)
+                        .into_iter()
+                        .filter(|partition| *partition != from)
+                        .collect();
+                    tried.extend(search.batch(op, &chosen, &orders, best));
+                    op_best = search.winner(op, &chosen, &tried, best);
                 }
-                if let Some((cycles, partition, trial)) = op_best
+                if let Some((cycles, partition, record)) = op_best
                     && cycles < best
                 {
                     steps.push(SearchStep {
@@ -370,8 +424,8 @@ impl Session {
                         cycles_before: best,
                         cycles_after: cycles,
                         trials: search.trials - op_trials_before,
-                        recomputed_queries: trial.recomputed_queries,
-                        recomputed_schedules: trial.recomputed_schedules,
+                        recomputed_queries: record.recomputed_queries,
+                        recomputed_schedules: record.recomputed_schedules,
                     });
                     best = cycles;
                     chosen.insert(op.clone(), partition);
@@ -383,15 +437,27 @@ impl Session {
                 break;
             }
         }
-        // Leave the session at the best plan.
+        // Leave the session at the best plan: compiled here, whoever
+        // compiled its trial (the calibration reads its phases).
         let overrides = overrides_of(&chosen);
-        let final_cycles = search.evaluate(&overrides).map_err(SearchError)?.cycles;
-        debug_assert_eq!(final_cycles, best);
+        let final_cycles = search
+            .build(&overrides)
+            .map_err(SearchError)?
+            .cycles
+            .unwrap_or(u64::MAX);
+        if final_cycles != best {
+            return Err(SearchError(format!(
+                "the chosen plan compiled to {final_cycles} cycles, where its trial said {best}: \
+                 a kept trial does not match this compiler's build of it"
+            )));
+        }
         let calibration = calibrate(search.session);
+        let operators = calibrate_operators(search.session);
         let outcome = SearchOutcome {
             baseline_cycles: baseline,
             beam: beam_report,
             calibration,
+            operators,
             best_cycles: final_cycles,
             overrides: overrides
                 .iter()
@@ -399,7 +465,9 @@ impl Session {
                 .collect(),
             steps,
             trials: search.trials,
+            compiled_here: search.compiled,
             rejected: search.rejected,
+            placed: search.placed,
             seconds: started.elapsed().as_secs_f64(),
         };
         Ok(outcome)
@@ -445,50 +513,282 @@ fn other_orders(partition: Partition) -> Vec<Partition> {
     }
 }
 
-/// One evaluated trial.
-struct Trial {
-    cycles: u64,
-    recomputed_queries: u32,
-    recomputed_schedules: u32,
-}
-
 struct Search<'a> {
     session: &'a mut Session,
     query: BuildQuery,
     trials: u32,
     rejected: u32,
+    /// Trials compiled in this process (the others were read from the
+    /// cache: kept by an earlier search or another shard).
+    compiled: u32,
+    /// Trials placed to check that they fit.
+    placed: u32,
+    /// Candidates batched so far (shards own candidates by this count).
+    sequence: usize,
     progress: &'a dyn SearchProgress,
+    store: Option<TrialStore<'a>>,
+    shard: Option<SearchShard>,
 }
 
 impl Search<'_> {
-    /// The whole program's estimate under `overrides`, by an incremental
-    /// rebuild of the session.
-    fn evaluate(&mut self, overrides: &[LayoutOverride]) -> Result<Trial, String> {
-        self.trials += 1;
+    /// The search's query with `overrides` as its layout overrides.
+    fn query_with(&self, overrides: &[LayoutOverride]) -> BuildQuery {
         let mut query = self.query.clone();
         query.planning.layout_overrides = overrides.to_vec();
         query.planning.layout_overrides.sort();
+        query
+    }
+
+    /// The layouts of the plan `choices` (the session moved to it; only
+    /// the planner runs).
+    fn layouts_of(
+        &mut self,
+        choices: &BTreeMap<String, Partition>,
+    ) -> Result<std::sync::Arc<Layouts>, SearchError> {
+        let query = self.query_with(&overrides_of(choices));
         self.session.update(&query);
-        match self.session.build() {
-            Ok(outcome) => {
-                let executions = outcome.executions_by_query();
-                Ok(Trial {
-                    cycles: outcome
-                        .back
-                        .as_ref()
-                        .map_or(u64::MAX, |back| back.headline.total_cycles),
-                    recomputed_queries: executions.values().sum::<usize>() as u32,
-                    recomputed_schedules: executions
-                        .get(&TrackedQuery::Scheduled)
-                        .copied()
-                        .unwrap_or(0) as u32,
-                })
-            }
-            Err(error) => {
-                self.rejected += 1;
-                Err(error.to_string())
+        self.session
+            .layouts()
+            .map_err(|error| SearchError(error.to_string()))
+    }
+
+    /// The whole program's estimate under `overrides`, by an incremental
+    /// rebuild of the session, not placed (`Err`: why it did not build).
+    fn compile(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, String> {
+        let query = self.query_with(overrides);
+        self.session.update(&query);
+        let (cycles, executions) = self
+            .session
+            .unplaced_estimate()
+            .map_err(|error| error.to_string())?;
+        let schedules = executions
+            .iter()
+            .filter(|execution| execution.query == TrackedQuery::Scheduled)
+            .count();
+        Ok(TrialRecord {
+            cycles: Some(cycles),
+            fits: None,
+            recomputed_queries: executions.len() as u32,
+            recomputed_schedules: schedules as u32,
+        })
+    }
+
+    /// The whole build under `overrides`, placed (`Err`: why it did not
+    /// build or fit).
+    fn build(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, String> {
+        let query = self.query_with(overrides);
+        self.session.update(&query);
+        let outcome = self.session.build().map_err(|error| error.to_string())?;
+        let executions = outcome.executions_by_query();
+        Ok(TrialRecord {
+            cycles: Some(
+                outcome
+                    .back
+                    .as_ref()
+                    .map_or(u64::MAX, |back| back.headline.total_cycles),
+            ),
+            fits: Some(true),
+            recomputed_queries: executions.values().sum::<usize>() as u32,
+            recomputed_schedules: executions
+                .get(&TrackedQuery::Scheduled)
+                .copied()
+                .unwrap_or(0) as u32,
+        })
+    }
+
+    /// The trial among `tried` (`op` at each partition over `chosen`)
+    /// with the least estimate under `best` that fits, the first in
+    /// `tried`'s order among equal estimates: trials are placed in that
+    /// order until one fits (a trial that does not fit is rejected, and
+    /// its record says so).
+    fn winner(
+        &mut self,
+        op: &str,
+        chosen: &BTreeMap<String, Partition>,
+        tried: &[(Partition, TrialRecord)],
+        best: u64,
+    ) -> Option<(u64, Partition, TrialRecord)> {
+        let mut ranked: Vec<(u64, usize)> = tried
+            .iter()
+            .enumerate()
+            .filter_map(|(index, (_, record))| {
+                let cycles = record.cycles?;
+                (cycles < best && record.fits != Some(false)).then_some((cycles, index))
+            })
+            .collect();
+        ranked.sort_unstable();
+        for (cycles, index) in ranked {
+            let (partition, record) = tried[index];
+            let mut trial = chosen.clone();
+            trial.insert(op.to_string(), partition);
+            if self.fits(&overrides_of(&trial), record) {
+                return Some((cycles, partition, record));
             }
         }
+        None
+    }
+
+    /// Whether the trial of `overrides` places: as its record (or the
+    /// kept one) says, else placed here and kept.
+    fn fits(&mut self, overrides: &[LayoutOverride], record: TrialRecord) -> bool {
+        if let Some(fits) = record.fits {
+            return fits;
+        }
+        let kept = self
+            .store
+            .as_ref()
+            .and_then(|store| store.lookup(overrides));
+        if let Some(fits) = kept.and_then(|kept| kept.fits) {
+            return fits;
+        }
+        let query = self.query_with(overrides);
+        self.session.update(&query);
+        self.placed += 1;
+        let fits = self.session.fits().is_ok();
+        if !fits {
+            self.rejected += 1;
+        }
+        if let Some(store) = &self.store {
+            store.keep(
+                overrides,
+                &TrialRecord {
+                    fits: Some(fits),
+                    ..record
+                },
+            );
+        }
+        fits
+    }
+
+    /// Compiles the trial of `overrides` here and keeps it.
+    fn compile_and_keep(&mut self, overrides: &[LayoutOverride]) -> TrialRecord {
+        self.compiled += 1;
+        let record = self.compile(overrides).unwrap_or(TrialRecord {
+            cycles: None,
+            fits: None,
+            recomputed_queries: 0,
+            recomputed_schedules: 0,
+        });
+        if let Some(store) = &self.store {
+            store.keep(overrides, &record);
+        }
+        record
+    }
+
+    /// Counts one trial's outcome.
+    fn counted(&mut self, record: TrialRecord) -> TrialRecord {
+        self.trials += 1;
+        if record.cycles.is_none() {
+            self.rejected += 1;
+        }
+        record
+    }
+
+    /// The starting build's estimate: kept, or compiled (an error when it
+    /// does not build).
+    fn baseline(&mut self, overrides: &[LayoutOverride]) -> Result<u64, SearchError> {
+        let kept = self
+            .store
+            .as_ref()
+            .and_then(|store| store.lookup(overrides));
+        if let Some(record) = kept
+            && let Some(cycles) = record.cycles
+            && record.fits == Some(true)
+        {
+            self.counted(record);
+            return Ok(cycles);
+        }
+        self.compiled += 1;
+        let record = self.build(overrides).map_err(SearchError)?;
+        if let Some(store) = &self.store {
+            store.keep(overrides, &record);
+        }
+        Ok(self.counted(record).cycles.unwrap_or(u64::MAX))
+    }
+
+    /// One trial: kept, else compiled here and kept.
+    fn trial(&mut self, overrides: &[LayoutOverride]) -> TrialRecord {
+        let kept = self
+            .store
+            .as_ref()
+            .and_then(|store| store.lookup(overrides));
+        let record = match kept {
+            Some(record) => record,
+            None => self.compile_and_keep(overrides),
+        };
+        self.counted(record)
+    }
+
+    /// Another shard's trial: waited for, else compiled here.
+    fn awaited(
+        &mut self,
+        overrides: &[LayoutOverride],
+        patience: std::time::Duration,
+    ) -> TrialRecord {
+        let waited = self
+            .store
+            .as_mut()
+            .and_then(|store| store.wait_for(overrides, patience));
+        let record = match waited {
+            Some(record) => record,
+            None => self.compile_and_keep(overrides),
+        };
+        self.counted(record)
+    }
+
+    /// The trials of `op` at each of `partitions` over the plan `chosen`,
+    /// in the partitions' order: this shard's first (all of them without
+    /// shards), then the other shards' as they keep them.
+    fn batch(
+        &mut self,
+        op: &str,
+        chosen: &BTreeMap<String, Partition>,
+        partitions: &[Partition],
+        best: u64,
+    ) -> Vec<(Partition, TrialRecord)> {
+        let overrides: Vec<Vec<LayoutOverride>> = partitions
+            .iter()
+            .map(|partition| {
+                let mut trial = chosen.clone();
+                trial.insert(op.to_string(), *partition);
+                overrides_of(&trial)
+            })
+            .collect();
+        let mut records: Vec<Option<TrialRecord>> = vec![None; partitions.len()];
+        let shard = self.shard;
+        let mut best_so_far = best;
+        let mut report = |search: &mut Self, record: TrialRecord| {
+            if let Some(cycles) = record.cycles {
+                best_so_far = best_so_far.min(cycles);
+            }
+            search.progress.trial(search.trials, best_so_far, op);
+        };
+        // Shards own candidates by their place in the whole search's
+        // sequence of candidates (the same in every shard), so that each
+        // compiles its share however small the batches are.
+        let first = self.sequence;
+        self.sequence += overrides.len();
+        for (index, trial) in overrides.iter().enumerate() {
+            if shard.is_none_or(|shard| shard.owns(first + index)) {
+                let record = self.trial(trial);
+                report(self, record);
+                records[index] = Some(record);
+            }
+        }
+        if let Some(shard) = shard {
+            for (index, trial) in overrides.iter().enumerate() {
+                if records[index].is_none() {
+                    let record = self.awaited(trial, shard.patience);
+                    report(self, record);
+                    records[index] = Some(record);
+                }
+            }
+        }
+        partitions
+            .iter()
+            .copied()
+            .zip(records.into_iter().flatten())
+            .collect()
     }
 
     /// The heavy ops, costliest first by the cost model's cycles times

@@ -17,6 +17,7 @@ pub mod phase;
 pub mod pricing;
 pub mod progress;
 pub mod replay;
+pub mod search_trials;
 pub mod searched_layouts;
 pub mod suggest;
 pub mod sweep;
