@@ -3,8 +3,11 @@
 //! each compile only part of the trials and both pick the plan the
 //! unsharded search picks; a third search of the same settings over a
 //! fresh local cache that trusts the writers compiles no trial but the
-//! chosen plan's own build; a search over a remote whose entries no
-//! trusted key signed compiles every trial again.
+//! chosen plan's own build; the merge (the shards' outcome and a build of
+//! its plan, in process over a fresh local cache trusting the writers)
+//! schedules and validates nothing (salsa's event log); a search
+//! over a remote whose entries no trusted key signed compiles every trial
+//! again.
 
 use crate::common;
 use crate::servers;
@@ -12,9 +15,38 @@ use crate::servers;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::scratch;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{counts, query, scratch};
 use servers::Nginx;
-use superstep::cache::signing::SigningKey;
+use superstep::cache::remote::{RemoteCache, RemoteSettings};
+use superstep::cache::signing::{SigningKey, TrustedKeys};
+use superstep::cache::{PersistentCache, Signing};
+use superstep::session::layout_search::{SearchSettings, cached_search};
+use superstep::session::searched_layouts::{LayoutOrigin, with_searched_layouts};
+use superstep::session::{Session, TrackedQuery};
+
+/// A fresh local cache in `directory` over the remote at `url`, trusting
+/// `writer` only and signing nothing.
+fn reader_cache(directory: &Path, url: &str, writer: &SigningKey) -> Arc<PersistentCache> {
+    let local = PersistentCache::open(directory, 4 << 30).expect("cache");
+    let settings = RemoteSettings {
+        timeout: Duration::from_secs(10),
+        deadline: Duration::from_secs(120),
+        ..RemoteSettings::default()
+    };
+    Arc::new(
+        local
+            .with_signing(Signing {
+                signer: None,
+                writer: false,
+                listed: TrustedKeys::new(vec![writer.public()]),
+                also_trusted: Vec::new(),
+            })
+            .with_remote(RemoteCache::open(url, settings).expect("remote")),
+    )
+}
 
 const TINY: &str = "queries/vit-tiny.toml";
 
@@ -137,6 +169,45 @@ fn a_two_shard_search_over_a_signed_remote_picks_the_unsharded_plan() {
             "{shard}"
         );
     }
+
+    // The merge, in process: a fresh local cache trusting the writers'
+    // key finds the search's outcome and builds its plan without
+    // scheduling or validating anything (the shards built the plan into
+    // the remote; its rows are loaded, signed, without a check).
+    let merge = reader_cache(&directory.join("merge"), &url, &writer_key);
+    let start = query(TINY, &[]);
+    let settings = SearchSettings {
+        beam: None,
+        rounds: 1,
+        cheapest: 3,
+        aligned: 1,
+        orders: true,
+    };
+    let merged = cached_search(&merge, &start, settings).expect("the shards' outcome");
+    assert_eq!(
+        serde_json::to_value(&merged.overrides).expect("json"),
+        whole["overrides"]
+    );
+    let (planned, source) = with_searched_layouts(&start, Some(&merge));
+    assert_eq!(source.origin, LayoutOrigin::Searched);
+    let mut session = Session::with_cache(&planned, Some(merge.clone()));
+    let built = session.build().expect("build");
+    assert_eq!(
+        built.back.as_ref().expect("estimate").headline.total_cycles,
+        number(&whole, "best_cycles")
+    );
+    let runs = counts(&built.executions);
+    for computed in [
+        TrackedQuery::Scheduled,
+        TrackedQuery::ValidatedSchedule,
+        TrackedQuery::ProblemBound,
+    ] {
+        assert_eq!(runs.get(&computed), None, "{computed:?} ran: {runs:?}");
+    }
+    let report = merge.finish();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let fetched = report.remote.expect("remote");
+    assert_eq!(fetched.rejected, 0, "{fetched:?}");
 
     // A reader trusting the writers' key, with settings whose outcome no
     // shard kept (two rounds): every trial of the first round is read.

@@ -5,7 +5,9 @@
 //! figures of the search (trials, trials per minute, rejected trials),
 //! keeps the best plan in the cache as the plan of its configuration
 //! (`crate::session::searched_layouts`: later builds of that
-//! configuration use it), and with `--write-overrides FILE` writes the
+//! configuration use it), builds that plan once through the cache (so
+//! that the next build of the configuration, here or from the remote
+//! tier, compiles nothing), and with `--write-overrides FILE` writes the
 //! chosen plan as a `[[layout.override]]` fragment whose entries hold for
 //! the configuration searched (`when`).
 
@@ -27,7 +29,7 @@ use crate::session::layout_search::{
     store_search,
 };
 use crate::session::search_trials::{SearchShard, Shard};
-use crate::session::searched_layouts::keep_searched_plan;
+use crate::session::searched_layouts::{keep_searched_plan, with_searched_layouts};
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
 
@@ -74,6 +76,13 @@ pub struct SearchArguments {
     #[arg(long, value_name = "SECONDS", default_value_t = 120, requires = "shard",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub shard_wait: u64,
+    /// MiB of resident memory above which the trials' session is dropped
+    /// for a fresh one at the chosen plan (checked between ops; 0: never).
+    /// The trials' compiled values stay in memory until then; a fresh
+    /// session costs one build of the chosen plan.
+    #[arg(long, value_name = "MIB", default_value_t = 1536,
+          value_parser = clap::value_parser!(u64).range(0..=1 << 30))]
+    pub memory_budget: u64,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -115,7 +124,7 @@ impl SearchProgress for Bar {
 pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     let settings = arguments.settings();
     let query = load(&arguments.query)?;
-    let session = open_session_as_written(&arguments.query, &query)?;
+    let mut session = open_session_as_written(&arguments.query, &query)?;
     if let Some(cache) = session.cache() {
         cache.begin_command(
             &format!("search {settings:?}"),
@@ -129,9 +138,10 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     let outcome = match cached {
         Some(outcome) => outcome,
         None => {
-            // The trials run in a session of their own without the
-            // persistent cache: only the outcome is kept.
-            let mut trials = Session::new(&query);
+            // The trials run in a session of their own that keeps only
+            // the calibration in the persistent cache (their schedules
+            // stay in memory); what each trial compiled to is kept.
+            let mut trials = Session::for_search(&query, session.shared_cache());
             let bar = (std::io::stderr().is_terminal() && !quiet()).then(|| {
                 let bar = ProgressBar::new_spinner();
                 bar.set_style(
@@ -145,11 +155,13 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
             });
             let progress = Bar(bar);
             let sharing = TrialSharing {
-                cache: session.cache(),
+                cache: session.shared_cache(),
                 shard: arguments.shard.map(|shard| SearchShard {
                     shard,
                     patience: Duration::from_secs(arguments.shard_wait),
                 }),
+                memory_budget: (arguments.memory_budget > 0)
+                    .then_some(arguments.memory_budget << 20),
             };
             if arguments.shard.is_some() && sharing.cache.is_none() {
                 return Err(CommandError::Input(String::from(
@@ -174,6 +186,22 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     let kept = session
         .cache()
         .is_some_and(|cache| keep_searched_plan(cache, &query, &outcome));
+    // The trials' values stayed in memory: the plan builds use now is
+    // built once through the cache (and its remote tier), so that the next
+    // build of this configuration, here or on a machine reading the
+    // remote, compiles nothing.
+    let warmed = match session.cache() {
+        Some(cache) if !loaded => {
+            let started = std::time::Instant::now();
+            let (planned, _) = with_searched_layouts(&query, Some(cache));
+            session.update(&planned);
+            session.build().map_err(|error| {
+                CommandError::Input(format!("error: the searched plan does not build: {error}"))
+            })?;
+            Some(started.elapsed())
+        }
+        _ => None,
+    };
     if arguments.json {
         let text = serde_json::to_string_pretty(&outcome)
             .map_err(|error| CommandError::Internal(error.to_string()))?;
@@ -182,6 +210,12 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
         print_outcome(&query.name, &outcome, loaded);
         if !quiet() {
             print_line!("{}", kept_line(session.cache().is_some(), kept));
+            if let Some(elapsed) = warmed {
+                print_line!(
+                    "built: the plan builds use, into the cache in {:.1} s (the next build of this configuration compiles nothing)",
+                    elapsed.as_secs_f64()
+                );
+            }
         }
     }
     if let Some(path) = &arguments.write_overrides {
@@ -243,11 +277,12 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
         (outcome.best_cycles as f64 / outcome.baseline_cycles.max(1) as f64 - 1.0) * 100.0
     );
     print_line!(
-        "trials: {} ({} compiled in this run, {} placed, {} did not build or fit) in {:.1} s, {:.1} trials per minute{}",
+        "trials: {} ({} compiled in this run, {} placed, {} did not build or fit; {} fresh sessions) in {:.1} s, {:.1} trials per minute{}",
         outcome.trials,
         outcome.compiled_here,
         outcome.placed,
         outcome.rejected,
+        outcome.fresh_sessions,
         outcome.seconds,
         f64::from(outcome.trials) / minutes.max(1e-9),
         if loaded {

@@ -9,13 +9,17 @@ use std::sync::{Arc, Mutex};
 use salsa::Database;
 
 use super::tracked::TrackedQuery;
-use crate::cache::PersistentCache;
+use crate::cache::{EntryKind, PersistentCache};
 
 /// The database trait every query takes.
 #[salsa::db]
 pub trait Db: salsa::Database {
     /// The persistent cache, when the session has one.
     fn cache(&self) -> Option<&PersistentCache>;
+
+    /// The persistent cache for entries of `kind`: the cache, unless the
+    /// session keeps only some kinds there.
+    fn cache_for(&self, kind: EntryKind) -> Option<&PersistentCache>;
 
     /// Reports `items` more done of the stage the caller is showing (a
     /// side channel for progress only: nothing computed may depend on it).
@@ -38,6 +42,8 @@ pub struct CompilerDatabase {
     storage: salsa::Storage<Self>,
     log: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>>,
     cache: Option<Arc<PersistentCache>>,
+    /// The only kinds read from and kept in `cache` (`None`: every kind).
+    cached_kinds: Option<&'static [EntryKind]>,
     progress: Option<ProgressSink>,
 }
 
@@ -55,6 +61,7 @@ impl Default for CompilerDatabase {
             }))),
             log,
             cache: None,
+            cached_kinds: None,
             progress: None,
         }
     }
@@ -67,6 +74,13 @@ impl salsa::Database for CompilerDatabase {}
 impl Db for CompilerDatabase {
     fn cache(&self) -> Option<&PersistentCache> {
         self.cache.as_deref()
+    }
+
+    fn cache_for(&self, kind: EntryKind) -> Option<&PersistentCache> {
+        match self.cached_kinds {
+            Some(kinds) if !kinds.contains(&kind) => None,
+            _ => self.cache.as_deref(),
+        }
     }
 
     fn advance_progress(&self, items: u64) {
@@ -83,6 +97,22 @@ impl CompilerDatabase {
             cache,
             ..CompilerDatabase::default()
         }
+    }
+
+    /// A database whose queries read and keep only entries of `kinds` in
+    /// `cache` (a layout search keeps the activation calibration, which
+    /// no trial changes, and none of its trials' schedules).
+    pub fn with_cache_for(cache: Arc<PersistentCache>, kinds: &'static [EntryKind]) -> Self {
+        CompilerDatabase {
+            cache: Some(cache),
+            cached_kinds: Some(kinds),
+            ..CompilerDatabase::default()
+        }
+    }
+
+    /// The persistent cache, shared, if any.
+    pub fn shared_cache(&self) -> Option<Arc<PersistentCache>> {
+        self.cache.clone()
     }
 
     /// Reports queries' progress (`Db::advance_progress`) to `sink`.

@@ -19,7 +19,7 @@ use super::on_disk::{Persisted, cache_on_disk, persisted_by_bincode};
 use super::schedules::{
     EffectivePolicy, PolicyKey, PolicySource, ProblemKey, problem_digest, schedule_figures,
 };
-use crate::cache::{CacheKey, EntryError, StableHasher};
+use crate::cache::{CacheKey, EntryError, EntryKind, StableHasher};
 use crate::expand::program::{LowProgram, TransferList};
 use crate::group::{
     BoundaryVerdict, FusionCost, MotionOptions, PhaseGroups, group_phases_replaying,
@@ -191,7 +191,7 @@ pub struct KeptRecord {
 /// only; [`group_priced`] stores records.
 #[salsa::tracked(returns(ref))]
 pub fn kept_grouping_record(db: &dyn Db, build: BuildInputs) -> Option<KeptRecord> {
-    let cache = db.cache()?;
+    let cache = db.cache_for(EntryKind::Grouping)?;
     let key = record_key(db, build, motion_options(db, build))?;
     cache.load_with(GroupingRecord::KIND, &key, |payload, provenance| {
         let record = GroupingRecord::decode(payload).map_err(EntryError::Undecodable)?;
@@ -224,7 +224,10 @@ fn motion_options(db: &dyn Db, build: BuildInputs) -> MotionOptions {
 
 /// Keeps `record` for the next build of the same program and settings.
 fn store_record(db: &dyn Db, build: BuildInputs, options: MotionOptions, record: &GroupingRecord) {
-    let (Some(cache), Some(key)) = (db.cache(), record_key(db, build, options)) else {
+    let (Some(cache), Some(key)) = (
+        db.cache_for(EntryKind::Grouping),
+        record_key(db, build, options),
+    ) else {
         return;
     };
     match record.encode() {

@@ -75,7 +75,7 @@ pub fn cache_on_disk<T: Persisted, E>(
     check: impl FnOnce(&T, Provenance) -> Result<(), String>,
     compute: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
-    let Some(cache) = db.cache() else {
+    let Some(cache) = db.cache_for(T::KIND) else {
         return compute();
     };
     let key = key()?;

@@ -23,6 +23,7 @@
 //! the trials' keeping and the shards from `super::search_trials`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -233,6 +234,9 @@ pub struct SearchOutcome {
     pub rejected: u32,
     /// Trials placed to check that they fit.
     pub placed: u32,
+    /// Times the trials' session was dropped for a fresh one to stay
+    /// within the memory budget.
+    pub fresh_sessions: u32,
     /// Seconds the search took when it ran (not when loaded from the cache).
     pub seconds: f64,
 }
@@ -313,15 +317,21 @@ pub fn store_search(
     }
 }
 
-/// Where a search's trials are kept and read, and which of them this
-/// process compiles.
-#[derive(Clone, Copy, Default)]
-pub struct TrialSharing<'cache> {
+/// Where a search's trials are kept and read, which of them this process
+/// compiles, and how much memory its trials may hold.
+#[derive(Clone, Default)]
+pub struct TrialSharing {
     /// The cache trials are read from and kept in (`None`: every trial is
     /// compiled here and kept nowhere).
-    pub cache: Option<&'cache PersistentCache>,
+    pub cache: Option<Arc<PersistentCache>>,
     /// This process's shard of the trials (`None`: all of them).
     pub shard: Option<SearchShard>,
+    /// Resident bytes above which the trials' session is dropped and a
+    /// fresh one started from the chosen plan (between ops; `None`: never).
+    /// Every trial's compiled values stay in the session's memo, hundreds
+    /// of trials' worth; a fresh session costs one build of the chosen
+    /// plan (the activation calibration is read from the cache).
+    pub memory_budget: Option<u64>,
 }
 
 impl Session {
@@ -334,7 +344,7 @@ impl Session {
         query: &BuildQuery,
         settings: SearchSettings,
         progress: &dyn SearchProgress,
-        sharing: TrialSharing<'_>,
+        sharing: TrialSharing,
     ) -> Result<SearchOutcome, SearchError> {
         let started = Instant::now();
         let mut search = Search {
@@ -346,8 +356,14 @@ impl Session {
             placed: 0,
             sequence: 0,
             progress,
-            store: sharing.cache.map(|cache| TrialStore::new(cache, query)),
+            store: sharing
+                .cache
+                .clone()
+                .map(|cache| TrialStore::new(cache, query)),
             shard: sharing.shard,
+            cache: sharing.cache,
+            memory_budget: sharing.memory_budget,
+            fresh_sessions: 0,
         };
         let baseline = search.baseline(&query.planning.layout_overrides)?;
         let mut chosen = choices_of(&query.planning.layout_overrides);
@@ -391,6 +407,7 @@ impl Session {
                 let Some(&from) = current.get(op) else {
                     continue;
                 };
+                search.within_budget(&chosen);
                 // The candidates follow the chosen plan's layouts (never
                 // the last trial's), so every shard tries the same ones.
                 let layouts = search.layouts_of(&chosen)?;
@@ -468,10 +485,26 @@ impl Session {
             compiled_here: search.compiled,
             rejected: search.rejected,
             placed: search.placed,
+            fresh_sessions: search.fresh_sessions,
             seconds: started.elapsed().as_secs_f64(),
         };
         Ok(outcome)
     }
+}
+
+/// This process's resident memory in bytes (`VmRSS` of
+/// `/proc/self/status`; `None` where there is none).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kilobytes: u64 = line
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kilobytes * 1024)
 }
 
 /// The cache key of a search: the starting build and the settings.
@@ -526,8 +559,12 @@ struct Search<'a> {
     /// Candidates batched so far (shards own candidates by this count).
     sequence: usize,
     progress: &'a dyn SearchProgress,
-    store: Option<TrialStore<'a>>,
+    store: Option<TrialStore>,
     shard: Option<SearchShard>,
+    /// The cache a fresh session reads the calibration from.
+    cache: Option<Arc<PersistentCache>>,
+    memory_budget: Option<u64>,
+    fresh_sessions: u32,
 }
 
 impl Search<'_> {
@@ -537,6 +574,23 @@ impl Search<'_> {
         query.planning.layout_overrides = overrides.to_vec();
         query.planning.layout_overrides.sort();
         query
+    }
+
+    /// Over the memory budget, drops the trials' session for a fresh one
+    /// at the plan `chosen` (its values are rebuilt by the next trial).
+    fn within_budget(&mut self, chosen: &BTreeMap<String, Partition>) {
+        let Some(budget) = self.memory_budget else {
+            return;
+        };
+        if resident_bytes().is_none_or(|resident| resident <= budget) {
+            return;
+        }
+        let query = self.query_with(&overrides_of(chosen));
+        // The old session's memory is freed before the new one fills.
+        *self.session = Session::for_search(&query, None);
+        *self.session = Session::for_search(&query, self.cache.clone());
+        self.fresh_sessions += 1;
+        tracing::debug!(resident = ?resident_bytes(), "search: a fresh trials session");
     }
 
     /// The layouts of the plan `choices` (the session moved to it; only

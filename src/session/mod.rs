@@ -89,9 +89,34 @@ impl Session {
         }
     }
 
+    /// A session for a layout search's trials: of the persistent cache it
+    /// reads and keeps only the activation calibration (no trial changes
+    /// it; the trials' schedules stay in memory, hundreds of them no build
+    /// asks for).
+    pub fn for_search(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
+        let db = match cache {
+            Some(cache) => {
+                CompilerDatabase::with_cache_for(cache, &[crate::cache::EntryKind::Calibration])
+            }
+            None => CompilerDatabase::with_cache(None),
+        };
+        let inputs = create_inputs(&db, query);
+        Session {
+            db,
+            inputs,
+            progress: progress::silent(),
+            warmed: None,
+        }
+    }
+
     /// The session's persistent cache, if any.
     pub fn cache(&self) -> Option<&PersistentCache> {
         self.db.cache()
+    }
+
+    /// The session's persistent cache, shared, if any.
+    pub fn shared_cache(&self) -> Option<Arc<PersistentCache>> {
+        self.db.shared_cache()
     }
 
     /// Applies an edited query; returns the input fields that changed.

@@ -23,6 +23,7 @@
 //! ([`TrialStore`]), and the shard of a search ([`SearchShard`]). The
 //! search loop is `crate::session::layout_search`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -90,8 +91,8 @@ impl SearchShard {
 }
 
 /// The trials kept in a persistent cache for one search's query.
-pub struct TrialStore<'cache> {
-    cache: &'cache PersistentCache,
+pub struct TrialStore {
+    cache: Arc<PersistentCache>,
     query: BuildQuery,
     /// Whether the other shards still answer (a wait that ran out of
     /// patience stops the waiting for the rest of the search).
@@ -101,8 +102,8 @@ pub struct TrialStore<'cache> {
 /// How often a waiting shard asks for a trial again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-impl<'cache> TrialStore<'cache> {
-    pub fn new(cache: &'cache PersistentCache, query: &BuildQuery) -> Self {
+impl TrialStore {
+    pub fn new(cache: Arc<PersistentCache>, query: &BuildQuery) -> Self {
         TrialStore {
             cache,
             query: query.clone(),
