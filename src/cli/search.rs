@@ -77,9 +77,9 @@ pub struct SearchArguments {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub shard_wait: u64,
     /// MiB of resident memory above which the trials' session is dropped
-    /// for a fresh one at the chosen plan (checked between ops; 0: never).
-    /// The trials' compiled values stay in memory until then; a fresh
-    /// session costs one build of the chosen plan.
+    /// for a fresh one (checked before each trial; 0: never). The trials'
+    /// compiled values stay in memory until then; a fresh session costs
+    /// one cold build of the next trial (the calibration is cached).
     #[arg(long, value_name = "MIB", default_value_t = 1536,
           value_parser = clap::value_parser!(u64).range(0..=1 << 30))]
     pub memory_budget: u64,

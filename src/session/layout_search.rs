@@ -327,10 +327,11 @@ pub struct TrialSharing {
     /// This process's shard of the trials (`None`: all of them).
     pub shard: Option<SearchShard>,
     /// Resident bytes above which the trials' session is dropped and a
-    /// fresh one started from the chosen plan (between ops; `None`: never).
+    /// fresh one started (checked before each trial compiled; `None`:
+    /// never).
     /// Every trial's compiled values stay in the session's memo, hundreds
     /// of trials' worth; a fresh session costs one build of the chosen
-    /// plan (the activation calibration is read from the cache).
+    /// plan's unchanged values (the calibration is read from the cache).
     pub memory_budget: Option<u64>,
 }
 
@@ -407,7 +408,6 @@ impl Session {
                 let Some(&from) = current.get(op) else {
                     continue;
                 };
-                search.within_budget(&chosen);
                 // The candidates follow the chosen plan's layouts (never
                 // the last trial's), so every shard tries the same ones.
                 let layouts = search.layouts_of(&chosen)?;
@@ -491,6 +491,24 @@ impl Session {
         Ok(outcome)
     }
 }
+
+/// Hands the heap's free memory back to the system, so that the resident
+/// memory the budget reads falls when a session is dropped (glibc keeps
+/// freed memory in its arenas otherwise; elsewhere nothing is done).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn return_freed_memory() {
+    unsafe extern "C" {
+        fn malloc_trim(pad: usize) -> std::ffi::c_int;
+    }
+    // SAFETY: glibc's `malloc_trim` only releases free memory at the top
+    // of its heaps and unused pages inside them; it takes no pointer.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_freed_memory() {}
 
 /// This process's resident memory in bytes (`VmRSS` of
 /// `/proc/self/status`; `None` where there is none).
@@ -577,18 +595,19 @@ impl Search<'_> {
     }
 
     /// Over the memory budget, drops the trials' session for a fresh one
-    /// at the plan `chosen` (its values are rebuilt by the next trial).
-    fn within_budget(&mut self, chosen: &BTreeMap<String, Partition>) {
+    /// at `query`, the trial about to be compiled (the trials' values are
+    /// rebuilt as trials need them; the steps do not depend on them).
+    fn within_budget(&mut self, query: &BuildQuery) {
         let Some(budget) = self.memory_budget else {
             return;
         };
         if resident_bytes().is_none_or(|resident| resident <= budget) {
             return;
         }
-        let query = self.query_with(&overrides_of(chosen));
         // The old session's memory is freed before the new one fills.
-        *self.session = Session::for_search(&query, None);
-        *self.session = Session::for_search(&query, self.cache.clone());
+        *self.session = Session::for_search(query, None);
+        return_freed_memory();
+        *self.session = Session::for_search(query, self.cache.clone());
         self.fresh_sessions += 1;
         tracing::debug!(resident = ?resident_bytes(), "search: a fresh trials session");
     }
@@ -610,6 +629,7 @@ impl Search<'_> {
     /// rebuild of the session, not placed (`Err`: why it did not build).
     fn compile(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, String> {
         let query = self.query_with(overrides);
+        self.within_budget(&query);
         self.session.update(&query);
         let (cycles, executions) = self
             .session
