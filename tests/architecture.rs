@@ -277,6 +277,7 @@ const SESSION_API: &[&str] = &[
     "packing",
     "progress",
     "replay",
+    "search_trials",
     "searched_layouts",
     "suggest",
     "sweep",
