@@ -28,7 +28,7 @@ use crate::expand::expand_op;
 use crate::expand::program::Step;
 use crate::layout::candidates::{Alignment, attention_search_candidates, matmul_search_candidates};
 use crate::layout::capacity::MemoryBudget;
-use crate::layout::cost::AttentionOrder;
+use crate::layout::cost::{AttentionOrder, TileOrder};
 use crate::layout::format::TensorFormat;
 use crate::layout::overrides::{LayoutOverride, Partition};
 use crate::layout::plan::{Layouts, OpPlan, PlannedOp};
@@ -587,5 +587,39 @@ mod tests {
         let mut reversed = states;
         reversed.reverse();
         assert_eq!(names(&retain(reversed, 8)), ["a", "d", "c"]);
+    }
+}
+
+/// The partition in every other tile order.
+pub(super) fn other_orders(partition: Partition) -> Vec<Partition> {
+    match partition {
+        Partition::MatMul {
+            rows,
+            cols,
+            reduction,
+            order,
+        } => TileOrder::ALL
+            .into_iter()
+            .filter(|other| *other != order)
+            .map(|other| Partition::MatMul {
+                rows,
+                cols,
+                reduction,
+                order: other,
+            })
+            .collect(),
+        Partition::Attention {
+            queries,
+            keys,
+            order,
+        } => AttentionOrder::ALL
+            .into_iter()
+            .filter(|other| *other != order)
+            .map(|other| Partition::Attention {
+                queries,
+                keys,
+                order: other,
+            })
+            .collect(),
     }
 }

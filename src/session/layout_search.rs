@@ -31,13 +31,14 @@ use serde::{Deserialize, Serialize};
 /// The beam of [`SearchSettings::beam`], named where the settings are made
 /// (`superstep search`'s flags).
 pub use super::layout_beam::BeamSettings;
-use super::layout_beam::{beam_search, choices_of, conversion_proxy, op_candidates, overrides_of};
-use super::search_trials::{SearchShard, TrialRecord, TrialStore};
+use super::layout_beam::{beam_search, choices_of, op_candidates, other_orders, overrides_of};
+use super::search_trials::{
+    SearchShard, TrialRecord, TrialStore, resident_bytes, return_freed_memory,
+};
 use super::{Session, TrackedQuery};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};
 use crate::incremental::on_disk::Persisted;
-use crate::layout::cost::{AttentionOrder, TileOrder};
 use crate::layout::overrides::{LayoutOverride, Partition};
 use crate::layout::plan::{Layouts, OpPlan};
 use crate::layout::planner::PlanningSettings;
@@ -114,101 +115,7 @@ pub struct BeamReport {
     pub seconds: f64,
 }
 
-/// The beam's price of one exchange phase made only of conversions,
-/// against what the build's policy scheduled (horizon plus the fixed
-/// overhead above it), per execution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Calibration {
-    pub phase: String,
-    /// The conversions merged into it.
-    pub conversions: u32,
-    pub proxy_cycles: u64,
-    pub real_cycles: u64,
-}
-
-/// The planner's price of one matrix product or attention (what the beam
-/// and the local steps rank candidates by: its kernels, its own exchanges
-/// and their barriers) against what the compiled program's estimate
-/// charges the same, per execution: the op's compute steps, and the
-/// exchange phases of its own (keyed by the op, not by one of its
-/// conversions) with the overhead above their horizons.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OpCalibration {
-    pub op: String,
-    pub partition: String,
-    pub predicted_cycles: u64,
-    pub compiled_cycles: u64,
-}
-
-/// The planner's prediction against the compiled program, per heavy op of
-/// the session's current build.
-pub fn calibrate_operators(session: &Session) -> Vec<OpCalibration> {
-    let (Ok(layouts), Ok(compiled)) = (session.layouts(), session.compute_breakdown()) else {
-        return Vec::new();
-    };
-    let mut own_exchange: BTreeMap<String, u64> = BTreeMap::new();
-    for phase in session.phases() {
-        let Ok(figures) = phase.figures() else {
-            continue;
-        };
-        let op = phase.key().split('#').next().unwrap_or(phase.key());
-        *own_exchange.entry(op.to_string()).or_default() +=
-            u64::from(figures.horizon) + crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
-    }
-    layouts
-        .ops
-        .iter()
-        .filter_map(|op| {
-            let predicted = match &op.plan {
-                OpPlan::MatMul(plan) => plan.cycles,
-                OpPlan::Attention(plan) => plan.cycles,
-                _ => return None,
-            };
-            let charged = compiled.iter().find(|entry| entry.op == op.name)?;
-            Some(OpCalibration {
-                op: op.name.clone(),
-                partition: op.plan.partition()?.to_string(),
-                predicted_cycles: predicted,
-                compiled_cycles: charged.cycles / charged.executions.max(1)
-                    + own_exchange.get(&op.name).copied().unwrap_or(0),
-            })
-        })
-        .collect()
-}
-
-/// The calibration of the beam's proxy on the session's current build:
-/// every exchange phase whose ops are all conversions.
-pub fn calibrate(session: &Session) -> Vec<Calibration> {
-    let Ok(layouts) = session.layouts() else {
-        return Vec::new();
-    };
-    let mut rows = Vec::new();
-    for phase in session.phases() {
-        let Ok(figures) = phase.figures() else {
-            continue;
-        };
-        let mut ops: Vec<&str> = std::iter::once(phase.key())
-            .chain(figures.merged_from.iter().map(String::as_str))
-            .map(|key| key.split('#').next().unwrap_or(key))
-            .collect();
-        ops.sort_unstable();
-        ops.dedup();
-        let proxies: Option<Vec<u64>> = ops
-            .iter()
-            .map(|op| conversion_proxy(&layouts, op))
-            .collect();
-        if let Some(proxies) = proxies {
-            rows.push(Calibration {
-                phase: phase.key().to_string(),
-                conversions: ops.len() as u32,
-                proxy_cycles: proxies.iter().sum(),
-                real_cycles: u64::from(figures.horizon)
-                    + crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
-            });
-        }
-    }
-    rows
-}
+pub use super::search_calibration::{Calibration, OpCalibration, calibrate, calibrate_operators};
 
 /// What a search found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -492,76 +399,9 @@ impl Session {
     }
 }
 
-/// Hands the heap's free memory back to the system, so that the resident
-/// memory the budget reads falls when a session is dropped (glibc keeps
-/// freed memory in its arenas otherwise; elsewhere nothing is done).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn return_freed_memory() {
-    unsafe extern "C" {
-        fn malloc_trim(pad: usize) -> std::ffi::c_int;
-    }
-    // SAFETY: glibc's `malloc_trim` only releases free memory at the top
-    // of its heaps and unused pages inside them; it takes no pointer.
-    unsafe {
-        malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn return_freed_memory() {}
-
-/// This process's resident memory in bytes (`VmRSS` of
-/// `/proc/self/status`; `None` where there is none).
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kilobytes: u64 = line
-        .trim_start_matches("VmRSS:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kilobytes * 1024)
-}
-
 /// The cache key of a search: the starting build and the settings.
 fn search_key(query: &BuildQuery, settings: SearchSettings) -> CacheKey {
     CacheKey::of("layout search", &(package_build_key(query), settings))
-}
-
-/// The partition in every other tile order.
-fn other_orders(partition: Partition) -> Vec<Partition> {
-    match partition {
-        Partition::MatMul {
-            rows,
-            cols,
-            reduction,
-            order,
-        } => TileOrder::ALL
-            .into_iter()
-            .filter(|other| *other != order)
-            .map(|other| Partition::MatMul {
-                rows,
-                cols,
-                reduction,
-                order: other,
-            })
-            .collect(),
-        Partition::Attention {
-            queries,
-            keys,
-            order,
-        } => AttentionOrder::ALL
-            .into_iter()
-            .filter(|other| *other != order)
-            .map(|other| Partition::Attention {
-                queries,
-                keys,
-                order: other,
-            })
-            .collect(),
-    }
 }
 
 struct Search<'a> {

@@ -17,6 +17,7 @@ pub mod phase;
 pub mod pricing;
 pub mod progress;
 pub mod replay;
+pub mod search_calibration;
 pub mod search_trials;
 pub mod searched_layouts;
 pub mod suggest;
@@ -79,7 +80,11 @@ impl Session {
     /// A session whose per-phase results are read from and written to
     /// `cache` (a persistent, content-addressed cache) when given.
     pub fn with_cache(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
-        let db = CompilerDatabase::with_cache(cache);
+        Session::over(CompilerDatabase::with_cache(cache), query)
+    }
+
+    /// A session of `query` over the database `db`.
+    fn over(db: CompilerDatabase, query: &BuildQuery) -> Session {
         let inputs = create_inputs(&db, query);
         Session {
             db,
@@ -100,13 +105,7 @@ impl Session {
             }
             None => CompilerDatabase::with_cache(None),
         };
-        let inputs = create_inputs(&db, query);
-        Session {
-            db,
-            inputs,
-            progress: progress::silent(),
-            warmed: None,
-        }
+        Session::over(db, query)
     }
 
     /// The session's persistent cache, if any.

@@ -20,7 +20,8 @@
 //! key, or a trusted writer's): an unsigned or foreign entry is a miss.
 //!
 //! Owns the record, its key, reading, keeping and waiting for it
-//! ([`TrialStore`]), and the shard of a search ([`SearchShard`]). The
+//! ([`TrialStore`]), the shard of a search ([`SearchShard`]), and the
+//! resident memory its budget reads. The
 //! search loop is `crate::session::layout_search`.
 
 use std::sync::Arc;
@@ -159,4 +160,37 @@ impl TrialStore {
         self.others_answer = false;
         None
     }
+}
+
+/// Hands the heap's free memory back to the system, so that the resident
+/// memory the budget reads falls when a session is dropped (glibc keeps
+/// freed memory in its arenas otherwise; elsewhere nothing is done).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(super) fn return_freed_memory() {
+    unsafe extern "C" {
+        fn malloc_trim(pad: usize) -> std::ffi::c_int;
+    }
+    // SAFETY: glibc's `malloc_trim` only releases free memory at the top
+    // of its heaps and unused pages inside them; it takes no pointer.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(super) fn return_freed_memory() {}
+
+/// This process's resident memory in bytes (`VmRSS` of
+/// `/proc/self/status`; `None` where there is none).
+pub(super) fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kilobytes: u64 = line
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kilobytes * 1024)
 }
