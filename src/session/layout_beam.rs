@@ -528,6 +528,40 @@ fn retain(mut states: Vec<(State, Layouts)>, width: usize) -> Vec<(State, Layout
     kept
 }
 
+/// The partition in every other tile order.
+pub(super) fn other_orders(partition: Partition) -> Vec<Partition> {
+    match partition {
+        Partition::MatMul {
+            rows,
+            cols,
+            reduction,
+            order,
+        } => TileOrder::ALL
+            .into_iter()
+            .filter(|other| *other != order)
+            .map(|other| Partition::MatMul {
+                rows,
+                cols,
+                reduction,
+                order: other,
+            })
+            .collect(),
+        Partition::Attention {
+            queries,
+            keys,
+            order,
+        } => AttentionOrder::ALL
+            .into_iter()
+            .filter(|other| *other != order)
+            .map(|other| Partition::Attention {
+                queries,
+                keys,
+                order: other,
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -587,39 +621,5 @@ mod tests {
         let mut reversed = states;
         reversed.reverse();
         assert_eq!(names(&retain(reversed, 8)), ["a", "d", "c"]);
-    }
-}
-
-/// The partition in every other tile order.
-pub(super) fn other_orders(partition: Partition) -> Vec<Partition> {
-    match partition {
-        Partition::MatMul {
-            rows,
-            cols,
-            reduction,
-            order,
-        } => TileOrder::ALL
-            .into_iter()
-            .filter(|other| *other != order)
-            .map(|other| Partition::MatMul {
-                rows,
-                cols,
-                reduction,
-                order: other,
-            })
-            .collect(),
-        Partition::Attention {
-            queries,
-            keys,
-            order,
-        } => AttentionOrder::ALL
-            .into_iter()
-            .filter(|other| *other != order)
-            .map(|other| Partition::Attention {
-                queries,
-                keys,
-                order: other,
-            })
-            .collect(),
     }
 }
