@@ -98,18 +98,20 @@ fn a_warm_cache_serves_every_phase_and_builds_the_same_package() {
         } else {
             assert!(figures_read > problems, "auto prices nothing: {runs:?}");
         }
-        // Plus the schedules, the placement, the activation calibration
-        // (FP8 inputs, the default: the FP32 reference does not run again),
-        // and under `auto` each priced merge's bound and the record of the
-        // grouping (read, but not replayed: no key signed this cache, so
-        // every boundary is judged and priced again).
+        // Plus the schedules, each problem's rows summary and the row table
+        // (both checked by making them again from the checked rows), the
+        // placement, the activation calibration (FP8 inputs, the default:
+        // the FP32 reference does not run again), and under `auto` each
+        // priced merge's bound and the record of the grouping (read, but
+        // not replayed: no key signed this cache, so every boundary is
+        // judged and priced again).
         let bounds = runs.get(&TrackedQuery::ProblemBound).copied().unwrap_or(0);
         assert_eq!(bounds > 0, fusion == "auto", "{runs:?}");
         assert_eq!(runs.get(&TrackedQuery::ActivationCalibration), Some(&1));
         let record = u64::from(fusion == "auto");
         assert_eq!(
             statistics.hits,
-            (figures_read + 2 * problems + bounds) as u64 + 2 + record,
+            (figures_read + 3 * problems + bounds) as u64 + 3 + record,
             "{fusion}: {statistics:?}"
         );
 
@@ -216,9 +218,10 @@ fn an_override_with_a_warm_cache_schedules_only_that_phase() {
         "{runs:?}"
     );
     let statistics = cache.statistics();
-    // The new (problem, policy) pair misses its schedule, figures and rows
-    // (and the placement, when the reservations moved); all else hits.
-    assert!((3..=4).contains(&statistics.misses), "{statistics:?}");
+    // The new (problem, policy) pair misses its schedule, figures, rows and
+    // rows summary, the program its row table (and the placement, when
+    // the reservations moved); all else hits.
+    assert!((5..=6).contains(&statistics.misses), "{statistics:?}");
     assert_eq!(statistics.writes, statistics.misses, "{statistics:?}");
     assert_eq!(figures(&outcome), figures(&build(&edited, None).0));
 }

@@ -474,11 +474,12 @@ fn case_10_a_cache_warning_is_printed_once_without_colour() {
         cache.to_str().expect("utf-8"),
     ];
     assert!(superstep(&arguments).status.success());
-    // A rows entry: a warm build reads every phase's rows (not every
-    // figures entry: those of merges fusion priced are not read when the
-    // grouping is replayed from its signed record).
+    // A rows summary: a warm build reads every phase's (not its rows,
+    // when it keeps its package, and not every figures entry: those of
+    // merges fusion priced are not read when the grouping is replayed
+    // from its signed record).
     let mut damaged = 0;
-    let mut stack = vec![cache.join("rows")];
+    let mut stack = vec![cache.join("summary")];
     while let Some(folder) = stack.pop() {
         for entry in std::fs::read_dir(&folder).expect("cache folder") {
             let path = entry.expect("entry").path();

@@ -495,6 +495,7 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
         (TrackedQuery::ValidatedSchedule, problems),
         (TrackedQuery::ScheduleFigures, problems),
         (TrackedQuery::EncodedRows, problems),
+        (TrackedQuery::RowSummary, problems),
         (TrackedQuery::RowTable, 1),
         (TrackedQuery::PhaseCosts, 1),
         (TrackedQuery::BuildEstimate, 1),

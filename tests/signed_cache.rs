@@ -141,11 +141,14 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
     // The grouping is replayed from the writer's record: no merge is
     // priced (no merge's bound, no figures beyond the program's phases).
     assert_eq!(runs.get(&TrackedQuery::ProblemBound), None, "{runs:?}");
+    // Nor are rows loaded for the build: their summaries and the row
+    // table are read (the package reads the rows).
     assert_eq!(
         runs.get(&TrackedQuery::ScheduleFigures),
-        runs.get(&TrackedQuery::EncodedRows),
+        runs.get(&TrackedQuery::RowSummary),
         "{runs:?}"
     );
+    assert_eq!(runs.get(&TrackedQuery::EncodedRows), None, "{runs:?}");
     let remote = report.remote.expect("remote");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert_eq!((remote.misses, remote.rejected), (0, 0), "{remote:?}");
@@ -191,7 +194,7 @@ fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
     assert_eq!(runs.get(&TrackedQuery::ProblemBound), None, "{runs:?}");
     assert_eq!(
         runs.get(&TrackedQuery::ScheduleFigures),
-        runs.get(&TrackedQuery::EncodedRows),
+        runs.get(&TrackedQuery::RowSummary),
         "{runs:?}"
     );
     assert_eq!(report.statistics.writes, 0, "{:?}", report.statistics);
@@ -201,6 +204,101 @@ fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
     assert_eq!(package, expected);
     assert!(runs.contains_key(&TrackedQuery::ProblemBound), "{runs:?}");
     assert_eq!(report.statistics.writes, 0, "{:?}", report.statistics);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn a_warm_build_over_its_own_signed_cache_loads_no_rows_until_the_package() {
+    let directory = scratch("signed-cache", "no-rows");
+    let (_, secret) = key_pair();
+    let open = |signer: Option<&str>| {
+        let local = PersistentCache::open(&directory.join("cache"), 4 << 30).expect("cache");
+        Arc::new(local.with_signing(Signing {
+            signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
+            writer: false,
+            listed: TrustedKeys::new(Vec::new()),
+            also_trusted: Vec::new(),
+        }))
+    };
+    let expected = uncached_package();
+    let (package, cold_runs, _) = build_with(&open(Some(&secret)));
+    assert_eq!(package, expected);
+    let phases = cold_runs[&TrackedQuery::PhaseFigures];
+    assert!(cold_runs[&TrackedQuery::EncodedRows] > 0, "{cold_runs:?}");
+
+    // Warm and signed: the figures, patches and row table come from the
+    // rows' summaries and the kept table; no phase's rows are loaded until
+    // the package asks for them, and it is the uncached build's.
+    let cache = open(Some(&secret));
+    let mut session = Session::with_cache(&tiny(), Some(cache.clone()));
+    let outcome = session.build().expect("build");
+    let runs = counts(&outcome.executions);
+    assert_eq!(runs.get(&TrackedQuery::EncodedRows), None, "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::Scheduled), None, "{runs:?}");
+    assert_eq!(runs[&TrackedQuery::RowTable], 1, "{runs:?}");
+    assert!(runs[&TrackedQuery::RowSummary] <= phases, "{runs:?}");
+    assert_eq!(session.package().expect("package"), expected);
+    let report = cache.finish();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(report.statistics.writes, 0, "{:?}", report.statistics);
+
+    // Unsigned, the same entries are checked by making them again from
+    // the checked rows: the rows are loaded, nothing is refused or written.
+    let cache = open(None);
+    let mut session = Session::with_cache(&tiny(), Some(cache.clone()));
+    let outcome = session.build().expect("build");
+    let runs = counts(&outcome.executions);
+    assert!(runs[&TrackedQuery::EncodedRows] > 0, "{runs:?}");
+    assert_eq!(session.package().expect("package"), expected);
+    let report = cache.finish();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(
+        (report.statistics.rejected, report.statistics.writes),
+        (0, 0),
+        "{:?}",
+        report.statistics
+    );
+
+    // A summary and a table that do not match the rows they claim to
+    // summarise, kept unsigned: refused with a warning each, remade, the
+    // same package.
+    for kind in [EntryKind::RowSummary, EntryKind::RowTable] {
+        for path in files(&directory.join("cache").join(kind.folder())) {
+            let (kind, key) = kind_and_key(&path);
+            let bytes = std::fs::read(&path).expect("entry");
+            let value = payload(kind, &key, &bytes);
+            let wrong = match kind {
+                EntryKind::RowSummary => {
+                    let mut summary: superstep::incremental::row_summary::RowSummary =
+                        bincode::deserialize(&value).expect("summary");
+                    summary.total_bytes += 4;
+                    bincode::serialize(&summary).expect("encodes")
+                }
+                _ => {
+                    let mut table: superstep::rows::RowTable =
+                        bincode::deserialize(&value).expect("table");
+                    table.identical_rows += 1;
+                    bincode::serialize(&table).expect("encodes")
+                }
+            };
+            std::fs::write(&path, encode(kind, &key, &wrong, None).expect("encodes"))
+                .expect("write");
+        }
+    }
+    let cache = open(None);
+    let mut session = Session::with_cache(&tiny(), Some(cache.clone()));
+    session.build().expect("build");
+    assert_eq!(session.package().expect("package"), expected);
+    let report = cache.finish();
+    assert!(report.statistics.rejected >= 2, "{:?}", report.statistics);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("summary of the phase's checked rows")),
+        "{:?}",
+        report.warnings
+    );
     let _ = std::fs::remove_dir_all(&directory);
 }
 

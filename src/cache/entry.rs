@@ -104,10 +104,19 @@ pub enum EntryKind {
     /// instead of compiling the program again. Used only when a trusted
     /// key signed it (no check short of compiling proves an estimate).
     SearchTrial = 13,
+    /// What a build reads of one (problem, policy, width)'s rows besides
+    /// the package: their sizes and the phase's Repeat patch lists under
+    /// one base choice, so that a warm build that keeps its package does
+    /// not load the rows.
+    RowSummary = 14,
+    /// The shared row table of a program's phases (each tile's stored
+    /// rows, their bytes and the sharing patches), keyed by every phase's
+    /// rows and allocation map.
+    RowTable = 15,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 13] = [
+    pub const ALL: [EntryKind; 15] = [
         EntryKind::Schedule,
         EntryKind::Rows,
         EntryKind::Figures,
@@ -121,6 +130,8 @@ impl EntryKind {
         EntryKind::BuildIndex,
         EntryKind::Grouping,
         EntryKind::SearchTrial,
+        EntryKind::RowSummary,
+        EntryKind::RowTable,
     ];
 
     /// Whether entries of this kind are fetched from (and uploaded to) a
@@ -150,6 +161,8 @@ impl EntryKind {
             EntryKind::BuildIndex => "index",
             EntryKind::Grouping => "grouping",
             EntryKind::SearchTrial => "trial",
+            EntryKind::RowSummary => "summary",
+            EntryKind::RowTable => "table",
         }
     }
 

@@ -10,8 +10,9 @@
 //! are signed by their writer ([`signing`]): one a trusted key signed is
 //! used without its check for meaning.
 //!
-//! The salsa queries `scheduled`, `schedule_figures`, `encoded_rows` and
-//! `placement` consult the cache of the database
+//! The salsa queries `scheduled`, `schedule_figures`, `encoded_rows`,
+//! `row_summary`, `row_table` and `placement` (among others) consult the
+//! cache of the database
 //! (`crate::incremental::Db::cache`); salsa's memo stays the first level, the
 //! cache is the second.
 

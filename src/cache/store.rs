@@ -272,6 +272,17 @@ impl PersistentCache {
         }
     }
 
+    /// Notes that this command's build may need the entry of `kind` under
+    /// `key` although this run read it inside another value's computation,
+    /// or not at all (a warm build reads a phase's row summary, not its
+    /// rows; a reader with a fresh outputs folder writes the package and
+    /// reads the rows): the writer's build index lists it.
+    pub fn note_needed(&self, kind: EntryKind, key: &CacheKey) {
+        if let Ok(mut used) = self.used.lock() {
+            used.push((kind, *key));
+        }
+    }
+
     /// This cache with `remote` behind it.
     pub fn with_remote(mut self, remote: RemoteCache) -> PersistentCache {
         self.remote = Some(remote);

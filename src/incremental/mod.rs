@@ -21,6 +21,7 @@ pub mod on_disk;
 pub mod package;
 pub mod packing;
 pub mod phases;
+pub mod row_summary;
 pub mod schedules;
 pub mod sweep;
 pub mod tracked;

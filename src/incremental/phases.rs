@@ -1,7 +1,8 @@
 //! The back half's per-phase queries: phase groups, each phase's exchange
 //! problem (interned by content in `schedules`, so identical phases are
 //! scheduled once), its effective policy (a firewall out of the override
-//! list), its figures and its Repeat patches.
+//! list), its figures and its Repeat patches (both read from its rows'
+//! summary, `row_summary`, not from the rows).
 //!
 //! Phases are identified by their stable key (`op#ordinal`), never by
 //! position.
@@ -13,13 +14,13 @@ use super::database::Db;
 use super::grouping::group_priced;
 use super::inputs::BuildInputs;
 use super::lowering::{StageError, low_program};
+use super::row_summary::row_summary;
 use super::schedules::{
-    EffectivePolicy, PhaseError, PolicyKey, PolicySource, ProblemKey, encoded_rows,
-    schedule_figures,
+    EffectivePolicy, PhaseError, PolicyKey, PolicySource, ProblemKey, schedule_figures,
 };
 use crate::expand::program::{AllocationId, Step, TransferList};
 use crate::group::{ExchangePhase, Fusion, MotionOptions, PhaseGroups, group_phases_with};
-use crate::patch::{PhasePatches, repeat_patches};
+use crate::patch::PhasePatches;
 use crate::schedule::{CandidateOutcome, ExchangeProblem};
 
 /// The phase groups under `planning.copy_motion` and `planning.fusion`.
@@ -222,7 +223,7 @@ pub fn phase_figures<'db>(
     let record = phase_problem(db, phase).as_ref().map_err(Clone::clone)?;
     let (problem, policy) = phase_work(db, phase)?;
     let schedule = schedule_figures(db, problem, policy).clone()?;
-    let rows = encoded_rows(db, problem, policy).clone()?;
+    let rows = row_summary(db, problem, policy, repeat_base(db, phase.build(db))).clone()?;
     let effective = phase_policy(db, phase);
     let content = problem.problem(db);
     Ok(PhaseFigures {
@@ -239,27 +240,22 @@ pub fn phase_figures<'db>(
         horizon: schedule.horizon,
         lower_bound: schedule.lower_bound,
         latency_bound: schedule.latency_bound,
-        max_row_bytes: rows.max_bytes(),
-        total_row_bytes: rows.total_bytes(),
-        patch_words: phase_patches(db, phase).clone()?.words(),
+        max_row_bytes: rows.max_bytes,
+        total_row_bytes: rows.total_bytes,
+        patch_words: rows.patches.words(),
         candidates: schedule.candidates,
     })
 }
 
-/// Repeat patch lists of one phase.
+/// Repeat patch lists of one phase (its rows' summary's).
 #[salsa::tracked(returns(ref))]
 pub fn phase_patches<'db>(
     db: &'db dyn Db,
     phase: PhaseKey<'db>,
 ) -> Result<Arc<PhasePatches>, PhaseError> {
     let (problem, policy) = phase_work(db, phase)?;
-    let rows = encoded_rows(db, problem, policy).clone()?;
-    let base_selection = repeat_base(db, phase.build(db));
-    Ok(Arc::new(repeat_patches(
-        problem.problem(db),
-        &rows,
-        base_selection,
-    )))
+    let summary = row_summary(db, problem, policy, repeat_base(db, phase.build(db))).clone()?;
+    Ok(Arc::new(summary.patches.clone()))
 }
 
 /// Firewall: whether Repeat patches may use a moving base register

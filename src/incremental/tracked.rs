@@ -113,6 +113,7 @@ tracked_queries! {
     ScheduleFigures = "schedule_figures" in Schedules,
     PhaseFigures = "phase_figures" in Schedules,
     EncodedRows = "encoded_rows" in RowTables,
+    RowSummary = "row_summary" in RowTables,
     RowTable = "row_table" in RowTables,
     RepeatBase = "repeat_base" in PatchLists,
     PhasePatches = "phase_patches" in PatchLists,

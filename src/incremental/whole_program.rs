@@ -9,21 +9,25 @@ use std::sync::Arc;
 use super::database::Db;
 use super::inputs::BuildInputs;
 use super::lowering::{StageError, low_program};
-use super::on_disk::cache_on_disk;
+use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::phases::{
     phase_figures, phase_groups, phase_keys, phase_patches, phase_problem, phase_work,
 };
-use super::schedules::{PhaseError, encoded_rows, problem_digest};
+use super::schedules::{PhaseError, encoded_rows, phase_cache_key, problem_digest};
 use crate::cache::CacheKey;
 use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::compute::StepLoad;
 use crate::estimate::profile::{PhaseEntry, ProgramProfile, profile};
 use crate::estimate::{Estimate, PhaseCost, compute_step_loads, estimate};
-use crate::expand::program::{LowProgram, Step};
+use crate::expand::program::{AllocationId, LowProgram, Step};
 use crate::patch::memory::{patch_list_bytes, sharing_patch_cycles};
 use crate::place::check::check_placement;
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
+
+persisted_by_bincode! {
+    RowTable => RowTable,
+}
 
 /// A failure of the back half.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, salsa::SalsaValue)]
@@ -36,31 +40,85 @@ pub enum BackendError {
     Placement(#[from] PlacementError),
 }
 
+/// The shared row table of the program's phases. With a persistent cache
+/// it is kept as an entry of its own, keyed by every phase's rows (their
+/// (problem, policy) key) and allocation map and the tile count, so a warm
+/// build reads the table without loading any phase's rows. A table no
+/// trusted key signed is checked by building it again from the rows.
 #[salsa::tracked(returns(ref))]
 pub fn row_table(db: &dyn Db, build: BuildInputs) -> Result<Arc<RowTable>, BackendError> {
     let _span = tracing::debug_span!("row_table").entered();
     // `phase_keys` is empty when the phases cannot be formed: fail with
     // that error here rather than build an empty table.
     phase_groups(db, build).clone()?;
-    let mut rows = Vec::new();
-    let mut allocations = Vec::new();
+    let tiles = build.machine(db).tiles;
+    let mut work = Vec::new();
     for &phase in phase_keys(db, build) {
         let (problem, policy) = phase_work(db, phase)?;
-        rows.push(encoded_rows(db, problem, policy).clone()?);
-        allocations.push(
-            phase_problem(db, phase)
-                .as_ref()
-                .map_err(Clone::clone)?
-                .allocations
-                .clone(),
-        );
+        let allocations = phase_problem(db, phase)
+            .as_ref()
+            .map_err(Clone::clone)?
+            .allocations
+            .clone();
+        work.push((problem, policy, allocations));
     }
-    let pairs: Vec<_> = rows
-        .iter()
-        .zip(&allocations)
-        .map(|(rows, allocations)| (rows.as_ref(), allocations.as_slice()))
-        .collect();
-    Ok(Arc::new(RowTable::build(&pairs, build.machine(db).tiles)))
+    let made = || -> Result<RowTable, BackendError> {
+        let mut rows = Vec::with_capacity(work.len());
+        for (problem, policy, _) in &work {
+            rows.push(encoded_rows(db, *problem, *policy).clone()?);
+        }
+        let pairs: Vec<_> = rows
+            .iter()
+            .zip(&work)
+            .map(|(rows, (_, _, allocations))| (rows.as_ref(), allocations.as_slice()))
+            .collect();
+        Ok(RowTable::build(&pairs, tiles))
+    };
+    cache_on_disk(
+        db,
+        || {
+            let phases: Vec<(CacheKey, &[AllocationId])> = work
+                .iter()
+                .map(|(problem, policy, allocations)| {
+                    (
+                        phase_cache_key(db, *problem, *policy),
+                        allocations.as_slice(),
+                    )
+                })
+                .collect();
+            Ok(CacheKey::of("row table", &(tiles, phases)))
+        },
+        |cached: &RowTable, provenance| {
+            cached.fits(work.len(), tiles)?;
+            if !provenance.needs_check() {
+                return Ok(());
+            }
+            match made() {
+                Ok(table) if table == *cached => Ok(()),
+                Ok(_) => Err("it is not the table of the phases' checked rows".to_string()),
+                Err(error) => Err(format!("the phases' rows: {error}")),
+            }
+        },
+        made,
+    )
+    .map(Arc::new)
+}
+
+/// Notes every phase's rows as needed by this build in the persistent
+/// cache's build index (see `PersistentCache::note_needed`), whether or
+/// not this run loaded them.
+pub fn note_rows_needed(db: &dyn Db, build: BuildInputs) {
+    let Some(cache) = db.cache_for(crate::cache::EntryKind::Rows) else {
+        return;
+    };
+    for &phase in phase_keys(db, build) {
+        if let Ok((problem, policy)) = phase_work(db, phase) {
+            cache.note_needed(
+                crate::cache::EntryKind::Rows,
+                &phase_cache_key(db, problem, policy),
+            );
+        }
+    }
 }
 
 /// Firewall between rows and placement: what each tile reserves.

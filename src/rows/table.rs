@@ -29,7 +29,7 @@ pub struct SharingPatch {
 }
 
 /// Shared row storage of a program's phases.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RowTable {
     /// Per tile: bytes of the distinct stored rows.
     pub bytes_per_tile: Vec<u64>,
@@ -173,6 +173,48 @@ impl RowTable {
 
     pub fn max_bytes(&self) -> u64 {
         self.bytes_per_tile.iter().copied().max().unwrap_or(0)
+    }
+
+    /// `Err` unless the table has the shape its users index by for
+    /// `phases` phases on `tiles` tiles (a cached table's check): a byte
+    /// count per tile, a stored-row index per phase and tile, and every
+    /// sharing patch on a tile and phase of the program.
+    pub fn fits(&self, phases: usize, tiles: u32) -> Result<(), String> {
+        let tiles_count = tiles as usize;
+        if self.bytes_per_tile.len() != tiles_count {
+            return Err(format!(
+                "{} byte counts for {tiles} tiles",
+                self.bytes_per_tile.len()
+            ));
+        }
+        if self.stored.len() != phases {
+            return Err(format!(
+                "stored rows of {} phases for {phases}",
+                self.stored.len()
+            ));
+        }
+        if let Some((phase, stored)) = self
+            .stored
+            .iter()
+            .enumerate()
+            .find(|(_, stored)| stored.len() != tiles_count)
+        {
+            return Err(format!(
+                "phase {phase} has stored rows for {} tiles, not {tiles}",
+                stored.len()
+            ));
+        }
+        match self
+            .sharing_patches
+            .iter()
+            .find(|patch| patch.tile >= tiles || patch.phase as usize >= phases)
+        {
+            Some(patch) => Err(format!(
+                "a sharing patch of phase {} on tile {} is beyond the program",
+                patch.phase, patch.tile
+            )),
+            None => Ok(()),
+        }
     }
 
     pub fn total_bytes(&self) -> u64 {

@@ -256,6 +256,7 @@ impl Session {
             progress.end();
             table?
         };
+        crate::incremental::whole_program::note_rows_needed(&self.db, build);
         let mut patch_words = 0;
         for &key in &keys {
             patch_words += phase_patches(&self.db, key).clone()?.words();

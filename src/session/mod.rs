@@ -331,6 +331,17 @@ impl Session {
     pub fn package(
         &self,
     ) -> Result<crate::package::Package, crate::incremental::package::AssemblyError> {
+        use crate::incremental::phases::{phase_keys, phase_work};
+        use crate::incremental::schedules::encoded_rows;
+        // Every phase's rows, loaded (or encoded) over the cores first (a
+        // warm build reads only their summaries): the assembly then finds
+        // them in salsa's memo, in order.
+        let keys = phase_keys(&self.db, self.inputs).clone();
+        fan_out::fan_out(&self.db, &keys, |db, _, key| {
+            if let Ok((problem, policy)) = phase_work(db, *key) {
+                let _ = encoded_rows(db, problem, policy);
+            }
+        });
         crate::incremental::package::assemble_package(&self.db, self.inputs)
     }
 

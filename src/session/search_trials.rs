@@ -163,10 +163,22 @@ impl TrialStore {
 }
 
 /// Hands the heap's free memory back to the system, so that the resident
-/// memory the budget reads falls when a session is dropped (glibc keeps
-/// freed memory in its arenas otherwise; elsewhere nothing is done).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// memory the budget reads falls when a session is dropped: mimalloc (the
+/// compiler's allocator) purges its freed pages now rather than later,
+/// and glibc (the allocator of a program that links the library without
+/// choosing one) returns what its arenas keep.
 pub(super) fn return_freed_memory() {
+    // SAFETY: `mi_collect` takes no pointer; it frees and purges what the
+    // calling thread's heap no longer uses (nothing when mimalloc is not
+    // the allocator in use).
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
+    trim_glibc_heap();
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_glibc_heap() {
     unsafe extern "C" {
         fn malloc_trim(pad: usize) -> std::ffi::c_int;
     }
@@ -178,7 +190,7 @@ pub(super) fn return_freed_memory() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(super) fn return_freed_memory() {}
+fn trim_glibc_heap() {}
 
 /// This process's resident memory in bytes (`VmRSS` of
 /// `/proc/self/status`; `None` where there is none).
