@@ -131,6 +131,42 @@ fn a_kept_search_is_the_layouts_of_its_configuration_only() {
         "{}",
         layouts_line(&batch_two)
     );
+    // `watch` and `diff` build with the kept plan too, as `build` does.
+    let watch = superstep(&[
+        "watch",
+        TINY,
+        "--set",
+        &outputs,
+        "--cache",
+        cache,
+        "--exit-after",
+        "0",
+    ]);
+    assert_eq!(watch.status.code(), Some(0), "{}", stderr(&watch));
+    assert!(
+        stdout(&watch)
+            .lines()
+            .any(|line| line.starts_with("layouts: searched (cache;")),
+        "{}",
+        stdout(&watch)
+    );
+    let diff = document(&superstep(&[
+        "diff",
+        TINY,
+        TINY,
+        "--set",
+        &outputs,
+        "--cache",
+        cache,
+        "--set-b",
+        "workload.batch=2",
+        "--json",
+    ]));
+    assert_eq!(
+        diff["totals"]["total_cycles"]["a"].as_u64(),
+        Some(best),
+        "{diff}"
+    );
     // No cache: the planner's.
     let uncached = build(&[], false);
     assert_eq!(uncached.status.code(), Some(0), "{}", stderr(&uncached));

@@ -21,6 +21,7 @@ use crate::report::diff::{
     compare,
 };
 use crate::session::Session;
+use crate::session::searched_layouts::with_searched_layouts;
 use crate::text::thousands;
 
 /// The flags of `superstep diff`.
@@ -217,25 +218,36 @@ fn build_query(
     arguments: &QueryArguments,
     open: &mut Option<OpenSession>,
 ) -> Result<ReportView, CommandError> {
-    let query = load(arguments)?;
+    let written = load(arguments)?;
     let reusable = open
         .as_ref()
-        .is_some_and(|open| same_cache(&arguments.cache, &open.outputs, &query));
-    let mut current = match open.take() {
+        .is_some_and(|open| same_cache(&arguments.cache, &open.outputs, &written));
+    // Each side builds with the plan a search kept for its configuration,
+    // as `superstep build` would.
+    let (query, mut current) = match open.take() {
         Some(mut reused) if reusable => {
+            let (query, _) = with_searched_layouts(&written, reused.session.cache());
             reused.session.update(&query);
-            reused
+            (query, reused)
         }
         previous => {
             if let Some(previous) = previous {
                 finish(previous.session.cache());
             }
-            let cache =
-                open_persistent_cache(&arguments.cache, &query.outputs.directory, &query.cache)?;
-            OpenSession {
-                session: Session::with_cache(&query, cache),
-                outputs: query.outputs.directory.clone(),
-            }
+            let cache = open_persistent_cache(
+                &arguments.cache,
+                &written.outputs.directory,
+                &written.cache,
+            )?;
+            let (query, _) = with_searched_layouts(&written, cache.as_deref());
+            let session = Session::with_cache(&query, cache);
+            (
+                query,
+                OpenSession {
+                    session,
+                    outputs: written.outputs.directory.clone(),
+                },
+            )
         }
     };
     let view = view_of_build(&mut current.session, &query, arguments);

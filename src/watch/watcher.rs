@@ -26,6 +26,7 @@ use crate::report::artifacts::{artifacts_directory, session_report, write_report
 use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::report::manifest;
 use crate::session::Session;
+use crate::session::searched_layouts::with_searched_layouts;
 use crate::session::suggest::SUGGESTION_CANDIDATES;
 
 /// What the notification side tells the loop.
@@ -267,6 +268,10 @@ impl Watcher {
 
     fn rebuild(&mut self, query: BuildQuery, out: &mut impl Write) -> io::Result<Refresh> {
         self.builds += 1;
+        // The plan a search kept for this configuration, under the file's
+        // pins, as `superstep build` would use it (looked up again on every
+        // save: a changed configuration is another plan, or none).
+        let (query, layouts) = with_searched_layouts(&query, self.options.cache.as_deref());
         let cold = self.session.is_none();
         let (changed, settings) = match (&mut self.session, &self.applied) {
             (Some(session), Some(previous)) => {
@@ -287,6 +292,7 @@ impl Watcher {
             "{} {name}…",
             if cold { "building" } else { "rebuilding" }
         )?;
+        writeln!(out, "{}", layouts.line())?;
         out.flush()?;
         let started = Instant::now();
         let result = session.build();
