@@ -77,8 +77,6 @@ mod pruning;
 mod record;
 #[path = "record_cli.rs"]
 mod record_cli;
-#[path = "reference_fidelity.rs"]
-mod reference_fidelity;
 #[path = "remote_cache.rs"]
 mod remote_cache;
 #[path = "remote_trust.rs"]

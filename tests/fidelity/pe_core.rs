@@ -84,7 +84,7 @@ fn narrowed_pe_core_matches_timm_with_sharp_attention() {
 /// (about 80 MB) is not committed: write it with
 /// `python3 scripts/fixtures/pe_core_reference.py --preset l14-2 --out FILE`
 /// and run with `SUPERSTEP_PE_CORE_L14_FIXTURE=FILE cargo test --test
-/// reference_fidelity -- --ignored --nocapture`.
+/// suite fidelity::pe_core -- --ignored --nocapture`.
 #[test]
 #[ignore = "needs a fixture written by scripts/fixtures/pe_core_reference.py --preset l14-2"]
 fn full_width_pe_core_matches_timm() {
