@@ -163,6 +163,19 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
     let _ = std::fs::remove_dir_all(&directory);
 }
 
+/// A local cache in `directory` that signs with `signer` (a secret key's
+/// text) when given, as a user's own cache signs with their local key, and
+/// lists no other key.
+fn own_cache(directory: &Path, signer: Option<&str>) -> Arc<PersistentCache> {
+    let local = PersistentCache::open(directory, 4 << 30).expect("cache");
+    Arc::new(local.with_signing(Signing {
+        signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
+        writer: false,
+        listed: TrustedKeys::new(Vec::new()),
+        also_trusted: Vec::new(),
+    }))
+}
+
 /// A warm build over a local cache its own key signs replays the record of
 /// its phase grouping: no boundary is priced again (no merge's bound, no
 /// figures beyond the program's phases), and the package is the uncached
@@ -172,15 +185,7 @@ fn a_trusting_reader_takes_every_kind_from_a_signed_remote_without_checking() {
 fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
     let directory = scratch("signed-cache", "replay");
     let (_, secret) = key_pair();
-    let open = |signer: Option<&str>| {
-        let local = PersistentCache::open(&directory.join("cache"), 4 << 30).expect("cache");
-        Arc::new(local.with_signing(Signing {
-            signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
-            writer: false,
-            listed: TrustedKeys::new(Vec::new()),
-            also_trusted: Vec::new(),
-        }))
-    };
+    let open = |signer: Option<&str>| own_cache(&directory.join("cache"), signer);
     let expected = uncached_package();
     let (package, cold_runs, _) = build_with(&open(Some(&secret)));
     assert_eq!(package, expected);
@@ -211,15 +216,7 @@ fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
 fn a_warm_build_over_its_own_signed_cache_loads_no_rows_until_the_package() {
     let directory = scratch("signed-cache", "no-rows");
     let (_, secret) = key_pair();
-    let open = |signer: Option<&str>| {
-        let local = PersistentCache::open(&directory.join("cache"), 4 << 30).expect("cache");
-        Arc::new(local.with_signing(Signing {
-            signer: signer.map(|text| SigningKey::parse(text, "test").expect("secret")),
-            writer: false,
-            listed: TrustedKeys::new(Vec::new()),
-            also_trusted: Vec::new(),
-        }))
-    };
+    let open = |signer: Option<&str>| own_cache(&directory.join("cache"), signer);
     let expected = uncached_package();
     let (package, cold_runs, _) = build_with(&open(Some(&secret)));
     assert_eq!(package, expected);

@@ -98,3 +98,20 @@ pub fn cache_on_disk<T: Persisted, E>(
     }
     Ok(value)
 }
+
+/// The check for meaning of a cached value whose only independent check is
+/// making it again from checked inputs (a rows summary, the row table):
+/// `Ok` when `remake()` gives the same value; `what` names the value in
+/// the refusal, `from` what it is made from.
+pub fn check_by_remaking<T: PartialEq, E: std::fmt::Display>(
+    cached: &T,
+    remake: impl FnOnce() -> Result<T, E>,
+    what: &str,
+    from: &str,
+) -> Result<(), String> {
+    match remake() {
+        Ok(value) if value == *cached => Ok(()),
+        Ok(_) => Err(format!("it is not the {what} of {from}")),
+        Err(error) => Err(format!("{from}: {error}")),
+    }
+}

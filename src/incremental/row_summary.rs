@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::database::Db;
-use super::on_disk::{cache_on_disk, persisted_by_bincode};
+use super::on_disk::{cache_on_disk, check_by_remaking, persisted_by_bincode};
 use super::schedules::{PhaseError, PolicyKey, ProblemKey, encoded_rows, phase_cache_key};
 use crate::cache::CacheKey;
 use crate::patch::{PhasePatches, repeat_patches};
@@ -91,11 +91,7 @@ pub fn row_summary<'db>(
             if !provenance.needs_check() {
                 return Ok(());
             }
-            match made() {
-                Ok(summary) if summary == *cached => Ok(()),
-                Ok(_) => Err("it is not the summary of the phase's checked rows".to_string()),
-                Err(error) => Err(format!("its rows: {error}")),
-            }
+            check_by_remaking(cached, made, "summary", "the phase's checked rows")
         },
         made,
     )

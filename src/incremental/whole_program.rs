@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::database::Db;
 use super::inputs::BuildInputs;
 use super::lowering::{StageError, low_program};
-use super::on_disk::{cache_on_disk, persisted_by_bincode};
+use super::on_disk::{cache_on_disk, check_by_remaking, persisted_by_bincode};
 use super::phases::{
     phase_figures, phase_groups, phase_keys, phase_patches, phase_problem, phase_work,
 };
@@ -93,11 +93,7 @@ pub fn row_table(db: &dyn Db, build: BuildInputs) -> Result<Arc<RowTable>, Backe
             if !provenance.needs_check() {
                 return Ok(());
             }
-            match made() {
-                Ok(table) if table == *cached => Ok(()),
-                Ok(_) => Err("it is not the table of the phases' checked rows".to_string()),
-                Err(error) => Err(format!("the phases' rows: {error}")),
-            }
+            check_by_remaking(cached, made, "row table", "the phases' checked rows")
         },
         made,
     )
