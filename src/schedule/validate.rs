@@ -11,7 +11,9 @@
 //! It must not repair anything; the first violation is returned, naming the
 //! piece, tile and event.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 pub mod elements;
 pub mod fabric;
@@ -339,7 +341,7 @@ fn check_tile_receives(
     tile: u32,
     list: &[Incoming],
 ) -> Result<(), ValidationError> {
-    let mut controls: HashMap<i64, usize> = HashMap::new();
+    let mut controls: HashMap<i64, usize> = HashMap::default();
     // Source end, payload end, receive, piece of the previous receive.
     let mut previous: Option<(i64, i64, usize, usize)> = None;
     let mut ordinary_end = i64::MIN;
@@ -509,32 +511,114 @@ fn check_hazards(problem: &ExchangeProblem, schedule: &Schedule) -> Result<(), V
         } else {
             1
         };
+        // An iteration whose accesses all lie at one distance from another
+        // iteration's (every access's allocation moves by the same bytes)
+        // overlaps exactly where that one does: it is checked once.
+        let mut patterns_checked: HashSet<Vec<u64>> = HashSet::default();
         for iteration in 0..bindings {
-            let mut segments: BTreeMap<u64, Segment> = BTreeMap::new();
-            for &(piece, write, address, start, end) in accesses {
-                let binding = iteration.min(problem.bindings(address.allocation) - 1);
-                let low = problem.bound_offset(address, binding);
-                let high = low + 4 * u64::from(problem.words[piece]);
-                for (_, segment) in overlapping(&segments, low, high) {
-                    let ready = if write {
-                        segment.read_end.max(segment.write_end)
-                    } else {
-                        segment.write_end
-                    };
-                    if start < ready {
-                        return Err(ValidationError::Hazard {
-                            piece,
-                            tile: *tile,
-                            start: low,
-                            end: high,
-                            event: start,
-                            ready,
-                        });
-                    }
+            let lows: Vec<u64> = accesses
+                .iter()
+                .map(|&(_, _, address, _, _)| {
+                    problem.bound_offset(
+                        address,
+                        iteration.min(problem.bindings(address.allocation) - 1),
+                    )
+                })
+                .collect();
+            if bindings > 1 {
+                let first = lows.first().copied().unwrap_or(0);
+                let pattern = lows.iter().map(|low| low.wrapping_sub(first)).collect();
+                if !patterns_checked.insert(pattern) {
+                    continue;
                 }
-                insert(&mut segments, low, high, write, end);
+            }
+            check_accesses(problem, *tile, accesses, &lows)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks one tile's accesses to one alias root (in piece order, the
+/// `i`th at byte `lows[i]`): no access starts before the accesses it must
+/// follow on the bytes it shares with them have ended. Only overlapping
+/// accesses can conflict, so the accesses are cut into clusters of
+/// overlapping byte ranges (most of them alone), and each cluster of two or
+/// more is walked in piece order; the error is the first access in piece
+/// order that conflicts, as one walk over them all would find.
+fn check_accesses(
+    problem: &ExchangeProblem,
+    tile: u32,
+    accesses: &[Access],
+    lows: &[u64],
+) -> Result<(), ValidationError> {
+    let high_of = |index: usize| lows[index] + 4 * u64::from(problem.words[accesses[index].0]);
+    let mut by_address: Vec<usize> = (0..accesses.len()).collect();
+    by_address.sort_unstable_by_key(|&index| (lows[index], index));
+    let mut first_conflict: Option<(usize, ValidationError)> = None;
+    let mut cluster: Vec<usize> = Vec::new();
+    let mut cluster_end = 0u64;
+    for &index in by_address.iter().chain(std::iter::once(&usize::MAX)) {
+        let next_joins = index != usize::MAX && !cluster.is_empty() && lows[index] < cluster_end;
+        if !next_joins {
+            if cluster.len() > 1 {
+                cluster.sort_unstable();
+                if let Err(conflict) = check_cluster(problem, tile, accesses, lows, &cluster)
+                    && first_conflict
+                        .as_ref()
+                        .is_none_or(|(first, _)| conflict.0 < *first)
+                {
+                    first_conflict = Some(conflict);
+                }
+            }
+            cluster.clear();
+            cluster_end = 0;
+        }
+        if index != usize::MAX {
+            cluster.push(index);
+            cluster_end = cluster_end.max(high_of(index));
+        }
+    }
+    match first_conflict {
+        Some((_, error)) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// Walks one cluster of overlapping accesses (indices into `accesses`, in
+/// piece order): `Err` with the first conflicting access's index.
+fn check_cluster(
+    problem: &ExchangeProblem,
+    tile: u32,
+    accesses: &[Access],
+    lows: &[u64],
+    cluster: &[usize],
+) -> Result<(), (usize, ValidationError)> {
+    let mut segments: BTreeMap<u64, Segment> = BTreeMap::new();
+    for &index in cluster {
+        let (piece, write, _, start, end) = accesses[index];
+        let low = lows[index];
+        let high = low + 4 * u64::from(problem.words[piece]);
+        for (_, segment) in overlapping(&segments, low, high) {
+            let ready = if write {
+                segment.read_end.max(segment.write_end)
+            } else {
+                segment.write_end
+            };
+            if start < ready {
+                return Err((
+                    index,
+                    ValidationError::Hazard {
+                        piece,
+                        tile,
+                        start: low,
+                        end: high,
+                        event: start,
+                        ready,
+                    },
+                ));
             }
         }
+        insert(&mut segments, low, high, write, end);
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! owns these decisions for the validator only and must not be used by the
 //! scheduler.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::fabric::{
     FORMAT_TO_PAYLOAD, PAIRED_ALIGNMENT, PAIRED_ITEMS_AT_LEAST, format_on, pair_member, route_time,
