@@ -215,23 +215,36 @@ const GENERATION_CHUNK: usize = 1 << 16;
 /// generator's draws in element order (made in chunks over the cores, each
 /// chunk's generator skipped to its first draw: the same values).
 fn generated_instance(graph: &Graph, seed: u64, id: ValueId, instance: u32) -> Vec<f32> {
+    generated_instance_and_largest(graph, seed, id, instance).0
+}
+
+/// [`generated_instance`] and its largest magnitude, taken from each chunk
+/// as it is made (while the chunk is still in cache).
+fn generated_instance_and_largest(
+    graph: &Graph,
+    seed: u64,
+    id: ValueId,
+    instance: u32,
+) -> (Vec<f32>, f32) {
     use rayon::prelude::*;
     let value = graph.value(id);
     let elements = value.shape.elements() as usize;
     let start = name_seed(seed, &value.name, instance);
     let distribution = Distribution::of(&value.name, value.shape.rows);
     let mut values = vec![0.0f32; elements];
-    values
+    let largest = values
         .par_chunks_mut(GENERATION_CHUNK)
         .enumerate()
-        .for_each(|(chunk, out)| {
+        .map(|(chunk, out)| {
             let first = chunk * GENERATION_CHUNK;
             let mut generator = SplitMix::skipped(start, first as u64);
             for slot in out.iter_mut() {
                 *slot = distribution.draw(&mut generator);
             }
-        });
-    values
+            largest_magnitude(out)
+        })
+        .reduce(|| 0.0f32, f32::max);
+    (values, largest)
 }
 
 /// The largest magnitude in `values` (0 for none; NaNs are passed over, as
@@ -293,14 +306,10 @@ impl<'graph> StreamedSeededWeights<'graph> {
     pub fn instance(&self, id: ValueId, instance: u32) -> Vec<f32> {
         use rayon::prelude::*;
         let value = self.graph.value(id);
-        let values = generated_instance(self.graph, self.seed, id, instance);
+        let (values, largest) = generated_instance_and_largest(self.graph, self.seed, id, instance);
         match value.precision {
             super::graph::Precision::F8 => {
                 let mut values = values;
-                let largest = values
-                    .par_chunks(GENERATION_CHUNK)
-                    .map(largest_magnitude)
-                    .reduce(|| 0.0f32, f32::max);
                 let scale = self.fp8_scale.scale_for(largest);
                 let table = crate::numerics::fp8::decode_table(scale);
                 values.par_chunks_mut(GENERATION_CHUNK).for_each(|chunk| {

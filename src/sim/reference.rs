@@ -102,15 +102,21 @@ impl Evaluator<'_, '_> {
     fn run_op(&mut self, index: usize, instance: u32) -> Result<(), SimError> {
         let op = &self.graph.ops[index];
         let result = {
-            let inputs: Vec<Cow<'_, [f32]>> = op
-                .inputs
-                .iter()
-                .map(|&input| operand(self.graph, self.parameters, &self.values, input, instance))
-                .collect::<Result<_, _>>()?;
+            let inputs: Vec<Cow<'_, [f32]>> = {
+                let _span = tracing::debug_span!("reference_operands", op = %op.name).entered();
+                op.inputs
+                    .iter()
+                    .map(|&input| {
+                        operand(self.graph, self.parameters, &self.values, input, instance)
+                    })
+                    .collect::<Result<_, _>>()?
+            };
             if let Some(observer) = self.observer.as_mut() {
+                let _span = tracing::debug_span!("reference_observer", op = %op.name).entered();
                 let borrowed: Vec<&[f32]> = inputs.iter().map(|input| &**input).collect();
                 observer(op, &borrowed);
             }
+            let _span = tracing::debug_span!("reference_op", op = %op.name).entered();
             compute(self.graph, op, &inputs)?
         };
         self.values[op.output.0 as usize] = Some(result);
