@@ -652,7 +652,7 @@ pub const FIELDS: &[Field] = &[
         Some(Input::Overrides),
         "schedule.width",
         &["auto", "word32", "paired64"],
-        "Its width.",
+        "Its width (auto: paired where it shortens the phase, as schedule.width).",
     ),
     table("outputs", "What a build writes."),
     field(

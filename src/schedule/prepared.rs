@@ -6,6 +6,7 @@
 
 use super::dependencies::{Dependencies, dependencies};
 use super::list::place_in_time_order;
+use super::pairing::select_paired;
 use super::placer::Placer;
 use super::policy::order;
 use super::problem::ExchangeProblem;
@@ -39,10 +40,13 @@ impl<'a> Prepared<'a> {
     }
 
     /// The schedule of a concrete (non-`auto`) policy under `width`. With
-    /// `TransferWidth::Auto` both widths are tried when some piece is
-    /// eligible: `latency` and `list` keep the shorter horizon; compact
-    /// policies keep the smaller maximum row, then total row, then horizon
-    /// (rows estimated by [`row_words_estimate`]).
+    /// `TransferWidth::Auto` the order is placed under the pairings `auto`
+    /// tries for each of its orders (none, every eligible piece, and the
+    /// per-piece selection of `pairing` when it differs), and the shortest
+    /// horizon wins, then the smaller maximum row, then total row (rows
+    /// estimated by [`row_words_estimate`]), then the earlier pairing: the
+    /// width is "paired where it shortens the phase", for an override of
+    /// one phase as for `auto`.
     pub fn with_width(
         &self,
         policy: SchedulePolicy,
@@ -55,10 +59,9 @@ impl<'a> Prepared<'a> {
     }
 
     /// [`Prepared::with_width`], or `None` when its schedule is bound to
-    /// have a horizon of at least `cutoff` (each width is placed under the
-    /// cutoff; when a compact policy's row-based width choice needs a width
-    /// that was stopped, that width is placed again in full, so `Some` is
-    /// always exactly what `with_width` returns).
+    /// have a horizon of at least `cutoff` (each pairing is placed under the
+    /// cutoff; one stopped there has the longer horizon and loses, so
+    /// `Some` is always exactly what `with_width` returns).
     pub fn with_width_below(
         &self,
         policy: SchedulePolicy,
@@ -77,40 +80,31 @@ impl<'a> Prepared<'a> {
             TransferWidth::Word32 => below(&none, width),
             TransferWidth::Paired64 => below(&self.eligible, width),
             TransferWidth::Auto => {
-                let ordinary = below(&none, TransferWidth::Word32)?;
                 if !self.any_eligible() {
-                    return Ok(ordinary);
+                    return below(&none, TransferWidth::Word32);
                 }
-                let paired = below(&self.eligible, TransferWidth::Paired64)?;
-                let by_horizon = matches!(
-                    policy,
-                    SchedulePolicy::Latency | SchedulePolicy::List | SchedulePolicy::Auto
-                );
-                let (ordinary, paired) = match (ordinary, paired) {
-                    (None, None) => return Ok(None),
-                    // A stopped width has the longer horizon: by horizon,
-                    // the other one wins.
-                    (Some(ordinary), None) if by_horizon => return Ok(Some(ordinary)),
-                    (None, Some(paired)) if by_horizon => return Ok(Some(paired)),
-                    (Some(ordinary), None) => (
-                        ordinary,
-                        self.place(policy, &self.eligible, TransferWidth::Paired64)?,
-                    ),
-                    (None, Some(paired)) => {
-                        (self.place(policy, &none, TransferWidth::Word32)?, paired)
-                    }
-                    (Some(ordinary), Some(paired)) => (ordinary, paired),
-                };
-                let better = if by_horizon {
-                    paired.horizon < ordinary.horizon
-                } else {
-                    let cost = |schedule: &Schedule| {
-                        let (maximum, total) = row_words_estimate(self.problem, schedule);
-                        (maximum, total, schedule.horizon)
+                let selected = select_paired(self.problem, &self.eligible);
+                let mut pairings: Vec<&[bool]> = vec![&none, &self.eligible];
+                if selected != self.eligible && selected.contains(&true) {
+                    pairings.push(&selected);
+                }
+                let mut best: Option<((u32, u64, u64), Schedule)> = None;
+                for paired in pairings {
+                    let width = if paired.contains(&true) {
+                        TransferWidth::Paired64
+                    } else {
+                        TransferWidth::Word32
                     };
-                    cost(&paired) < cost(&ordinary)
-                };
-                Ok(Some(if better { paired } else { ordinary }))
+                    let Some(schedule) = below(paired, width)? else {
+                        continue;
+                    };
+                    let (maximum, total) = row_words_estimate(self.problem, &schedule);
+                    let cost = (schedule.horizon, maximum, total);
+                    if best.as_ref().is_none_or(|(best_cost, _)| cost < *best_cost) {
+                        best = Some((cost, schedule));
+                    }
+                }
+                Ok(best.map(|(_, schedule)| schedule))
             }
         }
     }

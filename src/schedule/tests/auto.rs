@@ -181,3 +181,44 @@ fn each_merged_exchange_keeps_its_row_allowance() {
         "some candidate is admitted only with the merged allowance"
     );
 }
+
+/// A concrete order at width `auto` (an override of one phase) is placed
+/// under the pairings `auto` tries for every order (none, every eligible
+/// piece, the per-piece selection) and keeps the shortest horizon: width
+/// `auto` is "paired where it shortens the phase" for every policy,
+/// compact ones included.
+#[test]
+fn a_concrete_order_at_width_auto_keeps_its_shortest_pairing() {
+    use crate::schedule::pairing::select_paired;
+    use crate::schedule::prepared::Prepared;
+    let mut shortened = 0;
+    for seed in 0..12 {
+        let problem = random_problem(300 + seed, 16, 40);
+        let prepared = Prepared::new(&problem);
+        for policy in [
+            SchedulePolicy::Matching,
+            SchedulePolicy::Balanced { words: 64 },
+            SchedulePolicy::Stream { words: 256 },
+            SchedulePolicy::Latency,
+        ] {
+            let chosen = schedule(&problem, policy, TransferWidth::Auto).unwrap();
+            validate(&problem, &chosen).unwrap();
+            let ordinary = schedule(&problem, policy, TransferWidth::Word32).unwrap();
+            let mut shortest = ordinary.horizon;
+            if prepared.any_eligible() {
+                let paired = schedule(&problem, policy, TransferWidth::Paired64).unwrap();
+                shortest = shortest.min(paired.horizon);
+                let selected = select_paired(&problem, &prepared.eligible);
+                if selected.contains(&true) {
+                    let placed = prepared
+                        .place(policy, &selected, TransferWidth::Paired64)
+                        .unwrap();
+                    shortest = shortest.min(placed.horizon);
+                }
+            }
+            assert_eq!(chosen.horizon, shortest, "seed {seed}, {policy:?}");
+            shortened += u32::from(chosen.horizon < ordinary.horizon);
+        }
+    }
+    assert!(shortened > 0, "pairing shortens some order of some phase");
+}
