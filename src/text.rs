@@ -15,6 +15,17 @@ pub fn thousands(value: impl Into<u128>) -> String {
     out
 }
 
+/// `count` and the noun for it, singular for one: `1 layer`, `27 layers`,
+/// `1,472 tiles` (the count grouped as [`thousands`] groups it).
+pub fn counted(count: impl Into<u128>, singular: &str, plural: &str) -> String {
+    let count = count.into();
+    format!(
+        "{} {}",
+        thousands(count),
+        if count == 1 { singular } else { plural }
+    )
+}
+
 /// Edit distance over characters (optimal string alignment: insertions,
 /// deletions, substitutions and transpositions of neighbours each cost 1, so
 /// `widht` is one edit from `width`).

@@ -404,6 +404,19 @@ fn case_08_diagnostics_point_at_the_value_at_fault() {
         "0",
     ]);
     assert_input_error(&watch, &["cannot watch", "does not exist"]);
+
+    // A build file missing in an existing folder: exit 2 at once, not a
+    // watch that waits for it.
+    let missing = superstep(&[
+        "watch",
+        directory.join("missing.toml").to_str().expect("utf-8"),
+        "--exit-after",
+        "0",
+    ]);
+    assert_input_error(
+        &missing,
+        &["cannot watch", "missing.toml", "no such build file"],
+    );
 }
 
 // Case 9: one model of reserved memory.

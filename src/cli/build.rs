@@ -96,10 +96,10 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     let summary = &outcome.summary;
     let quiet = progress::quiet();
     print_line!(
-        "superstep build {}: {} ({} layers, batch {}) on {} tiles",
+        "superstep build {}: {} ({}, batch {}) on {} tiles",
         query.name,
         query.workload.model.name,
-        report.layers,
+        crate::text::counted(report.layers, "layer", "layers"),
         query.workload.batch,
         summary.tiles
     );

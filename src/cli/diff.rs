@@ -420,11 +420,11 @@ fn milliseconds_line(change: &Change<f64, f64>) -> String {
 fn identity_line(side: char, source: &SourceLabel, diff: &ReportDiff) -> String {
     let identity = if side == 'A' { &diff.a } else { &diff.b };
     format!(
-        "  {side}: {}: {} ({}, {} layers, batch {}, {} tiles)",
+        "  {side}: {}: {} ({}, {}, batch {}, {} tiles)",
         source.describe(),
         identity.name,
         identity.model,
-        identity.layers,
+        crate::text::counted(identity.layers, "layer", "layers"),
         identity.batch,
         identity.tiles
     )

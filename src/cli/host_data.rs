@@ -75,9 +75,9 @@ pub fn read(arguments: &HostArguments, query: &BuildQuery) -> Result<HostData, C
             return Err(input_error(HostIoError::Count {
                 flag: "--image",
                 message: format!(
-                    "{} images for workload.batch = {images}; give one --image per image of \
+                    "{} for workload.batch = {images}; give one --image per image of \
                      the batch, or pass --set workload.batch={}",
-                    arguments.image.len(),
+                    crate::text::counted(arguments.image.len() as u64, "image", "images"),
                     arguments.image.len()
                 ),
             }));

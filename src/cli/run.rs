@@ -61,10 +61,14 @@ pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
     let (reference, reference_time) = reference_output(graph, &weights, progress.as_ref())?;
     let agreement = compare(&interpretation.output, &reference);
     print_line!(
-        "superstep run {}: {} ({} layers) on {} tiles",
+        "superstep run {}: {} ({}) on {} tiles",
         query.name,
         query.workload.model.name,
-        graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+        crate::text::counted(
+            graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+            "layer",
+            "layers"
+        ),
         query.machine.tiles
     );
     print_line!(

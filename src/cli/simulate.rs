@@ -132,10 +132,14 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
     let (reference, reference_time) = reference_output(graph, &weights, &progress)?;
     let agreement = compare(&run.output, &reference);
     print_line!(
-        "superstep simulate {}: {} ({} layers) on {} tiles, package of {} phases",
+        "superstep simulate {}: {} ({}) on {} tiles, package of {} phases",
         query.name,
         query.workload.model.name,
-        graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+        crate::text::counted(
+            graph.repeat.as_ref().map_or(0, |repeat| repeat.iterations),
+            "layer",
+            "layers"
+        ),
         query.machine.tiles,
         package.phases.len()
     );

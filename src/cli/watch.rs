@@ -53,6 +53,17 @@ pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
             folder.display()
         )));
     }
+    // A build file missing when watching starts is a wrong path, not a file
+    // about to be saved: watch would wait for it forever. (One that
+    // disappears later, as an editor replaces it, is waited for.)
+    if !path.exists() {
+        return Err(CommandError::Input(format!(
+            "error: cannot watch {}: no such build file (the folder {} exists); \
+             name an existing build file (queries/*.toml are the shipped ones)",
+            path.display(),
+            folder.display()
+        )));
+    }
     // The cache folder follows the build file as it is when watching
     // starts (its output folder), or the default when it does not load.
     let (outputs, cache_settings) = match load(&arguments.query) {

@@ -93,9 +93,10 @@ pub fn from_array(
     let leading = shape.first().copied();
     let hint = match shape.len() {
         4 if leading != Some(batch) && shape[1] == 3 && sides.contains(&shape[2]) => format!(
-            "; it holds {} images and the build has workload.batch = {images}: pass \
+            "; it holds {} and the build has workload.batch = {images}: pass \
              --set workload.batch={}",
-            shape[0], shape[0]
+            crate::text::counted(shape[0], "image", "images"),
+            shape[0]
         ),
         _ => String::new(),
     };

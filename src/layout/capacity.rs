@@ -99,7 +99,10 @@ impl MemoryBudget {
             (PlannedMemory::RegionOne, REGION_ONE_BYTES, needed)
         } else {
             contents.push((
-                format!("resident weights ({} layers)", self.layers),
+                format!(
+                    "resident weights ({})",
+                    crate::text::counted(self.layers, "layer", "layers")
+                ),
                 self.resident,
             ));
             (

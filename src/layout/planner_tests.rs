@@ -625,7 +625,7 @@ fn a_product_that_fits_region_one_but_not_beside_the_weights_is_a_whole_tile_sho
     assert_eq!(shortfall.tiles_over, 1);
     assert_eq!(
         shortfall.contents[0],
-        (String::from("resident weights (1 layers)"), 263_168)
+        (String::from("resident weights (1 layer)"), 263_168)
     );
     assert!(shortfall.other_ops_over.is_empty());
     // One tile of the 1,472: more tiles would help; no Repeat to shorten.

@@ -35,7 +35,7 @@ use crate::incremental::on_disk::Persisted;
 use crate::layout::overrides::{OverrideCause, OverrideError};
 use crate::layout::planner::{DirectCosts, LayoutError, plan_layouts};
 use crate::model::graph::OpKind;
-use crate::text::thousands;
+use crate::text::{counted, thousands};
 
 /// The key a searched plan is kept under: the configuration it was
 /// searched for (see the module header for what is and is not in it).
@@ -137,7 +137,7 @@ impl LayoutSource {
         if self.pinned_ops > 0 {
             line.push_str(&format!(
                 "; {} pinned by [[layout.override]]",
-                plural(self.pinned_ops, "op")
+                counted(self.pinned_ops, "op", "ops")
             ));
             if self.pins_over_search > 0 {
                 line.push_str(&format!(
@@ -149,18 +149,10 @@ impl LayoutSource {
         if self.pins_skipped_by_when > 0 {
             line.push_str(&format!(
                 "; {} skipped by `when` (not for this configuration)",
-                plural(self.pins_skipped_by_when, "pin")
+                counted(self.pins_skipped_by_when, "pin", "pins")
             ));
         }
         line
-    }
-}
-
-fn plural(count: u32, word: &str) -> String {
-    if count == 1 {
-        format!("{count} {word}")
-    } else {
-        format!("{count} {word}s")
     }
 }
 

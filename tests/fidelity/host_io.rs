@@ -175,7 +175,7 @@ fn bad_inputs_and_references_are_refused_by_name() {
     refused(
         &["--image", &path(&photo), "--set", "workload.batch=2"],
         &[
-            "--image: 1 images for workload.batch = 2",
+            "--image: 1 image for workload.batch = 2",
             "--set workload.batch=1",
         ],
     );
