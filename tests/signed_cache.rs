@@ -176,6 +176,26 @@ fn own_cache(directory: &Path, signer: Option<&str>) -> Arc<PersistentCache> {
     }))
 }
 
+/// A user's own cache in a fresh scratch folder (`signed-cache/NAME`),
+/// filled by one cold build signed with a fresh key: the folder, the
+/// secret, the uncached build's package and the cold build's executed
+/// queries (the cold build's package is checked to be that one).
+fn own_signed_cache_after_a_cold_build(
+    name: &str,
+) -> (
+    std::path::PathBuf,
+    String,
+    superstep::package::Package,
+    std::collections::BTreeMap<TrackedQuery, usize>,
+) {
+    let directory = scratch("signed-cache", name);
+    let (_, secret) = key_pair();
+    let expected = uncached_package();
+    let (package, cold_runs, _) = build_with(&own_cache(&directory.join("cache"), Some(&secret)));
+    assert_eq!(package, expected);
+    (directory, secret, expected, cold_runs)
+}
+
 /// A warm build over a local cache its own key signs replays the record of
 /// its phase grouping: no boundary is priced again (no merge's bound, no
 /// figures beyond the program's phases), and the package is the uncached
@@ -183,12 +203,8 @@ fn own_cache(directory: &Path, signer: Option<&str>) -> Arc<PersistentCache> {
 /// boundary again, to the same package.
 #[test]
 fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
-    let directory = scratch("signed-cache", "replay");
-    let (_, secret) = key_pair();
+    let (directory, secret, expected, cold_runs) = own_signed_cache_after_a_cold_build("replay");
     let open = |signer: Option<&str>| own_cache(&directory.join("cache"), signer);
-    let expected = uncached_package();
-    let (package, cold_runs, _) = build_with(&open(Some(&secret)));
-    assert_eq!(package, expected);
     assert!(
         cold_runs.contains_key(&TrackedQuery::ProblemBound),
         "the tiny build prices no merge, so this test shows nothing: {cold_runs:?}"
@@ -214,12 +230,8 @@ fn a_warm_build_over_its_own_signed_cache_replays_the_grouping() {
 
 #[test]
 fn a_warm_build_over_its_own_signed_cache_loads_no_rows_until_the_package() {
-    let directory = scratch("signed-cache", "no-rows");
-    let (_, secret) = key_pair();
+    let (directory, secret, expected, cold_runs) = own_signed_cache_after_a_cold_build("no-rows");
     let open = |signer: Option<&str>| own_cache(&directory.join("cache"), signer);
-    let expected = uncached_package();
-    let (package, cold_runs, _) = build_with(&open(Some(&secret)));
-    assert_eq!(package, expected);
     let phases = cold_runs[&TrackedQuery::PhaseFigures];
     assert!(cold_runs[&TrackedQuery::EncodedRows] > 0, "{cold_runs:?}");
 

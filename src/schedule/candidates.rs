@@ -34,7 +34,7 @@
 use rayon::prelude::*;
 
 use super::bound::latency_bound;
-use super::pairing::select_paired;
+use super::pairing::{Pairing, auto_pairings};
 use super::prepared::{Prepared, row_words_estimate};
 use super::vocabulary::{SchedulePolicy, TransferWidth};
 use super::{Schedule, ScheduleError};
@@ -65,18 +65,6 @@ impl Default for AutoSettings {
             prune_by_bounds: true,
         }
     }
-}
-
-/// How a candidate pairs its pieces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Pairing {
-    /// Every piece as 32-bit words.
-    None,
-    /// Every eligible piece paired.
-    All,
-    /// The eligible pieces `pairing` selects.
-    Selected,
 }
 
 /// One candidate tried by `auto`, with its figures.
@@ -139,27 +127,15 @@ pub fn choose(
     settings: &AutoSettings,
 ) -> Result<Schedule, ScheduleError> {
     let problem = prepared.problem;
-    let none = vec![false; problem.pieces()];
-    let selected = if width == TransferWidth::Auto && prepared.any_eligible() {
-        select_paired(problem, &prepared.eligible)
-    } else {
-        Vec::new()
+    let owned: Vec<(Pairing, Vec<bool>)> = match width {
+        TransferWidth::Word32 => vec![(Pairing::None, vec![false; problem.pieces()])],
+        TransferWidth::Paired64 => vec![(Pairing::All, prepared.eligible.clone())],
+        TransferWidth::Auto => auto_pairings(problem, &prepared.eligible),
     };
-    let pairings: Vec<(Pairing, &[bool])> = match width {
-        TransferWidth::Word32 => vec![(Pairing::None, &none)],
-        TransferWidth::Paired64 => vec![(Pairing::All, &prepared.eligible)],
-        TransferWidth::Auto if prepared.any_eligible() => {
-            let mut list = vec![
-                (Pairing::None, none.as_slice()),
-                (Pairing::All, prepared.eligible.as_slice()),
-            ];
-            if selected != prepared.eligible && selected.contains(&true) {
-                list.push((Pairing::Selected, &selected));
-            }
-            list
-        }
-        TransferWidth::Auto => vec![(Pairing::None, &none)],
-    };
+    let pairings: Vec<(Pairing, &[bool])> = owned
+        .iter()
+        .map(|(pairing, paired)| (*pairing, paired.as_slice()))
+        .collect();
     let latency = latency_bound(problem);
     let bound = u64::from(latency);
     let mut tried = run_stage(prepared, &FIRST_STAGE, &pairings, None)?;

@@ -15,6 +15,36 @@ use super::problem::ExchangeProblem;
 use super::timing::{PAIRED_ITEM_WORDS, piece_events};
 use crate::target::mapping::partner;
 
+/// How a candidate pairs its pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pairing {
+    /// Every piece as 32-bit words.
+    None,
+    /// Every eligible piece paired.
+    All,
+    /// The eligible pieces `pairing` selects.
+    Selected,
+}
+
+/// The pairings every order is placed under at width `auto` (by `auto`'s
+/// candidates, and by a concrete order an override gives a phase), in
+/// order: none; every eligible piece; and [`select_paired`]'s selection
+/// when it pairs something and differs from every eligible piece. Only
+/// none when no piece may pair.
+pub fn auto_pairings(problem: &ExchangeProblem, eligible: &[bool]) -> Vec<(Pairing, Vec<bool>)> {
+    let none = vec![false; problem.pieces()];
+    if !eligible.contains(&true) {
+        return vec![(Pairing::None, none)];
+    }
+    let selected = select_paired(problem, eligible);
+    let mut pairings = vec![(Pairing::None, none), (Pairing::All, eligible.to_vec())];
+    if selected != eligible && selected.contains(&true) {
+        pairings.push((Pairing::Selected, selected));
+    }
+    pairings
+}
+
 /// Which pieces to pair, given each piece's eligibility.
 pub fn select_paired(problem: &ExchangeProblem, eligible: &[bool]) -> Vec<bool> {
     let tiles = problem.tiles as usize;

@@ -6,7 +6,7 @@
 
 use super::dependencies::{Dependencies, dependencies};
 use super::list::place_in_time_order;
-use super::pairing::select_paired;
+use super::pairing::auto_pairings;
 use super::placer::Placer;
 use super::policy::order;
 use super::problem::ExchangeProblem;
@@ -80,22 +80,14 @@ impl<'a> Prepared<'a> {
             TransferWidth::Word32 => below(&none, width),
             TransferWidth::Paired64 => below(&self.eligible, width),
             TransferWidth::Auto => {
-                if !self.any_eligible() {
-                    return below(&none, TransferWidth::Word32);
-                }
-                let selected = select_paired(self.problem, &self.eligible);
-                let mut pairings: Vec<&[bool]> = vec![&none, &self.eligible];
-                if selected != self.eligible && selected.contains(&true) {
-                    pairings.push(&selected);
-                }
                 let mut best: Option<((u32, u64, u64), Schedule)> = None;
-                for paired in pairings {
+                for (_, paired) in auto_pairings(self.problem, &self.eligible) {
                     let width = if paired.contains(&true) {
                         TransferWidth::Paired64
                     } else {
                         TransferWidth::Word32
                     };
-                    let Some(schedule) = below(paired, width)? else {
+                    let Some(schedule) = below(&paired, width)? else {
                         continue;
                     };
                     let (maximum, total) = row_words_estimate(self.problem, &schedule);

@@ -29,7 +29,7 @@ fn auto_keeps_the_best_admitted_candidate_and_records_all() {
         // Every candidate's horizon is what that order alone produces; a
         // pruned one's is a lower bound of it, above the winner's.
         for candidate in &chosen.candidates {
-            if candidate.pairing == candidates::Pairing::None {
+            if candidate.pairing == pairing::Pairing::None {
                 let alone = schedule(&problem, candidate.policy, TransferWidth::Word32).unwrap();
                 if candidate.pruned {
                     assert!(
@@ -50,7 +50,7 @@ fn auto_keeps_the_best_admitted_candidate_and_records_all() {
             .candidates
             .iter()
             .find(|c| {
-                c.policy == candidates::BASELINE_POLICY && c.pairing == candidates::Pairing::None
+                c.policy == candidates::BASELINE_POLICY && c.pairing == pairing::Pairing::None
             })
             .expect("the baseline is always tried");
         assert!(winner.horizon <= baseline.horizon || !baseline.admitted);
