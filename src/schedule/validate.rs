@@ -555,28 +555,28 @@ fn check_accesses(
     let mut by_address: Vec<usize> = (0..accesses.len()).collect();
     by_address.sort_unstable_by_key(|&index| (lows[index], index));
     let mut first_conflict: Option<(usize, ValidationError)> = None;
-    let mut cluster: Vec<usize> = Vec::new();
-    let mut cluster_end = 0u64;
-    for &index in by_address.iter().chain(std::iter::once(&usize::MAX)) {
-        let next_joins = index != usize::MAX && !cluster.is_empty() && lows[index] < cluster_end;
-        if !next_joins {
-            if cluster.len() > 1 {
-                cluster.sort_unstable();
-                if let Err(conflict) = check_cluster(problem, tile, accesses, lows, &cluster)
-                    && first_conflict
-                        .as_ref()
-                        .is_none_or(|(first, _)| conflict.0 < *first)
-                {
-                    first_conflict = Some(conflict);
-                }
+    let mut start = 0;
+    while start < by_address.len() {
+        // The cluster: every next access that begins before the bytes of
+        // the ones before it have ended.
+        let mut cluster_end = high_of(by_address[start]);
+        let mut next = start + 1;
+        while next < by_address.len() && lows[by_address[next]] < cluster_end {
+            cluster_end = cluster_end.max(high_of(by_address[next]));
+            next += 1;
+        }
+        if next - start > 1 {
+            let mut cluster = by_address[start..next].to_vec();
+            cluster.sort_unstable();
+            if let Err(conflict) = check_cluster(problem, tile, accesses, lows, &cluster)
+                && first_conflict
+                    .as_ref()
+                    .is_none_or(|(first, _)| conflict.0 < *first)
+            {
+                first_conflict = Some(conflict);
             }
-            cluster.clear();
-            cluster_end = 0;
         }
-        if index != usize::MAX {
-            cluster.push(index);
-            cluster_end = cluster_end.max(high_of(index));
-        }
+        start = next;
     }
     match first_conflict {
         Some((_, error)) => Err(error),
