@@ -403,6 +403,90 @@ fn quiet_prints_results_only_and_the_cache_line_comes_last() {
     }
 }
 
+/// Under `--quiet` a result line says nothing of the time it took (the
+/// same command prints the same bytes): `run`, `simulate`, `verify`,
+/// `replay`, `capture` and `bench-snapshot` on vit-tiny, and every line
+/// is checked for a duration ("0.123 s", "12 ms") other than the model's
+/// ("N cycles (0.036 ms)").
+#[test]
+fn quiet_results_hold_no_wall_times() {
+    let directory = scratch("cli", "conventions-quiet-times");
+    let set = format!("outputs.directory={}", directory.display());
+    let package = directory.join("vit-tiny").join("package.bin");
+    let snapshot = directory.join("phases.json");
+    let (package, snapshot) = (
+        package.display().to_string(),
+        snapshot.display().to_string(),
+    );
+    let built = superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--set",
+        &set,
+    ]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let commands: [&[&str]; 6] = [
+        &["run", "queries/vit-tiny.toml", "--no-cache"],
+        &[
+            "simulate",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "--set",
+            &set,
+        ],
+        &["verify", &package, "queries/vit-tiny.toml", "--no-cache"],
+        &[
+            "replay",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "--sample",
+            "0",
+        ],
+        &[
+            "capture",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "-o",
+            &snapshot,
+        ],
+        &["bench-snapshot", &snapshot, "--iterations", "1"],
+    ];
+    let duration = |word: &str, next: Option<&str>| {
+        let word = word.trim_end_matches([',', ';', ':', ')']);
+        let number = word.trim_start_matches('(');
+        number.contains('.')
+            && number.parse::<f64>().is_ok()
+            && next.is_some_and(|unit| {
+                let unit = unit.trim_end_matches([',', ';', ':', ')']);
+                unit == "s" || unit == "ms"
+            })
+            || word.ends_with("ms") && word.trim_end_matches("ms").parse::<f64>().is_ok()
+    };
+    for command in commands {
+        let mut arguments = command.to_vec();
+        arguments.push("--quiet");
+        let output = superstep(&arguments);
+        assert!(output.status.success(), "{command:?}: {}", stderr(&output));
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            !text.trim().is_empty(),
+            "{command:?} --quiet printed no result"
+        );
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for (index, word) in words.iter().enumerate() {
+                // "53,473 cycles (0.036 ms)": the model's time, a result.
+                let modelled = index > 0 && words[index - 1] == "cycles";
+                assert!(
+                    modelled || !duration(word, words.get(index + 1).copied()),
+                    "{command:?} --quiet printed a wall time: `{line}`"
+                );
+            }
+        }
+    }
+}
+
 /// `--json` on build, explain and sweep: one JSON document on standard
 /// output (nothing else there), with the report schema and the compiler.
 #[test]

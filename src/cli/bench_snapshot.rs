@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::command_error::CommandError;
 use super::common::write_json;
+use super::progress::timing;
 use crate::build_file::validate::DEFAULT_POLICY;
 use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::snapshot::{BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases};
@@ -86,7 +87,7 @@ pub fn run(arguments: &BenchSnapshotArguments) -> Result<(), CommandError> {
         ))
     })?;
     drop(snapshot);
-    print_line!(
+    print_note!(
         "read {} in {:.0} ms; imported {} phases in {:.0} ms",
         arguments.file.display(),
         parsed.as_secs_f64() * 1e3,
@@ -121,10 +122,13 @@ pub fn run(arguments: &BenchSnapshotArguments) -> Result<(), CommandError> {
     progress.end();
     let failures = records.iter().filter(|record| !record.passed()).count();
     print_line!(
-        "total {:.0} ms: {} phases x {} policies, {} failed",
-        started.elapsed().as_secs_f64() * 1e3,
-        phases.len(),
-        options.policies.len(),
+        "{}{} x {}, {} failed",
+        timing(format_args!(
+            "total {:.0} ms: ",
+            started.elapsed().as_secs_f64() * 1e3
+        )),
+        crate::text::counted(phases.len() as u64, "phase", "phases"),
+        crate::text::counted(options.policies.len() as u64, "policy", "policies"),
         failures
     );
     if let Some(path) = &arguments.json {

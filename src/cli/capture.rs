@@ -56,16 +56,18 @@ pub fn run(arguments: &CaptureArguments) -> Result<(), CommandError> {
         .map(|transfer| transfer.destinations.len())
         .sum();
     print_line!(
-        "captured {} phases of {} ({} transfers, {} destinations) to {}: {:.1} MB; build {:.2} s, \
-         capture {:.2} s",
+        "captured {} phases of {} ({} transfers, {} destinations) to {}: {:.1} MB{}",
         phases.phases.len(),
         query.name,
         transfers,
         destinations,
         arguments.output.display(),
         bytes.len() as f64 / 1e6,
-        built.as_secs_f64(),
-        started.elapsed().as_secs_f64()
+        super::progress::timing(format_args!(
+            "; build {:.2} s, capture {:.2} s",
+            built.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        ))
     );
     Ok(())
 }

@@ -36,6 +36,17 @@ pub fn quiet() -> bool {
     verbosity() == Verbosity::Quiet
 }
 
+/// What a result line adds about the time it took (`text` with the
+/// seconds, say " in 1.234 s"), or nothing under `--quiet`, whose output is
+/// results only and the same on every run.
+pub fn timing(text: std::fmt::Arguments) -> String {
+    if quiet() {
+        String::new()
+    } else {
+        text.to_string()
+    }
+}
+
 pub fn verbose() -> bool {
     verbosity() == Verbosity::Verbose
 }

@@ -50,10 +50,10 @@ pub fn run(arguments: &ReplayArguments) -> Result<(), CommandError> {
         }
     }
     print_line!(
-        "replayed {} phases of {} in {:.3} s: {} deliveries, {} words checked, {} failed",
+        "replayed {} phases of {}{}: {} deliveries, {} words checked, {} failed",
         replays.len(),
         query.name,
-        started.elapsed().as_secs_f64(),
+        super::progress::timing(format_args!(" in {:.3} s", started.elapsed().as_secs_f64())),
         thousands(deliveries),
         thousands(words),
         failures

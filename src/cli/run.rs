@@ -71,7 +71,7 @@ pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
         ),
         query.machine.tiles
     );
-    print_line!(
+    print_note!(
         "  compile {:.3} s, weights {:.3} s, interpreter {:.3} s, FP32 reference {:.3} s",
         compile_time.as_secs_f64(),
         weights_time.as_secs_f64(),

@@ -144,7 +144,7 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
         package.phases.len()
     );
     print_line!("  package {origin}");
-    print_line!(
+    print_note!(
         "  compile {:.3} s, weights {:.3} s, package simulation {:.3} s, FP32 reference {:.3} s",
         compile_time.as_secs_f64(),
         weights_time.as_secs_f64(),

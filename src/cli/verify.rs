@@ -16,6 +16,7 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{check_package_build, finish_cache, load, open_session};
+use super::progress::timing;
 use crate::package::Package;
 use crate::package::verify::verify_package;
 use crate::sim::package::admit;
@@ -44,12 +45,12 @@ pub fn run(arguments: &VerifyArguments) -> Result<(), CommandError> {
     let read = started.elapsed();
     let verification = verify_package(&package);
     print_line!(
-        "{}: package `{}` (format {}), {} payload bytes, digest checked; read in {:.3} s",
+        "{}: package `{}` (format {}), {} payload bytes, digest checked{}",
         path.display(),
         package.name,
         String::from_utf8_lossy(&crate::package::PACKAGE_MAGIC[6..]),
         header.payload_bytes,
-        read.as_secs_f64()
+        timing(format_args!("; read in {:.3} s", read.as_secs_f64()))
     );
     print_line!("checked {verification}");
     if !verification.passed() {
@@ -69,8 +70,11 @@ pub fn run(arguments: &VerifyArguments) -> Result<(), CommandError> {
         ))
     })?;
     print_line!(
-        "checked {rows} in {:.3} s",
-        replay_started.elapsed().as_secs_f64()
+        "checked {rows}{}",
+        timing(format_args!(
+            " in {:.3} s",
+            replay_started.elapsed().as_secs_f64()
+        ))
     );
     if arguments.query.query.is_none() {
         print_line!(
@@ -107,10 +111,13 @@ fn admitted_by_its_build(
         ))
     })?;
     print_line!(
-        "checked against {}'s program (compiled in {:.3} s): every allocation, kernel run, copy \
-         and fill is the program's; `simulate --package` admits it",
+        "checked against {}'s program{}: every allocation, kernel run, copy and fill is the \
+         program's; `simulate --package` admits it",
         query.name,
-        started.elapsed().as_secs_f64()
+        timing(format_args!(
+            " (compiled in {:.3} s)",
+            started.elapsed().as_secs_f64()
+        ))
     );
     Ok(())
 }
