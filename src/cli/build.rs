@@ -190,6 +190,8 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             })?;
         print_note!("wrote {} ({} bytes)", path.display(), thousands(bytes));
         written.push(path);
+        drop(package);
+        crate::session::process_memory::return_freed_memory();
     }
     // Advice, not the build: measured once the package is on disk (each
     // standard policy pruned by the phase's current cost), shown in

@@ -140,7 +140,7 @@ impl<'db> PolicyKey<'db> {
 /// cached schedule that fails is a miss with a warning, recomputed; one a
 /// trusted key signed (this user's compiler, which validated it, or a
 /// trusted writer's) is checked for shape only.
-#[salsa::tracked(returns(ref))]
+#[salsa::tracked(returns(ref), lru = 65536)] // RECORDED_SCHEDULES
 pub fn scheduled<'db>(
     db: &'db dyn Db,
     problem: ProblemKey<'db>,
@@ -182,6 +182,25 @@ pub fn scheduled<'db>(
         },
     )
     .map(Arc::new)
+}
+
+/// How many schedules salsa's LRU records the use of: more than any build
+/// reads, so that nothing is evicted but by [`evict_schedules`]. (The
+/// attribute on [`scheduled`] repeats it: a macro argument cannot name a
+/// constant.)
+const RECORDED_SCHEDULES: usize = 65536;
+
+/// Drops the memoized values of all but the `keep` most recently read
+/// schedules (their dependencies stay, so a later revision still verifies
+/// what read them without scheduling again). A build calls it once its
+/// program's schedules are read: fusion pricing's candidates, the largest
+/// part of the memo, go. A value asked for again is recomputed, or read
+/// from the persistent cache.
+pub fn evict_schedules(db: &mut super::CompilerDatabase, keep: usize) {
+    use salsa::Database;
+    scheduled::set_lru_capacity(db, keep.max(1));
+    db.trigger_lru_eviction();
+    scheduled::set_lru_capacity(db, RECORDED_SCHEDULES);
 }
 
 /// [`scheduled`] as the program uses it: what rows are encoded from and

@@ -43,13 +43,19 @@ pub struct PackageHeader {
 impl PackageHeader {
     /// The header of `payload` for the build `build`.
     pub fn of(payload: &[u8], build: &CacheKey) -> PackageHeader {
+        PackageHeader::of_parts(&[payload], build)
+    }
+
+    /// The header of the payload that is `parts` one after another.
+    pub fn of_parts(parts: &[&[u8]], build: &CacheKey) -> PackageHeader {
+        // Over the cores: a SigLIP package's payload is 71 MB.
+        let mut hasher = blake3::Hasher::new();
+        for part in parts {
+            hasher.update_rayon(part);
+        }
         PackageHeader {
-            payload_bytes: payload.len() as u64,
-            // Over the cores: a SigLIP package's payload is 71 MB.
-            digest: *blake3::Hasher::new()
-                .update_rayon(payload)
-                .finalize()
-                .as_bytes(),
+            payload_bytes: parts.iter().map(|part| part.len() as u64).sum(),
+            digest: *hasher.finalize().as_bytes(),
             build: *build,
         }
     }

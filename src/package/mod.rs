@@ -133,37 +133,49 @@ impl Package {
     /// build whose [`build_key`] is `build`, atomically (a temporary file in
     /// the same folder, then a rename), and returns its length in bytes.
     pub fn write(&self, path: &Path, build: &CacheKey) -> Result<u64, PackageError> {
-        let payload = self.encode().map_err(|source| PackageError::Encoding {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let header = file::PackageHeader::of(&payload, build);
-        crate::output_file::write_parts_durably(path, &[&header.to_bytes(), &payload])?;
-        Ok((file::HEADER_BYTES + payload.len()) as u64)
+        let parts = self
+            .encode_parts()
+            .map_err(|source| PackageError::Encoding {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let header = file::PackageHeader::of_parts(&parts, build);
+        let header_bytes = header.to_bytes();
+        let mut file: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        file.push(&header_bytes);
+        file.extend_from_slice(&parts);
+        crate::output_file::write_parts_durably(path, &file)?;
+        Ok(file::HEADER_BYTES as u64 + header.payload_bytes)
     }
 
-    /// The payload: the package in bincode. The two bulky fields (the steps
-    /// and the phases' rows) are encoded in parallel; bincode writes a struct
-    /// as its fields in order, so the concatenation is exactly
-    /// `bincode::serialize(self)` (a test checks).
+    /// The payload: the package in bincode, `bincode::serialize(self)`.
     pub fn encode(&self) -> bincode::Result<Vec<u8>> {
+        Ok(self.encode_parts()?.concat())
+    }
+
+    /// The payload in consecutive parts, written one after another (never
+    /// copied into one buffer: a SigLIP payload is 71 MB). The two bulky
+    /// fields (the steps and the phases' rows) are encoded in parallel;
+    /// bincode writes a struct as its fields in order, so the parts'
+    /// concatenation is exactly `bincode::serialize(self)` (a test checks).
+    pub fn encode_parts(&self) -> bincode::Result<[Vec<u8>; 4]> {
         let (steps, phases) = rayon::join(
             || bincode::serialize(&self.steps),
             || bincode::serialize(&self.phases),
         );
         let (steps, phases) = (steps?, phases?);
-        let mut bytes = Vec::with_capacity(steps.len() + phases.len() + (1 << 20));
-        bincode::serialize_into(&mut bytes, &self.name)?;
-        bincode::serialize_into(&mut bytes, &self.tiles)?;
-        bincode::serialize_into(&mut bytes, &self.fp8_scale)?;
-        bincode::serialize_into(&mut bytes, &self.names)?;
-        bincode::serialize_into(&mut bytes, &self.allocations)?;
-        bytes.extend_from_slice(&steps);
-        bytes.extend_from_slice(&phases);
-        bincode::serialize_into(&mut bytes, &self.sharing_patches)?;
-        bincode::serialize_into(&mut bytes, &self.exchange_table_base)?;
-        bincode::serialize_into(&mut bytes, &self.patch_lists_base)?;
-        Ok(bytes)
+        let mut head = Vec::with_capacity(1 << 20);
+        bincode::serialize_into(&mut head, &self.name)?;
+        bincode::serialize_into(&mut head, &self.tiles)?;
+        bincode::serialize_into(&mut head, &self.fp8_scale)?;
+        bincode::serialize_into(&mut head, &self.names)?;
+        bincode::serialize_into(&mut head, &self.allocations)?;
+        let mut tail = Vec::new();
+        bincode::serialize_into(&mut tail, &self.sharing_patches)?;
+        bincode::serialize_into(&mut tail, &self.exchange_table_base)?;
+        bincode::serialize_into(&mut tail, &self.patch_lists_base)?;
+        Ok([head, steps, phases, tail])
     }
 
     /// Reads a package file: checks its header (magic and format version),

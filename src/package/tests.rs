@@ -159,6 +159,20 @@ fn the_payload_is_bincode_and_decodes_to_the_same_package() {
     assert_eq!(decode(&payload, "memory").expect("decodes"), package);
 }
 
+/// The file is written from the payload's parts, never joined: the header
+/// over the parts is the header over their concatenation.
+#[test]
+fn the_header_over_the_parts_is_the_header_over_the_payload() {
+    let parts = package().encode_parts().expect("encodes");
+    let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    let joined = slices.concat();
+    assert!(slices.iter().filter(|part| !part.is_empty()).count() >= 3);
+    assert_eq!(
+        PackageHeader::of_parts(&slices, &build_key()).to_bytes(),
+        PackageHeader::of(&joined, &build_key()).to_bytes()
+    );
+}
+
 #[test]
 fn a_written_package_reads_back_equal_with_its_header() {
     let package = package();

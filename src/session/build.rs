@@ -215,6 +215,8 @@ impl Session {
             phase_groups(&self.db, build).clone()?;
             progress.end();
         }
+        // Pricing's problems and candidate orders are freed by now.
+        super::process_memory::return_freed_memory();
         timed("phase groups", start);
         Ok(())
     }
@@ -231,23 +233,31 @@ impl Session {
         let build = self.inputs;
         let progress = self.progress.clone();
         let start = Instant::now();
-        let keys = phase_keys(&self.db, build).clone();
-        {
-            let _span = tracing::info_span!("schedules").entered();
-            progress.begin("schedules", Some(keys.len() as u64));
-            fan_out(&self.db, &keys, |db, _, key| {
-                let _span = tracing::debug_span!("phase", key = %key.key(db)).entered();
-                let _ = phase_figures(db, *key);
-                let _ = phase_patches(db, *key);
-                progress.advance(1);
-            });
-            progress.end();
-        }
-        let mut phases = Vec::with_capacity(keys.len());
-        for &key in &keys {
-            phases.push(phase_figures(&self.db, key).clone()?);
-        }
+        let (phases, scheduled_phases) = {
+            let keys = phase_keys(&self.db, build).clone();
+            {
+                let _span = tracing::info_span!("schedules").entered();
+                progress.begin("schedules", Some(keys.len() as u64));
+                fan_out(&self.db, &keys, |db, _, key| {
+                    let _span = tracing::debug_span!("phase", key = %key.key(db)).entered();
+                    let _ = phase_figures(db, *key);
+                    let _ = phase_patches(db, *key);
+                    progress.advance(1);
+                });
+                progress.end();
+            }
+            let mut phases = Vec::with_capacity(keys.len());
+            for &key in &keys {
+                phases.push(phase_figures(&self.db, key).clone()?);
+            }
+            (phases, keys.len())
+        };
         timed("schedules", start);
+        // The program's schedules were the last ones read: every other
+        // one (fusion pricing's candidates) is dropped from the memo.
+        crate::incremental::schedules::evict_schedules(&mut self.db, scheduled_phases);
+        super::process_memory::return_freed_memory();
+        let keys = phase_keys(&self.db, build).clone();
         let start = Instant::now();
         let table = {
             let _span = tracing::info_span!("row_table").entered();

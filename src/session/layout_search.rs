@@ -32,9 +32,8 @@ use serde::{Deserialize, Serialize};
 /// (`superstep search`'s flags).
 pub use super::layout_beam::BeamSettings;
 use super::layout_beam::{beam_search, choices_of, op_candidates, other_orders, overrides_of};
-use super::search_trials::{
-    SearchShard, TrialRecord, TrialStore, resident_bytes, return_freed_memory,
-};
+use super::process_memory::{resident_bytes, return_freed_memory};
+use super::search_trials::{SearchShard, TrialRecord, TrialStore};
 use super::{Session, TrackedQuery};
 use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryKind, PersistentCache};

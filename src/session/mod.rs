@@ -15,6 +15,7 @@ pub mod memory;
 pub mod packing;
 pub mod phase;
 pub mod pricing;
+pub mod process_memory;
 pub mod progress;
 pub mod replay;
 pub mod search_calibration;

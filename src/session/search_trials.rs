@@ -20,8 +20,7 @@
 //! key, or a trusted writer's): an unsigned or foreign entry is a miss.
 //!
 //! Owns the record, its key, reading, keeping and waiting for it
-//! ([`TrialStore`]), the shard of a search ([`SearchShard`]), and the
-//! resident memory its budget reads. The
+//! ([`TrialStore`]) and the shard of a search ([`SearchShard`]). The
 //! search loop is `crate::session::layout_search`.
 
 use std::sync::Arc;
@@ -160,49 +159,4 @@ impl TrialStore {
         self.others_answer = false;
         None
     }
-}
-
-/// Hands the heap's free memory back to the system, so that the resident
-/// memory the budget reads falls when a session is dropped: mimalloc (the
-/// compiler's allocator) purges its freed pages now rather than later,
-/// and glibc (the allocator of a program that links the library without
-/// choosing one) returns what its arenas keep.
-pub(super) fn return_freed_memory() {
-    // SAFETY: `mi_collect` takes no pointer; it frees and purges what the
-    // calling thread's heap no longer uses (nothing when mimalloc is not
-    // the allocator in use).
-    unsafe {
-        libmimalloc_sys::mi_collect(true);
-    }
-    trim_glibc_heap();
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_glibc_heap() {
-    unsafe extern "C" {
-        fn malloc_trim(pad: usize) -> std::ffi::c_int;
-    }
-    // SAFETY: glibc's `malloc_trim` only releases free memory at the top
-    // of its heaps and unused pages inside them; it takes no pointer.
-    unsafe {
-        malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_glibc_heap() {}
-
-/// This process's resident memory in bytes (`VmRSS` of
-/// `/proc/self/status`; `None` where there is none).
-pub(super) fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kilobytes: u64 = line
-        .trim_start_matches("VmRSS:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kilobytes * 1024)
 }
