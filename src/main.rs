@@ -31,6 +31,9 @@ fn main() -> ExitCode {
     // The rest of the trace is written before the outcome is known.
     let result = result.and(tracing.finish());
     let code = result.map_or_else(|error| error.exit(), |()| ExitCode::SUCCESS);
+    // A command that failed after using its cache ends it here, after
+    // its error: the cache's line is the last on standard error.
+    cli::common::finish_unfinished_caches();
     // A closed pipe ended the output quietly; any other failure to write
     // standard output (a full disk) is an error even when the command
     // itself succeeded.

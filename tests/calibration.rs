@@ -384,7 +384,7 @@ fn the_calibration_flag_is_the_calibration_key_of_every_build_command() {
     );
     assert_eq!(by_flag, by_key);
     assert_ne!(by_flag[1..], seeded[1..]);
-    // A later --set names the input instead.
+    // A --set of the key names the input instead of the flag.
     let overridden = table(&[
         "--calibration",
         photo,

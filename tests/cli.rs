@@ -15,7 +15,15 @@ fn stderr(output: &Output) -> String {
 fn build_prints_counts_and_writes_a_deterministic_report() {
     let directory = scratch("cli", "report");
     let set = format!("outputs.directory={}", directory.display());
-    let first = superstep(&["build", "queries/vit-tiny.toml", "--set", &set]);
+    let arguments = [
+        "build",
+        "queries/vit-tiny.toml",
+        "--set",
+        &set,
+        "--set",
+        "machine.tiles=16",
+    ];
+    let first = superstep(&arguments);
     assert!(first.status.success(), "{}", stderr(&first));
     let stdout = String::from_utf8_lossy(&first.stdout);
     for label in [
@@ -30,7 +38,7 @@ fn build_prints_counts_and_writes_a_deterministic_report() {
     }
     let report = directory.join("vit-tiny").join("report.json");
     let first_report = std::fs::read(&report).expect("report written");
-    let second = superstep(&["build", "queries/vit-tiny.toml", "--set", &set]);
+    let second = superstep(&arguments);
     assert!(second.status.success());
     assert_eq!(
         first_report,
@@ -43,6 +51,26 @@ fn build_prints_counts_and_writes_a_deterministic_report() {
             .as_u64()
             .expect("transfers")
             > 0
+    );
+    // The report says what was built: its build file, its --sets and the
+    // build key package.bin's header records.
+    assert_eq!(json["source"]["build_file"], "queries/vit-tiny.toml");
+    // Where the outputs go is not part of what was built.
+    assert_eq!(
+        json["source"]["sets"],
+        serde_json::json!(["machine.tiles=16"])
+    );
+    let package = std::fs::read(directory.join("vit-tiny").join("package.bin")).expect("package");
+    let key: String = package[48..80]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    assert_eq!(json["source"]["build_key"], key.as_str());
+    let html = std::fs::read_to_string(directory.join("vit-tiny").join("report.html"))
+        .expect("report.html");
+    assert!(
+        html.contains("id=\"build-source\"") && html.contains(&key[..16]),
+        "report.html does not say what was built"
     );
 }
 
@@ -401,6 +429,35 @@ fn quiet_prints_results_only_and_the_cache_line_comes_last() {
             }
         }
     }
+}
+
+/// A command that fails after using its cache still ends with the
+/// cache's line, after the error (a build whose override names no phase:
+/// the phases were grouped, and cached, before the override was refused).
+#[test]
+fn the_cache_line_comes_last_after_an_error_too() {
+    let directory = scratch("cli", "conventions-cache-line-on-error");
+    let set = format!("outputs.directory={}", directory.display());
+    let cache = directory.join("cache").display().to_string();
+    let output = superstep(&[
+        "build",
+        "queries/vit-tiny.toml",
+        "--set",
+        &set,
+        "--cache",
+        &cache,
+        "--set",
+        "schedule.override.no.such.phase#0=latency",
+    ]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(message.contains("no such phase"), "{message}");
+    let last = message.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("cache ") && last.contains(" written;"),
+        "the cache line is not last: {message}"
+    );
+    assert_eq!(message.matches(" hits, ").count(), 1, "{message}");
 }
 
 /// Under `--quiet` a result line says nothing of the time it took (the

@@ -78,6 +78,12 @@ fn a_kept_search_is_the_layouts_of_its_configuration_only() {
         "search", TINY, "--set", &outputs, "--cache", cache, "--json",
     ]);
     let outcome = document(&search);
+    // The same search prints the same document: no wall time in it.
+    assert_eq!(outcome.get("seconds"), None, "{outcome}");
+    assert!(
+        outcome["beam"].is_null() || outcome["beam"].get("seconds").is_none(),
+        "{outcome}"
+    );
     let best = outcome["best_cycles"].as_u64().expect("best_cycles");
     let trials = outcome["trials"].as_u64().expect("trials");
     let searched_ops = outcome["overrides"].as_array().expect("overrides").len();

@@ -49,9 +49,24 @@ pub const LAYOUT_OVERRIDE_PREFIX: &str = "layout.override.";
 /// The `--set` key of a SafeTensors file's naming.
 const WEIGHTS_NAMING: &str = "workload.weights.naming";
 
-/// Applies every `--set` argument in order (a later one wins) and returns
-/// which paths they set.
+/// Applies every `--set` argument in order and returns which paths they
+/// set. A key given twice is an error naming both arguments: one of them
+/// would be dropped without a word.
 pub fn apply_sets(file: &mut QueryFile, sets: &[String]) -> Result<SetOrigins, QueryError> {
+    let mut keys: BTreeMap<&str, &str> = BTreeMap::new();
+    for argument in sets {
+        let Some((key, _)) = argument.split_once('=') else {
+            continue;
+        };
+        if let Some(first) = keys.insert(key.trim(), argument) {
+            return Err(QueryError::set(
+                argument,
+                Some(key.trim()),
+                format!("`{}` is set twice, first by --set {first}", key.trim()),
+                Some(String::from("give each key one --set")),
+            ));
+        }
+    }
     let mut origins = SetOrigins::new();
     for argument in sets {
         apply_set(file, argument, &mut origins)?;

@@ -93,6 +93,21 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     let mut report = session_report(&session, &query, &outcome)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     report.layouts = Some(layouts);
+    report.source = Some(crate::report::BuildSource {
+        build_file: query_path(&arguments.query).display().to_string(),
+        // As the build key, leaving aside where the outputs and the cache
+        // go: a report's bytes do not depend on where it is written.
+        sets: arguments
+            .query
+            .sets
+            .iter()
+            .filter(|set| {
+                !set.trim_start().starts_with("outputs.") && !set.trim_start().starts_with("cache.")
+            })
+            .cloned()
+            .collect(),
+        build_key: build_key(&query).hex(),
+    });
     let summary = &outcome.summary;
     let quiet = progress::quiet();
     print_line!(
@@ -190,8 +205,6 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             })?;
         print_note!("wrote {} ({} bytes)", path.display(), thousands(bytes));
         written.push(path);
-        drop(package);
-        crate::session::process_memory::return_freed_memory();
     }
     // Advice, not the build: measured once the package is on disk (each
     // standard policy pruned by the phase's current cost), shown in

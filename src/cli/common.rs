@@ -303,10 +303,33 @@ pub fn open_persistent_cache(
             }),
     }?;
     let local = local.with_signing(signing);
-    Ok(Some(Arc::new(match remote {
+    let cache = Arc::new(match remote {
         Some(remote) => local.with_remote(remote),
         None => local,
-    })))
+    });
+    unfinished_caches().push(cache.clone());
+    Ok(Some(cache))
+}
+
+/// The caches this process opened and no [`finish_cache`] has finished
+/// yet: a command that fails after using its cache leaves it here, and
+/// [`finish_unfinished_caches`] ends it after the error is printed.
+fn unfinished_caches() -> std::sync::MutexGuard<'static, Vec<Arc<PersistentCache>>> {
+    static UNFINISHED: std::sync::Mutex<Vec<Arc<PersistentCache>>> =
+        std::sync::Mutex::new(Vec::new());
+    UNFINISHED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Finishes every cache a command opened and left unfinished (it failed
+/// after using it), so that the cache's warnings and its line come last on
+/// standard error, after the error itself, as on success.
+pub fn finish_unfinished_caches() {
+    let caches = std::mem::take(&mut *unfinished_caches());
+    for cache in caches {
+        finish_cache(Some(&cache));
+    }
 }
 
 /// Who signs the cache's entries and whose signatures it trusts: a
@@ -423,6 +446,7 @@ pub fn finish_cache(cache: Option<&PersistentCache>) {
     let Some(cache) = cache else {
         return;
     };
+    unfinished_caches().retain(|open| !std::ptr::eq(Arc::as_ptr(open), cache));
     let report = cache.finish();
     for warning in &report.warnings {
         eprintln!("warning: {warning}");

@@ -135,7 +135,16 @@ fn input_of(
     own_sets: &[String],
 ) -> Result<Input, CommandError> {
     if !is_report_path(path) {
-        let mut sets = arguments.sets.clone();
+        // A side's own `--set-a`/`--set-b` takes the place of a common
+        // `--set` of the same key.
+        let key = |set: &String| set.split_once('=').map(|(key, _)| key.trim().to_string());
+        let own_keys: Vec<Option<String>> = own_sets.iter().map(key).collect();
+        let mut sets: Vec<String> = arguments
+            .sets
+            .iter()
+            .filter(|set| key(set).is_none() || !own_keys.contains(&key(set)))
+            .cloned()
+            .collect();
         sets.extend_from_slice(own_sets);
         let query = QueryArguments {
             query: Some(path.to_path_buf()),

@@ -102,14 +102,14 @@ pub struct QueryArguments {
     #[arg(value_name = "QUERY")]
     pub query: Option<PathBuf>,
     /// Override one field of the build query, e.g. `--set workload.layers=2` or
-    /// `--set machine.tiles=64`. Repeatable; later ones win.
+    /// `--set machine.tiles=64`. Repeatable, one key each (a key given twice is an error).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
     /// Calibrate the scales of FP8 activations on this input instead of the
     /// build's seeded input: a PNG or JPEG photo (preprocessed as `--image`
     /// is) or a .npy array of pixels or patches (as `--input` takes). The
-    /// same as `--set workload.calibration=FILE` given before every other
-    /// `--set` (a later `--set workload.calibration=...` wins); read when
+    /// same as `--set workload.calibration=FILE` (a `--set
+    /// workload.calibration=...` takes its place); read when
     /// some product takes FP8 inputs (planning.matrix_inputs = "fp8") and
     /// planning.activation_scale = "calibrate" (the default). Not the kernel
     /// cost model's calibration file (machine.calibration).
@@ -120,14 +120,27 @@ pub struct QueryArguments {
 }
 
 impl QueryArguments {
-    /// Folds `--calibration FILE` into the `--set` overrides, first (so a
-    /// later `--set workload.calibration` wins): every reader of `sets`
-    /// (loading, the build record, `--why`, `watch`) sees one list. The
-    /// flag is taken, so folding twice adds nothing.
+    /// Folds `--calibration FILE` into the `--set` overrides, first, unless
+    /// a `--set workload.calibration` names the input instead (each key is
+    /// set once): every reader of `sets` (loading, the build record,
+    /// `--why`, `watch`) sees one list. The flag is taken, so folding twice
+    /// adds nothing.
     pub fn fold_calibration(&mut self) {
-        if let Some(file) = self.calibration.take() {
-            self.sets.insert(0, calibration_set(&file));
-        }
+        fold_calibration(&mut self.sets, self.calibration.take());
+    }
+}
+
+/// `--calibration FILE` as the first of `sets`, unless one of them sets
+/// `workload.calibration` already.
+fn fold_calibration(sets: &mut Vec<String>, file: Option<PathBuf>) {
+    let named = |set: &String| {
+        set.split_once('=')
+            .is_some_and(|(key, _)| key.trim() == "workload.calibration")
+    };
+    if let Some(file) = file
+        && !sets.iter().any(named)
+    {
+        sets.insert(0, calibration_set(&file));
     }
 }
 
@@ -596,9 +609,7 @@ impl Command {
             Command::Simulate(arguments) => &mut arguments.query,
             Command::Snapshot(arguments) => &mut arguments.query,
             Command::Diff(arguments) => {
-                if let Some(file) = arguments.calibration.take() {
-                    arguments.sets.insert(0, calibration_set(&file));
-                }
+                fold_calibration(&mut arguments.sets, arguments.calibration.take());
                 return;
             }
             Command::Verify(arguments) => &mut arguments.query,

@@ -203,7 +203,17 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
         _ => None,
     };
     if arguments.json {
-        let text = serde_json::to_string_pretty(&outcome)
+        // The document holds no wall time (docs/cli-conventions.md): the
+        // search's and the beam's seconds stay in the text.
+        let mut document = serde_json::to_value(&outcome)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        if let Some(record) = document.as_object_mut() {
+            record.remove("seconds");
+            if let Some(beam) = record.get_mut("beam").and_then(|beam| beam.as_object_mut()) {
+                beam.remove("seconds");
+            }
+        }
+        let text = serde_json::to_string_pretty(&document)
             .map_err(|error| CommandError::Internal(error.to_string()))?;
         print_line!("{text}");
     } else {

@@ -228,6 +228,16 @@ fn headline(page: &ReportPage) -> Markup {
                 (report.layers) " layers · batch " (report.batch) " · "
                 (thousands(report.parameters)) " parameters"
             }
+            @if let Some(source) = &report.source {
+                p.note id="build-source" {
+                    "built from " code { (source.build_file) }
+                    @for set in &source.sets {
+                        " " code { "--set " (set) }
+                    }
+                    " by " (report.compiler) " · build key "
+                    code title=(source.build_key) { (source.build_key[..16.min(source.build_key.len())]) "…" }
+                }
+            }
             div.notice {
                 strong { "Modelled, not measured. " }
                 "Every time on this page is the compiler's modelled cost of the program "

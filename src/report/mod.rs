@@ -219,6 +219,26 @@ pub struct BuildReport {
     /// or the planner's (`superstep build` fills it in).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layouts: Option<crate::session::searched_layouts::LayoutSource>,
+    /// What was built: the build file, the `--set`s and the build key
+    /// (`superstep build` fills it in), so that two reports can be told
+    /// apart and a report matched with its package.bin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<BuildSource>,
+}
+
+/// The command line a report was built from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BuildSource {
+    /// The build file, as the command named it.
+    pub build_file: String,
+    /// The `--set KEY=VALUE` arguments, in order, but those of `outputs.*`
+    /// and `cache.*` (which the build key leaves aside too: a report's
+    /// bytes do not depend on where it is written).
+    pub sets: Vec<String>,
+    /// The build's key, as package.bin's header records it (hexadecimal):
+    /// a function of the compiler and of every setting the program
+    /// depends on.
+    pub build_key: String,
 }
 
 /// Per build: the estimate, exchange table and SRAM figures; per phase: its
@@ -383,5 +403,6 @@ pub fn build_report(
         transfer_lists: exchange_summaries(program),
         back: None,
         layouts: None,
+        source: None,
     }
 }

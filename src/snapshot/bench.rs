@@ -65,8 +65,9 @@ pub struct BenchRecord {
     pub horizon: u32,
     /// Max over tiles of words sent and words received.
     pub lower_bound: u32,
-    /// `horizon - lower_bound`.
-    pub gap: i64,
+    /// Cycles the horizon is above the lower bound, `horizon -
+    /// lower_bound` (`phases` gives the ratio of the two as its `gap`).
+    pub above_bound: i64,
     pub row_words_total: u64,
     pub row_words_max: u64,
     pub schedule_encode_ms: Timing,
@@ -85,7 +86,7 @@ impl BenchRecord {
     /// The one-line terminal form.
     pub fn line(&self) -> String {
         format!(
-            "phase {:>4} {:<8} transfers {:>7} destinations {:>8} horizon {:>7} bound {:>7} gap {:>6} \
+            "phase {:>4} {:<8} transfers {:>7} destinations {:>8} horizon {:>7} bound {:>7} above bound {:>6} \
              row words {:>9} max {:>6} schedule+encode ms {:>9.2} {:>9.2} {:>9.2} validation ms {:>9.2} \
              invariants={}",
             self.phase,
@@ -94,7 +95,7 @@ impl BenchRecord {
             self.destinations,
             self.horizon,
             self.lower_bound,
-            self.gap,
+            self.above_bound,
             self.row_words_total,
             self.row_words_max,
             self.schedule_encode_ms.min,
@@ -141,7 +142,7 @@ fn bench_policy(
         destinations: problem.receives(),
         horizon: 0,
         lower_bound: 0,
-        gap: 0,
+        above_bound: 0,
         row_words_total: 0,
         row_words_max: 0,
         schedule_encode_ms: Timing::default(),
@@ -176,7 +177,7 @@ fn bench_policy(
     record.width = format!("{:?}", scheduled.width);
     record.horizon = scheduled.horizon;
     record.lower_bound = scheduled.lower_bound;
-    record.gap = i64::from(scheduled.horizon) - i64::from(scheduled.lower_bound);
+    record.above_bound = i64::from(scheduled.horizon) - i64::from(scheduled.lower_bound);
     let words = rows.rows.iter().map(|row| row.words.len() as u64);
     record.row_words_total = words.clone().sum();
     record.row_words_max = words.max().unwrap_or(0);

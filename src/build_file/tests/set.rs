@@ -38,14 +38,10 @@ fn set_overrides_fields() {
 }
 
 #[test]
-fn set_replaces_a_phase_override_and_later_sets_win() {
+fn set_replaces_a_phase_override_and_sets_one_key_each() {
     let query = parse(
         SIGLIP,
-        &[
-            "schedule.override.layer.mlp.up#0=S64",
-            "workload.layers=3",
-            "workload.layers=4",
-        ],
+        &["schedule.override.layer.mlp.up#0=S64", "workload.layers=4"],
     )
     .expect("sets apply");
     assert_eq!(query.overrides.len(), 1);
@@ -296,11 +292,11 @@ fn layout_overrides_come_from_the_file_and_from_set_sorted_by_op() {
         ]
         .map(|(op, partition)| (op.to_string(), partition.to_string()))
     );
-    // `auto` drops an entry, the file's or an earlier --set's.
+    // `auto` drops the file's entry; the whole table's `auto` drops an
+    // earlier --set's too.
     let dropped = parse(
         &text,
         &[
-            "layout.override.layer.mlp.down=8x8x23",
             "layout.override.layer.mlp.down=auto",
             "layout.override.layer.mlp.up=auto",
         ],
@@ -447,4 +443,30 @@ fn every_value_field_of_the_table_can_be_set() {
         checked += 1;
     }
     assert!(checked >= 40, "only {checked} fields checked");
+}
+
+/// A key given twice is refused, naming both arguments (the first would
+/// otherwise be dropped without a word); distinct keys, and one key once,
+/// apply.
+#[test]
+fn a_key_set_twice_is_an_error_naming_both() {
+    let mut file: schema::QueryFile = toml::from_str(VIT_TINY).expect("vit-tiny parses");
+    let twice = [
+        String::from("workload.batch=1"),
+        String::from("workload.layers=1"),
+        String::from(" workload.batch =2"),
+    ];
+    let error = crate::build_file::set::apply_sets(&mut file, &twice).expect_err("set twice");
+    let message = error.to_string();
+    assert!(
+        message.contains("`workload.batch` is set twice"),
+        "{message}"
+    );
+    assert!(message.contains("--set workload.batch=1"), "{message}");
+    assert_eq!(error.field(), Some("workload.batch"));
+    let once = [
+        String::from("workload.batch=2"),
+        String::from("workload.layers=1"),
+    ];
+    assert!(crate::build_file::set::apply_sets(&mut file, &once).is_ok());
 }
