@@ -477,3 +477,39 @@ fn a_snapshot_folder_is_kept_current_and_changed_files_are_named() {
     assert!(third.contains("no file changed"), "{third}");
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// A build that fails under watch is explained exactly as `superstep
+/// build` explains it (the diagnostic with its help), not as one plain
+/// `error:` line.
+#[test]
+fn a_failed_build_is_explained_as_build_explains_it() {
+    let directory = scratch("watch", "explained");
+    let file = tiny_copy(&directory);
+    let outputs = format!("outputs.directory={}", directory.display());
+    let sets = [
+        "--no-cache",
+        "--set",
+        outputs.as_str(),
+        "--set",
+        "schedule.override.no.such.phase#0=latency",
+    ];
+    let run = |command: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_superstep"))
+            .args(command)
+            .arg(&file)
+            .args(sets)
+            .output()
+            .expect("superstep runs")
+    };
+    let build = run(&["build"]);
+    assert_eq!(build.status.code(), Some(2));
+    let explained = String::from_utf8_lossy(&build.stderr).trim().to_string();
+    assert!(explained.contains("help: "), "{explained}");
+    let watch = run(&["watch", "--exit-after", "0", "--no-artifacts"]);
+    let printed = String::from_utf8_lossy(&watch.stdout);
+    assert!(
+        printed.contains(&explained),
+        "watch printed:\n{printed}\nbuild explained:\n{explained}"
+    );
+    assert_eq!(watch.status.code(), Some(2));
+}

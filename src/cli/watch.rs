@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -111,6 +112,13 @@ pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
                 dir,
                 detail: crate::record::Detail::Summary,
             }),
+        // A failed build is explained as `superstep build` explains it.
+        explain_failure: Some({
+            let arguments = arguments.query.clone();
+            crate::watch::FailureExplainer(Arc::new(move |session, query, error| {
+                super::common::build_failure(session, query, &arguments, error).rendered()
+            }))
+        }),
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -25,9 +25,9 @@ use crate::cache::PersistentCache;
 use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
 use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::report::manifest;
-use crate::session::Session;
 use crate::session::searched_layouts::with_searched_layouts;
 use crate::session::suggest::SUGGESTION_CANDIDATES;
+use crate::session::{BuildError, Session};
 
 /// What the notification side tells the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +58,24 @@ pub struct WatchOptions {
     /// After each successful build, bring this snapshot folder up to date
     /// and name the files that changed.
     pub snapshot: Option<super::snapshot::SnapshotOptions>,
+    /// How a failed build is explained: the command line passes
+    /// `superstep build`'s explanation (the same diagnostic, with its help
+    /// and what would fit); without one, the error's own text.
+    pub explain_failure: Option<FailureExplainer>,
+}
+
+/// Explains a failed build of a session for its query (the text printed).
+#[derive(Clone)]
+pub struct FailureExplainer(pub Arc<ExplainFailure>);
+
+/// The explanation itself: the session that failed (which it may build
+/// other candidates in), the query it failed on, and the error.
+pub type ExplainFailure = dyn Fn(&mut Session, &BuildQuery, BuildError) -> String + Send + Sync;
+
+impl std::fmt::Debug for FailureExplainer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("FailureExplainer")
+    }
 }
 
 impl WatchOptions {
@@ -70,6 +88,7 @@ impl WatchOptions {
             cache: None,
             write_artifacts: false,
             snapshot: None,
+            explain_failure: None,
         }
     }
 }
@@ -352,7 +371,18 @@ impl Watcher {
                 if !cold {
                     write!(out, "{}", render_changes(&changed, &settings))?;
                 }
-                writeln!(out, "error: {error}")?;
+                let explained = match (&self.options.explain_failure, &self.applied) {
+                    (Some(explain), Some(query)) => {
+                        let explained = (explain.0)(session, query, error);
+                        // Explaining may build other candidates in this
+                        // session (what would fit): it goes back to the
+                        // file's query, so the next save compares with it.
+                        session.update(query);
+                        explained
+                    }
+                    _ => format!("error: {error}"),
+                };
+                writeln!(out, "{}", explained.trim_end())?;
                 Ok(Refresh::Failed)
             }
         }
