@@ -118,6 +118,10 @@ fn too_many_layers_names_the_largest_layer_count_that_fits_and_it_builds() {
         "the largest layer count that fits at batch 1: workload.layers = ",
     );
     assert!((2..150).contains(&largest), "{text}");
+    // Only what was built is advised: no other layer count (the planner's
+    // hint from bytes alone named one that does not fit).
+    assert_eq!(text.matches("workload.layers = ").count(), 1, "{text}");
+    assert!(!text.contains("what would make room"), "{text}");
     fits_and_one_more_does_not("workload.layers", largest, &[]);
 }
 

@@ -163,8 +163,10 @@ fn search(
     }
 }
 
-/// The advice of `findings` for `query`, one lever per line.
-fn advice(query: &BuildQuery, findings: &Findings, compiler_help: &str) -> String {
+/// The advice of `findings` for `query`, one lever per line: only what was
+/// built (the planner's own hint of what would make room, "workload.layers
+/// = 179" from bytes alone, is left out: a build of it may still not fit).
+fn advice(query: &BuildQuery, findings: &Findings) -> String {
     let batch = query.workload.batch;
     let layers = query.workload.model.layers;
     let plural = |count: u32, word: &str| {
@@ -230,7 +232,6 @@ fn advice(query: &BuildQuery, findings: &Findings, compiler_help: &str) -> Strin
             thousands(u64::from(C600_TILES))
         ));
     }
-    lines.push(format!("what would make room here: {compiler_help}"));
     lines.push(format!(
         "each answer was found by building it through placement ({} builds, {:.1} s)",
         findings.builds, findings.seconds
@@ -295,7 +296,7 @@ pub fn does_not_fit(
         batch,
         failure.shortage.message.clone(),
         &label,
-        advice(query, &findings, &failure.shortage.help),
+        advice(query, &findings),
         failure.override_op.as_deref(),
     );
     CommandError::Diagnostic(format!(
