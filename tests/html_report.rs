@@ -154,6 +154,44 @@ fn check_phases<'dom>(dom: &'dom tl::VDom<'dom>, back: &Value) {
     assert_eq!(charted.len(), phases.len().min(30));
 }
 
+/// The phases table numbers each phase by its step, the index `phases`
+/// prints for the same key (one numbering for both).
+fn check_steps<'dom>(dom: &'dom tl::VDom<'dom>, directory: &Path) {
+    let outputs = format!("outputs.directory={}", directory.display());
+    let output = superstep(&[
+        "phases",
+        "queries/vit-tiny.toml",
+        "--no-cache",
+        "--json",
+        "--set",
+        &outputs,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Value = serde_json::from_slice(&output.stdout).expect("phases --json");
+    let step_of = |key: &str| {
+        lines
+            .as_array()
+            .expect("lines")
+            .iter()
+            .find(|line| line["key"] == key)
+            .and_then(|line| line["step"].as_u64())
+            .unwrap_or_else(|| panic!("phases has no line `{key}`"))
+    };
+    let rows = select(dom, "phases", "tr[data-key]");
+    let mut distinct = std::collections::BTreeSet::new();
+    for row in &rows {
+        let key = attribute(row, "data-key");
+        let step: u64 = attribute(row, "data-step").parse().expect("step");
+        assert_eq!(step, step_of(&key), "{key}");
+        distinct.insert(step);
+    }
+    assert_eq!(distinct.len(), rows.len(), "steps repeat");
+}
+
 /// `(tile, bytes)` of every cell of the heat map `id`.
 fn cells<'dom>(dom: &'dom tl::VDom<'dom>, id: &str) -> Vec<(u64, u64)> {
     select(dom, id, "rect.cell")
@@ -210,6 +248,7 @@ fn the_page_shows_report_json_numbers_and_is_deterministic() {
     check_headline(&dom, back);
     check_categories(&dom, back);
     check_phases(&dom, back);
+    check_steps(&dom, &directory);
     check_heat_maps(&dom, &report);
     let compute_rows = select(&dom, "compute", "tr[data-op]");
     assert_eq!(

@@ -235,13 +235,15 @@ pub enum Command {
     #[command(after_long_help = memory::MEMORY_MODEL)]
     Build(build::BuildArguments),
     /// Build, then list every exchange phase and compute step of the
-    /// program in program order: index (the phase index `capture` and
-    /// `bench-snapshot` use; compute steps are numbered on their own),
-    /// stable key, kind, executions, cycles per execution, total cycles and
-    /// share of the estimate; for exchanges the horizon, endpoint lower
-    /// bound, gap, policy and its source, row bytes and patch words; for
-    /// compute steps the busy tiles and occupancy (modelled busy tile-cycles
-    /// over tiles x step cycles). Every figure is the program's modelled
+    /// program in program order: step (the line's position among every
+    /// exchange phase and compute step: the number `explain --phase` takes
+    /// and the trace's events carry; `capture` and `bench-snapshot` count
+    /// exchange phases alone), stable key, kind, executions, cycles per
+    /// execution, total cycles and share of the estimate; for exchanges
+    /// the horizon, endpoint lower bound, gap (horizon over bound), policy
+    /// and its source, row bytes and patch words; for compute steps the
+    /// busy tiles and occupancy (modelled busy tile-cycles over tiles x
+    /// step cycles). Every figure is the program's modelled
     /// cost (the estimate's), not a hardware measurement; the lines' totals
     /// add up to the estimate.
     ///

@@ -55,6 +55,9 @@ pub fn session_report(
         &outcome.summary,
     );
     report.back = outcome.back.as_ref().map(BackReport::from_outcome);
+    if let Some(back) = report.back.as_mut() {
+        back.number_steps(&*session.profile()?);
+    }
     report.activation_calibration = session
         .activation_calibration()
         .map(|calibration| calibration.as_ref().clone());

@@ -362,12 +362,17 @@ fn policy_text(phase: &PhaseFigures) -> String {
     }
 }
 
-fn phase_row(index: usize, phase: &PhaseFigures) -> Markup {
+/// One phase's row; `step` is its step (`None`: the program's profile was
+/// not read, and the cell is left empty rather than numbered otherwise).
+fn phase_row(step: Option<usize>, phase: &PhaseFigures) -> Markup {
     let total = u64::from(phase.horizon) * u64::from(phase.executions);
     let gap = f64::from(phase.horizon) / f64::from(phase.lower_bound.max(1));
     html! {
-        tr data-key=(phase.key) data-horizon=(phase.horizon) {
-            td data-sort=(index) { (index) }
+        tr data-key=(phase.key) data-horizon=(phase.horizon) data-step=[step] {
+            @match step {
+                Some(step) => td data-sort=(step) { (step) },
+                None => td {},
+            }
             td.text { (phase.key) }
             td data-sort=(phase.executions) { (phase.executions) }
             td.text { (policy_text(phase)) }
@@ -388,7 +393,9 @@ fn phase_table(back: &BackReport) -> Markup {
         section {
             h2 { "Exchange phases (" (back.phases.len()) ")" }
             p.note {
-                "Every exchange phase in program order. Horizon: the phase's scheduled cycles per execution; "
+                "Every exchange phase in program order, numbered by step (the index "
+                code { "superstep phases" } ", " code { "explain --phase" } " and the trace use). "
+                "Horizon: the phase's scheduled cycles per execution; "
                 "gap: horizon over the endpoint lower bound. The horizon × executions column leaves out "
                 "each phase's setup and sync and its patching. Click a header to sort."
             }
@@ -396,7 +403,7 @@ fn phase_table(back: &BackReport) -> Markup {
                 table id="phases" class="sortable" {
                     thead {
                         tr {
-                            th { "#" } th.text { "key" } th { "executions" } th.text { "policy (chosen)" }
+                            th { "step" } th.text { "key" } th { "executions" } th.text { "policy (chosen)" }
                             th { "horizon" } th { "lower bound" } th { "latency bound" } th { "gap" }
                             th { "horizon × executions" } th { "max row bytes" } th { "total row bytes" }
                             th { "patch words" }
@@ -404,7 +411,7 @@ fn phase_table(back: &BackReport) -> Markup {
                     }
                     tbody {
                         @for (index, phase) in back.phases.iter().enumerate() {
-                            (phase_row(index, phase))
+                            (phase_row(back.steps.get(index).copied().flatten(), phase))
                         }
                     }
                 }

@@ -251,6 +251,13 @@ pub struct BackReport {
     /// Weighted horizons against the endpoint and latency-aware bounds.
     pub exchange_quality: ExchangeQuality,
     pub phases: Vec<crate::session::PhaseFigures>,
+    /// Each phase's step, in `phases`' order: its line's position among
+    /// every exchange phase and compute step, the one index `phases`,
+    /// `explain` and the trace use (report.html's `step` column). Not in
+    /// report.json, whose phases are keyed by key; empty until the
+    /// program's profile is read ([`BackReport::number_steps`]).
+    #[serde(skip)]
+    pub steps: Vec<Option<usize>>,
     /// Matrix-unit roofline of the whole program's MACs (FP8 products, FP16 attention).
     pub compute_roofline_cycles: u64,
     /// Compute cycles, MACs and roofline per op, most cycles first.
@@ -289,6 +296,7 @@ impl BackReport {
             headline: back.headline.clone(),
             exchange_quality: ExchangeQuality::of(&back.phases),
             phases: back.phases.clone(),
+            steps: Vec::new(),
             compute_roofline_cycles: back.compute_by_op.iter().map(|op| op.roofline_cycles).sum(),
             compute_by_op: back
                 .compute_by_op
@@ -296,6 +304,20 @@ impl BackReport {
                 .map(|op| OpComputeLine::of(op, back.headline.total_cycles))
                 .collect(),
         }
+    }
+
+    /// Numbers the phases by their steps in `profile` (the built
+    /// program's lines in order).
+    pub fn number_steps(&mut self, profile: &crate::estimate::profile::ProgramProfile) {
+        let mut steps = vec![None; self.phases.len()];
+        for entry in &profile.entries {
+            if entry.kind == crate::estimate::profile::StepKind::Exchange
+                && let Some(step) = steps.get_mut(entry.index)
+            {
+                *step = Some(entry.step);
+            }
+        }
+        self.steps = steps;
     }
 
     /// `compute.csv`: one line per op with compute steps.
