@@ -161,7 +161,8 @@ fn case_02_an_override_of_a_missing_phase_is_exit_2_with_the_nearest_keys() {
     assert_input_error(&explain, &["did you mean `layer.mlp.down#0`"]);
 
     // Watch refuses the build as `build` does (the session checks
-    // overrides while building) and keeps watching.
+    // overrides while building), with build's diagnostic, and keeps
+    // watching.
     let watch = superstep(&[
         "watch",
         "queries/vit-tiny.toml",
@@ -175,7 +176,7 @@ fn case_02_an_override_of_a_missing_phase_is_exit_2_with_the_nearest_keys() {
     assert!(
         text.contains("failed (cold, still watching)")
             && text.contains("schedule override of phase \"layer.mlp.dwn#0\"")
-            && text.contains("nearest: layer.mlp.down#0"),
+            && text.contains("did you mean `layer.mlp.down#0`"),
         "{text}"
     );
 }
