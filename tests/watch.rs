@@ -513,3 +513,37 @@ fn a_failed_build_is_explained_as_build_explains_it() {
     );
     assert_eq!(watch.status.code(), Some(2));
 }
+
+/// The watcher reports its cache after every build (on standard output);
+/// the end of the process does not report it again on standard error.
+#[test]
+fn the_cache_is_reported_once_per_build() {
+    let directory = scratch("watch", "cache-once");
+    let file = tiny_copy(&directory);
+    let outputs = format!("outputs.directory={}", directory.display());
+    let cache = directory.join("cache");
+    let output = Command::new(env!("CARGO_BIN_EXE_superstep"))
+        .arg("watch")
+        .arg(&file)
+        .args([
+            "--exit-after",
+            "0",
+            "--no-artifacts",
+            "--set",
+            &outputs,
+            "--cache",
+        ])
+        .arg(&cache)
+        .output()
+        .expect("superstep runs");
+    assert_eq!(output.status.code(), Some(0));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let errors = String::from_utf8_lossy(&output.stderr);
+    let lines = |text: &str| {
+        text.lines()
+            .filter(|line| line.starts_with("cache "))
+            .count()
+    };
+    assert_eq!(lines(&printed), 1, "{printed}");
+    assert_eq!(lines(&errors), 0, "{errors}");
+}

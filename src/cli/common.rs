@@ -322,6 +322,12 @@ fn unfinished_caches() -> std::sync::MutexGuard<'static, Vec<Arc<PersistentCache
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Takes `cache` off the caches the end of the process finishes: its
+/// command reports it (`watch` after every build, [`finish_cache`] once).
+pub fn reports_its_own_cache(cache: &PersistentCache) {
+    unfinished_caches().retain(|open| !std::ptr::eq(Arc::as_ptr(open), cache));
+}
+
 /// Finishes every cache a command opened and left unfinished (it failed
 /// after using it), so that the cache's warnings and its line come last on
 /// standard error, after the error itself, as on success.
@@ -446,7 +452,7 @@ pub fn finish_cache(cache: Option<&PersistentCache>) {
     let Some(cache) = cache else {
         return;
     };
-    unfinished_caches().retain(|open| !std::ptr::eq(Arc::as_ptr(open), cache));
+    reports_its_own_cache(cache);
     let report = cache.finish();
     for warning in &report.warnings {
         eprintln!("warning: {warning}");

@@ -75,6 +75,10 @@ pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
         ),
     };
     let cache = open_cache(&arguments.query, &outputs, &cache_settings)?;
+    // The watcher reports the cache after every build, on standard output.
+    if let Some(cache) = &cache {
+        super::common::reports_its_own_cache(cache);
+    }
     let (sender, events) = mpsc::channel();
     // Watch before the first build, so that saves during it are not missed.
     let watch = watch_file(&path, sender.clone()).map_err(|error| {
