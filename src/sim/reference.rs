@@ -2,9 +2,8 @@
 //! whole tensors in FP32, with the same quantised weights and input as the
 //! compiled program, and the same kernel definitions (`numerics`) for
 //! everything but the matrix products, which are FP32 general matrix
-//! products (`matrixmultiply`; a projection split by columns over the
-//! cores, attention's products one job per head, the heads over the cores:
-//! every element sums over the reduction in one order on any thread count).
+//! products ([`super::reference_product`]: the same bits on any thread
+//! count).
 //! Operands are read where they are held, not copied.
 //!
 //! The parameters come through [`ReferenceParameters`]: a loaded
@@ -16,6 +15,7 @@ use std::borrow::Cow;
 
 use super::kernels::{RotaryPlace, rotate_row};
 use super::memory::SimError;
+use super::reference_product::{Operand, Split, check_product, product};
 use crate::model::graph::GeluKind;
 use crate::model::graph::{Graph, Op, OpKind, Region, ValueId, ValueKind, ViewKind};
 use crate::model::weights::Weights;
@@ -142,14 +142,15 @@ fn compute(graph: &Graph, op: &Op, inputs: &[Cow<'_, [f32]>]) -> Result<Vec<f32>
                 Operand::rows(&inputs[1], n),
                 (m, k, n),
                 &mut out,
-                Split::Columns,
+                Split::Cores,
             );
             if *bias {
-                for row in out.chunks_exact_mut(n) {
+                use rayon::prelude::*;
+                out.par_chunks_exact_mut(n.max(1)).for_each(|row| {
                     row.iter_mut()
                         .zip(inputs[2].iter())
                         .for_each(|(value, bias)| *value += bias);
-                }
+                });
             }
             out
         }
@@ -302,128 +303,6 @@ fn compute(graph: &Graph, op: &Op, inputs: &[Cow<'_, [f32]>]) -> Result<Vec<f32>
         }
     };
     Ok(result)
-}
-
-/// A matrix operand: its values with the strides of its rows and columns.
-#[derive(Clone, Copy)]
-struct Operand<'a> {
-    values: &'a [f32],
-    row_stride: usize,
-    column_stride: usize,
-}
-
-impl<'a> Operand<'a> {
-    /// Row-major, `columns` to a row.
-    fn rows(values: &'a [f32], columns: usize) -> Operand<'a> {
-        Operand {
-            values,
-            row_stride: columns,
-            column_stride: 1,
-        }
-    }
-
-    /// The transpose of a row-major matrix of `rows` x `columns` rows:
-    /// element (i, j) is `values[j * columns + i]`.
-    fn columns(values: &'a [f32], columns: usize) -> Operand<'a> {
-        Operand {
-            values,
-            row_stride: 1,
-            column_stride: columns,
-        }
-    }
-}
-
-/// `Err` unless `a` is `m x k` and `b` is `k x n`, both row-major.
-fn check_product(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Result<(), SimError> {
-    if a.len() != m * k || b.len() != k * n {
-        return Err(SimError::MissingValue(format!(
-            "a matrix product of {m} x {k} by {k} x {n} read {} and {} values",
-            a.len(),
-            b.len()
-        )));
-    }
-    Ok(())
-}
-
-/// Output columns per parallel job of a product, at least: each job packs
-/// all of `a` again, so a product is cut into about two jobs per thread
-/// (fewer for narrow products), in multiples of the kernel's 16 columns.
-const COLUMN_BLOCK: usize = 64;
-
-/// The columns of one job of a product with `n` output columns.
-fn column_block(n: usize, split: Split) -> usize {
-    match split {
-        Split::Columns => {
-            let jobs = 2 * rayon::current_num_threads().max(1);
-            n.div_ceil(jobs).next_multiple_of(16).max(COLUMN_BLOCK)
-        }
-        Split::Whole => n,
-    }
-}
-
-/// Whether a product is cut into column jobs over the cores, or made as
-/// one job: attention's products, made per head in parallel already (one
-/// job per head passes over the probabilities once for the few columns
-/// of the values `V`, instead of packing them again for every job).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Split {
-    Columns,
-    Whole,
-}
-
-/// `out = a x b` in FP32 for `a` (`m x k`) and `b` (`k x n`), `out`
-/// row-major `m x n`, its columns in blocks over the cores. Each element is
-/// one FP32 dot product whose summation order depends only on `k` (the
-/// library's fixed blocking), so the result is the same on any number of
-/// threads. The callers check the operands' extents.
-fn product(
-    a: Operand,
-    b: Operand,
-    (m, k, n): (usize, usize, usize),
-    out: &mut [f32],
-    split: Split,
-) {
-    use rayon::prelude::*;
-    debug_assert_eq!(out.len(), m * n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        out.fill(0.0);
-        return;
-    }
-    let block_columns = column_block(n, split);
-    let blocks = n.div_ceil(block_columns);
-    // Each job writes only its own columns of `out`: the pointer is shared
-    // as an address and every write lands in a disjoint set of elements.
-    let out_address = out.as_mut_ptr() as usize;
-    (0..blocks).into_par_iter().for_each(|block| {
-        let first = block * block_columns;
-        let width = block_columns.min(n - first);
-        // SAFETY: `a` holds element (i, p) at `i * row_stride + p *
-        // column_stride` for i < m, p < k, and `b` element (p, j) for
-        // p < k, j < n (checked by the callers against the shapes); `out`
-        // is `m x n` row-major and this job writes columns
-        // `first..first + width` only, which no other job writes.
-        unsafe {
-            matrixmultiply::sgemm(
-                m,
-                k,
-                width,
-                1.0,
-                a.values.as_ptr(),
-                a.row_stride as isize,
-                a.column_stride as isize,
-                b.values.as_ptr().add(first * b.column_stride),
-                b.row_stride as isize,
-                b.column_stride as isize,
-                0.0,
-                (out_address as *mut f32).add(first),
-                n as isize,
-                1,
-            );
-        }
-    });
 }
 
 /// Evaluates the graph's output in FP32.
