@@ -50,6 +50,9 @@ fn the_key_is_the_configuration() {
         &["name=other"][..],
         &["outputs.directory=/tmp/elsewhere", "outputs.html=false"],
         &["layout.override.layer.mlp.down=1x1x16"],
+        // A phase's schedule override pins that phase of the program
+        // built from the plan; it does not choose the plan.
+        &["schedule.override.layer.mlp.down#0=B64"],
     ] {
         assert_eq!(configuration_key(&query(TINY, same)), base, "{same:?}");
     }
@@ -395,7 +398,7 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
     use superstep::session::Session;
     use superstep::session::layout_search::{SearchSettings, Silent, TrialSharing};
     use superstep::session::searched_layouts::{
-        LayoutOrigin, keep_searched_plan, searched_plan, with_searched_layouts,
+        LayoutOrigin, keep_searched_plan, searched_outcome,
     };
 
     let directory = scratch("searched-layouts", "remote");
@@ -444,8 +447,9 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
 
     let reader = open("reader", None, &[&writer_key]);
-    assert_eq!(searched_plan(&reader, &start), Some(outcome.clone()));
-    let (applied, source) = with_searched_layouts(&start, Some(&reader));
+    assert_eq!(searched_outcome(&reader, &start), Some(outcome.clone()));
+    let looked_up = Session::with_cache(&start, Some(reader.clone()));
+    let (applied, source) = (looked_up.effective_query(&start), looked_up.layout_source());
     assert_eq!(source.origin, LayoutOrigin::Searched);
     assert_eq!(source.searched_cycles, Some(outcome.best_cycles));
     let mut session = Session::new(&applied);
@@ -454,11 +458,111 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
     assert_eq!(cycles, outcome.best_cycles, "the searched plan's estimate");
     // Another configuration has no plan there.
     assert_eq!(
-        searched_plan(&reader, &query(TINY, &["workload.batch=2"])),
+        searched_outcome(&reader, &query(TINY, &["workload.batch=2"])),
         None
     );
 
     let untrusting = open("untrusting", None, &[]);
-    assert_eq!(searched_plan(&untrusting, &start), None);
+    assert_eq!(searched_outcome(&untrusting, &start), None);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// A plan "kept by a search" for `query`'s configuration in `cache`: the
+/// planner's layouts but for `layer.mlp.down`, which it sets to `partition`.
+fn keep_plan(
+    cache: &superstep::cache::PersistentCache,
+    query: &superstep::build_file::BuildQuery,
+    partition: &str,
+) {
+    use superstep::session::layout_search::SearchOutcome;
+    use superstep::session::searched_layouts::keep_searched_plan;
+    let outcome = SearchOutcome {
+        baseline_cycles: 2,
+        beam: None,
+        calibration: Vec::new(),
+        operators: Vec::new(),
+        best_cycles: 1,
+        overrides: vec![(String::from("layer.mlp.down"), String::from(partition))],
+        steps: Vec::new(),
+        trials: 1,
+        compiled_here: 1,
+        rejected: 0,
+        placed: 0,
+        fresh_sessions: 0,
+        seconds: 0.0,
+    };
+    assert!(keep_searched_plan(cache, query, &outcome));
+}
+
+/// The searched plan is a query of the configuration (salsa's event log):
+/// a changed batch re-runs it (and finds no plan for batch 2), a changed
+/// per-phase schedule override does not (and the plan stays), and a plan
+/// a search keeps while the session lives reaches its next build.
+#[test]
+fn the_searched_plan_is_a_query_of_the_configuration() {
+    use std::sync::Arc;
+    use superstep::cache::PersistentCache;
+    use superstep::session::searched_layouts::LayoutOrigin;
+    use superstep::session::{Session, TrackedQuery};
+
+    let directory = scratch("searched-layouts", "query");
+    let cache = Arc::new(PersistentCache::open(&directory.join("cache"), 1 << 30).expect("cache"));
+    let start = query(TINY, &[]);
+    keep_plan(&cache, &start, "1x1x16");
+    let mut session = Session::with_cache(&start, Some(cache.clone()));
+    session.build().expect("the searched plan builds");
+    let source = session.layout_source();
+    assert_eq!(source.origin, LayoutOrigin::Searched);
+    assert_eq!(source.searched_ops, 1);
+    let effective = session.effective_query(&start);
+    assert!(
+        effective
+            .planning
+            .layout_overrides
+            .iter()
+            .any(|choice| choice.op == "layer.mlp.down" && choice.partition.to_string() == "1x1x16"),
+        "{:?}",
+        effective.planning.layout_overrides
+    );
+    // A phase's schedule override: the search's query is not re-run, the
+    // plan stays.
+    let phase = session.phases()[0].key().to_string();
+    session.take_executions();
+    let overridden = query(TINY, &[&format!("schedule.override.{phase}=B64")]);
+    assert!(session.update(&overridden).contains(&"overrides"));
+    let runs = common::counts(&session.build().expect("builds").executions);
+    assert_eq!(runs.get(&TrackedQuery::SearchedPlan), None, "{runs:?}");
+    assert_eq!(
+        runs.get(&TrackedQuery::SearchConfiguration),
+        None,
+        "{runs:?}"
+    );
+    assert!(
+        runs.contains_key(&TrackedQuery::Scheduled),
+        "the override re-schedules its phase: {runs:?}"
+    );
+    assert_eq!(session.layout_source().origin, LayoutOrigin::Searched);
+
+    // Another batch: the search's query runs again and finds no plan.
+    let batch_two = query(TINY, &["workload.batch=2"]);
+    session.update(&batch_two);
+    let runs = common::counts(&session.build().expect("builds").executions);
+    assert_eq!(
+        runs.get(&TrackedQuery::SearchConfiguration),
+        Some(&1),
+        "{runs:?}"
+    );
+    assert_eq!(runs.get(&TrackedQuery::SearchedPlan), Some(&1), "{runs:?}");
+    assert_eq!(session.layout_source().origin, LayoutOrigin::Planner);
+
+    // A search keeps a plan for batch 2 while the session lives: the
+    // session notices it and its next build plans with it.
+    keep_plan(&cache, &batch_two, "1x1x16");
+    assert!(session.notice_kept_searches());
+    let runs = common::counts(&session.build().expect("builds").executions);
+    assert_eq!(runs.get(&TrackedQuery::SearchedPlan), Some(&1), "{runs:?}");
+    assert_eq!(runs.get(&TrackedQuery::Layouts), Some(&1), "{runs:?}");
+    assert_eq!(session.layout_source().origin, LayoutOrigin::Searched);
+    assert!(!session.notice_kept_searches(), "noticed once");
     let _ = std::fs::remove_dir_all(&directory);
 }

@@ -24,7 +24,7 @@ use superstep::cache::remote::{RemoteCache, RemoteSettings};
 use superstep::cache::signing::{SigningKey, TrustedKeys};
 use superstep::cache::{PersistentCache, Signing};
 use superstep::session::layout_search::{SearchSettings, cached_search};
-use superstep::session::searched_layouts::{LayoutOrigin, with_searched_layouts};
+use superstep::session::searched_layouts::LayoutOrigin;
 use superstep::session::{Session, TrackedQuery};
 
 /// A fresh local cache in `directory` over the remote at `url`, trusting
@@ -188,9 +188,8 @@ fn a_two_shard_search_over_a_signed_remote_picks_the_unsharded_plan() {
         serde_json::to_value(&merged.overrides).expect("json"),
         whole["overrides"]
     );
-    let (planned, source) = with_searched_layouts(&start, Some(&merge));
-    assert_eq!(source.origin, LayoutOrigin::Searched);
-    let mut session = Session::with_cache(&planned, Some(merge.clone()));
+    let mut session = Session::with_cache(&start, Some(merge.clone()));
+    assert_eq!(session.layout_source().origin, LayoutOrigin::Searched);
     let built = session.build().expect("build");
     assert_eq!(
         built.back.as_ref().expect("estimate").headline.total_cycles,

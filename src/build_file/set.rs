@@ -55,9 +55,13 @@ const WEIGHTS_NAMING: &str = "workload.weights.naming";
 pub fn apply_sets(file: &mut QueryFile, sets: &[String]) -> Result<SetOrigins, QueryError> {
     let mut keys: BTreeMap<&str, &str> = BTreeMap::new();
     for argument in sets {
+        // An argument without a key is refused on its own, below.
         let Some((key, _)) = argument.split_once('=') else {
             continue;
         };
+        if key.trim().is_empty() {
+            continue;
+        }
         if let Some(first) = keys.insert(key.trim(), argument) {
             return Err(QueryError::set(
                 argument,

@@ -282,6 +282,14 @@ impl RemoteCache {
     /// The entry at `relative` (`KIND/XX/KEY`), unchecked: the caller
     /// checks it like a local file.
     pub fn fetch(&self, relative: &str) -> Fetched {
+        self.fetch_counting(relative, true)
+    }
+
+    /// [`RemoteCache::fetch`], counting an entry the server does not have
+    /// as a miss only when `count_absent` (an entry that is usually absent,
+    /// or one asked for again and again, is not a miss; a failed request
+    /// always is).
+    pub fn fetch_counting(&self, relative: &str, count_absent: bool) -> Fetched {
         if self.is_unavailable() {
             self.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Fetched::Absent;
@@ -323,7 +331,9 @@ impl RemoteCache {
                 Fetched::Found(bytes)
             }
             Ok(Ok(None)) => {
-                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                if count_absent {
+                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                }
                 Fetched::Absent
             }
             Ok(Err(reason)) => {

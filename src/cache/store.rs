@@ -485,7 +485,7 @@ impl PersistentCache {
             }
             return None;
         }
-        let Fetched::Found(bytes) = remote.fetch(&relative) else {
+        let Fetched::Found(bytes) = remote.fetch_counting(&relative, count_absent) else {
             if count_absent {
                 self.counters.misses.fetch_add(1, Ordering::Relaxed);
             }

@@ -70,7 +70,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     check_pins(&arguments.query, &query)?;
     let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
     // The plan a search kept for this configuration, else the planner's.
-    let layouts = apply_searched_layouts(&mut query, cache.as_deref());
+    let layouts = apply_searched_layouts(&mut query, cache.as_ref());
     if let Some(cache) = &cache {
         cache.begin_command("build", &build_key(&query));
     }

@@ -21,7 +21,7 @@ use crate::model::weights::Weights;
 use crate::output_file::{OutputFileError, write_atomically};
 use crate::session::BackendError;
 use crate::session::StageError;
-use crate::session::searched_layouts::{LayoutSource, stale_pin, with_searched_layouts};
+use crate::session::searched_layouts::{LayoutSource, stale_pin};
 use crate::session::{BuildError, BuildOutcome, Session, WeightsError};
 use crate::sim::reference::evaluate_reference;
 
@@ -70,14 +70,16 @@ impl From<BackendError> for CommandError {
     }
 }
 
-/// A new session for `query` (with progress bars) built through the whole
+/// A new session for `query`, the query as built (its pins already hold
+/// the searched plan: [`apply_searched_layouts`], so the session does not
+/// look it up again), with progress bars, built through the whole
 /// pipeline: what `superstep build` does without `--why`.
 pub fn build_cold(
     arguments: &QueryArguments,
     query: &BuildQuery,
     cache: Option<Arc<PersistentCache>>,
 ) -> Result<(Session, BuildOutcome), CommandError> {
-    let mut session = Session::with_cache(query, cache);
+    let mut session = Session::as_written(query, cache);
     session.set_progress(super::progress::bars());
     let outcome = build_checked(&mut session, query, arguments)?;
     Ok((session, outcome))
@@ -383,22 +385,23 @@ fn cache_signing(
     })
 }
 
-/// A session for `query` with the cache the arguments ask for.
-/// A session for `query` over the cache the arguments ask for, with the
-/// layouts a search kept for its configuration applied to `query` (its
-/// `layouts:` line on standard error, unless `--quiet`, so that the
-/// command's own output is unchanged; [`apply_searched_layouts`]).
+/// A session for `query` over the cache the arguments ask for, its layouts
+/// the plan a search kept for the configuration under the query's pins;
+/// `query` becomes the query as built ([`apply_searched_layouts`]), and the
+/// `layouts:` line goes to standard error unless `--quiet`, so that the
+/// command's own output is unchanged.
 pub fn open_session(
     arguments: &QueryArguments,
     query: &mut BuildQuery,
 ) -> Result<Session, CommandError> {
     check_pins(arguments, query)?;
     let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
-    let source = apply_searched_layouts(query, cache.as_deref());
+    let mut session = Session::with_cache(query, cache);
+    let source = session.layout_source();
+    *query = session.effective_query(query);
     if !super::progress::quiet() {
         eprintln!("{}", source.line());
     }
-    let mut session = Session::with_cache(query, cache);
     session.set_progress(super::progress::bars());
     Ok(session)
 }
@@ -410,7 +413,7 @@ pub fn open_session_as_written(
     query: &BuildQuery,
 ) -> Result<Session, CommandError> {
     let cache = open_cache(arguments, &query.outputs.directory, &query.cache)?;
-    let mut session = Session::with_cache(query, cache);
+    let mut session = Session::as_written(query, cache);
     session.set_progress(super::progress::bars());
     Ok(session)
 }
@@ -432,15 +435,18 @@ pub fn check_pins(arguments: &QueryArguments, query: &BuildQuery) -> Result<(), 
     }
 }
 
-/// Applies to `query` the plan a search kept in `cache` for its
-/// configuration, under the query's own pins
-/// (`crate::session::searched_layouts`), and says which layouts it uses.
+/// Makes `query` the query as built: the plan a search kept in `cache` for
+/// its configuration under the query's own pins (asked of a session, whose
+/// query of the configuration looks the plan up), and says which layouts
+/// that is. A session later made from the returned query builds the same
+/// layouts (its pins are then the whole plan).
 pub fn apply_searched_layouts(
     query: &mut BuildQuery,
-    cache: Option<&PersistentCache>,
+    cache: Option<&Arc<PersistentCache>>,
 ) -> LayoutSource {
-    let (applied, source) = with_searched_layouts(query, cache);
-    *query = applied;
+    let session = Session::with_cache(query, cache.cloned());
+    let source = session.layout_source();
+    *query = session.effective_query(query);
     source
 }
 

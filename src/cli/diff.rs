@@ -21,7 +21,6 @@ use crate::report::diff::{
     compare,
 };
 use crate::session::Session;
-use crate::session::searched_layouts::with_searched_layouts;
 use crate::text::thousands;
 
 /// The flags of `superstep diff`.
@@ -235,8 +234,8 @@ fn build_query(
     // as `superstep build` would.
     let (query, mut current) = match open.take() {
         Some(mut reused) if reusable => {
-            let (query, _) = with_searched_layouts(&written, reused.session.cache());
-            reused.session.update(&query);
+            reused.session.update(&written);
+            let query = reused.session.effective_query(&written);
             (query, reused)
         }
         previous => {
@@ -248,8 +247,8 @@ fn build_query(
                 &written.outputs.directory,
                 &written.cache,
             )?;
-            let (query, _) = with_searched_layouts(&written, cache.as_deref());
-            let session = Session::with_cache(&query, cache);
+            let session = Session::with_cache(&written, cache);
+            let query = session.effective_query(&written);
             (
                 query,
                 OpenSession {

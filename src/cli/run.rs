@@ -30,7 +30,7 @@ pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
     // configuration.
     check_pins(&arguments.query, &query)?;
     let cache = open_cache(&arguments.query, &query.outputs.directory, &query.cache)?;
-    let layouts = apply_searched_layouts(&mut query, cache.as_deref());
+    let layouts = apply_searched_layouts(&mut query, cache.as_ref());
     if !super::progress::quiet() {
         eprintln!("{}", layouts.line());
     }

@@ -29,7 +29,7 @@ use crate::session::layout_search::{
     store_search,
 };
 use crate::session::search_trials::{SearchShard, Shard};
-use crate::session::searched_layouts::{keep_searched_plan, with_searched_layouts};
+use crate::session::searched_layouts::keep_searched_plan;
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
 
@@ -191,9 +191,12 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     // build of this configuration, here or on a machine reading the
     // remote, compiles nothing.
     let warmed = match session.cache() {
-        Some(cache) if !loaded => {
+        Some(_) if !loaded => {
             let started = std::time::Instant::now();
-            let (planned, _) = with_searched_layouts(&query, Some(cache));
+            // The kept plan (this search's, or a better one kept before)
+            // as a build of the configuration finds it.
+            let planned =
+                Session::with_cache(&query, session.shared_cache()).effective_query(&query);
             session.update(&planned);
             session.build().map_err(|error| {
                 CommandError::Input(format!("error: the searched plan does not build: {error}"))

@@ -98,11 +98,16 @@ pub fn layouts(db: &dyn Db, build: BuildInputs) -> Result<Arc<Layouts>, LayoutEr
     plan_layouts(graph, settings, overrides, &recipe, &mut QueryCosts { db }).map(Arc::new)
 }
 
-/// Firewall: the per-operator layout overrides alone, so that a change to
-/// another planning flag does not re-plan through them.
+/// Firewall: the per-operator layout overrides alone (the build's
+/// `[[layout.override]]` pins over the plan a search kept for its
+/// configuration, `super::searched_plan`), so that a change to another
+/// planning flag does not re-plan through them.
 #[salsa::tracked(returns(ref))]
 pub fn layout_overrides(db: &dyn Db, build: BuildInputs) -> Vec<LayoutOverride> {
-    build.planning(db).layout_overrides.clone()
+    super::searched_plan::pinned_over(
+        &build.planning(db).layout_overrides,
+        super::searched_plan::searched_plan(db, build).as_deref(),
+    )
 }
 
 /// An op, identified by its provenance path.

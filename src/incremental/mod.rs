@@ -7,7 +7,8 @@
 //! phases (row table, reservations, placement, estimate) and `package` the
 //! finished package's assembly, `weights` the parameter values the
 //! simulators read, `calibration` the FP8 activation scales and each
-//! product's inputs; `sweep` measures one phase under one (policy, width)
+//! product's inputs, `searched_plan` the plan a layout search kept for the
+//! build's configuration; `sweep` measures one phase under one (policy, width)
 //! for `superstep sweep`; `on_disk` is the one path to the persistent cache.
 
 pub mod alternatives;
@@ -23,6 +24,7 @@ pub mod packing;
 pub mod phases;
 pub mod row_summary;
 pub mod schedules;
+pub mod searched_plan;
 pub mod sweep;
 pub mod tracked;
 pub mod weights;

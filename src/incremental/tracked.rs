@@ -91,6 +91,8 @@ tracked_queries! {
     PlanningSettings = "planning_settings" in Layouts,
     MatmulCosting = "matmul_costing" in Layouts,
     AttentionCosting = "attention_costing" in Layouts,
+    SearchConfiguration = "search_configuration" in Layouts,
+    SearchedPlan = "searched_plan" in Layouts,
     LayoutOverrides = "layout_overrides" in Layouts,
     Layouts = "layouts" in Layouts,
     OpKeys = "op_keys" in Expansion,

@@ -16,6 +16,7 @@ pub mod operand_formats;
 pub mod overrides;
 pub mod plan;
 pub mod planner;
+pub mod search_record;
 pub mod validate;
 
 #[cfg(test)]

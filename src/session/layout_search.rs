@@ -84,85 +84,10 @@ impl Default for SearchSettings {
     }
 }
 
-/// One accepted step.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SearchStep {
-    pub op: String,
-    pub from: String,
-    pub to: String,
-    pub cycles_before: u64,
-    pub cycles_after: u64,
-    /// Trials run for this op in the pass that accepted the step.
-    pub trials: u32,
-    /// Queries the accepted trial re-executed (salsa's event log).
-    pub recomputed_queries: u32,
-    /// Of those, exchange schedules computed.
-    pub recomputed_schedules: u32,
-}
-
-/// What the beam contributed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BeamReport {
-    /// The proxy price of the build's plan and of the beam's best.
-    pub start_price: u64,
-    pub best_price: u64,
-    /// The real estimate of the beam's best plan.
-    pub best_cycles: u64,
-    /// Whether the local steps started from it (it beat the build's plan).
-    pub taken: bool,
-    pub states: u32,
-    pub seconds: f64,
-}
-
-pub use super::search_calibration::{Calibration, OpCalibration, calibrate, calibrate_operators};
-
-/// What a search found.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SearchOutcome {
-    pub baseline_cycles: u64,
-    /// The beam's part, when it ran.
-    pub beam: Option<BeamReport>,
-    /// The beam's proxy against the scheduled phases, on the chosen plan.
-    pub calibration: Vec<Calibration>,
-    /// The planner's price of each product and attention against its
-    /// compiled compute, on the chosen plan.
-    pub operators: Vec<OpCalibration>,
-    pub best_cycles: u64,
-    pub overrides: Vec<(String, String)>,
-    pub steps: Vec<SearchStep>,
-    pub trials: u32,
-    /// Of those, trials this run compiled (the rest were read from the
-    /// cache: kept by an earlier search or by another shard).
-    pub compiled_here: u32,
-    /// Trials that did not build (a partition the planner refused), and
-    /// trials that would have won but did not fit (only a trial that
-    /// would win is placed).
-    pub rejected: u32,
-    /// Trials placed to check that they fit.
-    pub placed: u32,
-    /// Times the trials' session was dropped for a fresh one to stay
-    /// within the memory budget.
-    pub fresh_sessions: u32,
-    /// Seconds the search took when it ran (not when loaded from the cache).
-    pub seconds: f64,
-}
-
-crate::incremental::on_disk::persisted_by_bincode! { SearchOutcome => LayoutSearch }
-
-impl SearchOutcome {
-    /// The chosen plan as layout overrides.
-    pub fn layout_overrides(&self) -> Vec<LayoutOverride> {
-        self.overrides
-            .iter()
-            .filter_map(|(op, partition)| {
-                Some(LayoutOverride {
-                    op: op.clone(),
-                    partition: Partition::parse(partition).ok()?,
-                })
-            })
-            .collect()
-    }
-}
+pub use super::search_calibration::{calibrate, calibrate_operators};
+pub use crate::layout::search_record::{
+    BeamReport, Calibration, OpCalibration, SearchOutcome, SearchStep,
+};
 
 /// A failed search: the starting build itself did not build.
 #[derive(Debug, thiserror::Error)]

@@ -80,12 +80,23 @@ impl Session {
 
     /// A session whose per-phase results are read from and written to
     /// `cache` (a persistent, content-addressed cache) when given.
+    /// Its layouts are the plan a search kept in `cache` for the query's
+    /// configuration under the query's own pins, else the planner's.
     pub fn with_cache(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
-        Session::over(CompilerDatabase::with_cache(cache), query)
+        Session::over(CompilerDatabase::with_cache(cache), query, true)
     }
 
-    /// A session of `query` over the database `db`.
-    fn over(db: CompilerDatabase, query: &BuildQuery) -> Session {
+    /// [`Session::with_cache`] without the searched plan: the layouts are
+    /// the query's pins and the planner's choices (what `superstep search`
+    /// searches from).
+    pub fn as_written(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
+        Session::over(CompilerDatabase::with_cache(cache), query, false)
+    }
+
+    /// A session of `query` over the database `db`, looking searched plans
+    /// up when `searched_layouts`.
+    fn over(db: CompilerDatabase, query: &BuildQuery, searched_layouts: bool) -> Session {
+        crate::incremental::searched_plan::KeptSearches::new(&db, searched_layouts, 0);
         let inputs = create_inputs(&db, query);
         Session {
             db,
@@ -106,7 +117,7 @@ impl Session {
             }
             None => CompilerDatabase::with_cache(None),
         };
-        Session::over(db, query)
+        Session::over(db, query, false)
     }
 
     /// The session's persistent cache, if any.

@@ -7,37 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::Session;
 use super::layout_beam::conversion_proxy;
 use crate::layout::plan::OpPlan;
-
-/// The beam's price of one exchange phase made only of conversions,
-/// against what the build's policy scheduled (horizon plus the fixed
-/// overhead above it), per execution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Calibration {
-    pub phase: String,
-    /// The conversions merged into it.
-    pub conversions: u32,
-    pub proxy_cycles: u64,
-    pub real_cycles: u64,
-}
-
-/// The planner's price of one matrix product or attention (what the beam
-/// and the local steps rank candidates by: its kernels, its own exchanges
-/// and their barriers) against what the compiled program's estimate
-/// charges the same, per execution: the op's compute steps, and the
-/// exchange phases of its own (keyed by the op, not by one of its
-/// conversions) with the overhead above their horizons.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OpCalibration {
-    pub op: String,
-    pub partition: String,
-    pub predicted_cycles: u64,
-    pub compiled_cycles: u64,
-}
+use crate::layout::search_record::{Calibration, OpCalibration};
 
 /// The planner's prediction against the compiled program, per heavy op of
 /// the session's current build.

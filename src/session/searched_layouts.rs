@@ -1,65 +1,37 @@
-//! The searched plan as a cached query of its configuration: `superstep
-//! search` keeps its best plan under [`configuration_key`], and a plain
-//! build (and every command that builds) looks that key up before it
-//! builds, applying the plan's layouts as overrides, else keeping the
-//! planner's beam ([`with_searched_layouts`]). The persistent cache is the
-//! store: local, and the remote tier when one is configured (signed as the
-//! cache signs every entry it shares).
-//!
-//! The key is the configuration the plan was searched for: the graph
-//! (model, batch, layers, weights), the machine (tiles, cost table), the
-//! planning settings (matrix inputs, activation scale, accumulation,
-//! reservation, fusion) and the scheduling settings the search scores
-//! with (policy, width, row allowance, `[[schedule.override]]`). Not in
-//! it: the build's name and outputs, the cache settings, whether bounds
-//! prune (the same program either way), the `[[layout.override]]` pins
-//! (they are the plan's own kind of value, applied over it) and the
-//! search's own knobs (beam, rounds, candidates, orders): those change
-//! how hard a search looks, not which configuration its plan is for, so
-//! the entry keeps the best plan any search of the configuration found.
-//!
-//! Owns the key, the entry's reading and keeping, the merge of the
-//! searched plan with the user's pins, the record of which layouts a
-//! build used ([`LayoutSource`]) and the check, before anything is
-//! compiled, that every pin can apply to the configuration ([`stale_pin`]). The search itself is
+//! The searched plan, as the session hands it out: which layouts a build
+//! uses ([`LayoutSource`], its `layouts:` line), the query as built (the
+//! build's pins over the plan a search kept for its configuration,
+//! [`Session::effective_query`]), the keeping of a search's plan, and the
+//! check, before anything is compiled, that every pin can apply to the
+//! configuration ([`stale_pin`]). The lookup itself is a query of the
+//! configuration (`crate::incremental::searched_plan`); the search is
 //! `crate::session::layout_search`.
-
-use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::layout_search::SearchOutcome;
-use crate::build_file::{BuildQuery, package_build_key};
-use crate::cache::{CacheKey, EntryKind, PersistentCache};
-use crate::incremental::on_disk::Persisted;
+use super::Session;
+use crate::build_file::BuildQuery;
+use crate::cache::PersistentCache;
+use crate::incremental::Db;
+use crate::incremental::lowering::layout_overrides;
+use crate::incremental::searched_plan::{
+    KeptSearches, kept_plan_now, search_configuration, searched_plan,
+};
 use crate::layout::overrides::{OverrideCause, OverrideError};
 use crate::layout::planner::{DirectCosts, LayoutError, plan_layouts};
+use crate::layout::search_record::SearchOutcome;
 use crate::model::graph::OpKind;
 use crate::text::{counted, thousands};
 
-/// The key a searched plan is kept under: the configuration it was
-/// searched for (see the module header for what is and is not in it).
-pub fn configuration_key(query: &BuildQuery) -> CacheKey {
-    let mut neutral = query.clone();
-    neutral.name = String::new();
-    neutral.planning.layout_overrides.clear();
-    neutral.planning.skipped_layout_overrides = 0;
-    CacheKey::of("searched layouts", &package_build_key(&neutral))
+/// The key a search of `query`'s configuration keeps its plan under.
+pub fn configuration_key(query: &BuildQuery) -> crate::cache::CacheKey {
+    crate::incremental::searched_plan::configuration_key(query)
 }
 
-/// The best plan a search kept for `query`'s configuration, if any. A
-/// plan neither on disk nor fetched from a remote tier is not looked up
-/// (a build that finds none counts no cache miss for it).
-pub fn searched_plan(cache: &PersistentCache, query: &BuildQuery) -> Option<SearchOutcome> {
-    let key = configuration_key(query);
-    if !cache.path(EntryKind::LayoutSearch, &key).is_file()
-        && !cache.fetches_remotely(EntryKind::LayoutSearch)
-    {
-        return None;
-    }
-    cache.load_with(EntryKind::LayoutSearch, &key, |payload, _| {
-        <SearchOutcome as Persisted>::decode(payload).map_err(crate::cache::EntryError::Undecodable)
-    })
+/// The plan a search kept in `cache` for `query`'s configuration, if any
+/// (what the session's query of the configuration reads).
+pub fn searched_outcome(cache: &PersistentCache, query: &BuildQuery) -> Option<SearchOutcome> {
+    crate::incremental::searched_plan::kept_outcome(cache, &configuration_key(query))
 }
 
 /// Keeps `outcome` as the plan of `query`'s configuration unless a plan
@@ -70,16 +42,7 @@ pub fn keep_searched_plan(
     query: &BuildQuery,
     outcome: &SearchOutcome,
 ) -> bool {
-    if searched_plan(cache, query).is_some_and(|kept| kept.best_cycles <= outcome.best_cycles) {
-        return false;
-    }
-    match <SearchOutcome as Persisted>::encode(outcome) {
-        Ok(payload) => {
-            cache.store_payload(EntryKind::LayoutSearch, &configuration_key(query), &payload);
-            true
-        }
-        Err(_) => false,
-    }
+    crate::incremental::searched_plan::keep_searched_plan(cache, query, outcome)
 }
 
 /// Where a build's layouts came from.
@@ -156,47 +119,74 @@ impl LayoutSource {
     }
 }
 
-/// `query` with the plan a search kept for its configuration applied
-/// under its pins (a pin takes precedence over the search for the op it
-/// names), and which layouts that is. Without `cache`, or with no plan
-/// kept for the configuration, the query is unchanged: the planner's beam
-/// chooses every layout the pins leave.
-pub fn with_searched_layouts(
-    query: &BuildQuery,
-    cache: Option<&PersistentCache>,
-) -> (BuildQuery, LayoutSource) {
-    let pins = &query.planning.layout_overrides;
-    let mut source = LayoutSource {
-        origin: LayoutOrigin::Planner,
-        looked_up: cache.is_some(),
-        searched_cycles: None,
-        searched_trials: None,
-        searched_ops: 0,
-        pinned_ops: pins.len() as u32,
-        pins_over_search: 0,
-        pins_skipped_by_when: query.planning.skipped_layout_overrides,
-    };
-    let Some(plan) = cache.and_then(|cache| searched_plan(cache, query)) else {
-        return (query.clone(), source);
-    };
-    let pinned: BTreeSet<&str> = pins.iter().map(|pin| pin.op.as_str()).collect();
-    let searched = plan.layout_overrides();
-    let mut merged = pins.clone();
-    for choice in &searched {
-        if pinned.contains(choice.op.as_str()) {
-            source.pins_over_search += 1;
-        } else {
-            merged.push(choice.clone());
+impl Session {
+    /// Which layouts the session's build uses: the plan a search kept for
+    /// its configuration (when the session looks searched plans up and
+    /// its cache holds one) under the build's own pins, else the planner's.
+    pub fn layout_source(&self) -> LayoutSource {
+        let (db, build) = (&self.db, self.inputs);
+        let planning = build.planning(db);
+        let pins = &planning.layout_overrides;
+        let looked_up = KeptSearches::try_get(db).is_some_and(|kept| kept.looked_up(db))
+            && self.cache().is_some();
+        let mut source = LayoutSource {
+            origin: LayoutOrigin::Planner,
+            looked_up,
+            searched_cycles: None,
+            searched_trials: None,
+            searched_ops: 0,
+            pinned_ops: pins.len() as u32,
+            pins_over_search: 0,
+            pins_skipped_by_when: planning.skipped_layout_overrides,
+        };
+        if let Some(plan) = searched_plan(db, build) {
+            source.origin = LayoutOrigin::Searched;
+            source.searched_cycles = Some(plan.best_cycles);
+            source.searched_trials = Some(plan.trials);
+            source.searched_ops = plan.overrides.len() as u32;
+            source.pins_over_search = plan
+                .overrides
+                .iter()
+                .filter(|choice| pins.iter().any(|pin| pin.op == choice.op))
+                .count() as u32;
         }
+        source
     }
-    merged.sort();
-    let mut applied = query.clone();
-    applied.planning.layout_overrides = merged;
-    source.origin = LayoutOrigin::Searched;
-    source.searched_cycles = Some(plan.best_cycles);
-    source.searched_trials = Some(plan.trials);
-    source.searched_ops = searched.len() as u32;
-    (applied, source)
+
+    /// `query` (the session's, as written) as the session builds it: its
+    /// layout overrides are the pins over the searched plan. What a build
+    /// records and keys its package by.
+    pub fn effective_query(&self, query: &BuildQuery) -> BuildQuery {
+        let mut effective = query.clone();
+        effective.planning.layout_overrides = layout_overrides(&self.db, self.inputs).clone();
+        effective
+    }
+
+    /// Asks the cache again for the plan of the session's configuration
+    /// and, when a search kept another since the session last asked,
+    /// makes the next build use it (a long-lived session: `watch`).
+    /// Returns whether the plan changed.
+    pub fn notice_kept_searches(&mut self) -> bool {
+        use salsa::Setter;
+        let Some(kept) = KeptSearches::try_get(&self.db) else {
+            return false;
+        };
+        if !kept.looked_up(&self.db) {
+            return false;
+        }
+        let Some(cache) = self.db.cache_for(crate::cache::EntryKind::LayoutSearch) else {
+            return false;
+        };
+        let key = search_configuration(&self.db, self.inputs);
+        let now = kept_plan_now(cache, &key);
+        let known = searched_plan(&self.db, self.inputs).as_deref().cloned();
+        if now == known {
+            return false;
+        }
+        let generation = kept.generation(&self.db) + 1;
+        kept.set_generation(&mut self.db).to(generation);
+        true
+    }
 }
 
 /// A pin that cannot apply to the build's configuration.

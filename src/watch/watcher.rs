@@ -25,7 +25,6 @@ use crate::cache::PersistentCache;
 use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
 use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::report::manifest;
-use crate::session::searched_layouts::with_searched_layouts;
 use crate::session::suggest::SUGGESTION_CANDIDATES;
 use crate::session::{BuildError, Session};
 
@@ -287,10 +286,6 @@ impl Watcher {
 
     fn rebuild(&mut self, query: BuildQuery, out: &mut impl Write) -> io::Result<Refresh> {
         self.builds += 1;
-        // The plan a search kept for this configuration, under the file's
-        // pins, as `superstep build` would use it (looked up again on every
-        // save: a changed configuration is another plan, or none).
-        let (query, layouts) = with_searched_layouts(&query, self.options.cache.as_deref());
         let cold = self.session.is_none();
         let (changed, settings) = match (&mut self.session, &self.applied) {
             (Some(session), Some(previous)) => {
@@ -306,6 +301,12 @@ impl Watcher {
         let Some(session) = self.session.as_mut() else {
             return Ok(Refresh::Failed);
         };
+        // The plan a search kept for this configuration, under the file's
+        // pins, as `superstep build` would use it: the session's query of
+        // the configuration, asked again when a search kept another plan
+        // since the last save.
+        session.notice_kept_searches();
+        let layouts = session.layout_source();
         writeln!(
             out,
             "{} {name}…",

@@ -469,4 +469,12 @@ fn a_key_set_twice_is_an_error_naming_both() {
         String::from("workload.layers=1"),
     ];
     assert!(crate::build_file::set::apply_sets(&mut file, &once).is_ok());
+    // Two arguments without a key: the missing key is the error, not a
+    // key "set twice".
+    let keyless = [String::from("=1"), String::from(" =2")];
+    let message = crate::build_file::set::apply_sets(&mut file, &keyless)
+        .expect_err("no key")
+        .to_string();
+    assert!(message.contains("the key before `=` is empty"), "{message}");
+    assert!(!message.contains("set twice"), "{message}");
 }
