@@ -455,7 +455,7 @@ fn an_override_width_reschedules_only_its_phase() {
         .find(|figures| figures.key == phase)
         .expect("phase");
     assert_eq!(figures.policy, "S64");
-    assert_eq!(figures.width, "Word32");
+    assert_eq!(figures.width, "word32");
 }
 
 /// `--config` replaces the default set: `S64/word32` is one configuration,

@@ -159,7 +159,7 @@ pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
         );
     }
     settings.leaf("schedule.policy", query.schedule.policy.to_string());
-    settings.leaf("schedule.width", format!("{:?}", query.schedule.width));
+    settings.leaf("schedule.width", query.schedule.width.to_string());
     settings.leaf(
         "schedule.row_allowance",
         query.schedule.row_allowance.to_string(),

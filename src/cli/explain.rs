@@ -289,7 +289,7 @@ fn exchange(
         refused.join(", ")
     );
     say!(
-        "  policy: {} ({why}); order {}; width {:?} (asked {:?})",
+        "  policy: {} ({why}); order {}; width {} (asked {})",
         policy.policy,
         schedule.chosen,
         schedule.width,
@@ -371,7 +371,7 @@ fn exchange(
             "policy": policy.policy.to_string(),
             "why": why,
             "chosen": schedule.chosen.to_string(),
-            "width": format!("{:?}", schedule.width),
+            "width": schedule.width.to_string(),
         },
         "schedule": {
             "horizon": schedule.horizon,

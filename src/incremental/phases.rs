@@ -234,7 +234,7 @@ pub fn phase_figures<'db>(
         policy: effective.policy.to_string(),
         policy_source: effective.source.clone(),
         chosen: schedule.chosen.to_string(),
-        width: format!("{:?}", schedule.width),
+        width: schedule.width.to_string(),
         transfers: content.pieces() as u64,
         destinations: content.receives() as u64,
         horizon: schedule.horizon,

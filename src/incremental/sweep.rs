@@ -25,7 +25,7 @@ use crate::schedule::{SchedulePolicy, TransferWidth};
 pub struct PointFigures {
     /// The concrete order that made the schedule (`auto`'s winner).
     pub chosen: SchedulePolicy,
-    /// The schedule's width (`Paired64` when some piece moves paired).
+    /// The schedule's width (`paired64` when some piece moves paired).
     pub width: TransferWidth,
     pub horizon: u32,
     /// The endpoint bound: the most words one tile sends or receives.

@@ -167,7 +167,7 @@ pub fn text(
     sheet.fact("chosen", schedule.chosen);
     sheet.fact(
         "width",
-        format!("{:?} (asked {:?})", schedule.width, policy.width),
+        format!("{} (asked {})", schedule.width, policy.width),
     );
     sheet.count("horizon", u64::from(schedule.horizon));
     sheet.count("endpoint bound", u64::from(schedule.lower_bound));

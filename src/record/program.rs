@@ -146,7 +146,7 @@ fn settings(sheet: &mut Sheet, query: &BuildQuery) {
         sheet.fact("layout.override", format!("{layout:?}"));
     }
     sheet.fact("schedule.policy", query.schedule.policy);
-    sheet.fact("schedule.width", format!("{:?}", query.schedule.width));
+    sheet.fact("schedule.width", query.schedule.width.to_string());
     sheet.count(
         "schedule.row_allowance",
         u64::from(query.schedule.row_allowance),
@@ -155,7 +155,7 @@ fn settings(sheet: &mut Sheet, query: &BuildQuery) {
         sheet.fact(
             &format!("schedule.override.{}", entry.phase),
             match entry.width {
-                Some(width) => format!("{} {width:?}", entry.policy),
+                Some(width) => format!("{} {width}", entry.policy),
                 None => entry.policy.to_string(),
             },
         );

@@ -62,7 +62,7 @@ pub struct Schedule {
     pub chosen: SchedulePolicy,
     /// Under `auto`: every candidate tried, in the order tried; else empty.
     pub candidates: Vec<CandidateOutcome>,
-    /// `Paired64` when some piece moves paired, else `Word32` (never `Auto`).
+    /// `paired64` when some piece moves paired, else `word32` (never `auto`).
     pub width: TransferWidth,
     pub send_start: Vec<u32>,
     /// Whether the piece moves as paired 64-bit items.

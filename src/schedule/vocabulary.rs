@@ -98,12 +98,23 @@ impl FromStr for SchedulePolicy {
     }
 }
 
-/// Word width of exchange transfers.
+/// Word width of exchange transfers, spelt everywhere (build files, text,
+/// JSON) as the build file spells it: `auto`, `word32`, `paired64`
+/// (documents written before read with the old `Word32` spellings too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TransferWidth {
+    #[serde(rename = "auto", alias = "Auto")]
     Auto,
+    #[serde(rename = "word32", alias = "Word32")]
     Word32,
+    #[serde(rename = "paired64", alias = "Paired64")]
     Paired64,
+}
+
+impl std::fmt::Display for TransferWidth {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.name())
+    }
 }
 
 impl TransferWidth {
@@ -135,6 +146,30 @@ impl FromStr for TransferWidth {
             _ => Err(WidthParseError {
                 text: text.to_string(),
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TransferWidth;
+
+    /// One spelling everywhere: the build file's, in text and in JSON,
+    /// and documents written with the old variant names still read.
+    #[test]
+    fn a_width_is_spelt_as_the_build_file_spells_it() {
+        for (width, name) in [
+            (TransferWidth::Auto, "auto"),
+            (TransferWidth::Word32, "word32"),
+            (TransferWidth::Paired64, "paired64"),
+        ] {
+            assert_eq!(width.to_string(), name);
+            assert_eq!(name.parse::<TransferWidth>(), Ok(width));
+            let json = serde_json::to_string(&width).expect("serialises");
+            assert_eq!(json, format!("\"{name}\""));
+            let old = format!("\"{width:?}\"");
+            let read: TransferWidth = serde_json::from_str(&old).expect("the old spelling reads");
+            assert_eq!(read, width);
         }
     }
 }

@@ -57,7 +57,7 @@ pub struct BenchRecord {
     pub phase: u32,
     pub key: Option<String>,
     pub policy: String,
-    /// The width the schedule chose (`Word32` or `Paired64`).
+    /// The width the schedule chose (`word32` or `paired64`).
     pub width: String,
     /// Pieces scheduled (snapshot transfers, split at the logical limit).
     pub transfers: usize,
@@ -174,7 +174,7 @@ fn bench_policy(
     let Some((scheduled, rows)) = last else {
         return record;
     };
-    record.width = format!("{:?}", scheduled.width);
+    record.width = scheduled.width.to_string();
     record.horizon = scheduled.horizon;
     record.lower_bound = scheduled.lower_bound;
     record.above_bound = i64::from(scheduled.horizon) - i64::from(scheduled.lower_bound);

@@ -92,10 +92,14 @@ pub struct SnapshotTransfer {
     pub destination_allocations: Option<Vec<u32>>,
 }
 
-/// Word width a transfer moved with.
+/// Word width a transfer moved with, spelt as the build file spells a
+/// transfer width (`word32`, `paired64`; captures written before read with
+/// `Word32` and `Paired64` too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SnapshotWidth {
+    #[serde(rename = "word32", alias = "Word32")]
     Word32,
+    #[serde(rename = "paired64", alias = "Paired64")]
     Paired64,
 }
 

@@ -12,7 +12,7 @@ pub struct BuiltPoint {
     pub policy: String,
     /// The order that made the schedule.
     pub chosen: String,
-    /// The schedule's width (`Word32` or `Paired64`).
+    /// The schedule's width (`word32` or `paired64`).
     pub width: String,
     pub horizon: u64,
     pub endpoint_bound: u64,

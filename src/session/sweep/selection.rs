@@ -216,7 +216,7 @@ mod tests {
         let built = BuiltPoint {
             policy: "B1024".into(),
             chosen: "B1024".into(),
-            width: "Word32".into(),
+            width: "word32".into(),
             horizon: 100,
             endpoint_bound: 1,
             max_row_bytes: 1000,
