@@ -163,25 +163,50 @@ fn an_override_that_fits_only_smaller_batches_is_a_fit_error() {
     assert!(wrong.contains("layer.mlp.up"), "{wrong}");
 }
 
-/// The build file's own capacity check (before anything is compiled)
-/// bounds the layer count by total bytes.
+/// A file that fails the build file's own capacity check (before anything
+/// is compiled) is answered by `build` with what fits, each value built:
+/// the largest layer count named builds and one more does not, and the
+/// check's own help (what other commands print) names no value.
 #[test]
-fn the_capacity_check_bounds_the_layer_count() {
+fn a_file_over_the_capacity_check_is_answered_with_built_values() {
     let (code, text) = tiny("queries/vit-tiny.toml", &["workload.layers=200".into()]);
     assert_eq!(code, Some(2), "{text}");
-    let bound = number_after(&text, "use at most ");
-    assert!((100..200).contains(&bound), "{text}");
-    assert!(text.contains("layers (workload.layers; what total bytes allow at batch 1)"));
-    // At the bound the check passes (whatever the planner then says).
-    let (_, at_bound) = tiny(
-        "queries/vit-tiny.toml",
-        &[format!("workload.layers={bound}")],
+    for part in [
+        "workload.layers = 200 does not fit on 16 tiles: it needs about",
+        "what fits, found by building it:",
+        "the largest layer count that fits at batch 1: workload.layers = ",
+        "each answer was found by building it through placement",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(!text.contains("use at least"), "{text}");
+    assert!(!text.contains("use at most"), "{text}");
+    let largest = number_after(
+        &text,
+        "the largest layer count that fits at batch 1: workload.layers = ",
     );
-    assert!(!at_bound.contains("what total bytes allow"), "{at_bound}");
-    let (code, over) = tiny(
+    assert!((2..200).contains(&largest), "{text}");
+    fits_and_one_more_does_not("workload.layers", largest, &[]);
+    // A lever said to fit at 200 layers builds.
+    if text.contains("machine.tiles = 1472 fits at batch 1") {
+        let (code, all) = tiny(
+            "queries/vit-tiny.toml",
+            &["workload.layers=200".into(), "machine.tiles=1472".into()],
+        );
+        assert_eq!(code, Some(0), "{all}");
+    }
+    // Another command gives the check's own error: levers, no values.
+    let output = common::superstep(&[
+        "phases",
         "queries/vit-tiny.toml",
-        &[format!("workload.layers={}", bound + 1)],
-    );
-    assert_eq!(code, Some(2));
-    assert!(over.contains("what total bytes allow"), "{over}");
+        "--no-cache",
+        "--set",
+        "workload.layers=200",
+    ]);
+    let check = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{check}");
+    assert!(check.contains("what could make room: "), "{check}");
+    assert!(check.contains("fewer layers (workload.layers)"), "{check}");
+    assert!(!check.contains("at most"), "{check}");
+    assert!(!check.contains("at least"), "{check}");
 }

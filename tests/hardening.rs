@@ -358,14 +358,17 @@ fn case_08_diagnostics_point_at_the_value_at_fault() {
     write(&batch, &text.replace("batch = 1\n", "batch = 1000000\n"));
     let output = superstep(&["build", batch.to_str().expect("utf-8")]);
     let message = assert_input_error(&output, &["workload.batch", "batch = 1000000"]);
-    assert!(message.contains("use a batch of at most"), "{message}");
+    assert!(
+        message.contains("the largest batch that fits: workload.batch = "),
+        "{message}"
+    );
 
     let tiles = superstep(&["build", "--set", "machine.tiles=3"]);
     let message = assert_input_error(&tiles, &["machine.tiles", "--set machine.tiles=3"]);
     assert!(!message.contains("layers = 27"), "{message}");
 
-    let all_tiles = superstep(&["build", "--set", "workload.layers=2000"]);
-    let message = assert_input_error(&all_tiles, &["all in use"]);
+    let all_tiles = superstep(&["phases", "--set", "workload.layers=2000"]);
+    let message = assert_input_error(&all_tiles, &["not more tiles: all 1,472 of the c600"]);
     assert!(!message.contains("use at least"), "{message}");
 
     let typo = directory.join("typo.toml");

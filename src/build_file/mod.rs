@@ -287,6 +287,16 @@ pub fn read_build_file(path: &Path) -> Result<String, std::io::Error> {
 /// (`KEY=VALUE` strings from `--set`). Relative SafeTensors paths in the file
 /// resolve against the file's directory.
 pub fn load_query(path: &Path, sets: &[String]) -> Result<BuildQuery, QueryError> {
+    load_query_with(path, sets, validate::CapacityCheck::Checked)
+}
+
+/// [`load_query`] with or without the capacity check (a query that fails
+/// only that check still loads without it).
+pub fn load_query_with(
+    path: &Path,
+    sets: &[String],
+    capacity: validate::CapacityCheck,
+) -> Result<BuildQuery, QueryError> {
     let text = read_build_file(path).map_err(|source| {
         QueryError::from_problem(QueryProblem::Read {
             path: path.to_path_buf(),
@@ -295,7 +305,7 @@ pub fn load_query(path: &Path, sets: &[String]) -> Result<BuildQuery, QueryError
     })?;
     let base_dir = path.parent().unwrap_or(Path::new(""));
     let source_name = path.display().to_string();
-    let mut query = parse_query(&source_name, &text, Some(base_dir), sets)?;
+    let mut query = parse_query_with(&source_name, &text, Some(base_dir), sets, capacity)?;
     query.source_path = Some(path.to_path_buf());
     Ok(query)
 }
@@ -308,6 +318,23 @@ pub fn parse_query(
     text: &str,
     base_dir: Option<&Path>,
     sets: &[String],
+) -> Result<BuildQuery, QueryError> {
+    parse_query_with(
+        source_name,
+        text,
+        base_dir,
+        sets,
+        validate::CapacityCheck::Checked,
+    )
+}
+
+/// [`parse_query`] with or without the capacity check.
+pub fn parse_query_with(
+    source_name: &str,
+    text: &str,
+    base_dir: Option<&Path>,
+    sets: &[String],
+    capacity: validate::CapacityCheck,
 ) -> Result<BuildQuery, QueryError> {
     let document = toml::de::DeTable::parse(text).map_err(|error| {
         let span = error.span().unwrap_or(0..0);
@@ -330,7 +357,7 @@ pub fn parse_query(
         validate::serde_issue(&error, document.get_ref()).into_error(source_name, text)
     })?;
     let origins = set::apply_sets(&mut file, sets)?;
-    let mut query = validate::resolve(&file, &origins, base_dir, source_name)
+    let mut query = validate::resolve(&file, &origins, base_dir, source_name, capacity)
         .map_err(|issue| issue.into_error(source_name, text))?;
     query.source_path = None;
     Ok(query)

@@ -63,7 +63,10 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     if arguments.json {
         super::stdout::set_json_document();
     }
-    let mut query = load(&arguments.query)?;
+    // A file that fails the capacity check is answered with what fits,
+    // found by building it.
+    let mut query = load(&arguments.query)
+        .map_err(|error| super::fit::capacity_advice(&arguments.query, error))?;
     // Every build writes into the outputs folder (at least last-build.json):
     // check it before the compile.
     preflight::check_output_directory("outputs.directory", &artifacts_directory(&query))?;

@@ -6,6 +6,10 @@
 //! failing build's own session, so nothing is guessed; the error points at
 //! `workload.batch` in the build file (or its `--set`).
 //!
+//! A build file that fails the capacity check before anything is compiled
+//! gets the same answer ([`capacity_advice`]): the check only says what
+//! total bytes rule out.
+//!
 //! This module owns the search and the wording of its advice. It never
 //! decides what fits: the layout planner and the placement do.
 
@@ -14,7 +18,8 @@ use std::time::Instant;
 use super::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::memory::{MEMORY_MODEL, Shortage};
-use crate::build_file::{ActivationScale, AttentionChoice, BuildQuery};
+use crate::build_file::validate::{Capacity, CapacityCheck};
+use crate::build_file::{ActivationScale, AttentionChoice, BuildQuery, load_query_with};
 use crate::session::Session;
 use crate::target::mapping::C600_TILES;
 use crate::text::thousands;
@@ -38,16 +43,31 @@ struct Findings {
     /// When a layout override is what does not fit: the largest batch (up
     /// to the query's) that fits without any override.
     without_overrides: Option<Option<u32>>,
-    builds: usize,
+    probes: Probes,
     seconds: f64,
 }
 
+/// Candidates tried: built through placement, or ruled out by total bytes
+/// (the build file's capacity check, a necessary condition) without a
+/// build.
+#[derive(Clone, Copy, Debug, Default)]
+struct Probes {
+    builds: usize,
+    ruled_out: usize,
+}
+
 /// Whether `query` builds through placement in `session` (which it now
-/// holds). Its FP8 activations take one fixed scale: a scale changes no
+/// holds). A candidate total bytes rule out (`Capacity`) does not fit and
+/// is not built: a batch of a million, or a model on too few tiles, would
+/// take long to plan only to fail. Its FP8 activations take one fixed scale: a scale changes no
 /// byte of any allocation, and calibrating each candidate would run the
 /// FP32 reference of every batch and layer count the search tries.
-fn fits(session: &mut Session, query: &BuildQuery, builds: &mut usize) -> bool {
-    *builds += 1;
+fn fits(session: &mut Session, query: &BuildQuery, probes: &mut Probes) -> bool {
+    if !Capacity::of(&query.workload, &query.machine, &query.planning).passes() {
+        probes.ruled_out += 1;
+        return false;
+    }
+    probes.builds += 1;
     let mut candidate = query.clone();
     candidate.planning.activation_scale = ActivationScale::Fixed(PROBE_SCALE);
     session.update(&candidate);
@@ -78,37 +98,37 @@ fn largest_fitting(limit: u32, mut fits: impl FnMut(u32) -> bool) -> Option<u32>
 fn largest_batch(
     session: &mut Session,
     query: &BuildQuery,
-    builds: &mut usize,
+    probes: &mut Probes,
 ) -> Option<Option<u32>> {
     (query.workload.batch > 1).then(|| {
         largest_fitting(query.workload.batch, |batch| {
             let mut candidate = query.clone();
             candidate.workload.batch = batch;
-            fits(session, &candidate, builds)
+            fits(session, &candidate, probes)
         })
     })
 }
 
 /// Tries the other levers of `query` in `session`, after the batch search
-/// (its answer `batch`, `builds` builds since `started`).
+/// (its answer `batch`, `probes` tried since `started`).
 fn search(
     session: &mut Session,
     query: &BuildQuery,
     overrides_at_fault: bool,
     batch: Option<Option<u32>>,
-    mut builds: usize,
+    mut probes: Probes,
     started: Instant,
 ) -> Findings {
     let layers = (query.workload.model.layers > 1).then(|| {
         largest_fitting(query.workload.model.layers, |layers| {
             let mut candidate = query.clone();
             candidate.workload.model.layers = layers;
-            fits(session, &candidate, &mut builds)
+            fits(session, &candidate, &mut probes)
         })
     });
     let mut levers = Vec::new();
-    let mut lever = |label: String, candidate: BuildQuery, builds: &mut usize| {
-        let fitted = fits(session, &candidate, builds);
+    let mut lever = |label: String, candidate: BuildQuery, probes: &mut Probes| {
+        let fitted = fits(session, &candidate, probes);
         levers.push((label, fitted));
     };
     if query.workload.attention != AttentionChoice::Flash {
@@ -117,7 +137,7 @@ fn search(
         lever(
             String::from("workload.attention = \"flash\""),
             candidate,
-            &mut builds,
+            &mut probes,
         );
     }
     if query.machine.tiles < C600_TILES {
@@ -126,7 +146,7 @@ fn search(
         lever(
             format!("machine.tiles = {C600_TILES}"),
             candidate,
-            &mut builds,
+            &mut probes,
         );
     }
     let reserved = query.planning.reserved_bytes_per_tile;
@@ -140,17 +160,17 @@ fn search(
                 reserved / 2
             ),
             candidate,
-            &mut builds,
+            &mut probes,
         );
     }
     let mut without_overrides = None;
     if overrides_at_fault && !query.planning.layout_overrides.is_empty() {
         let mut candidate = query.clone();
         candidate.planning.layout_overrides.clear();
-        without_overrides = Some(if fits(session, &candidate, &mut builds) {
+        without_overrides = Some(if fits(session, &candidate, &mut probes) {
             Some(query.workload.batch)
         } else {
-            largest_batch(session, &candidate, &mut builds).flatten()
+            largest_batch(session, &candidate, &mut probes).flatten()
         });
     }
     Findings {
@@ -158,7 +178,7 @@ fn search(
         layers,
         levers,
         without_overrides,
-        builds,
+        probes,
         seconds: started.elapsed().as_secs_f64(),
     }
 }
@@ -232,10 +252,20 @@ fn advice(query: &BuildQuery, findings: &Findings) -> String {
             thousands(u64::from(C600_TILES))
         ));
     }
-    lines.push(format!(
-        "each answer was found by building it through placement ({} builds, {:.1} s)",
-        findings.builds, findings.seconds
-    ));
+    lines.push(if findings.probes.ruled_out > 0 {
+        format!(
+            "each answer was found by building it through placement ({} builds, {:.1} s) or, \
+             for {}, by total bytes alone (the build file's capacity check)",
+            findings.probes.builds,
+            findings.seconds,
+            crate::text::counted(findings.probes.ruled_out as u64, "candidate", "candidates")
+        )
+    } else {
+        format!(
+            "each answer was found by building it through placement ({} builds, {:.1} s)",
+            findings.probes.builds, findings.seconds
+        )
+    });
     lines.join("\n")
 }
 
@@ -269,8 +299,8 @@ pub fn does_not_fit(
     }
     session.set_progress(crate::session::progress::silent());
     let started = Instant::now();
-    let mut builds = 0;
-    let batch = largest_batch(session, query, &mut builds);
+    let mut probes = Probes::default();
+    let batch = largest_batch(session, query, &mut probes);
     if let (Some(original), Some(None)) = (unless, batch) {
         return original;
     }
@@ -279,7 +309,7 @@ pub fn does_not_fit(
         query,
         failure.override_op.is_some(),
         batch,
-        builds,
+        probes,
         started,
     );
     let batch = query.workload.batch;
@@ -302,6 +332,45 @@ pub fn does_not_fit(
     CommandError::Diagnostic(format!(
         "{}\n  note: {MEMORY_MODEL}",
         crate::build_file::error::render_query_error(&error).trim_end()
+    ))
+}
+
+/// `superstep build`'s answer to a build file that fails the capacity check
+/// (a necessary condition on total bytes, whose own help names levers, not
+/// values): the check's error, pointed where it points, followed by what
+/// fits, each value found by building it (or ruled out by total bytes).
+/// `original` alone when the file fails for another reason too.
+pub fn capacity_advice(arguments: &QueryArguments, original: CommandError) -> CommandError {
+    let CommandError::Diagnostic(diagnostic) = &original else {
+        return original;
+    };
+    let Ok(query) = load_query_with(
+        &query_path(arguments),
+        &arguments.sets,
+        CapacityCheck::Skipped,
+    ) else {
+        return original;
+    };
+    if Capacity::of(&query.workload, &query.machine, &query.planning).passes() {
+        return original;
+    }
+    eprintln!(
+        "the model does not fit by total bytes; building smaller candidates to find what would \
+         (batch, layers, attention, tiles, reservation) ..."
+    );
+    let mut session = Session::as_written(&query, None);
+    let started = Instant::now();
+    let mut probes = Probes::default();
+    let batch = largest_batch(&mut session, &query, &mut probes);
+    let findings = search(&mut session, &query, false, batch, probes, started);
+    let built: Vec<String> = advice(&query, &findings)
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect();
+    CommandError::Diagnostic(format!(
+        "{}\n  what fits, found by building it:\n{}\n  note: {MEMORY_MODEL}",
+        diagnostic.trim_end(),
+        built.join("\n")
     ))
 }
 

@@ -550,7 +550,8 @@ fn model_that_does_not_fit() {
         ),
         "{rendered}"
     );
-    assert!(rendered.contains("use at least"), "{rendered}");
+    assert!(rendered.contains("more tiles (machine.tiles"), "{rendered}");
+    assert!(!rendered.contains("use at least"), "{rendered}");
     assert!(rendered.contains("reserved_bytes_per_tile"), "{rendered}");
     let text = "[workload]\nmodel = \"vit-b16\"\nlayers = 12\n[machine]\ntiles = 16\n";
     expect_file_error(text, "workload.layers", "12");

@@ -21,6 +21,7 @@ use crate::model::config::ModelConfig;
 use crate::model::quantisation::Fp8Scale;
 mod cost_inputs;
 mod fit;
+pub use fit::Capacity;
 pub mod layout;
 mod outputs;
 mod structure;
@@ -168,12 +169,22 @@ pub fn validate_machine(preset: &str, tiles: Option<u32>) -> Result<u32, String>
 // Values: ranges, spellings, relations and defaults.
 // ---------------------------------------------------------------------------
 
+/// Whether resolving checks the capacity (a necessary condition on total
+/// bytes): every command does, but `superstep build` answering a failed
+/// check, which then builds candidates to find what fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityCheck {
+    Checked,
+    Skipped,
+}
+
 /// Resolves a parsed (and `--set`-overridden) file into a `BuildQuery`.
 pub fn resolve(
     file: &QueryFile,
     origins: &SetOrigins,
     base_dir: Option<&Path>,
     source_name: &str,
+    capacity: CapacityCheck,
 ) -> Result<BuildQuery, Issue> {
     let resolver = Resolver { origins };
     let (workload, model_origin, layers_origin) = resolver.workload(file, base_dir)?;
@@ -204,7 +215,9 @@ pub fn resolve(
             file.machine.tiles.as_ref().map(Spanned::span),
         ),
     };
-    fit::check_fit(&workload, &machine, &planning, sources)?;
+    if capacity == CapacityCheck::Checked {
+        fit::check_fit(&workload, &machine, &planning, sources)?;
+    }
     let mut planning = planning;
     planning.matrix_input_overrides = resolver.matrix_input_overrides(&file.planning, &workload)?;
     let (pins, skipped) = resolver.layout_overrides(
