@@ -566,3 +566,28 @@ fn the_searched_plan_is_a_query_of_the_configuration() {
     assert!(!session.notice_kept_searches(), "noticed once");
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// A search's trials neither validate their schedules nor check their
+/// rows (they only price candidates), and price exactly what a checked
+/// build prices: the same estimate, phase by phase.
+#[test]
+fn trials_price_what_a_checked_build_prices() {
+    use superstep::session::Session;
+    for sets in [&[][..], &["layout.override.layer.mlp.down=1x1x16"][..]] {
+        let query = query(TINY, sets);
+        let checked = Session::new(&query).build().expect("a checked build");
+        let mut trial = Session::for_search(&query, None);
+        let priced = trial.build().expect("a trial");
+        let figures = |outcome: &superstep::session::BuildOutcome| {
+            let back = outcome.back.as_ref().expect("estimate");
+            (
+                back.headline.total_cycles,
+                back.phases
+                    .iter()
+                    .map(|phase| (phase.key.clone(), phase.horizon, phase.max_row_bytes))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(figures(&priced), figures(&checked), "{sets:?}");
+    }
+}

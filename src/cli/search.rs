@@ -29,7 +29,7 @@ use crate::session::layout_search::{
     store_search,
 };
 use crate::session::search_trials::{SearchShard, Shard};
-use crate::session::searched_layouts::keep_searched_plan;
+use crate::session::searched_layouts::{keep_searched_plan, with_plan};
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
 
@@ -186,24 +186,28 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
     let kept = session
         .cache()
         .is_some_and(|cache| keep_searched_plan(cache, &query, &outcome));
-    // The trials' values stayed in memory: the plan builds use now is
-    // built once through the cache (and its remote tier), so that the next
-    // build of this configuration, here or on a machine reading the
-    // remote, compiles nothing.
-    let warmed = match session.cache() {
-        Some(_) if !loaded => {
-            let started = std::time::Instant::now();
-            // The kept plan (this search's, or a better one kept before)
-            // as a build of the configuration finds it.
-            let planned =
-                Session::with_cache(&query, session.shared_cache()).effective_query(&query);
-            session.update(&planned);
-            session.build().map_err(|error| {
-                CommandError::Input(format!("error: the searched plan does not build: {error}"))
-            })?;
-            Some(started.elapsed())
-        }
-        _ => None,
+    // The trials' values stayed in memory, unchecked (they only priced
+    // candidates): the plan builds use now is built once more in this
+    // session, which validates its schedules and checks its rows, and
+    // through the cache (and its remote tier) when there is one, so that
+    // the next build of this configuration, here or on a machine reading
+    // the remote, compiles nothing.
+    let warmed = if loaded {
+        None
+    } else {
+        let started = std::time::Instant::now();
+        // The kept plan (this search's, or a better one kept before) as a
+        // build of the configuration finds it; without a cache, this
+        // search's plan.
+        let planned = match session.shared_cache() {
+            Some(cache) => Session::with_cache(&query, Some(cache)).effective_query(&query),
+            None => with_plan(&query, &outcome),
+        };
+        session.update(&planned);
+        session.build().map_err(|error| {
+            CommandError::Input(format!("error: the searched plan does not build: {error}"))
+        })?;
+        Some(started.elapsed())
     };
     if arguments.json {
         // The document holds no wall time (docs/cli-conventions.md): the
@@ -223,11 +227,18 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
         print_outcome(&query.name, &outcome, loaded);
         if !quiet() {
             print_line!("{}", kept_line(session.cache().is_some(), kept));
-            if let Some(elapsed) = warmed {
-                print_line!(
-                    "built: the plan builds use, into the cache in {:.1} s (the next build of this configuration compiles nothing)",
+            match (warmed, session.cache().is_some()) {
+                (Some(elapsed), true) => print_line!(
+                    "built: the plan builds use, checked (schedules validated, rows checked), into \
+                     the cache in {:.1} s (the next build of this configuration compiles nothing)",
                     elapsed.as_secs_f64()
-                );
+                ),
+                (Some(elapsed), false) => print_line!(
+                    "built: the searched plan, checked (schedules validated, rows checked), in \
+                     {:.1} s",
+                    elapsed.as_secs_f64()
+                ),
+                (None, _) => {}
             }
         }
     }

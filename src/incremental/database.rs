@@ -24,6 +24,12 @@ pub trait Db: salsa::Database {
     /// Reports `items` more done of the stage the caller is showing (a
     /// side channel for progress only: nothing computed may depend on it).
     fn advance_progress(&self, items: u64);
+
+    /// Whether schedules are validated and rows checked as they are made
+    /// (always, but in a layout search's trials: their schedules and rows
+    /// only price a candidate, and the plan the search keeps is built
+    /// again in a session that checks everything).
+    fn checks_schedules_and_rows(&self) -> bool;
 }
 
 /// Where a database reports progress (`Db::advance_progress`).
@@ -45,6 +51,8 @@ pub struct CompilerDatabase {
     /// The only kinds read from and kept in `cache` (`None`: every kind).
     cached_kinds: Option<&'static [EntryKind]>,
     progress: Option<ProgressSink>,
+    /// `Db::checks_schedules_and_rows`.
+    checks: bool,
 }
 
 impl Default for CompilerDatabase {
@@ -63,6 +71,7 @@ impl Default for CompilerDatabase {
             cache: None,
             cached_kinds: None,
             progress: None,
+            checks: true,
         }
     }
 }
@@ -88,6 +97,10 @@ impl Db for CompilerDatabase {
             sink(items);
         }
     }
+
+    fn checks_schedules_and_rows(&self) -> bool {
+        self.checks
+    }
 }
 
 impl CompilerDatabase {
@@ -107,6 +120,16 @@ impl CompilerDatabase {
             cache: Some(cache),
             cached_kinds: Some(kinds),
             ..CompilerDatabase::default()
+        }
+    }
+
+    /// This database with its schedules unvalidated and rows unchecked
+    /// (`Db::checks_schedules_and_rows`): for a layout search's trials,
+    /// which keep no schedule or rows in the persistent cache.
+    pub fn for_trials(self) -> CompilerDatabase {
+        CompilerDatabase {
+            checks: false,
+            ..self
         }
     }
 

@@ -109,7 +109,9 @@ impl Session {
     /// A session for a layout search's trials: of the persistent cache it
     /// reads and keeps only the activation calibration (no trial changes
     /// it; the trials' schedules stay in memory, hundreds of them no build
-    /// asks for).
+    /// asks for), and it neither validates its schedules nor checks its
+    /// rows: they only price a candidate, and the plan the search keeps is
+    /// built again in a session that checks both.
     pub fn for_search(query: &BuildQuery, cache: Option<Arc<PersistentCache>>) -> Session {
         let db = match cache {
             Some(cache) => {
@@ -117,7 +119,7 @@ impl Session {
             }
             None => CompilerDatabase::with_cache(None),
         };
-        Session::over(db, query, false)
+        Session::over(db.for_trials(), query, false)
     }
 
     /// The session's persistent cache, if any.

@@ -34,6 +34,22 @@ pub fn searched_outcome(cache: &PersistentCache, query: &BuildQuery) -> Option<S
     crate::incremental::searched_plan::kept_outcome(cache, &configuration_key(query))
 }
 
+/// `query` with `outcome`'s plan laid under its pins: the query a build of
+/// the searched plan builds, where no cache holds the plan.
+pub fn with_plan(query: &BuildQuery, outcome: &SearchOutcome) -> BuildQuery {
+    let mut planned = query.clone();
+    let plan = crate::incremental::searched_plan::KeptPlan {
+        overrides: outcome.layout_overrides(),
+        best_cycles: outcome.best_cycles,
+        trials: outcome.trials,
+    };
+    planned.planning.layout_overrides = crate::incremental::searched_plan::pinned_over(
+        &query.planning.layout_overrides,
+        Some(&plan),
+    );
+    planned
+}
+
 /// Keeps `outcome` as the plan of `query`'s configuration unless a plan
 /// kept there already estimates no more cycles (the best known plan
 /// stays). Returns whether it was kept.
