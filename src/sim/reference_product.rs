@@ -197,40 +197,33 @@ mod tests {
         let (m, k, n) = (131, 1152, 700);
         let a = values(m * k, 4);
         let b = values(k * n, 5);
+        // The product's bits, made as `split` says on the calling thread.
+        let bits = |split: Split| -> Vec<u32> {
+            let mut out = vec![0.0f32; m * n];
+            product(
+                Operand::rows(&a, k),
+                Operand::rows(&b, n),
+                (m, k, n),
+                &mut out,
+                split,
+            );
+            out.iter().map(|value| value.to_bits()).collect()
+        };
         let on_threads = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
+            rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
-                .expect("a thread pool");
-            pool.install(|| {
-                let mut out = vec![0.0f32; m * n];
-                product(
-                    Operand::rows(&a, k),
-                    Operand::rows(&b, n),
-                    (m, k, n),
-                    &mut out,
-                    Split::Cores,
-                );
-                out
-            })
+                .expect("a thread pool")
+                .install(|| bits(Split::Cores))
         };
-        let one: Vec<u32> = on_threads(1).iter().map(|value| value.to_bits()).collect();
+        let one = on_threads(1);
         for threads in [2, 3, 5] {
-            let many: Vec<u32> = on_threads(threads)
-                .iter()
-                .map(|value| value.to_bits())
-                .collect();
-            assert!(one == many, "{threads} threads changed the product's bits");
+            assert!(
+                one == on_threads(threads),
+                "{threads} threads changed the product's bits"
+            );
         }
-        let mut whole = vec![0.0f32; m * n];
-        product(
-            Operand::rows(&a, k),
-            Operand::rows(&b, n),
-            (m, k, n),
-            &mut whole,
-            Split::Whole,
-        );
-        let whole: Vec<u32> = whole.iter().map(|value| value.to_bits()).collect();
+        let whole = bits(Split::Whole);
         assert!(one == whole, "one job and the spread product differ");
     }
 
