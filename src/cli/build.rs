@@ -93,8 +93,11 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     } else {
         None
     };
-    let mut report = session_report(&session, &query, &outcome)
-        .map_err(|error| CommandError::Internal(error.to_string()))?;
+    let mut report = {
+        let _span = tracing::info_span!("report").entered();
+        session_report(&session, &query, &outcome)
+            .map_err(|error| CommandError::Internal(error.to_string()))?
+    };
     report.layouts = Some(layouts);
     report.source = Some(crate::report::BuildSource {
         build_file: query_path(&arguments.query).display().to_string(),
@@ -196,6 +199,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
         );
         written.push(path);
     } else if query.outputs.package && report.back.is_some() {
+        let _span = tracing::info_span!("package").entered();
         let package = session
             .package()
             .map_err(|error| CommandError::Internal(error.to_string()))?;
@@ -218,16 +222,20 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             .suggestions(Some(SUGGESTION_CANDIDATES))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
     }
-    for path in write_reports(
-        &session,
-        &query,
-        &report,
-        measured.then_some(found.as_slice()),
-    )
-    .map_err(|error| match error {
-        ArtifactError::Write(error) => output_error(error),
-        other => CommandError::Internal(other.to_string()),
-    })? {
+    let reports = {
+        let _span = tracing::info_span!("write_reports").entered();
+        write_reports(
+            &session,
+            &query,
+            &report,
+            measured.then_some(found.as_slice()),
+        )
+        .map_err(|error| match error {
+            ArtifactError::Write(error) => output_error(error),
+            other => CommandError::Internal(other.to_string()),
+        })?
+    };
+    for path in reports {
         print_note!("wrote {}", path.display());
         written.push(path);
     }

@@ -117,7 +117,8 @@ impl ExpansionBuilder {
         });
     }
 
-    pub fn finish(self) -> OpExpansion {
+    pub fn finish(mut self) -> OpExpansion {
+        super::program::Step::shrink_exchanges(&mut self.expansion.steps);
         self.expansion
     }
 }

@@ -333,6 +333,30 @@ pub struct TransferList {
 }
 
 impl TransferList {
+    /// Drops the spare capacity its vectors grew by pushes (a list lives
+    /// as long as the program or expansion memo that holds it).
+    pub fn shrink_to_fit(&mut self) {
+        self.source_tile.shrink_to_fit();
+        self.source_location.shrink_to_fit();
+        self.words.shrink_to_fit();
+        self.destination_start.shrink_to_fit();
+        self.destinations.shrink_to_fit();
+        self.segment_starts.shrink_to_fit();
+    }
+
+    /// Room for exactly `other`'s transfers and destinations more.
+    pub fn reserve_exact_for(&mut self, other: &TransferList) {
+        self.source_tile.reserve_exact(other.source_tile.len());
+        self.source_location
+            .reserve_exact(other.source_location.len());
+        self.words.reserve_exact(other.words.len());
+        self.destination_start
+            .reserve_exact(other.destination_start.len());
+        self.destinations.reserve_exact(other.destinations.len());
+        self.segment_starts
+            .reserve_exact(other.segment_starts.len() + 1);
+    }
+
     pub fn len(&self) -> usize {
         self.words.len()
     }
@@ -392,6 +416,20 @@ pub enum Step {
     Repeat { iterations: u32, body: Vec<Step> },
     /// A named program point (region boundary); a barrier for motion.
     Checkpoint { name: u32 },
+}
+
+impl Step {
+    /// Drops the spare capacity of every exchange's transfer list in
+    /// `steps` (and in the bodies of their Repeats).
+    pub fn shrink_exchanges(steps: &mut [Step]) {
+        for step in steps {
+            match step {
+                Step::Exchange { transfers, .. } => transfers.shrink_to_fit(),
+                Step::Repeat { body, .. } => Step::shrink_exchanges(body),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Where the host reads and writes values.

@@ -179,6 +179,7 @@ pub struct Motion<'program, 'pricer> {
 /// `first` followed by `second`: the transfer list of their merge.
 pub fn merged_transfers(first: &TransferList, second: &TransferList) -> TransferList {
     let mut merged = first.clone();
+    merged.reserve_exact_for(second);
     append(&mut merged, second);
     merged
 }
@@ -385,6 +386,9 @@ impl<'program, 'pricer> Motion<'program, 'pricer> {
                 }
             }
         }
+        // Merges grew their lists by appends: the grouped program keeps
+        // none of that spare room.
+        Step::shrink_exchanges(&mut out);
         out
     }
 }

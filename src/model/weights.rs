@@ -138,7 +138,7 @@ impl SplitMix {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.0 = self.0.wrapping_add(SPLITMIX_GAMMA);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -147,14 +147,34 @@ impl SplitMix {
 
     /// Uniform in `[-1, 1)`.
     pub fn next_symmetric(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        SplitMix::symmetric(self.next_u64())
     }
 
     /// The generator after `count` draws (SplitMix's state only counts).
     pub fn skipped(seed: u64, count: u64) -> SplitMix {
-        SplitMix(seed.wrapping_add(count.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        SplitMix(seed.wrapping_add(count.wrapping_mul(SPLITMIX_GAMMA)))
+    }
+
+    /// Draw `index` (from 0) of the generator seeded with `seed`, without
+    /// drawing the ones before it: what `skipped(seed, index).next_u64()`
+    /// returns. Each draw stands alone, so a loop of them vectorises.
+    #[inline]
+    pub fn draw_at(seed: u64, index: u64) -> u64 {
+        let mut z = seed.wrapping_add(index.wrapping_add(1).wrapping_mul(SPLITMIX_GAMMA));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// [`SplitMix::next_symmetric`] of the draw `bits`.
+    #[inline]
+    pub fn symmetric(bits: u64) -> f32 {
+        ((bits >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
 }
+
+/// SplitMix64's increment (the golden ratio in 64 bits).
+const SPLITMIX_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 fn name_seed(seed: u64, name: &str, instance: u32) -> u64 {
     // FNV-1a over the name, mixed with the seed and instance.
@@ -196,14 +216,20 @@ impl Distribution {
         }
     }
 
-    /// The next value of this distribution from `generator`.
-    fn draw(self, generator: &mut SplitMix) -> f32 {
-        let uniform = generator.next_symmetric();
+    /// Fills `out` with draws `first..first + out.len()` of the generator
+    /// seeded with `seed`, in this distribution (the values a generator
+    /// skipped to `first` draws one after another).
+    fn fill(self, seed: u64, first: u64, out: &mut [f32]) {
+        fn each(seed: u64, first: u64, out: &mut [f32], shape: impl Fn(f32) -> f32) {
+            for (index, slot) in (first..).zip(out.iter_mut()) {
+                *slot = shape(SplitMix::symmetric(SplitMix::draw_at(seed, index)));
+            }
+        }
         match self {
-            Distribution::Weight { factor } => uniform * factor,
-            Distribution::Gamma => 1.0 + 0.1 * uniform,
-            Distribution::Shift => 0.02 * uniform,
-            Distribution::Other => 0.5 * uniform,
+            Distribution::Weight { factor } => each(seed, first, out, |uniform| uniform * factor),
+            Distribution::Gamma => each(seed, first, out, |uniform| 1.0 + 0.1 * uniform),
+            Distribution::Shift => each(seed, first, out, |uniform| 0.02 * uniform),
+            Distribution::Other => each(seed, first, out, |uniform| 0.5 * uniform),
         }
     }
 }
@@ -236,15 +262,40 @@ fn generated_instance_and_largest(
         .par_chunks_mut(GENERATION_CHUNK)
         .enumerate()
         .map(|(chunk, out)| {
-            let first = chunk * GENERATION_CHUNK;
-            let mut generator = SplitMix::skipped(start, first as u64);
-            for slot in out.iter_mut() {
-                *slot = distribution.draw(&mut generator);
-            }
+            distribution.fill(start, (chunk * GENERATION_CHUNK) as u64, out);
             largest_magnitude(out)
         })
         .reduce(|| 0.0f32, f32::max);
     (values, largest)
+}
+
+/// [`generated_instance`] stored as FP8 at the fixed `scale` (each value
+/// rounded to F143 and decoded), made and rounded chunk by chunk while
+/// each chunk is in cache: the values `StreamedSeededWeights::instance`
+/// gives, in one pass instead of three (a fixed scale needs no largest).
+fn generated_fp8_instance(
+    graph: &Graph,
+    seed: u64,
+    id: ValueId,
+    instance: u32,
+    scale: i32,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let value = graph.value(id);
+    let start = name_seed(seed, &value.name, instance);
+    let distribution = Distribution::of(&value.name, value.shape.rows);
+    let table = crate::numerics::fp8::decode_table(scale);
+    let mut values = vec![0.0f32; value.shape.elements() as usize];
+    values
+        .par_chunks_mut(GENERATION_CHUNK)
+        .enumerate()
+        .for_each(|(chunk, out)| {
+            distribution.fill(start, (chunk * GENERATION_CHUNK) as u64, out);
+            for value in out.iter_mut() {
+                *value = table[usize::from(crate::numerics::fp8::encode(*value, scale))];
+            }
+        });
+    values
 }
 
 /// The largest magnitude in `values` (0 for none; NaNs are passed over, as
@@ -306,6 +357,11 @@ impl<'graph> StreamedSeededWeights<'graph> {
     pub fn instance(&self, id: ValueId, instance: u32) -> Vec<f32> {
         use rayon::prelude::*;
         let value = self.graph.value(id);
+        if let (super::graph::Precision::F8, Fp8Scale::Fixed(scale)) =
+            (value.precision, self.fp8_scale)
+        {
+            return generated_fp8_instance(self.graph, self.seed, id, instance, scale);
+        }
         let (values, largest) = generated_instance_and_largest(self.graph, self.seed, id, instance);
         match value.precision {
             super::graph::Precision::F8 => {

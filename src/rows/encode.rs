@@ -363,5 +363,8 @@ fn encode_tile(
         }
     }
     builder.delay_to(end)?;
+    // Rows live as long as their memo: no spare capacity from the pushes.
+    builder.row.words.shrink_to_fit();
+    builder.row.slots.shrink_to_fit();
     Ok(builder.row)
 }

@@ -180,6 +180,19 @@ impl ExchangeProblem {
         write_addresses(&self.destination, state);
     }
 
+    /// Drops the spare capacity its vectors grew while pieces were pushed
+    /// (up to half of each: a problem lives as long as its memo).
+    fn shrink_to_fit(&mut self) {
+        self.allocations.shrink_to_fit();
+        self.source_tile.shrink_to_fit();
+        self.source.shrink_to_fit();
+        self.words.shrink_to_fit();
+        self.destination_start.shrink_to_fit();
+        self.destination_tile.shrink_to_fit();
+        self.destination.shrink_to_fit();
+        self.segment_starts.shrink_to_fit();
+    }
+
     pub fn pieces(&self) -> usize {
         self.words.len()
     }
@@ -292,6 +305,7 @@ impl ExchangeProblem {
             }
             builder.add_transfer(transfers, transfer, starts_segment)?;
         }
+        builder.problem.shrink_to_fit();
         Ok((builder.problem, builder.origin))
     }
 }

@@ -21,8 +21,9 @@ use crate::incremental::lowering::{
     StageError, graph, low_program, op_expansion, op_keys, program_summary,
 };
 use crate::incremental::phases::{
-    PhaseFigures, phase_figures, phase_groups, phase_keys, phase_patches,
+    PhaseFigures, phase_figures, phase_groups, phase_keys, phase_patches, phase_work,
 };
+use crate::incremental::schedules::scheduled;
 use crate::incremental::whole_program::{
     BackendError, build_estimate, compute_breakdown, placement, row_table,
 };
@@ -139,6 +140,7 @@ impl Session {
     pub fn unplaced_estimate(&mut self) -> Result<(u64, Vec<Execution>), BuildError> {
         let outcome = self.build_phase_groups()?;
         let build = self.inputs;
+        self.drop_candidate_schedules();
         let keys = phase_keys(&self.db, build).clone();
         fan_out(&self.db, &keys, |db, _, key| {
             let _ = phase_figures(db, *key);
@@ -207,6 +209,7 @@ impl Session {
             if !kept && self.warmed.as_ref() != Some(&warmed) {
                 priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
                 self.warmed = Some(warmed);
+                self.candidates_in_memo = priced > 0;
             }
             progress.begin(
                 "phase groups",
@@ -233,6 +236,7 @@ impl Session {
         let build = self.inputs;
         let progress = self.progress.clone();
         let start = Instant::now();
+        self.drop_candidate_schedules();
         let (phases, scheduled_phases) = {
             let keys = phase_keys(&self.db, build).clone();
             {
@@ -308,6 +312,30 @@ impl Session {
             compute_by_op: compute_by_op.as_ref().clone(),
         });
         Ok(())
+    }
+
+    /// Reads every phase's schedule (scheduling those fusion pricing did
+    /// not) and then drops every other schedule from the memo, so that
+    /// pricing's candidates are freed before the rows are encoded rather
+    /// than after. Only after a pricing: otherwise the memo holds no
+    /// candidates, and a warm build's schedules stay on disk (its figures
+    /// and rows come from their own cache entries).
+    fn drop_candidate_schedules(&mut self) {
+        if !std::mem::take(&mut self.candidates_in_memo) {
+            return;
+        }
+        let phases = {
+            let _span = tracing::info_span!("program_schedules").entered();
+            let keys = phase_keys(&self.db, self.inputs).clone();
+            fan_out(&self.db, &keys, |db, _, key| {
+                if let Ok((problem, policy)) = phase_work(db, *key) {
+                    let _ = scheduled(db, problem, policy);
+                }
+            });
+            keys.len()
+        };
+        crate::incremental::schedules::evict_schedules(&mut self.db, phases);
+        super::process_memory::return_freed_memory();
     }
 
     /// The first half: graph, layouts, expansions and the low program

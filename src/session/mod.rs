@@ -71,6 +71,10 @@ pub struct Session {
     progress: Arc<dyn progress::Progress>,
     /// What fusion pricing was last warmed for (`pricing::Warmed`).
     warmed: Option<pricing::Warmed>,
+    /// Whether fusion pricing scheduled candidates since the program's
+    /// schedules were last read (their memo is then dropped before the
+    /// rows are encoded).
+    candidates_in_memo: bool,
 }
 
 impl Session {
@@ -103,6 +107,7 @@ impl Session {
             inputs,
             progress: progress::silent(),
             warmed: None,
+            candidates_in_memo: false,
         }
     }
 

@@ -255,48 +255,60 @@ fn compute(graph: &Graph, op: &Op, inputs: &[Cow<'_, [f32]>]) -> Result<Vec<f32>
             }
             use rayon::prelude::*;
             let line_of = |line: usize| (line as u32 / rows.max(1), line as u32 % rows.max(1));
+            // Each line is copied in runs that are contiguous in their
+            // input: a whole line, or one head's columns of a merge.
+            let source = |line: usize, col: u32| {
+                let (group, row) = line_of(line);
+                match view {
+                    ViewKind::Identity => (0, group, row, col, cols - col),
+                    ViewKind::SplitHeads {
+                        heads,
+                        head_dim,
+                        tokens,
+                        column_offset,
+                    } => (
+                        0,
+                        0,
+                        (group / heads) * tokens + row,
+                        column_offset + (group % heads) * head_dim + col,
+                        cols - col,
+                    ),
+                    ViewKind::MergeHeads {
+                        heads,
+                        head_dim,
+                        tokens,
+                    } => (
+                        0,
+                        (row / tokens) * heads + col / head_dim,
+                        row % tokens,
+                        col % head_dim,
+                        head_dim - col % head_dim,
+                    ),
+                    ViewKind::Rows { pieces } => {
+                        let index = piece_starts.partition_point(|&start| start <= row) - 1;
+                        let piece = pieces[index];
+                        (
+                            piece.input as usize,
+                            0,
+                            piece.first_row + row - piece_starts[index],
+                            col,
+                            cols - col,
+                        )
+                    }
+                }
+            };
             out.par_chunks_mut(cols.max(1) as usize)
                 .enumerate()
                 .for_each(|(line, target)| {
-                    let (group, row) = line_of(line);
-                    for col in 0..cols {
-                        let (input, g, r, c) = match view {
-                            ViewKind::Identity => (0, group, row, col),
-                            ViewKind::SplitHeads {
-                                heads,
-                                head_dim,
-                                tokens,
-                                column_offset,
-                            } => (
-                                0,
-                                0,
-                                (group / heads) * tokens + row,
-                                column_offset + (group % heads) * head_dim + col,
-                            ),
-                            ViewKind::MergeHeads {
-                                heads,
-                                head_dim,
-                                tokens,
-                            } => (
-                                0,
-                                (row / tokens) * heads + col / head_dim,
-                                row % tokens,
-                                col % head_dim,
-                            ),
-                            ViewKind::Rows { pieces } => {
-                                let index = piece_starts.partition_point(|&start| start <= row) - 1;
-                                let piece = pieces[index];
-                                (
-                                    piece.input as usize,
-                                    0,
-                                    piece.first_row + row - piece_starts[index],
-                                    col,
-                                )
-                            }
-                        };
+                    let mut col = 0;
+                    while col < cols {
+                        let (input, g, r, c, run) = source(line, col);
                         let shape = shapes[input];
-                        target[col as usize] =
-                            inputs[input][((g * shape.rows + r) * shape.cols + c) as usize];
+                        let run = run.min(shape.cols.saturating_sub(c)).min(cols - col).max(1);
+                        let first = ((g * shape.rows + r) * shape.cols + c) as usize;
+                        target[col as usize..(col + run) as usize]
+                            .copy_from_slice(&inputs[input][first..first + run as usize]);
+                        col += run;
                     }
                 });
             out
