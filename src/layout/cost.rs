@@ -140,15 +140,22 @@ impl MatMulPlan {
         )
     }
 
-    /// The tile order that lets the larger of the plan's replicated operands
-    /// move as paired 64-bit transfers: a replicated block multicast to
-    /// whole partner pairs (logical tiles `2i` and `2i + 1`) takes half the
+    /// The tile order that lets one of the plan's replicated operands move
+    /// as paired 64-bit transfers: a replicated block multicast to whole
+    /// partner pairs (logical tiles `2i` and `2i + 1`) takes half the
     /// events (IPU21.md), and a block's replicas are whole pairs when the
     /// axis it is replicated along is innermost with an even number of
     /// parts. The weight block (`block_reduction x block_cols` FP8 words,
-    /// replicated over the row parts) pairs under `ckr`, the activation
-    /// block (`block_rows x block_reduction` FP16, over the column parts)
-    /// under `rkc`; neither even, the default order.
+    /// replicated over the row parts) pairs under `ckr`, and is taken
+    /// whenever it can pair, even when the activation block is larger:
+    /// a weight whose replicas are not whole pairs is stored on one of
+    /// them (`operand_formats::storage_format`), which then copies its
+    /// block locally, a copy call and, in the Repeat, patch words every
+    /// layer. Otherwise the activation block (`block_rows x
+    /// block_reduction` FP16, over the column parts) pairs under `rkc`;
+    /// neither even, the default order. (On ViT-B/16 the search's best
+    /// orders are exactly these: docs/measurements.md, "Tile orders that
+    /// pair the weight".)
     pub fn pairing_order(&self) -> TileOrder {
         self.pairing().0
     }
@@ -178,7 +185,7 @@ impl MatMulPlan {
         };
         match (weight_words, operand_words) {
             (0, 0) => (TileOrder::default(), 0),
-            (weight, operand) if weight >= operand => (TileOrder::ColumnsReductionRows, weight),
+            (weight, _) if weight > 0 => (TileOrder::ColumnsReductionRows, weight),
             (_, operand) => (TileOrder::RowsReductionColumns, operand),
         }
     }
@@ -431,7 +438,8 @@ pub fn matmul_partition(
 pub const MAX_REDUCTION_PARTS: u32 = 16;
 
 /// The cheapest feasible partition (ties broken by fewer tiles, then by the
-/// partition's coordinates, so the choice is deterministic).
+/// partition's coordinates, so the choice is deterministic), in its
+/// [`MatMulPlan::pairing_order`].
 pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
     let mut best: Option<MatMulPlan> = None;
     let mut smallest = u32::MAX;
@@ -475,7 +483,10 @@ pub fn plan_matmul(problem: &MatMulProblem) -> Result<MatMulPlan, CostError> {
         }
     }
     match best {
-        Some(plan) if compared > 0 => Ok(plan),
+        Some(mut plan) if compared > 0 => {
+            plan.order = plan.pairing_order();
+            Ok(plan)
+        }
         _ => Err(CostError::MatMulDoesNotFit {
             m: problem.m,
             k: problem.k,

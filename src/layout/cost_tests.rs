@@ -34,6 +34,20 @@ fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
     // share the activation block.
     let cols_even = matmul_partition(&qkv, 15, 24, 4).expect("15x24x4");
     assert_eq!(cols_even.pairing_order(), TileOrder::RowsReductionColumns);
+    // Both even, the activation block the larger (40 x 128 FP16 = 2,560
+    // words against the weight's 128 x 32 FP8 = 1,024): still the
+    // weight's order, so that its replicas pair and are not its home.
+    let out = problem(400, 768, 768, 1440);
+    let both_even = matmul_partition(&out, 10, 24, 6).expect("10x24x6");
+    assert_eq!(
+        (
+            both_even.block_rows,
+            both_even.block_reduction,
+            both_even.block_cols
+        ),
+        (40, 128, 32)
+    );
+    assert_eq!(both_even.pairing_order(), TileOrder::ColumnsReductionRows);
     // Neither even: the default.
     let odd = matmul_partition(&qkv, 15, 23, 3).expect("15x23x3");
     assert_eq!(odd.pairing_order(), TileOrder::default());
