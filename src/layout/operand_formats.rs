@@ -256,12 +256,16 @@ pub(super) fn with_precision(format: &TensorFormat, precision: Precision) -> Ten
 /// Storage of a weight on a machine of `machine_tiles` tiles. A replicated
 /// weight is stored split by columns, so the per-iteration broadcast is an
 /// all-gather or a multicast: matrix-unit weights split into one piece per
-/// replica, each homed at one of the block's replicas (which then keeps it
-/// by a local copy) unless the replicas come in whole partner pairs: then
-/// at a tile that does not use the block, so that every piece reaches all
-/// the replicas over the exchange and may move as paired 64-bit items
-/// (half the events; a piece whose home is a replica leaves that replica's
-/// partner alone in its pair and cannot pair); vectors (biases,
+/// replica, each homed at a tile that does not use the block (spread by
+/// `rotation`), so that every piece reaches all the replicas over the
+/// exchange: where the replicas come in whole partner pairs it may move
+/// as paired 64-bit items (half the events; a piece homed at a replica
+/// leaves that replica's partner alone in its pair), and in any case no
+/// replica keeps its piece by a local copy call, which for a weight of
+/// the Repeat also costs patch words every layer (homing pieces at their
+/// replicas cost 3,600 to 37,000 cycles on the shipped builds:
+/// docs/measurements.md, "Tile orders that pair the weight"); where every
+/// tile uses the block, a piece is homed at one of its replicas. Vectors (biases,
 /// norm parameters) into pieces of at least `VECTOR_STORAGE_PIECE` elements
 /// homed at tiles spread by `rotation` that do *not* use that block, so
 /// every replica receives its whole block over the exchange and no tile
@@ -294,14 +298,6 @@ pub(super) fn storage_format(
     let storage_col_parts = ceil_div(required.shape.cols, sub_cols);
     let mut tiles = Vec::with_capacity((parts[0] * parts[1] * storage_col_parts) as usize);
     let mut uses_block = vec![false; machine_tiles as usize];
-    // Per block of a matrix-unit weight: whether its replicas are whole
-    // partner pairs (then its pieces are homed off them).
-    let blocks_in_pairs: Vec<bool> = match required.order {
-        ElementOrder::ColumnMajor => (0..required.block_count())
-            .map(|block| replicas_in_pairs(required, block))
-            .collect(),
-        ElementOrder::RowMajor => Vec::new(),
-    };
     for group_block in 0..parts[0] {
         for row_block in 0..parts[1] {
             for storage_col in 0..storage_col_parts {
@@ -310,12 +306,11 @@ pub(super) fn storage_format(
                 let piece = (first_col - col_block * block_cols) / sub_cols;
                 let block = required.block_index(group_block, row_block, col_block);
                 let tile = match required.order {
-                    ElementOrder::ColumnMajor if blocks_in_pairs[block as usize] => {
+                    ElementOrder::ColumnMajor => {
                         let choice = rotation.wrapping_add(block.wrapping_mul(replicas) + piece);
                         home_avoiding(required, &[block], choice, &mut uses_block)
                             .unwrap_or_else(|| required.tile(block, piece.min(replicas - 1)))
                     }
-                    ElementOrder::ColumnMajor => required.tile(block, piece.min(replicas - 1)),
                     ElementOrder::RowMajor => {
                         let spread = (replicas / pieces_per_block).max(1);
                         let choice = rotation
@@ -348,19 +343,6 @@ pub(super) fn storage_format(
         tiles: Arc::from(tiles),
         ..required.clone()
     }
-}
-
-/// Whether every replica of `block` has its partner tile among the block's
-/// replicas (so a multicast to them all may pair).
-fn replicas_in_pairs(required: &TensorFormat, block: u32) -> bool {
-    let mut tiles: Vec<u32> = (0..required.replicas)
-        .map(|replica| required.tile(block, replica))
-        .collect();
-    tiles.sort_unstable();
-    tiles.iter().all(|&tile| {
-        let other = partner(tile);
-        other != tile && tiles.binary_search(&other).is_ok()
-    })
 }
 
 /// The home of one piece of a replicated vector that lies in `blocks`
@@ -535,15 +517,12 @@ mod tests {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), storage.tiles.len(), "{:?}", storage.tiles);
-        // Three replicas ({0, 1, 2}, ...) leave tile 2 without its partner:
-        // each piece stays with the replica that keeps it by a local copy.
+        // Three replicas ({0, 1, 2}, ...) leave tile 2 without its partner,
+        // so nothing pairs; still no piece is homed at a user, which would
+        // keep it by a local copy call (and Repeat patches).
         let odd = column_major_weight(64, 30, 2, 3);
         let storage = storage_format(&odd, 3, 64);
-        for (col, &home) in homes_by_column(&storage).iter().enumerate() {
-            let block = col as u32 / odd.block[2];
-            let users: Vec<u32> = (0..3).map(|replica| odd.tile(block, replica)).collect();
-            assert!(users.contains(&home), "column {col} at {home}: {users:?}");
-        }
+        assert_homed_off_their_users(&odd, &storage, "unpaired replicas");
     }
 
     #[test]
@@ -626,7 +605,7 @@ mod tests {
     }
 
     #[test]
-    fn matrix_weight_pieces_stay_on_their_replicas() {
+    fn matrix_weight_pieces_leave_their_replicas_where_a_tile_is_free() {
         let wanted = TensorFormat {
             shape: Shape::matrix(64, 64),
             precision: Precision::F8,
@@ -639,6 +618,15 @@ mod tests {
         };
         let storage = storage_format(&wanted, 11, 16);
         assert_eq!(storage.block, [1, 64, 16]);
-        assert_eq!(&*storage.tiles, &[3, 5, 7, 9]);
+        assert_homed_off_their_users(&wanted, &storage, "four scattered replicas");
+        // Every tile a replica: the pieces stay on the replicas.
+        let everywhere = TensorFormat {
+            replicas: 16,
+            tiles: Arc::from((0..16).collect::<Vec<u32>>()),
+            ..wanted
+        };
+        let storage = storage_format(&everywhere, 11, 16);
+        assert_eq!(storage.block, [1, 64, 4]);
+        assert_eq!(&*storage.tiles, &(0..16).collect::<Vec<u32>>()[..]);
     }
 }
