@@ -1,5 +1,5 @@
 //! The FP32 reference's matrix products: `out = a x b` for strided
-//! operands, by the `gemm` crate's blocked kernels (AVX-512 where the CPU
+//! operands, by the `gemm-f32` crate's blocked kernels (AVX-512 where the CPU
 //! has it, chosen when the process starts).
 //!
 //! A projection is one product spread over the cores by the library; an
@@ -36,6 +36,16 @@ impl<'a> Operand<'a> {
             values,
             row_stride: 1,
             column_stride: columns,
+        }
+    }
+
+    /// The same values read as the transpose: element (i, j) is this
+    /// operand's (j, i).
+    fn transposed(self) -> Operand<'a> {
+        Operand {
+            values: self.values,
+            row_stride: self.column_stride,
+            column_stride: self.row_stride,
         }
     }
 
@@ -107,31 +117,44 @@ pub(super) fn product(
         return;
     }
     let parallelism = match split {
-        Split::Cores => gemm::Parallelism::Rayon(rayon::current_num_threads().max(1)),
-        Split::Whole => gemm::Parallelism::None,
+        Split::Cores => gemm_common::Parallelism::Rayon(rayon::current_num_threads().max(1)),
+        Split::Whole => gemm_common::Parallelism::None,
     };
+    // The kernels prefer a column-major destination: a row-major `out`
+    // (more than one column) is made as its transpose, `out^T = b^T x a^T`,
+    // as the family's `gemm` entry point arranges it before it dispatches.
+    let transposed = n > 1;
+    let (rows, columns, left, right) = if transposed {
+        (n, m, b.transposed(), a.transposed())
+    } else {
+        (m, n, a, b)
+    };
+    let (out_column_stride, out_row_stride) = if transposed { (n, 1) } else { (1, n) };
     // SAFETY: the assertions above show that `a` holds element (i, p) at
     // `i * row_stride + p * column_stride` for i < m, p < k, that `b` holds
     // (p, j) likewise for p < k, j < n, and that `out` is `m x n`
-    // row-major (row stride n, column stride 1); `out` does not alias the
-    // operands, which are shared borrows. With `read_dst` false the library
-    // writes `out = 1 x (a x b)` without reading it (its `alpha` scales the
-    // old destination, its `beta` the product).
+    // row-major (row stride n, column stride 1); transposing swaps both
+    // operands' strides and the output's, so `left` is `rows x k`, `right`
+    // `k x columns` and `out` `rows x columns` at the strides given. `out`
+    // does not alias the operands, which are shared borrows. With
+    // `read_dst` false the kernel writes `out = 1 x (left x right)` without
+    // reading it (its `alpha` scales the old destination, its `beta` the
+    // product); no operand is conjugated (they are real).
     unsafe {
-        gemm::gemm(
-            m,
-            n,
+        gemm_f32::gemm::f32::get_gemm_fn()(
+            rows,
+            columns,
             k,
             out.as_mut_ptr(),
-            1,
-            n as isize,
+            out_column_stride as isize,
+            out_row_stride as isize,
             false,
-            a.values.as_ptr(),
-            a.column_stride as isize,
-            a.row_stride as isize,
-            b.values.as_ptr(),
-            b.column_stride as isize,
-            b.row_stride as isize,
+            left.values.as_ptr(),
+            left.column_stride as isize,
+            left.row_stride as isize,
+            right.values.as_ptr(),
+            right.column_stride as isize,
+            right.row_stride as isize,
             0.0,
             1.0,
             false,
