@@ -378,7 +378,7 @@ fn changed_ops(before: &Layouts, after: &Layouts) -> BTreeSet<String> {
 /// changed are re-expanded.
 #[test]
 fn format_change_reexpands_only_the_ops_it_touches() {
-    let file = "queries/siglip-so400m.toml";
+    let file = "queries/vit-b16.toml";
     // The cost model's own plans: the shipped layout overrides fix the
     // partitions the candidate count would change.
     let plans = "layout.override=auto";
