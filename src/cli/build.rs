@@ -212,10 +212,6 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             })?;
         print_note!("wrote {} ({} bytes)", path.display(), thousands(bytes));
         written.push(path);
-        // The package's bytes are on disk and freed: give their pages back
-        // before the suggestions schedule on top of what the memo holds.
-        drop(package);
-        crate::session::process_memory::return_freed_memory();
     }
     // Advice, not the build: measured once the package is on disk (each
     // standard policy pruned by the phase's current cost), shown in
