@@ -14,7 +14,7 @@ use super::fabric::{
     BOTH_DIRECTIONS, EVENTS_PER_ROW, FORMAT_ON_DELAY, FORMAT_TO_POINTER, ITEMS_64_BIT,
     NEUTRAL_SOURCE, ORDINARY_PAYLOAD_DELAY, direction, physical_row, time_to_mux,
 };
-use super::{ADDRESS_UNIT_BYTES, ConsecutivePlacement, PhaseRows, RowError};
+use super::{ADDRESS_UNIT_BYTES, ConsecutivePlacement, PhaseRows, Row, RowError};
 use crate::schedule::{ExchangeProblem, NO_EVENT, Schedule};
 use crate::target::mapping::physical_tile;
 
@@ -142,11 +142,39 @@ pub fn check_phase(
     let expected = expected_events(problem, schedule, &placement);
     let roots = tile_roots(problem, &placement);
     for (tile, row) in rows.rows.iter().enumerate() {
+        check_slots_are_local(problem, tile as u32, row)?;
         let words = row.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
         let decoded = decode_row(&words)?;
         check_receive_rules(tile as u32, &decoded)?;
         check_row_elements(tile as u32, &decoded, &roots[tile])?;
         compare(tile as u32, &decoded, &expected[tile])?;
+    }
+    Ok(())
+}
+
+/// Every relocation slot of `tile`'s row must name an allocation of that
+/// tile at an offset inside it. The comparison below resolves addresses
+/// with a consecutive placement, where another tile's allocation or the
+/// end of the previous one can share an address that the real placement
+/// separates: without this, a row naming the wrong allocation could pass.
+fn check_slots_are_local(problem: &ExchangeProblem, tile: u32, row: &Row) -> Result<(), RowError> {
+    for slot in &row.slots {
+        let address = slot.address;
+        let inside = problem
+            .allocations
+            .get(address.allocation as usize)
+            .is_some_and(|allocation| {
+                let span = u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
+                allocation.tile == tile && u64::from(address.offset) < span
+            });
+        if !inside {
+            return Err(RowError::ForeignSlot {
+                tile,
+                word: slot.word,
+                allocation: address.allocation,
+                offset: address.offset,
+            });
+        }
     }
     Ok(())
 }

@@ -247,4 +247,14 @@ pub enum RowError {
     Shape { what: &'static str },
     #[error("tile {tile}: allocations need {bytes} bytes, more than the tile's memory")]
     PlacementOverflow { tile: u32, bytes: u64 },
+    #[error(
+        "tile {tile}: word {word} addresses allocation {allocation} at offset {offset}, \
+         which is not inside an allocation of this tile"
+    )]
+    ForeignSlot {
+        tile: u32,
+        word: u32,
+        allocation: u32,
+        offset: u32,
+    },
 }

@@ -80,6 +80,44 @@ fn corrupted_row_word_fails_the_checker() {
     assert!(check_phase(&problem, &schedule, &corrupted).is_err());
 }
 
+/// A slot renamed to another tile's allocation whose consecutive address
+/// is the same (tiles' placements start at one base) decodes to the same
+/// words, so only the slot check can refuse it; so must one moved to the
+/// end of its own allocation.
+#[test]
+fn a_slot_naming_another_tiles_allocation_fails_the_checker() {
+    let problem = random_problem(11, 16, 40);
+    let schedule = schedule(&problem, SchedulePolicy::Latency, TransferWidth::Auto).unwrap();
+    let rows = encode_phase(&problem, &schedule).unwrap();
+    check_phase(&problem, &schedule, &rows).unwrap();
+    let placement = ConsecutivePlacement::new(&problem).unwrap();
+    let (tile, index, twin) = rows
+        .rows
+        .iter()
+        .enumerate()
+        .find_map(|(tile, row)| {
+            row.slots.iter().enumerate().find_map(|(index, slot)| {
+                let address = placement.resolve(slot.address.allocation, slot.address.offset);
+                let twin = (0..problem.allocations.len() as u32).find(|&other| {
+                    problem.allocations[other as usize].tile != tile as u32
+                        && placement.resolve(other, slot.address.offset) == address
+                })?;
+                Some((tile, index, twin))
+            })
+        })
+        .expect("some slot has a twin on another tile");
+    let mut renamed = rows.clone();
+    renamed.rows[tile].slots[index].address.allocation = twin;
+    let error = check_phase(&problem, &schedule, &renamed).unwrap_err();
+    assert!(matches!(error, RowError::ForeignSlot { .. }), "{error}");
+    let mut past_end = rows.clone();
+    let slot = &mut past_end.rows[tile].slots[index];
+    let allocation = &problem.allocations[slot.address.allocation as usize];
+    slot.address.offset = allocation.bytes * allocation.iterations.max(1);
+    let error = check_phase(&problem, &schedule, &past_end).unwrap_err();
+    assert!(matches!(error, RowError::ForeignSlot { .. }), "{error}");
+}
+
 #[test]
 fn row_table_shares_identical_and_address_only_rows() {
     let (list, allocations) = crate::schedule::tests::random_phase(5, 16, 30);
