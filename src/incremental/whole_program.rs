@@ -21,7 +21,7 @@ use crate::estimate::profile::{PhaseEntry, ProgramProfile, profile};
 use crate::estimate::{Estimate, PhaseCost, compute_step_loads, estimate};
 use crate::expand::program::{AllocationId, LowProgram, Step};
 use crate::patch::memory::{patch_list_bytes, sharing_patch_cycles};
-use crate::place::check::check_placement;
+use crate::place::check::{check_placement, check_reservations};
 use crate::place::{Placement, PlacementError, TileReservations, place};
 use crate::rows::RowTable;
 
@@ -229,7 +229,16 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
             let groups = phase_groups(db, build)
                 .clone()
                 .map_err(|error| error.to_string())?;
-            check_cached_placement(&program, &groups.steps, placed, provenance.needs_check())
+            let reservations = tile_reservations(db, build)
+                .clone()
+                .map_err(|error| error.to_string())?;
+            check_cached_placement(
+                &program,
+                &groups.steps,
+                &reservations,
+                placed,
+                provenance.needs_check(),
+            )
         },
         || {
             let reservations = tile_reservations(db, build).clone()?;
@@ -244,10 +253,11 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
 /// A cached placement's check (local or remote): its tables fit the
 /// program's allocations and tiles, and (unless a trusted key signed it,
 /// `for_meaning` false) the placement checker (independent of the placer)
-/// finds no violation.
+/// finds no violation, in the data or in the reservations' layout.
 fn check_cached_placement(
     program: &LowProgram,
     steps: &[Step],
+    reservations: &TileReservations,
     placed: &Placement,
     for_meaning: bool,
 ) -> Result<(), String> {
@@ -268,7 +278,11 @@ fn check_cached_placement(
     if !for_meaning {
         return Ok(());
     }
-    match check_placement(program, steps, placed).first() {
+    let layout = check_reservations(placed, reservations);
+    match layout
+        .first()
+        .or(check_placement(program, steps, placed).first())
+    {
         None => Ok(()),
         Some(violation) => Err(format!("the placement checker refuses it: {violation}")),
     }

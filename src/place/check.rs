@@ -9,9 +9,10 @@
 
 use serde::Serialize;
 
-use super::Placement;
 use super::liveness::liveness;
+use super::{Placement, RESERVATION_ALIGNMENT, TileReservations};
 use crate::expand::program::{LowProgram, Step};
+use crate::target::memory::{MemoryClass, TILE_BASE_ADDRESS};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
 pub enum PlacementViolation {
@@ -33,12 +34,76 @@ pub enum PlacementViolation {
     },
     #[error("alias {allocation} is not at its root's base")]
     Alias { allocation: u32 },
+    #[error(
+        "tile {tile}: the exchange table ({table_bytes} bytes at {table:#x}) and patch lists \
+         ({patch_bytes} bytes at {patches:#x}) are not laid out from the tile base, in order, \
+         before data starting at {data:#x} inside the code region"
+    )]
+    ReservationLayout {
+        tile: u32,
+        table: u32,
+        table_bytes: u32,
+        patches: u32,
+        patch_bytes: u32,
+        data: u32,
+    },
+    #[error("the placement's largest peak is not its tiles' largest peak")]
+    LargestPeak,
     #[error("iterated allocation {allocation}: instance size {bytes} breaks alignment {alignment}")]
     Stride {
         allocation: u32,
         bytes: u32,
         alignment: u32,
     },
+}
+
+/// Every violation of the reservations' layout in `placement` for
+/// `reservations` (empty when it is sound): on each tile the exchange
+/// table starts at the tile base, the patch lists follow it, aligned,
+/// without overlapping it, data starts after both, and all of it lies in
+/// the code region; the largest peak is the tiles' largest. (The package
+/// reads these addresses; `check_placement` checks the data against
+/// `reserved_end`.)
+pub fn check_reservations(
+    placement: &Placement,
+    reservations: &TileReservations,
+) -> Vec<PlacementViolation> {
+    let mut violations = Vec::new();
+    let code_end = u64::from(MemoryClass::Code.address_range().end);
+    for tile in 0..placement.reserved_end.len() {
+        let at = |table: &[u32]| table.get(tile).copied().unwrap_or(u32::MAX);
+        let table = at(&placement.exchange_table_base);
+        let patches = at(&placement.patch_lists_base);
+        let data = at(&placement.reserved_end);
+        let table_bytes = reservations.exchange_table.get(tile).copied().unwrap_or(0);
+        let patch_bytes = reservations.patch_lists.get(tile).copied().unwrap_or(0);
+        let sound = table == TILE_BASE_ADDRESS
+            && u64::from(patches) >= u64::from(table) + u64::from(table_bytes)
+            && patches.is_multiple_of(RESERVATION_ALIGNMENT)
+            && u64::from(data) >= u64::from(patches) + u64::from(patch_bytes)
+            && u64::from(data) <= code_end;
+        if !sound {
+            violations.push(PlacementViolation::ReservationLayout {
+                tile: tile as u32,
+                table,
+                table_bytes,
+                patches,
+                patch_bytes,
+                data,
+            });
+        }
+    }
+    let largest = placement
+        .peak_bytes_per_tile
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    let (tile, bytes) = placement.max_peak;
+    if bytes != largest || placement.peak_bytes_per_tile.get(tile as usize) != Some(&bytes) {
+        violations.push(PlacementViolation::LargestPeak);
+    }
+    violations
 }
 
 /// `(start, end, first step, last step, allocation)` of one live root.

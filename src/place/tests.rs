@@ -69,6 +69,32 @@ fn chain(bytes: u32) -> LowProgram {
     }
 }
 
+/// The reservations' layout is checked against the reservations: a
+/// placement as placed passes; patch lists moved out of the tile, over the
+/// table, or data starting inside them, and a largest peak that is not the
+/// tiles' largest, are each refused.
+#[test]
+fn the_reservation_check_refuses_a_broken_layout() {
+    let program = chain(200_000);
+    let reservations = TileReservations::uniform(1, 4096, 100);
+    let placement = place(&program, &program.steps, &reservations).expect("fits");
+    assert!(check::check_reservations(&placement, &reservations).is_empty());
+    let breakages: [fn(&mut Placement); 4] = [
+        |placement| placement.patch_lists_base[0] = 0xbf_0000,
+        |placement| placement.patch_lists_base[0] -= 8,
+        |placement| placement.reserved_end[0] -= 8,
+        |placement| placement.max_peak.1 -= 1,
+    ];
+    for (index, breakage) in breakages.iter().enumerate() {
+        let mut broken = placement.clone();
+        breakage(&mut broken);
+        assert!(
+            !check::check_reservations(&broken, &reservations).is_empty(),
+            "breakage {index} passed"
+        );
+    }
+}
+
 #[test]
 fn dead_allocations_share_storage() {
     let program = chain(200_000);
