@@ -141,8 +141,9 @@ pub fn check_phase(
     let placement = ConsecutivePlacement::new(problem)?;
     let expected = expected_events(problem, schedule, &placement);
     let roots = tile_roots(problem, &placement);
+    let storage = storage_bytes(problem);
     for (tile, row) in rows.rows.iter().enumerate() {
-        check_slots_are_local(problem, tile as u32, row)?;
+        check_slots_are_local(problem, &storage, tile as u32, row)?;
         let words = row.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
         let decoded = decode_row(&words)?;
         check_receive_rules(tile as u32, &decoded)?;
@@ -152,21 +153,47 @@ pub fn check_phase(
     Ok(())
 }
 
+/// Bytes of storage behind each allocation: its alias root's largest
+/// member (an explicitly bound member may itself be empty), as the
+/// consecutive placement sizes it.
+fn storage_bytes(problem: &ExchangeProblem) -> Vec<u64> {
+    let mut root_bytes = vec![0u64; problem.allocations.len()];
+    for allocation in &problem.allocations {
+        let bytes = u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
+        if let Some(root) = root_bytes.get_mut(allocation.alias_root as usize) {
+            *root = (*root).max(bytes);
+        }
+    }
+    problem
+        .allocations
+        .iter()
+        .map(|allocation| {
+            root_bytes
+                .get(allocation.alias_root as usize)
+                .copied()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
 /// Every relocation slot of `tile`'s row must name an allocation of that
-/// tile at an offset inside it. The comparison below resolves addresses
-/// with a consecutive placement, where another tile's allocation or the
-/// end of the previous one can share an address that the real placement
-/// separates: without this, a row naming the wrong allocation could pass.
-fn check_slots_are_local(problem: &ExchangeProblem, tile: u32, row: &Row) -> Result<(), RowError> {
+/// tile at an offset inside its storage. The comparison below resolves
+/// addresses with a consecutive placement, where another tile's
+/// allocation or the end of the previous one can share an address that
+/// the real placement separates: without this, a row naming the wrong
+/// allocation could pass.
+fn check_slots_are_local(
+    problem: &ExchangeProblem,
+    storage: &[u64],
+    tile: u32,
+    row: &Row,
+) -> Result<(), RowError> {
     for slot in &row.slots {
         let address = slot.address;
-        let inside = problem
-            .allocations
-            .get(address.allocation as usize)
-            .is_some_and(|allocation| {
-                let span = u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
-                allocation.tile == tile && u64::from(address.offset) < span
-            });
+        let index = address.allocation as usize;
+        let inside = problem.allocations.get(index).is_some_and(|allocation| {
+            allocation.tile == tile && u64::from(address.offset) < storage[index]
+        });
         if !inside {
             return Err(RowError::ForeignSlot {
                 tile,

@@ -112,8 +112,15 @@ fn a_slot_naming_another_tiles_allocation_fails_the_checker() {
     assert!(matches!(error, RowError::ForeignSlot { .. }), "{error}");
     let mut past_end = rows.clone();
     let slot = &mut past_end.rows[tile].slots[index];
-    let allocation = &problem.allocations[slot.address.allocation as usize];
-    slot.address.offset = allocation.bytes * allocation.iterations.max(1);
+    // The end of the allocation's storage: its alias root's largest member.
+    let root = problem.allocations[slot.address.allocation as usize].alias_root;
+    slot.address.offset = problem
+        .allocations
+        .iter()
+        .filter(|allocation| allocation.alias_root == root)
+        .map(|allocation| allocation.bytes * allocation.iterations.max(1))
+        .max()
+        .expect("the root itself");
     let error = check_phase(&problem, &schedule, &past_end).unwrap_err();
     assert!(matches!(error, RowError::ForeignSlot { .. }), "{error}");
 }
