@@ -1,7 +1,8 @@
 //! The remote cache tier against a real server: nginx with WebDAV `PUT`
 //! on a loopback port, started and stopped by each test, and a fault proxy
 //! in front of it. A fresh local cache with a warm remote serves a SigLIP
-//! build without scheduling; three shard processes then a merge sweep that
+//! build (two layers: every phase of the full model's layer body, with a
+//! Repeat) without scheduling; three shard processes then a merge sweep that
 //! schedules nothing; every fault (down, refusing, silent, 404, 500,
 //! truncated, someone else's bytes, a huge body) leaves the build
 //! succeeding with one warning and the same package as an uncached build;
@@ -42,7 +43,7 @@ fn cache_with_remote(directory: &Path, url: &str) -> Arc<PersistentCache> {
 fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
     let directory = scratch("remote", "siglip");
     let nginx = Nginx::start(&directory.join("nginx"));
-    let query = query(SIGLIP, &[]);
+    let query = query(SIGLIP, &["workload.layers=2"]);
     let cold_cache = cache_with_remote(&directory.join("first"), &nginx.url());
     let mut cold = Session::with_cache(&query, Some(cold_cache.clone()));
     let cold_outcome = cold.build().expect("build");
