@@ -294,11 +294,12 @@ fn bad_flags_exit_2_naming_the_flag_and_help_explains_every_flag() {
     assert!(String::from_utf8_lossy(&help.stdout).contains("copies"));
 }
 
-/// The default SigLIP build (first half only: cheap): the audit's boundaries
-/// and copies equal the independent count at full scale.
+/// The default SigLIP build on two layers (first half only; every phase of
+/// the layer body, with a Repeat): the audit's boundaries and copies equal
+/// the independent count.
 #[test]
 fn the_siglip_audit_counts_every_boundary() {
-    let mut session = Session::new(&query("queries/siglip-so400m.toml", &[]));
+    let mut session = Session::new(&query("queries/siglip-so400m.toml", &["workload.layers=2"]));
     session.build_low_program().expect("first half");
     let program = session.low_program().expect("low program");
     let mut expected = (0, 0, 0);
