@@ -112,6 +112,11 @@ impl Session {
     /// `candidates` limits the phases measured to that many of the most
     /// expensive by total cycles (`None`: every phase).
     pub fn suggestions(&self, candidates: Option<usize>) -> Result<Vec<Suggestion>, PhaseError> {
+        // The alternatives schedule on top of what the memo holds: what
+        // the build freed before (the package a command wrote, the
+        // candidate schedules) goes back to the system first, rather than
+        // staying resident beside them.
+        super::process_memory::return_freed_memory();
         let chosen = self.suggestion_phases(candidates)?;
         self.warm_alternatives(&chosen)?;
         let measured = self.map_phases(|phase| {
