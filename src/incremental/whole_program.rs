@@ -278,11 +278,11 @@ fn check_cached_placement(
     if !for_meaning {
         return Ok(());
     }
-    let layout = check_reservations(placed, reservations);
-    match layout
-        .first()
-        .or(check_placement(program, steps, placed).first())
-    {
+    let mut violations = check_reservations(placed, reservations);
+    if violations.is_empty() {
+        violations = check_placement(program, steps, placed);
+    }
+    match violations.first() {
         None => Ok(()),
         Some(violation) => Err(format!("the placement checker refuses it: {violation}")),
     }

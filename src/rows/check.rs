@@ -8,6 +8,7 @@
 //! accept a row that differs from the schedule in any event, count, address,
 //! width, send control or end event.
 
+use super::consecutive::root_storage_bytes;
 use super::decode::{RowEvent, decode_row, rank};
 use super::elements::{check_row_elements, tile_roots};
 use super::fabric::{
@@ -141,7 +142,7 @@ pub fn check_phase(
     let placement = ConsecutivePlacement::new(problem)?;
     let expected = expected_events(problem, schedule, &placement);
     let roots = tile_roots(problem, &placement);
-    let storage = storage_bytes(problem);
+    let storage = root_storage_bytes(problem);
     for (tile, row) in rows.rows.iter().enumerate() {
         check_slots_are_local(problem, &storage, tile as u32, row)?;
         let words = row.finalize(|allocation, offset| placement.resolve(allocation, offset))?;
@@ -153,31 +154,8 @@ pub fn check_phase(
     Ok(())
 }
 
-/// Bytes of storage behind each allocation: its alias root's largest
-/// member (an explicitly bound member may itself be empty), as the
-/// consecutive placement sizes it.
-fn storage_bytes(problem: &ExchangeProblem) -> Vec<u64> {
-    let mut root_bytes = vec![0u64; problem.allocations.len()];
-    for allocation in &problem.allocations {
-        let bytes = u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
-        if let Some(root) = root_bytes.get_mut(allocation.alias_root as usize) {
-            *root = (*root).max(bytes);
-        }
-    }
-    problem
-        .allocations
-        .iter()
-        .map(|allocation| {
-            root_bytes
-                .get(allocation.alias_root as usize)
-                .copied()
-                .unwrap_or(0)
-        })
-        .collect()
-}
-
 /// Every relocation slot of `tile`'s row must name an allocation of that
-/// tile at an offset inside its storage. The comparison below resolves
+/// tile at an offset inside its alias root's storage (`storage`, per root). The comparison below resolves
 /// addresses with a consecutive placement, where another tile's
 /// allocation or the end of the previous one can share an address that
 /// the real placement separates: without this, a row naming the wrong
@@ -192,7 +170,11 @@ fn check_slots_are_local(
         let address = slot.address;
         let index = address.allocation as usize;
         let inside = problem.allocations.get(index).is_some_and(|allocation| {
-            allocation.tile == tile && u64::from(address.offset) < storage[index]
+            let root = allocation.alias_root as usize;
+            allocation.tile == tile
+                && storage
+                    .get(root)
+                    .is_some_and(|&bytes| u64::from(address.offset) < bytes)
         });
         if !inside {
             return Err(RowError::ForeignSlot {

@@ -11,6 +11,20 @@ use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
 /// Smallest alignment of a placed root (keeps paired transfers aligned).
 const MINIMUM_ALIGNMENT: u32 = 8;
 
+/// Bytes of storage of each alias root (indexed by local allocation; 0 for
+/// a member that is not a root): its largest member's instances. An
+/// explicitly bound member may itself be empty and address its root's.
+pub fn root_storage_bytes(problem: &ExchangeProblem) -> Vec<u64> {
+    let mut size = vec![0u64; problem.allocations.len()];
+    for allocation in &problem.allocations {
+        let bytes = u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
+        if let Some(root) = size.get_mut(allocation.alias_root as usize) {
+            *root = (*root).max(bytes);
+        }
+    }
+    size
+}
+
 /// Byte addresses of every local allocation, and each tile's used bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsecutivePlacement {
@@ -23,12 +37,7 @@ pub struct ConsecutivePlacement {
 impl ConsecutivePlacement {
     pub fn new(problem: &ExchangeProblem) -> Result<ConsecutivePlacement, RowError> {
         let count = problem.allocations.len();
-        let mut size = vec![0u64; count];
-        for allocation in &problem.allocations {
-            let bytes = u64::from(allocation.bytes) * u64::from(allocation.iterations.max(1));
-            let root = allocation.alias_root as usize;
-            size[root] = size[root].max(bytes);
-        }
+        let size = root_storage_bytes(problem);
         let mut next = vec![u64::from(TILE_BASE_ADDRESS); problem.tiles as usize];
         let mut base = vec![0u32; count];
         for (index, allocation) in problem.allocations.iter().enumerate() {
