@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use salsa::Database;
 
+use super::price_memo::PriceMemo;
 use super::tracked::TrackedQuery;
 use crate::cache::{EntryKind, PersistentCache};
 
@@ -30,6 +31,10 @@ pub trait Db: salsa::Database {
     /// only price a candidate, and the plan the search keeps is built
     /// again in a session that checks everything).
     fn checks_schedules_and_rows(&self) -> bool;
+
+    /// Merge prices by content, shared with the database's clones: fusion
+    /// pricing fills it and phase grouping reads it (`super::price_memo`).
+    fn fusion_prices(&self) -> &PriceMemo;
 }
 
 /// Where a database reports progress (`Db::advance_progress`).
@@ -53,6 +58,8 @@ pub struct CompilerDatabase {
     progress: Option<ProgressSink>,
     /// `Db::checks_schedules_and_rows`.
     checks: bool,
+    /// `Db::fusion_prices`.
+    prices: Arc<PriceMemo>,
 }
 
 impl Default for CompilerDatabase {
@@ -72,6 +79,7 @@ impl Default for CompilerDatabase {
             cached_kinds: None,
             progress: None,
             checks: true,
+            prices: Arc::default(),
         }
     }
 }
@@ -100,6 +108,10 @@ impl Db for CompilerDatabase {
 
     fn checks_schedules_and_rows(&self) -> bool {
         self.checks
+    }
+
+    fn fusion_prices(&self) -> &PriceMemo {
+        &self.prices
     }
 }
 

@@ -16,6 +16,7 @@ use super::database::Db;
 use super::inputs::BuildInputs;
 use super::lowering::low_program;
 use super::on_disk::{Persisted, cache_on_disk, persisted_by_bincode};
+use super::price_memo::{merge_key, price_context};
 use super::schedules::{
     EffectivePolicy, PolicyKey, PolicySource, ProblemKey, problem_digest, schedule_figures,
 };
@@ -34,11 +35,16 @@ use crate::target::costs::PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
 pub struct FusionPricing<'db> {
     policy: PolicyKey<'db>,
     prune_by_bounds: bool,
+    /// What every price of the program shares, for the price memo
+    /// ([`price_context`]).
+    context: CacheKey,
 }
 
 impl<'db> FusionPricing<'db> {
-    /// The pricing of `build` (reads `[schedule]`).
-    pub fn of(db: &'db dyn Db, build: BuildInputs) -> FusionPricing<'db> {
+    /// The pricing of `build` (reads `[schedule]`), for merges of the
+    /// program whose [`price_context`] under the build's `[schedule]` is
+    /// `context` (computed once per pass: it digests the allocations).
+    pub fn of(db: &'db dyn Db, build: BuildInputs, context: CacheKey) -> FusionPricing<'db> {
         let schedule = build.schedule(db);
         let policy = PolicyKey::of(
             db,
@@ -52,6 +58,7 @@ impl<'db> FusionPricing<'db> {
         FusionPricing {
             policy,
             prune_by_bounds: schedule.prune_by_bounds,
+            context,
         }
     }
 
@@ -87,8 +94,28 @@ impl<'db> FusionPricing<'db> {
     /// known, a merge whose lower bound (latency-aware or dependency chain)
     /// already reaches their sum
     /// plus the barrier saved cannot pay under any schedule, and is not
-    /// scheduled (unless `schedule.prune_by_bounds` is off).
+    /// scheduled (unless `schedule.prune_by_bounds` is off). A merge priced
+    /// before in the same context is answered from the price memo.
     pub fn price(
+        &self,
+        db: &'db dyn Db,
+        program: &LowProgram,
+        first: &TransferList,
+        second: &TransferList,
+        merged: &TransferList,
+        iterations: u32,
+    ) -> Option<FusionCost> {
+        let key = merge_key(&self.context, first, second, iterations);
+        if let Some(known) = db.fusion_prices().get(&key) {
+            return known;
+        }
+        let price = self.price_by_schedules(db, program, first, second, merged, iterations);
+        db.fusion_prices().insert(key, price);
+        price
+    }
+
+    /// [`FusionPricing::price`] from the schedules' memoized figures.
+    fn price_by_schedules(
         &self,
         db: &'db dyn Db,
         program: &LowProgram,
@@ -245,12 +272,12 @@ pub fn group_priced(
     program: &LowProgram,
     options: MotionOptions,
 ) -> PhaseGroups {
-    let pricing = FusionPricing::of(db, build);
     let kept = kept_grouping_record(db, build).clone();
     let verdicts = match &kept {
         Some(kept) if kept.trusted => &kept.record.verdicts[..],
         _ => &[][..],
     };
+    let pricing = FusionPricing::of(db, build, price_context(program, build.schedule(db)));
     let groups = {
         let mut pricer = |first: &TransferList,
                           second: &TransferList,

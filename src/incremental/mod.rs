@@ -22,6 +22,7 @@ pub mod on_disk;
 pub mod package;
 pub mod packing;
 pub mod phases;
+pub mod price_memo;
 pub mod row_summary;
 pub mod schedules;
 pub mod searched_plan;

@@ -15,9 +15,11 @@ use std::sync::{Arc, Weak};
 use super::fan_out::fan_out;
 use super::progress::Progress;
 use crate::build_file::ScheduleSettings;
+use crate::cache::CacheKey;
 use crate::expand::program::LowProgram;
 use crate::group::{Fusion, FusionChain, fusion_chains, merged_transfers};
 use crate::incremental::grouping::FusionPricing;
+use crate::incremental::price_memo::price_context;
 use crate::incremental::{BuildInputs, CompilerDatabase};
 
 /// What one warming of fusion pricing read: the low program (by identity:
@@ -90,23 +92,28 @@ pub fn warm_fusion_pricing(
                 .sum::<usize>()
     };
     chains.sort_by_key(|chain| std::cmp::Reverse(size(chain)));
+    let context = price_context(program, build.schedule(database));
     progress.begin("fusion: boundaries priced", Some(boundaries as u64));
     fan_out(database, &chains, |db, _, chain: &FusionChain| {
-        crate::cache::within_computation(|| price_chain(db, build, program, chain, progress));
+        crate::cache::within_computation(|| {
+            price_chain(db, build, program, chain, context, progress)
+        });
     });
     progress.end();
     boundaries
 }
 
-/// Walks one chain's greedy decisions, pricing each merge.
+/// Walks one chain's greedy decisions, pricing each merge (the prices go
+/// to the price memo, where the grouping finds them).
 fn price_chain(
     db: &CompilerDatabase,
     build: BuildInputs,
     program: &LowProgram,
     chain: &FusionChain,
+    context: CacheKey,
     progress: &dyn Progress,
 ) {
-    let pricing = FusionPricing::of(db, build);
+    let pricing = FusionPricing::of(db, build, context);
     let mut preceding = chain.first.clone();
     for following in &chain.following {
         let merged = merged_transfers(&preceding, following);
