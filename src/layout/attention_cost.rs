@@ -137,7 +137,7 @@ pub fn attention_partition(
             + exchange_cycles(received_words)
             + phases * costs::GLOBAL_SYNC_CYCLES_PER_PHASE,
         working_bytes: 0,
-        order: AttentionOrder::default(),
+        order: AttentionOrder::PLANNED,
         value_product: problem.value_product,
     };
     let working: u64 = plan

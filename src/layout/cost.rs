@@ -140,22 +140,26 @@ impl MatMulPlan {
         )
     }
 
-    /// The tile order that lets one of the plan's replicated operands move
-    /// as paired 64-bit transfers: a replicated block multicast to whole
-    /// partner pairs (logical tiles `2i` and `2i + 1`) takes half the
-    /// events (IPU21.md), and a block's replicas are whole pairs when the
-    /// axis it is replicated along is innermost with an even number of
-    /// parts. The weight block (`block_reduction x block_cols` FP8 words,
-    /// replicated over the row parts) pairs under `ckr`, and is taken
-    /// whenever it can pair, even when the activation block is larger:
-    /// a weight whose replicas are not whole pairs is stored on one of
-    /// them (`operand_formats::storage_format`), which then copies its
-    /// block locally, a copy call and, in the Repeat, patch words every
-    /// layer. Otherwise the activation block (`block_rows x
-    /// block_reduction` FP16, over the column parts) pairs under `rkc`;
-    /// neither even, the default order. (On ViT-B/16 the search's best
-    /// orders are exactly these: docs/measurements.md, "Tile orders that
-    /// pair the weight".)
+    /// The tile order the planner gives the plan: the reduction blocks
+    /// outermost, and innermost the axis that lets one of the plan's
+    /// replicated operands move as paired 64-bit transfers. A replicated
+    /// block multicast to whole partner pairs (logical tiles `2i` and
+    /// `2i + 1`) takes half the events (IPU21.md), and a block's replicas
+    /// are whole pairs when the axis it is replicated along is innermost
+    /// with an even number of parts. The weight block (`block_reduction x
+    /// block_cols` FP8 words, replicated over the row parts) pairs under
+    /// `kcr`, and is taken whenever it can pair, even when the activation
+    /// block is larger: a weight whose replicas are not whole pairs is
+    /// stored on one of them (`operand_formats::storage_format`), which
+    /// then copies its block locally, a copy call and, in the Repeat, patch
+    /// words every layer. Otherwise the activation block (`block_rows x
+    /// block_reduction` FP16, over the column parts) pairs under `krc`;
+    /// neither even, `krc` too. Why the reduction outermost: the full
+    /// searches of the three shipped models (2026-12-07) moved the
+    /// products of the layer from `rkc`, `ckr` and `rck` to the orders
+    /// that put it outermost, and the default builds of all three came
+    /// closer to their searches with it on every product than with the
+    /// earlier orders (docs/measurements.md, "The reduction outermost").
     pub fn pairing_order(&self) -> TileOrder {
         self.pairing().0
     }
@@ -184,9 +188,9 @@ impl MatMulPlan {
             0
         };
         match (weight_words, operand_words) {
-            (0, 0) => (TileOrder::default(), 0),
-            (weight, _) if weight > 0 => (TileOrder::ColumnsReductionRows, weight),
-            (_, operand) => (TileOrder::RowsReductionColumns, operand),
+            (0, 0) => (TileOrder::ReductionRowsColumns, 0),
+            (weight, _) if weight > 0 => (TileOrder::ReductionColumnsRows, weight),
+            (_, operand) => (TileOrder::ReductionRowsColumns, operand),
         }
     }
 
@@ -566,6 +570,12 @@ pub enum AttentionOrder {
 
 impl AttentionOrder {
     pub const ALL: [AttentionOrder; 2] = [AttentionOrder::KeysInner, AttentionOrder::QueriesInner];
+
+    /// The order the planner gives attention: key blocks outermost, as the
+    /// reduction blocks of a matrix product are ([`MatMulPlan::pairing_order`];
+    /// keys are what softmax and the `PV` product reduce over). A build
+    /// file's partition without an order still means [`AttentionOrder::default`].
+    pub const PLANNED: AttentionOrder = AttentionOrder::QueriesInner;
 
     /// The build-file spelling, outermost axis first: `qk` or `kq`.
     pub fn name(self) -> &'static str {

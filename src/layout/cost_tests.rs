@@ -27,13 +27,14 @@ fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
     use crate::target::mapping::partner;
     let qkv = problem(729, 1152, 3456, 1472);
     // Even row parts and the larger weight block: rows innermost, so
-    // partners share every coordinate but the row, hence the weight.
+    // partners share every coordinate but the row, hence the weight; the
+    // reduction outermost.
     let rows_even = matmul_partition(&qkv, 16, 23, 4).expect("16x23x4");
-    assert_eq!(rows_even.pairing_order(), TileOrder::ColumnsReductionRows);
+    assert_eq!(rows_even.pairing_order(), TileOrder::ReductionColumnsRows);
     // Odd row parts, even column parts: columns innermost, so partners
     // share the activation block.
     let cols_even = matmul_partition(&qkv, 15, 24, 4).expect("15x24x4");
-    assert_eq!(cols_even.pairing_order(), TileOrder::RowsReductionColumns);
+    assert_eq!(cols_even.pairing_order(), TileOrder::ReductionRowsColumns);
     // Both even, the activation block the larger (40 x 128 FP16 = 2,560
     // words against the weight's 128 x 32 FP8 = 1,024): still the
     // weight's order, so that its replicas pair and are not its home.
@@ -47,10 +48,10 @@ fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
         ),
         (40, 128, 32)
     );
-    assert_eq!(both_even.pairing_order(), TileOrder::ColumnsReductionRows);
-    // Neither even: the default.
+    assert_eq!(both_even.pairing_order(), TileOrder::ReductionColumnsRows);
+    // Neither even: the reduction outermost still.
     let odd = matmul_partition(&qkv, 15, 23, 3).expect("15x23x3");
-    assert_eq!(odd.pairing_order(), TileOrder::default());
+    assert_eq!(odd.pairing_order(), TileOrder::ReductionRowsColumns);
     // Paired, the weight block (288 x 152 FP8 = 10,944 words) takes
     // half its events; unpaired, nothing changes.
     assert_eq!(

@@ -381,7 +381,7 @@ pub fn op_candidates(
                 .map(|plan| Partition::Attention {
                     queries: plan.query_parts,
                     keys: plan.key_parts,
-                    order: AttentionOrder::default(),
+                    order: AttentionOrder::PLANNED,
                 })
                 .collect()
         }
