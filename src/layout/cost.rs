@@ -164,6 +164,23 @@ impl MatMulPlan {
         self.pairing().0
     }
 
+    /// The order the planner falls back to where [`MatMulPlan::pairing_order`]
+    /// crowds a tile's resident weights past its memory: the same paired
+    /// axis innermost, the reduction blocks next to it (`ckr` for the
+    /// weight, `rkc` for the activation block, the default `rck` where
+    /// neither pairs). Which tiles a block's replicas occupy decides where
+    /// its storage pieces are homed (`operand_formats::storage_format`),
+    /// so the two orders spread the weights differently.
+    pub fn fallback_order(&self) -> TileOrder {
+        match self.pairing().0 {
+            TileOrder::ReductionColumnsRows => TileOrder::ColumnsReductionRows,
+            TileOrder::ReductionRowsColumns if self.pairing().1 > 0 => {
+                TileOrder::RowsReductionColumns
+            }
+            _ => TileOrder::default(),
+        }
+    }
+
     /// `cycles` with the operand [`MatMulPlan::pairing_order`] pairs
     /// received at half its words: what the plan may cost in that order
     /// (the cost model itself prices the default order). The search ranks

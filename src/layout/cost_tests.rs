@@ -52,6 +52,12 @@ fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
     // Neither even: the reduction outermost still.
     let odd = matmul_partition(&qkv, 15, 23, 3).expect("15x23x3");
     assert_eq!(odd.pairing_order(), TileOrder::ReductionRowsColumns);
+    // The fallback orders keep the paired axis innermost, the reduction
+    // next to it, and the default where nothing pairs.
+    assert_eq!(rows_even.fallback_order(), TileOrder::ColumnsReductionRows);
+    assert_eq!(cols_even.fallback_order(), TileOrder::RowsReductionColumns);
+    assert_eq!(both_even.fallback_order(), TileOrder::ColumnsReductionRows);
+    assert_eq!(odd.fallback_order(), TileOrder::default());
     // Paired, the weight block (288 x 152 FP8 = 10,944 words) takes
     // half its events; unpaired, nothing changes.
     assert_eq!(
@@ -59,8 +65,17 @@ fn the_pairing_order_puts_partner_tiles_on_one_replicated_block() {
         exchange_cycles(288 * 152 / 4 / 2)
     );
     assert_eq!(odd.paired_cycles(), odd.cycles);
-    for (mut plan, paired_axis) in [(rows_even, 0), (cols_even, 1)] {
-        plan.order = plan.pairing_order();
+    for (mut plan, paired_axis, fallback) in [
+        (rows_even, 0, false),
+        (cols_even, 1, false),
+        (rows_even, 0, true),
+        (cols_even, 1, true),
+    ] {
+        plan.order = if fallback {
+            plan.fallback_order()
+        } else {
+            plan.pairing_order()
+        };
         let parts = [plan.row_parts, plan.col_parts, plan.reduction_parts];
         for row in 0..parts[0] {
             for col in 0..parts[1] {

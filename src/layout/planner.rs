@@ -16,8 +16,8 @@ mod operands;
 mod operator_plans;
 mod output_formats;
 
+use operator_plans::{OperatorPlans, heavy_formats, plan_operators};
 pub use operator_plans::{attention_problem, matmul_problem};
-use operator_plans::{heavy_formats, plan_operators};
 use output_formats::consumers;
 
 pub use super::accumulation::AccumulationPolicy;
@@ -122,7 +122,27 @@ pub fn plan_layouts(
     let graph = &*rewritten;
     let budget = MemoryBudget::of(graph, settings.tiles, settings.reserved_bytes_per_tile);
     let plans = plan_operators(graph, settings, overrides, recipe, &budget, oracle)?;
-    let heavy = heavy_formats(graph, &plans);
+    match plan_with(graph, settings, &plans, &budget) {
+        // The tile orders decide where replicated weights are homed: on a
+        // tight machine the preferred ones may crowd one tile past its
+        // memory where the fallback orders do not (PE-Core-L14 on 736
+        // tiles, docs/measurements.md, "The reduction outermost").
+        Err(error @ LayoutError::WeightsDoNotFit { .. }) => match plans.with_fallback_orders() {
+            Some(fallback) => plan_with(graph, settings, &fallback, &budget).map_err(|_| error),
+            None => Err(error),
+        },
+        planned => planned,
+    }
+}
+
+/// Passes 2 and 3 and the resident weights' check, on pass 1's `plans`.
+fn plan_with(
+    graph: &Graph,
+    settings: PlanningSettings,
+    plans: &OperatorPlans,
+    budget: &MemoryBudget,
+) -> Result<Layouts, LayoutError> {
+    let heavy = heavy_formats(graph, plans);
     let consumers = consumers(graph);
     let mut planner = Planner {
         graph,
@@ -132,7 +152,7 @@ pub fn plan_layouts(
     };
     planner.plan_output_formats(&consumers, &heavy);
     planner.plan_values();
-    let ops = planner.plan_operands(&plans, &heavy);
+    let ops = planner.plan_operands(plans, &heavy);
     planner.finish(ops, budget.for_data)
 }
 

@@ -8,16 +8,44 @@ use std::collections::{BTreeMap, HashMap};
 use super::{CostOracle, LayoutError, PlanningSettings};
 use crate::layout::candidates::{attention_partitions, matmul_partitions, nearest_partitions};
 use crate::layout::capacity::{CapacityShortfall, MemoryBudget, PlannedMemory};
-use crate::layout::cost::{AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem};
+use crate::layout::cost::{
+    AttentionOrder, AttentionPlan, AttentionProblem, CostError, MatMulPlan, MatMulProblem,
+};
 use crate::layout::format::{TensorFormat, ceil_div};
 use crate::layout::operand_formats::{attention_formats, matmul_formats};
 use crate::layout::overrides::{LayoutOverride, OverrideCause, OverrideError, Partition};
 use crate::model::graph::{Graph, Op, OpId, OpKind};
 
 /// Pass 1's plans: one per matrix product and per attention.
+#[derive(Clone)]
 pub(super) struct OperatorPlans {
     pub(super) matmul: HashMap<OpId, MatMulPlan>,
     pub(super) attention: HashMap<OpId, AttentionPlan>,
+    /// The ops a `[[layout.override]]` planned (their orders are the user's).
+    pub(super) overridden: Vec<OpId>,
+}
+
+impl OperatorPlans {
+    /// These plans with the fallback tile orders (`MatMulPlan::fallback_order`,
+    /// attention's default `qk`) on every op the planner chose; `None` when
+    /// that changes no order.
+    pub(super) fn with_fallback_orders(&self) -> Option<OperatorPlans> {
+        let mut fallback = self.clone();
+        let mut changed = false;
+        for (op, plan) in &mut fallback.matmul {
+            if !self.overridden.contains(op) && plan.order != plan.fallback_order() {
+                plan.order = plan.fallback_order();
+                changed = true;
+            }
+        }
+        for (op, plan) in &mut fallback.attention {
+            if !self.overridden.contains(op) && plan.order != AttentionOrder::default() {
+                plan.order = AttentionOrder::default();
+                changed = true;
+            }
+        }
+        changed.then_some(fallback)
+    }
 }
 
 /// The formats the heavy ops (matrix products, attention) need for each
@@ -78,6 +106,7 @@ pub(super) fn plan_operators(
     let mut plans = OperatorPlans {
         matmul: HashMap::new(),
         attention: HashMap::new(),
+        overridden: Vec::new(),
     };
     let by_op = overrides_by_op(graph, overrides)?;
     let mut shortfalls: Vec<CapacityShortfall> = Vec::new();
@@ -90,6 +119,7 @@ pub(super) fn plan_operators(
         if let Some(&partition) = by_op.get(op.name.as_str()) {
             let plan = overridden_plan(graph, op, partition, settings, budget)
                 .map_err(|error| LayoutError::Override(Box::new(error)))?;
+            plans.overridden.push(op_id);
             match plan {
                 Overridden::MatMul(plan) => plans.matmul.insert(op_id, plan).map(|_| ()),
                 Overridden::Attention(plan) => plans.attention.insert(op_id, plan).map(|_| ()),
