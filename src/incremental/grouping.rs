@@ -109,34 +109,24 @@ impl<'db> FusionPricing<'db> {
         if let Some(known) = db.fusion_prices().get(&key) {
             return known;
         }
-        let price = self.price_by_schedules(db, program, first, second, merged, iterations);
+        let by_schedules = || {
+            let separate_sum = self.list_horizon(db, program, first, iterations)?
+                + self.list_horizon(db, program, second, iterations)?;
+            let merged = ProblemKey::new(db, Arc::new(Self::problem(program, merged, iterations)?));
+            let mut cost = FusionCost {
+                merged_horizon: None,
+                merged_bound: u64::from(*problem_bound(db, merged)),
+                separate_sum,
+                sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
+            };
+            if cost.may_merge() || !self.prune_by_bounds {
+                cost.merged_horizon = Some(self.horizon(db, merged)?);
+            }
+            Some(cost)
+        };
+        let price = by_schedules();
         db.fusion_prices().insert(key, price);
         price
-    }
-
-    /// [`FusionPricing::price`] from the schedules' memoized figures.
-    fn price_by_schedules(
-        &self,
-        db: &'db dyn Db,
-        program: &LowProgram,
-        first: &TransferList,
-        second: &TransferList,
-        merged: &TransferList,
-        iterations: u32,
-    ) -> Option<FusionCost> {
-        let separate_sum = self.list_horizon(db, program, first, iterations)?
-            + self.list_horizon(db, program, second, iterations)?;
-        let merged = ProblemKey::new(db, Arc::new(Self::problem(program, merged, iterations)?));
-        let mut cost = FusionCost {
-            merged_horizon: None,
-            merged_bound: u64::from(*problem_bound(db, merged)),
-            separate_sum,
-            sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
-        };
-        if cost.may_merge() || !self.prune_by_bounds {
-            cost.merged_horizon = Some(self.horizon(db, merged)?);
-        }
-        Some(cost)
     }
 }
 
