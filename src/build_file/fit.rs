@@ -44,10 +44,7 @@ pub fn fit_error(
     let Ok(text) = super::read_build_file(path) else {
         return plain(message, help);
     };
-    let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
-        return plain(message, help);
-    };
-    let Ok(origins) = set::apply_sets(&mut file, sets) else {
+    let Ok((file, origins)) = super::query_file(&path.display().to_string(), &text, sets) else {
         return plain(message, help);
     };
     let Some((field, origin)) = FIT_FIELDS

@@ -336,6 +336,23 @@ pub fn parse_query_with(
     sets: &[String],
     capacity: validate::CapacityCheck,
 ) -> Result<BuildQuery, QueryError> {
+    let (file, origins) = query_file(source_name, text, sets)?;
+    let mut query = validate::resolve(&file, &origins, base_dir, source_name, capacity)
+        .map_err(|issue| issue.into_error(source_name, text))?;
+    query.source_path = None;
+    Ok(query)
+}
+
+/// The build file's text with every `--set` applied, deserialised, and the
+/// paths the arguments set. As cargo's `--config KEY=VALUE`, a `--set`
+/// edits the TOML document before it is deserialised
+/// ([`set::edit_document`]), so no key needs code of its own; the entries
+/// of the override lists are added after ([`set::add_entries`]).
+pub(crate) fn query_file(
+    source_name: &str,
+    text: &str,
+    sets: &[String],
+) -> Result<(schema::QueryFile, set::SetOrigins), QueryError> {
     let document = toml::de::DeTable::parse(text).map_err(|error| {
         let span = error.span().unwrap_or(0..0);
         error::Issue::from(error::IssueBody {
@@ -353,14 +370,16 @@ pub fn parse_query_with(
     })?;
     validate::check_structure(document.get_ref())
         .map_err(|issue| issue.into_error(source_name, text))?;
-    let mut file: schema::QueryFile = toml::from_str(text).map_err(|error| {
+    let mut edited = document.clone();
+    let origins = set::edit_document(edited.get_mut(), sets)?;
+    let mut file = <schema::QueryFile as serde::Deserialize>::deserialize(
+        toml::de::Deserializer::from(edited),
+    )
+    .map_err(|error| {
         validate::serde_issue(&error, document.get_ref()).into_error(source_name, text)
     })?;
-    let origins = set::apply_sets(&mut file, sets)?;
-    let mut query = validate::resolve(&file, &origins, base_dir, source_name, capacity)
-        .map_err(|issue| issue.into_error(source_name, text))?;
-    query.source_path = None;
-    Ok(query)
+    set::add_entries(&mut file, sets)?;
+    Ok((file, origins))
 }
 
 /// An error about the `[[schedule.override]]` entry (or the
@@ -386,12 +405,9 @@ pub fn override_error(
     let Ok(text) = read_build_file(path) else {
         return plain(message);
     };
-    let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
+    let Ok((file, _)) = query_file(&path.display().to_string(), &text, sets) else {
         return plain(message);
     };
-    if set::apply_sets(&mut file, sets).is_err() {
-        return plain(message);
-    }
     let entry = file
         .schedule
         .overrides
@@ -442,12 +458,9 @@ pub fn layout_override_error(
     let Ok(text) = read_build_file(path) else {
         return plain();
     };
-    let Ok(mut file) = toml::from_str::<schema::QueryFile>(&text) else {
+    let Ok((file, _)) = query_file(&path.display().to_string(), &text, sets) else {
         return plain();
     };
-    if set::apply_sets(&mut file, sets).is_err() {
-        return plain();
-    }
     let found = file.layout.overrides.iter().enumerate().find(|(_, entry)| {
         entry
             .op

@@ -9,25 +9,29 @@
 //! values (ranges and spellings are `crate::build_file::validate`'s job); it only
 //! checks that the key exists and the value has the key's TOML type.
 //!
-//! Keys and their kinds come from the table of fields
-//! (`crate::build_file::fields`, through `schema::keys_of`); writing a typed
-//! value into the parsed file is one arm per key (`assign`), and a test
+//! As cargo's `--config KEY=VALUE`, a plain key edits the TOML document
+//! before it is deserialised ([`edit_document`]): the key is found in the
+//! table of fields (`crate::build_file::fields`, through
+//! `schema::keys_of`), its value checked against the key's kind and written
+//! at its dotted path, so no key has code of its own, and a test
 //! (`every_value_field_of_the_table_can_be_set`) holds that every value
-//! field of the table has one.
+//! field of the table lands in the deserialised file. The override lists'
+//! entries (`schedule.override.PHASE`, `layout.override.OP`,
+//! `planning.matrix_inputs.OP`) are added to the deserialised file
+//! ([`add_entries`]).
 //!
 //! A value is parsed as a TOML value (`value = VALUE`); when that fails it is
 //! taken as a string, so `schedule.policy=B256` works unquoted. String keys
 //! also take the literal text of a number or boolean (`name=2024`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use crate::build_file::error::QueryError;
-use crate::build_file::schema::{
-    self, KeyKind, LayoutOverrideEntry, OverrideEntry, QueryFile, ScaleSetting, WeightsSection,
-    WorkloadSection,
-};
+use crate::build_file::schema::{self, KeyKind, LayoutOverrideEntry, OverrideEntry, QueryFile};
 
 /// The paths each `--set` argument set, mapped to the argument that set them.
 pub type SetOrigins = BTreeMap<String, String>;
@@ -49,10 +53,16 @@ pub const LAYOUT_OVERRIDE_PREFIX: &str = "layout.override.";
 /// The `--set` key of a SafeTensors file's naming.
 const WEIGHTS_NAMING: &str = "workload.weights.naming";
 
-/// Applies every `--set` argument in order and returns which paths they
-/// set. A key given twice is an error naming both arguments: one of them
-/// would be dropped without a word.
-pub fn apply_sets(file: &mut QueryFile, sets: &[String]) -> Result<SetOrigins, QueryError> {
+/// Applies every `--set` argument of a plain key to the build file's
+/// document before it is deserialised, as cargo's `--config KEY=VALUE`
+/// does, and returns which paths they set. Arguments that add entries to
+/// the override lists are left to [`add_entries`]. A key given twice is an
+/// error naming both arguments: one of them would be dropped without a
+/// word.
+pub fn edit_document<'a>(
+    document: &mut DeTable<'a>,
+    sets: &'a [String],
+) -> Result<SetOrigins, QueryError> {
     let mut keys: BTreeMap<&str, &str> = BTreeMap::new();
     for argument in sets {
         // An argument without a key is refused on its own, below.
@@ -73,25 +83,79 @@ pub fn apply_sets(file: &mut QueryFile, sets: &[String]) -> Result<SetOrigins, Q
     }
     let mut origins = SetOrigins::new();
     for argument in sets {
-        apply_set(file, argument, &mut origins)?;
+        let (key, raw_value) = split_argument(argument)?;
+        if is_entry_key(key, raw_value) {
+            continue;
+        }
+        let kind = find_kind(argument, key)?;
+        let value = convert(argument, key, kind, raw_value)?;
+        insert_value(document, argument, key, document_value(value, raw_value))?;
+        // A later argument replaces what an earlier one set under the same
+        // table entry (the two weight sources exclude each other; a naming
+        // stays with a new file).
+        if key.starts_with("workload.weights.") && key != WEIGHTS_NAMING {
+            let keeps_naming = key == "workload.weights.safetensors";
+            origins.retain(|path, _| {
+                !path.starts_with("workload.weights.") || (keeps_naming && path == WEIGHTS_NAMING)
+            });
+        }
+        origins.insert(key.to_string(), argument.to_string());
     }
     Ok(origins)
 }
 
-/// A `--set` value after type checking against its key.
-#[derive(Clone, Debug, PartialEq)]
-enum SetValue {
-    Integer(i64),
-    Float(f64),
-    Boolean(bool),
-    String(String),
+/// Applies the `--set` arguments that add to the deserialised file's
+/// override lists: `schedule.override.PHASE`, `layout.override.OP` (and
+/// `layout.override=auto`) and `planning.matrix_inputs.OP`, each replacing
+/// the file's entry of its phase or op.
+pub fn add_entries(file: &mut QueryFile, sets: &[String]) -> Result<(), QueryError> {
+    for argument in sets {
+        let (key, raw_value) = split_argument(argument)?;
+        if let Some(phase) = key.strip_prefix(PHASE_OVERRIDE_PREFIX) {
+            set_phase_override(file, argument, key, phase, raw_value)?;
+        } else if key == LAYOUT_OVERRIDE_PREFIX.trim_end_matches('.') && raw_value == "auto" {
+            // Every op back to the cost model's plan.
+            file.layout.overrides.clear();
+        } else if let Some(op) = key.strip_prefix(LAYOUT_OVERRIDE_PREFIX) {
+            set_layout_override(file, argument, key, op, raw_value)?;
+        } else if let Some(op) = key
+            .strip_prefix(MATRIX_INPUTS_OVERRIDE_PREFIX)
+            .or_else(|| key.strip_prefix(MATRIX_INPUTS_BY_OP_PREFIX))
+        {
+            if op.is_empty() {
+                return Err(QueryError::set(
+                    argument,
+                    Some(key),
+                    "the op name after `planning.matrix_inputs.` is empty",
+                    Some(String::from(
+                        "name the product, e.g. --set planning.matrix_inputs.layer.mlp.down=fp16",
+                    )),
+                ));
+            }
+            // The value is checked with the op's name when the query is resolved.
+            replace_or_push(
+                &mut file.planning.matrix_input_overrides,
+                (op.to_string(), raw_value.to_string(), argument.to_string()),
+                |(existing, _, _)| existing == op,
+            );
+        }
+    }
+    Ok(())
 }
 
-fn apply_set(
-    file: &mut QueryFile,
-    argument: &str,
-    origins: &mut SetOrigins,
-) -> Result<(), QueryError> {
+/// Whether `KEY=VALUE` adds an override entry ([`add_entries`]) rather
+/// than setting a value of the document.
+fn is_entry_key(key: &str, raw_value: &str) -> bool {
+    key.starts_with(PHASE_OVERRIDE_PREFIX)
+        || key.starts_with(LAYOUT_OVERRIDE_PREFIX)
+        || key.starts_with(MATRIX_INPUTS_OVERRIDE_PREFIX)
+        || key.starts_with(MATRIX_INPUTS_BY_OP_PREFIX)
+        || (key == LAYOUT_OVERRIDE_PREFIX.trim_end_matches('.') && raw_value == "auto")
+}
+
+/// The trimmed key and value of `KEY=VALUE`, or an error saying what is
+/// missing.
+fn split_argument(argument: &str) -> Result<(&str, &str), QueryError> {
     let Some((raw_key, raw_value)) = argument.split_once('=') else {
         return Err(QueryError::set(
             argument,
@@ -103,7 +167,6 @@ fn apply_set(
         ));
     };
     let key = raw_key.trim();
-    let raw_value = raw_value.trim();
     if key.is_empty() {
         return Err(QueryError::set(
             argument,
@@ -114,56 +177,16 @@ fn apply_set(
             )),
         ));
     }
+    Ok((key, raw_value.trim()))
+}
 
-    if let Some(phase) = key.strip_prefix(PHASE_OVERRIDE_PREFIX) {
-        return set_phase_override(file, argument, key, phase, raw_value);
-    }
-    if key == LAYOUT_OVERRIDE_PREFIX.trim_end_matches('.') && raw_value == "auto" {
-        // Every op back to the cost model's plan.
-        file.layout.overrides.clear();
-        return Ok(());
-    }
-    if let Some(op) = key.strip_prefix(LAYOUT_OVERRIDE_PREFIX) {
-        return set_layout_override(file, argument, key, op, raw_value);
-    }
-    let matrix_inputs_op = key
-        .strip_prefix(MATRIX_INPUTS_OVERRIDE_PREFIX)
-        .or_else(|| key.strip_prefix(MATRIX_INPUTS_BY_OP_PREFIX));
-    if let Some(op) = matrix_inputs_op {
-        if op.is_empty() {
-            return Err(QueryError::set(
-                argument,
-                Some(key),
-                "the op name after `planning.matrix_inputs.` is empty",
-                Some(String::from(
-                    "name the product, e.g. --set planning.matrix_inputs.layer.mlp.down=fp16",
-                )),
-            ));
-        }
-        // The value is checked with the op's name when the query is resolved.
-        replace_or_push(
-            &mut file.planning.matrix_input_overrides,
-            (op.to_string(), raw_value.to_string(), argument.to_string()),
-            |(existing, _, _)| existing == op,
-        );
-        return Ok(());
-    }
-
-    let kind = find_kind(argument, key)?;
-    let value = convert(argument, key, kind, raw_value)?;
-    assign(file, argument, key, value)?;
-
-    // A later argument replaces what an earlier one set under the same table
-    // entry (the two weight sources exclude each other; a naming stays with
-    // a new file).
-    if key.starts_with("workload.weights.") && key != WEIGHTS_NAMING {
-        let keeps_naming = key == "workload.weights.safetensors";
-        origins.retain(|path, _| {
-            !path.starts_with("workload.weights.") || (keeps_naming && path == WEIGHTS_NAMING)
-        });
-    }
-    origins.insert(key.to_string(), argument.to_string());
-    Ok(())
+/// A `--set` value after type checking against its key.
+#[derive(Clone, Debug, PartialEq)]
+enum SetValue {
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+    String(String),
 }
 
 /// Walks the dotted key through the known tables and returns the kind of the
@@ -390,128 +413,86 @@ fn is_signed_digits(raw: &str) -> bool {
     !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
 }
 
-fn workload(file: &mut QueryFile) -> &mut WorkloadSection {
-    file.workload
-        .get_or_insert_with(|| Spanned::new(0..0, WorkloadSection::default()))
-        .get_mut()
+/// The document value of a checked `--set` value: numbers as written
+/// (TOML reads them again), text and flags as they are.
+fn document_value<'a>(value: SetValue, raw: &'a str) -> DeValue<'a> {
+    match value {
+        SetValue::Integer(_) | SetValue::Float(_) => match DeValue::parse(raw) {
+            Ok(parsed) => parsed.into_inner(),
+            // `convert` read it as a TOML number already; keep the text.
+            Err(_) => DeValue::String(Cow::Borrowed(raw)),
+        },
+        SetValue::Boolean(flag) => DeValue::Boolean(flag),
+        SetValue::String(text) => DeValue::String(Cow::Owned(text)),
+    }
 }
 
-fn unset<T>(value: T) -> Option<Spanned<T>> {
-    Some(Spanned::new(0..0, value))
+/// A document key or value that came from the command line: no span in the
+/// file (validation names the `--set` argument instead, by its origin).
+fn from_command_line<T>(value: T) -> Spanned<T> {
+    Spanned::new(0..0, value)
 }
 
-fn assign(
-    file: &mut QueryFile,
+/// An entry's field that came from the command line.
+fn command_line_field<T>(value: T) -> Option<Spanned<T>> {
+    Some(from_command_line(value))
+}
+
+/// Writes `value` at the dotted `key` of the document, making the tables on
+/// the way. The weight sources exclude each other: a seed replaces the
+/// whole `[workload.weights]` table, a SafeTensors file drops the seed and
+/// keeps the naming.
+fn insert_value<'a>(
+    document: &mut DeTable<'a>,
     argument: &str,
     key: &str,
-    value: SetValue,
+    value: DeValue<'a>,
 ) -> Result<(), QueryError> {
-    use SetValue::{Boolean, Float, Integer, String as Text};
-    match (key, value) {
-        ("name", Text(text)) => file.name = unset(text),
-        ("workload.model", Text(text)) => workload(file).model = unset(text),
-        ("workload.layers", Integer(number)) => workload(file).layers = unset(number),
-        ("workload.batch", Integer(number)) => workload(file).batch = unset(number),
-        ("workload.fuse_qkv", Boolean(flag)) => workload(file).fuse_qkv = unset(flag),
-        ("workload.fp8_scale", Integer(number)) => {
-            workload(file).fp8_scale = unset(ScaleSetting::Exponent(number))
-        }
-        ("workload.calibration", Text(text)) => workload(file).calibration = unset(text),
-        ("workload.fp8_scale", Text(text)) => {
-            workload(file).fp8_scale = unset(ScaleSetting::Word(text))
-        }
-        ("workload.attention", Text(text)) => workload(file).attention = unset(text),
-        ("workload.weights.seeded", Integer(number)) => {
-            workload(file).weights = unset(WeightsSection {
-                seeded: unset(number),
-                ..WeightsSection::default()
-            })
-        }
-        // A new file keeps the naming said for the old one.
-        ("workload.weights.safetensors", Text(text)) => {
-            let naming = workload(file)
-                .weights
-                .take()
-                .and_then(|weights| weights.into_inner().naming);
-            workload(file).weights = unset(WeightsSection {
-                seeded: None,
-                safetensors: unset(text),
-                naming,
-            })
-        }
-        ("workload.weights.naming", Text(text)) => {
-            let mut weights = workload(file)
-                .weights
-                .take()
-                .map(Spanned::into_inner)
-                .unwrap_or_default();
-            weights.naming = unset(text);
-            workload(file).weights = unset(weights);
-        }
-        ("workload.width", Integer(number)) => workload(file).width = unset(number),
-        ("workload.mlp", Integer(number)) => workload(file).mlp = unset(number),
-        ("workload.heads", Integer(number)) => workload(file).heads = unset(number),
-        ("workload.patches", Integer(number)) => workload(file).patches = unset(number),
-        ("workload.patch", Integer(number)) => workload(file).patch = unset(number),
-        ("workload.class_token", Boolean(flag)) => workload(file).class_token = unset(flag),
-        ("workload.gelu", Text(text)) => workload(file).gelu = unset(text),
-        ("workload.pooling", Text(text)) => workload(file).pooling = unset(text),
-        ("workload.pooling_heads", Integer(number)) => workload(file).pooling_heads = unset(number),
-        ("workload.rotary", Boolean(flag)) => workload(file).rotary = unset(flag),
-        ("workload.projection", Integer(number)) => workload(file).projection = unset(number),
-        ("workload.pre_norm", Boolean(flag)) => workload(file).pre_norm = unset(flag),
-        ("workload.layer_norm_epsilon", Float(number)) => {
-            workload(file).layer_norm_epsilon = unset(number)
-        }
-        ("machine.preset", Text(text)) => file.machine.preset = unset(text),
-        ("machine.tiles", Integer(number)) => file.machine.tiles = unset(number),
-        ("machine.calibration", Text(text)) => file.machine.calibration = unset(text),
-        ("planning.accumulation", Text(text)) => file.planning.accumulation = unset(text),
-        ("planning.copy_motion", Boolean(flag)) => file.planning.copy_motion = unset(flag),
-        ("planning.fusion", Text(text)) => file.planning.fusion = unset(text),
-        ("planning.repeat_base", Boolean(flag)) => file.planning.repeat_base = unset(flag),
-        ("planning.reserved_bytes_per_tile", Integer(number)) => {
-            file.planning.reserved_bytes_per_tile = unset(number)
-        }
-        ("planning.max_partition_candidates", Integer(number)) => {
-            file.planning.max_partition_candidates = unset(number)
-        }
-        ("planning.auto_f16_max_parts", Integer(number)) => {
-            file.planning.auto_f16_max_parts = unset(number)
-        }
-        ("planning.matrix_inputs", Text(text)) => file.planning.matrix_inputs = unset(text),
-        ("planning.fp8_cast", Text(text)) => file.planning.fp8_cast = unset(text),
-        ("planning.activation_scale", Integer(number)) => {
-            file.planning.activation_scale = unset(ScaleSetting::Exponent(number))
-        }
-        ("planning.activation_scale", Text(text)) => {
-            file.planning.activation_scale = unset(ScaleSetting::Word(text))
-        }
-        ("schedule.policy", Text(text)) => file.schedule.policy = unset(text),
-        ("schedule.width", Text(text)) => file.schedule.width = unset(text),
-        ("schedule.row_allowance", Integer(number)) => file.schedule.row_allowance = unset(number),
-        ("schedule.prune_by_bounds", Boolean(flag)) => file.schedule.prune_by_bounds = unset(flag),
-        ("outputs.directory", Text(text)) => file.outputs.directory = unset(text),
-        ("outputs.report", Boolean(flag)) => file.outputs.report = unset(flag),
-        ("outputs.phases_csv", Boolean(flag)) => file.outputs.phases_csv = unset(flag),
-        ("outputs.html", Boolean(flag)) => file.outputs.html = unset(flag),
-        ("outputs.package", Boolean(flag)) => file.outputs.package = unset(flag),
-        ("cache.remote", Text(text)) => file.cache.remote = unset(text),
-        ("cache.remote_timeout_ms", Integer(number)) => {
-            file.cache.remote_timeout_ms = unset(number)
-        }
-        ("cache.remote_deadline_ms", Integer(number)) => {
-            file.cache.remote_deadline_ms = unset(number)
-        }
-        _ => {
+    let segments: Vec<&str> = key.split('.').collect();
+    let Some((last, tables)) = segments.split_last() else {
+        return Err(QueryError::set(
+            argument,
+            Some(key),
+            "the key is empty",
+            None,
+        ));
+    };
+    let mut table = document;
+    let mut path = String::new();
+    for segment in tables {
+        path = if path.is_empty() {
+            (*segment).to_string()
+        } else {
+            format!("{path}.{segment}")
+        };
+        let entry = table
+            .entry(from_command_line(Cow::Owned((*segment).to_string())))
+            .or_insert_with(|| from_command_line(DeValue::Table(DeTable::new())));
+        let DeValue::Table(inner) = entry.get_mut() else {
             return Err(QueryError::set(
                 argument,
                 Some(key),
-                format!("`{key}` cannot be set from the command line"),
-                Some(String::from("set it in the build file instead")),
+                format!(
+                    "the build file gives `{path}` a value, not a table, so `{key}` cannot be set"
+                ),
+                Some(format!(
+                    "make `{path}` a table in the build file (`[{path}]`)"
+                )),
             ));
-        }
+        };
+        table = inner;
     }
+    match key {
+        "workload.weights.seeded" => *table = DeTable::new(),
+        "workload.weights.safetensors" => {
+            table.remove("seeded");
+        }
+        _ => {}
+    }
+    table.insert(
+        from_command_line(Cow::Owned((*last).to_string())),
+        from_command_line(value),
+    );
     Ok(())
 }
 
@@ -536,8 +517,8 @@ fn set_phase_override(
     // `POLICY/WIDTH` also sets the phase's transfer width.
     let (policy, width) = split_suffix(policy);
     let entry = OverrideEntry {
-        phase: unset(phase.to_string()),
-        policy: unset(policy),
+        phase: command_line_field(phase.to_string()),
+        policy: command_line_field(policy),
         width,
         set_argument: Some(argument.to_string()),
     };
@@ -587,8 +568,8 @@ fn set_layout_override(
     }
     let (partition, order) = split_suffix(value);
     let entry = LayoutOverrideEntry {
-        op: unset(op.to_string()),
-        partition: unset(partition),
+        op: command_line_field(op.to_string()),
+        partition: command_line_field(partition),
         order,
         when: None,
         set_argument: Some(argument.to_string()),
@@ -603,7 +584,10 @@ fn set_layout_override(
 /// width, an op's tile order), each trimmed.
 fn split_suffix(value: String) -> (String, Option<Spanned<String>>) {
     match value.split_once('/') {
-        Some((value, suffix)) => (value.trim().to_string(), unset(suffix.trim().to_string())),
+        Some((value, suffix)) => (
+            value.trim().to_string(),
+            command_line_field(suffix.trim().to_string()),
+        ),
         None => (value, None),
     }
 }
@@ -620,8 +604,9 @@ fn replace_or_push<T>(entries: &mut Vec<T>, entry: T, same: impl Fn(&T) -> bool)
 mod tests {
     use super::*;
 
-    /// Every scalar key of the schema table can be set, so the table and the
-    /// assignment above cannot drift apart.
+    /// Every scalar key of the schema table can be set into an empty
+    /// document, which then deserialises: the table and the file's types
+    /// cannot drift apart.
     #[test]
     fn every_known_scalar_key_is_settable() {
         for (table, keys) in schema::known_keys() {
@@ -644,9 +629,15 @@ mod tests {
                 if *table == "schedule.override" || *table == "layout.override" {
                     continue;
                 }
-                let mut file = QueryFile::default();
-                let result = apply_sets(&mut file, &[format!("{key}={value}")]);
+                let sets = [format!("{key}={value}")];
+                let mut document = DeTable::new();
+                let result = edit_document(&mut document, &sets);
                 assert!(result.is_ok(), "{key}: {:?}", result.err());
+                let document = Spanned::new(0..0, document);
+                let file = <QueryFile as serde::Deserialize>::deserialize(
+                    toml::de::Deserializer::from(document),
+                );
+                assert!(file.is_ok(), "{key}: {:?}", file.err());
             }
         }
     }

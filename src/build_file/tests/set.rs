@@ -402,7 +402,7 @@ fn choice_of_an_array_entry_is_looked_up_without_its_index() {
 }
 
 /// Every value key of the table of fields can be set from the command line
-/// (`--set`'s assignment has an arm for it), except the members of arrays of
+/// (written into the document, it lands in the deserialised file), except the members of arrays of
 /// tables, which have their own `--set` forms. A field added to the table
 /// without an assignment fails here; an assignment without a field is
 /// unreachable, because `--set` finds keys through the table.
@@ -430,14 +430,29 @@ fn every_value_field_of_the_table_can_be_set() {
             KeyKind::Boolean => "true",
             KeyKind::String => field.choices.first().copied().unwrap_or("text"),
         };
-        let mut file: schema::QueryFile = toml::from_str(VIT_TINY).expect("vit-tiny parses");
+        let (before, _) =
+            crate::build_file::query_file("vit-tiny.toml", VIT_TINY, &[]).expect("vit-tiny parses");
         let argument = format!("{}={example}", field.key);
-        match crate::build_file::set::apply_sets(&mut file, std::slice::from_ref(&argument)) {
-            Ok(origins) => assert_eq!(
-                origins.get(field.key),
-                Some(&argument),
-                "--set {argument} did not record its origin"
-            ),
+        match crate::build_file::query_file(
+            "vit-tiny.toml",
+            VIT_TINY,
+            std::slice::from_ref(&argument),
+        ) {
+            Ok((after, origins)) => {
+                assert_eq!(
+                    origins.get(field.key),
+                    Some(&argument),
+                    "--set {argument} did not record its origin"
+                );
+                // The value landed: the file differs (a value from the
+                // command line has no span in the file, so even an equal
+                // value shows).
+                assert_ne!(
+                    format!("{before:?}"),
+                    format!("{after:?}"),
+                    "--set {argument} changed nothing in the deserialised file"
+                );
+            }
             Err(error) => panic!("--set {argument}: {error}"),
         }
         checked += 1;
@@ -450,13 +465,13 @@ fn every_value_field_of_the_table_can_be_set() {
 /// apply.
 #[test]
 fn a_key_set_twice_is_an_error_naming_both() {
-    let mut file: schema::QueryFile = toml::from_str(VIT_TINY).expect("vit-tiny parses");
     let twice = [
         String::from("workload.batch=1"),
         String::from("workload.layers=1"),
         String::from(" workload.batch =2"),
     ];
-    let error = crate::build_file::set::apply_sets(&mut file, &twice).expect_err("set twice");
+    let error =
+        crate::build_file::query_file("vit-tiny.toml", VIT_TINY, &twice).expect_err("set twice");
     let message = error.to_string();
     assert!(
         message.contains("`workload.batch` is set twice"),
@@ -468,11 +483,11 @@ fn a_key_set_twice_is_an_error_naming_both() {
         String::from("workload.batch=2"),
         String::from("workload.layers=1"),
     ];
-    assert!(crate::build_file::set::apply_sets(&mut file, &once).is_ok());
+    assert!(crate::build_file::query_file("vit-tiny.toml", VIT_TINY, &once).is_ok());
     // Two arguments without a key: the missing key is the error, not a
     // key "set twice".
     let keyless = [String::from("=1"), String::from(" =2")];
-    let message = crate::build_file::set::apply_sets(&mut file, &keyless)
+    let message = crate::build_file::query_file("vit-tiny.toml", VIT_TINY, &keyless)
         .expect_err("no key")
         .to_string();
     assert!(message.contains("the key before `=` is empty"), "{message}");
