@@ -44,12 +44,10 @@ impl PersistentCache {
         let listed: Option<Vec<(u8, [u8; 32])>> =
             self.load_with(EntryKind::BuildIndex, index, |payload, provenance| {
                 if provenance.needs_check() {
-                    return Err(super::EntryError::Refused(
-                        "no trusted key signed it".to_string(),
-                    ));
+                    return Err(super::EntryError::Refused(super::Refusal::Unsigned));
                 }
                 bincode::deserialize(payload)
-                    .map_err(|error| super::EntryError::Undecodable(error.to_string()))
+                    .map_err(|error| super::EntryError::Undecodable(error.into()))
             });
         let Some(listed) = listed else {
             return;

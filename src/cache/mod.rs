@@ -19,6 +19,7 @@
 pub mod build_index;
 pub mod entry;
 pub mod key;
+pub mod refusal;
 pub mod remote;
 pub mod signing;
 pub mod store;
@@ -28,6 +29,7 @@ mod tests;
 
 pub use entry::{EntryError, EntryKind};
 pub use key::{CACHE_FORMAT_VERSION, CacheKey, StableHasher, tool_version};
+pub use refusal::{PayloadError, Refusal};
 pub use store::{
     CacheError, CacheReport, CacheStatistics, DEFAULT_LIMIT_BYTES, Eviction, PersistentCache,
     Provenance, Signing, Source, within_computation,

@@ -350,7 +350,7 @@ impl PersistentCache {
     pub fn load<T: DeserializeOwned>(&self, kind: EntryKind, key: &CacheKey) -> Option<T> {
         self.load_with(kind, key, |payload, _| {
             bincode::deserialize::<T>(payload)
-                .map_err(|error| EntryError::Undecodable(error.to_string()))
+                .map_err(|error| EntryError::Undecodable(error.into()))
         })
     }
 
@@ -497,9 +497,11 @@ impl PersistentCache {
                 signature: decoded.signature,
             };
             match decoded.signature {
-                Signature::Invalid(signer) => Err(EntryError::Refused(format!(
-                    "its signature by trusted key {signer} does not verify"
-                ))),
+                Signature::Invalid(signer) => {
+                    Err(EntryError::Refused(super::Refusal::BadSignature {
+                        signer: signer.to_string(),
+                    }))
+                }
                 Signature::Trusted(_) => decode_payload(&decoded.payload, provenance).map(Some),
                 Signature::Unsigned | Signature::UnknownSigner(_) if kind.shared_remotely() => {
                     decode_payload(&decoded.payload, provenance).map(Some)

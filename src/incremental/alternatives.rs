@@ -195,9 +195,9 @@ pub fn alternative_outcome<'db>(
                 horizon,
                 repeat_patch_cycles,
             } if *horizon > u64::from(u32::MAX) || *repeat_patch_cycles > u64::from(u32::MAX) => {
-                Err(format!(
+                Err(crate::cache::Refusal::Shape(format!(
                     "its horizon {horizon} or Repeat patch cycles {repeat_patch_cycles} exceed any phase's"
-                ))
+                )))
             }
             _ => Ok(()),
         },

@@ -134,19 +134,19 @@ pub fn activation_calibration(
             .map(|position| position.op.as_str())
             .collect();
         if ops != positions.iter().map(String::as_str).collect::<Vec<_>>() {
-            return Err(format!(
+            return Err(crate::cache::Refusal::Shape(format!(
                 "its positions {ops:?} are not the graph's products {positions:?}"
-            ));
+            )));
         }
         match calibration
             .positions
             .iter()
             .find(|position| !SCALE_RANGE.contains(&i32::from(position.scale)))
         {
-            Some(position) => Err(format!(
+            Some(position) => Err(crate::cache::Refusal::Shape(format!(
                 "position `{}` has scale {}, beyond {SCALE_RANGE:?}",
                 position.op, position.scale
-            )),
+            ))),
             None => Ok(()),
         }
     };

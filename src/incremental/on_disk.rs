@@ -5,7 +5,7 @@
 //! database without a persistent cache never computes a key.
 
 use super::database::Db;
-use crate::cache::{CacheKey, EntryError, EntryKind, Provenance};
+use crate::cache::{CacheKey, EntryError, EntryKind, PayloadError, Provenance, Refusal};
 use crate::place::Placement;
 use crate::rows::PhaseRows;
 use crate::rows::serial::{decode_rows, encode_rows};
@@ -14,16 +14,18 @@ use crate::schedule::{Schedule, ScheduleFigures};
 /// A value kept in the persistent cache: its entry kind and payload codec.
 pub trait Persisted: Sized {
     const KIND: EntryKind;
-    fn encode(&self) -> Result<Vec<u8>, String>;
-    fn decode(payload: &[u8]) -> Result<Self, String>;
+    fn encode(&self) -> Result<Vec<u8>, PayloadError>;
+    fn decode(payload: &[u8]) -> Result<Self, PayloadError>;
 }
 
-pub(crate) fn bincode_encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
-    bincode::serialize(value).map_err(|error| error.to_string())
+pub(crate) fn bincode_encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, PayloadError> {
+    Ok(bincode::serialize(value)?)
 }
 
-pub(crate) fn bincode_decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, String> {
-    bincode::deserialize(payload).map_err(|error| error.to_string())
+pub(crate) fn bincode_decode<T: serde::de::DeserializeOwned>(
+    payload: &[u8],
+) -> Result<T, PayloadError> {
+    Ok(bincode::deserialize(payload)?)
 }
 
 /// A [`Persisted`] value whose payload is its bincode encoding.
@@ -31,10 +33,10 @@ macro_rules! persisted_by_bincode {
     ($($type:ty => $kind:ident),* $(,)?) => {
         $(impl $crate::incremental::on_disk::Persisted for $type {
             const KIND: $crate::cache::EntryKind = $crate::cache::EntryKind::$kind;
-            fn encode(&self) -> Result<Vec<u8>, String> {
+            fn encode(&self) -> Result<Vec<u8>, $crate::cache::PayloadError> {
                 $crate::incremental::on_disk::bincode_encode(self)
             }
-            fn decode(payload: &[u8]) -> Result<Self, String> {
+            fn decode(payload: &[u8]) -> Result<Self, $crate::cache::PayloadError> {
                 $crate::incremental::on_disk::bincode_decode(payload)
             }
         })*
@@ -52,11 +54,11 @@ persisted_by_bincode! {
 /// dominates a warm build's loading.
 impl Persisted for PhaseRows {
     const KIND: EntryKind = EntryKind::Rows;
-    fn encode(&self) -> Result<Vec<u8>, String> {
+    fn encode(&self) -> Result<Vec<u8>, PayloadError> {
         Ok(encode_rows(self))
     }
-    fn decode(payload: &[u8]) -> Result<Self, String> {
-        decode_rows(payload)
+    fn decode(payload: &[u8]) -> Result<Self, PayloadError> {
+        Ok(decode_rows(payload)?)
     }
 }
 
@@ -72,7 +74,7 @@ impl Persisted for PhaseRows {
 pub fn cache_on_disk<T: Persisted, E>(
     db: &dyn Db,
     key: impl FnOnce() -> Result<CacheKey, E>,
-    check: impl FnOnce(&T, Provenance) -> Result<(), String>,
+    check: impl FnOnce(&T, Provenance) -> Result<(), Refusal>,
     compute: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
     let Some(cache) = db.cache_for(T::KIND) else {
@@ -106,12 +108,15 @@ pub fn cache_on_disk<T: Persisted, E>(
 pub fn check_by_remaking<T: PartialEq, E: std::fmt::Display>(
     cached: &T,
     remake: impl FnOnce() -> Result<T, E>,
-    what: &str,
-    from: &str,
-) -> Result<(), String> {
+    what: &'static str,
+    from: &'static str,
+) -> Result<(), Refusal> {
     match remake() {
         Ok(value) if value == *cached => Ok(()),
-        Ok(_) => Err(format!("it is not the {what} of {from}")),
-        Err(error) => Err(format!("{from}: {error}")),
+        Ok(_) => Err(Refusal::NotRemade { what, from }),
+        Err(error) => Err(Refusal::Unverifiable {
+            what: from,
+            detail: error.to_string(),
+        }),
     }
 }

@@ -49,11 +49,11 @@ pub fn packing_study<'db>(
             if cached.alternatives.len() == Alternative::ALL.len() {
                 Ok(())
             } else {
-                Err(format!(
+                Err(crate::cache::Refusal::Shape(format!(
                     "{} counterfactuals where {} are studied",
                     cached.alternatives.len(),
                     Alternative::ALL.len()
-                ))
+                )))
             }
         },
         || {

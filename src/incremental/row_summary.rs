@@ -49,14 +49,14 @@ impl RowSummary {
 
     /// `Err` unless every patch list is on a tile of `problem` (what the
     /// reservations index by), once per tile.
-    fn fits(&self, problem: &ExchangeProblem) -> Result<(), String> {
+    fn fits(&self, problem: &ExchangeProblem) -> Result<(), crate::cache::Refusal> {
         let mut previous = None;
         for tiles in &self.patches.tiles {
             if tiles.tile >= problem.tiles || previous.is_some_and(|tile| tile >= tiles.tile) {
-                return Err(format!(
+                return Err(crate::cache::Refusal::Shape(format!(
                     "a patch list on tile {} of a problem of {} tiles, out of order or beyond it",
                     tiles.tile, problem.tiles
-                ));
+                )));
             }
             previous = Some(tiles.tile);
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::database::Db;
 use super::on_disk::cache_on_disk;
 use crate::build_file::{SchedulePolicy, TransferWidth};
+use crate::cache::Refusal;
 use crate::cache::{CacheKey, StableHasher};
 use crate::rows::{PhaseRows, RowError, check_phase, encode_phase};
 use crate::schedule::{
@@ -159,15 +160,17 @@ pub fn scheduled<'db>(
         || Ok(phase_cache_key(db, problem, policy)),
         |cached, provenance| {
             if !schedule_fits(content, cached) {
-                return Err(String::from(
+                return Err(Refusal::Shape(String::from(
                     "its arrays do not fit the problem's pieces, receives and tiles",
-                ));
+                )));
             }
             if !provenance.needs_check() {
                 return Ok(());
             }
-            validate(content, cached)
-                .map_err(|error| format!("the schedule validator refuses it: {error}"))
+            validate(content, cached).map_err(|error| Refusal::Checker {
+                checker: "schedule validator",
+                detail: error.to_string(),
+            })
         },
         || {
             let schedule = schedule_with(
@@ -304,9 +307,14 @@ pub fn encoded_rows<'db>(
             }
             let schedule = validated_schedule(db, problem, policy)
                 .clone()
-                .map_err(|error| format!("its schedule: {error}"))?;
-            check_phase(content, &schedule, cached)
-                .map_err(|error| format!("the row checker refused it: {error}"))
+                .map_err(|error| Refusal::Unverifiable {
+                    what: "its schedule",
+                    detail: error.to_string(),
+                })?;
+            check_phase(content, &schedule, cached).map_err(|error| Refusal::Checker {
+                checker: "row checker",
+                detail: error.to_string(),
+            })
         },
         || {
             let result = validated_schedule(db, problem, policy).clone()?;

@@ -15,6 +15,7 @@ use super::phases::{
 };
 use super::schedules::{PhaseError, encoded_rows, phase_cache_key, problem_digest};
 use crate::cache::CacheKey;
+use crate::cache::Refusal;
 use crate::estimate::breakdown::{OpCompute, compute_by_op};
 use crate::estimate::compute::StepLoad;
 use crate::estimate::profile::{PhaseEntry, ProgramProfile, profile};
@@ -225,13 +226,13 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
         |placed, provenance| {
             let program = low_program(db, build)
                 .clone()
-                .map_err(|error| error.to_string())?;
+                .map_err(unverifiable("the program"))?;
             let groups = phase_groups(db, build)
                 .clone()
-                .map_err(|error| error.to_string())?;
+                .map_err(unverifiable("the phase groups"))?;
             let reservations = tile_reservations(db, build)
                 .clone()
-                .map_err(|error| error.to_string())?;
+                .map_err(unverifiable("the tile reservations"))?;
             check_cached_placement(
                 &program,
                 &groups.steps,
@@ -250,6 +251,15 @@ pub fn placement(db: &dyn Db, build: BuildInputs) -> Result<Arc<Placement>, Back
     .map(Arc::new)
 }
 
+/// A refusal because `what`, which a cached value is checked against,
+/// could not be made.
+fn unverifiable<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Refusal {
+    move |error| Refusal::Unverifiable {
+        what,
+        detail: error.to_string(),
+    }
+}
+
 /// A cached placement's check (local or remote): its tables fit the
 /// program's allocations and tiles, and (unless a trusted key signed it,
 /// `for_meaning` false) the placement checker (independent of the placer)
@@ -260,7 +270,7 @@ fn check_cached_placement(
     reservations: &TileReservations,
     placed: &Placement,
     for_meaning: bool,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let allocations = program.allocations.len();
     let tiles = program.tiles as usize;
     if placed.base.len() != allocations
@@ -271,9 +281,9 @@ fn check_cached_placement(
         || placed.peak_bytes_per_tile.len() != tiles
         || placed.high_water_per_tile.len() != tiles
     {
-        return Err(format!(
+        return Err(Refusal::Shape(format!(
             "its tables do not fit a program of {allocations} allocations on {tiles} tiles"
-        ));
+        )));
     }
     if !for_meaning {
         return Ok(());
@@ -284,7 +294,10 @@ fn check_cached_placement(
     }
     match violations.first() {
         None => Ok(()),
-        Some(violation) => Err(format!("the placement checker refuses it: {violation}")),
+        Some(violation) => Err(Refusal::Checker {
+            checker: "placement checker",
+            detail: violation.to_string(),
+        }),
     }
 }
 

@@ -175,13 +175,16 @@ impl PhaseRows {
     /// `problem` (a cached entry's check): one row per tile, every slot on a
     /// word of its row, naming an allocation of the problem at an offset
     /// inside it.
-    pub fn fits(&self, problem: &crate::schedule::ExchangeProblem) -> Result<(), String> {
+    pub fn fits(
+        &self,
+        problem: &crate::schedule::ExchangeProblem,
+    ) -> Result<(), crate::cache::Refusal> {
         if self.rows.len() != problem.tiles as usize {
-            return Err(format!(
+            return Err(crate::cache::Refusal::Shape(format!(
                 "{} rows for a problem of {} tiles",
                 self.rows.len(),
                 problem.tiles
-            ));
+            )));
         }
         for (tile, row) in self.rows.iter().enumerate() {
             for slot in &row.slots {
@@ -192,11 +195,11 @@ impl PhaseRows {
                 if slot.word as usize >= row.words.len()
                     || span.is_none_or(|span| u64::from(slot.address.offset) > span)
                 {
-                    return Err(format!(
+                    return Err(crate::cache::Refusal::Shape(format!(
                         "tile {tile}: a relocation slot (word {}, allocation {}, offset {}) \
                          outside its row or the problem's allocations",
                         slot.word, slot.address.allocation, slot.address.offset
-                    ));
+                    )));
                 }
             }
         }

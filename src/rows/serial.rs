@@ -14,6 +14,20 @@ use crate::schedule::SymbolicAddress;
 
 const SLOT_BYTES: usize = 13;
 
+/// Why bytes are not the compact form of any rows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RowsDecodeError {
+    /// The bytes end before what their counts declare.
+    #[error("the rows end before byte {needed} ({length} bytes)")]
+    Truncated { needed: usize, length: usize },
+    /// Bytes are left after every row.
+    #[error("{0} bytes left after the rows")]
+    Trailing(usize),
+    /// A slot names a field no row has.
+    #[error("unknown slot field {0}")]
+    UnknownSlotField(u8),
+}
+
 fn field_code(field: SlotField) -> u8 {
     match field {
         SlotField::SendAddress => 0,
@@ -57,18 +71,21 @@ struct Reader<'bytes> {
 }
 
 impl<'bytes> Reader<'bytes> {
-    fn take(&mut self, count: usize) -> Result<&'bytes [u8], String> {
+    fn take(&mut self, count: usize) -> Result<&'bytes [u8], RowsDecodeError> {
         let end = self
             .position
             .checked_add(count)
             .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| format!("ends before byte {}", self.position + count))?;
+            .ok_or(RowsDecodeError::Truncated {
+                needed: self.position.saturating_add(count),
+                length: self.bytes.len(),
+            })?;
         let slice = &self.bytes[self.position..end];
         self.position = end;
         Ok(slice)
     }
 
-    fn word(&mut self) -> Result<u32, String> {
+    fn word(&mut self) -> Result<u32, RowsDecodeError> {
         let bytes = self.take(4)?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
@@ -82,7 +99,7 @@ fn words_of(bytes: &[u8]) -> Vec<u32> {
 }
 
 /// Decodes the compact form; any inconsistency is an error, never a panic.
-pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
+pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, RowsDecodeError> {
     let mut reader = Reader { bytes, position: 0 };
     let row_count = reader.word()? as usize;
     let shapes = words_of(reader.take(row_count.saturating_mul(8))?);
@@ -96,10 +113,7 @@ pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
     let mut words = reader.take(word_total.saturating_mul(4))?;
     let mut slots = reader.take(slot_total.saturating_mul(SLOT_BYTES))?;
     if reader.position != bytes.len() {
-        return Err(format!(
-            "{} bytes left after the rows",
-            bytes.len() - reader.position
-        ));
+        return Err(RowsDecodeError::Trailing(bytes.len() - reader.position));
     }
     for shape in shapes.chunks_exact(2) {
         let (row_words, rest) = words.split_at(shape[0] as usize * 4);
@@ -114,7 +128,7 @@ pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
                     1 => SlotField::PicValue,
                     2 => SlotField::InlinePic,
                     3 => SlotField::PairedSendAddress,
-                    other => return Err(format!("unknown slot field {other}")),
+                    other => return Err(RowsDecodeError::UnknownSlotField(other)),
                 };
                 let word = |at: usize| {
                     u32::from_le_bytes([slot[at], slot[at + 1], slot[at + 2], slot[at + 3]])
@@ -128,7 +142,7 @@ pub fn decode_rows(bytes: &[u8]) -> Result<PhaseRows, String> {
                     },
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, RowsDecodeError>>()?;
         rows.push(Row {
             words: words_of(row_words),
             slots,

@@ -179,19 +179,19 @@ impl RowTable {
     /// `phases` phases on `tiles` tiles (a cached table's check): a byte
     /// count per tile, a stored-row index per phase and tile, and every
     /// sharing patch on a tile and phase of the program.
-    pub fn fits(&self, phases: usize, tiles: u32) -> Result<(), String> {
+    pub fn fits(&self, phases: usize, tiles: u32) -> Result<(), crate::cache::Refusal> {
         let tiles_count = tiles as usize;
         if self.bytes_per_tile.len() != tiles_count {
-            return Err(format!(
+            return Err(crate::cache::Refusal::Shape(format!(
                 "{} byte counts for {tiles} tiles",
                 self.bytes_per_tile.len()
-            ));
+            )));
         }
         if self.stored.len() != phases {
-            return Err(format!(
+            return Err(crate::cache::Refusal::Shape(format!(
                 "stored rows of {} phases for {phases}",
                 self.stored.len()
-            ));
+            )));
         }
         if let Some((phase, stored)) = self
             .stored
@@ -199,20 +199,20 @@ impl RowTable {
             .enumerate()
             .find(|(_, stored)| stored.len() != tiles_count)
         {
-            return Err(format!(
+            return Err(crate::cache::Refusal::Shape(format!(
                 "phase {phase} has stored rows for {} tiles, not {tiles}",
                 stored.len()
-            ));
+            )));
         }
         match self
             .sharing_patches
             .iter()
             .find(|patch| patch.tile >= tiles || patch.phase as usize >= phases)
         {
-            Some(patch) => Err(format!(
+            Some(patch) => Err(crate::cache::Refusal::Shape(format!(
                 "a sharing patch of phase {} on tile {} is beyond the program",
                 patch.phase, patch.tile
-            )),
+            ))),
             None => Ok(()),
         }
     }

@@ -65,11 +65,9 @@ pub fn trial_key(query: &BuildQuery, overrides: &[LayoutOverride]) -> CacheKey {
 /// A trial entry's payload, used only when a trusted key signed it.
 fn decode(payload: &[u8], provenance: Provenance) -> Result<TrialRecord, EntryError> {
     if provenance.needs_check() {
-        return Err(EntryError::Refused(String::from(
-            "no trusted key signed it, and a trial's estimate has no check short of compiling it",
-        )));
+        return Err(EntryError::Refused(crate::cache::Refusal::UnsignedTrial));
     }
-    bincode::deserialize(payload).map_err(|error| EntryError::Undecodable(error.to_string()))
+    bincode::deserialize(payload).map_err(|error| EntryError::Undecodable(error.into()))
 }
 
 /// How a search splits its trials: which it compiles itself, and how long
