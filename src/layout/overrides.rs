@@ -31,9 +31,41 @@ pub enum Partition {
     },
 }
 
+/// Why a partition's text is not a partition.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PartitionError {
+    /// One of the `x`-separated parts is not a positive whole number.
+    #[error(
+        "`{part}` in partition `{text}` is not a positive whole number; write \
+         ROWSxCOLSxREDUCTION for a matrix product (e.g. `8x46x4`) or \
+         QUERIESxKEYS for attention (e.g. `23x4`)"
+    )]
+    NotAPositiveNumber { part: String, text: String },
+    /// Neither three parts (a matrix product) nor two (attention).
+    #[error(
+        "partition `{text}` has {count} numbers; write ROWSxCOLSxREDUCTION for a matrix \
+         product (e.g. `8x46x4`) or QUERIESxKEYS for attention (e.g. `23x4`)"
+    )]
+    PartCount { text: String, count: usize },
+    /// The tile order after `/` is none of the kind's orders.
+    #[error("unknown tile order `{order}` for {kind}; expected one of {expected}")]
+    UnknownOrder {
+        order: String,
+        kind: &'static str,
+        expected: String,
+    },
+}
+
+impl PartitionError {
+    /// Whether the tile order (after `/`) is what is wrong, not the parts.
+    pub fn is_about_the_order(&self) -> bool {
+        matches!(self, PartitionError::UnknownOrder { .. })
+    }
+}
+
 impl Partition {
     /// Reads `8x8x23`, `8x8x23/kcr`, `23x4` or `23x4/kq`.
-    pub fn parse(text: &str) -> Result<Partition, String> {
+    pub fn parse(text: &str) -> Result<Partition, PartitionError> {
         let (parts, order) = match text.split_once('/') {
             Some((parts, order)) => (parts, Some(order)),
             None => (text, None),
@@ -45,12 +77,9 @@ impl Partition {
                     .parse::<u32>()
                     .ok()
                     .filter(|&number| number > 0)
-                    .ok_or_else(|| {
-                        format!(
-                            "`{part}` in partition `{text}` is not a positive whole number; write \
-                             ROWSxCOLSxREDUCTION for a matrix product (e.g. `8x46x4`) or \
-                             QUERIESxKEYS for attention (e.g. `23x4`)"
-                        )
+                    .ok_or_else(|| PartitionError::NotAPositiveNumber {
+                        part: part.to_string(),
+                        text: text.to_string(),
                     })
             })
             .collect::<Result<_, _>>()?;
@@ -58,12 +87,13 @@ impl Partition {
             [rows, cols, reduction] => {
                 let order = match order {
                     None => TileOrder::default(),
-                    Some(name) => TileOrder::parse(name).ok_or_else(|| {
-                        format!(
-                            "unknown tile order `{name}` for a matrix product; expected one of {}",
-                            names(TileOrder::ALL.iter().map(|order| order.name()))
-                        )
-                    })?,
+                    Some(name) => {
+                        TileOrder::parse(name).ok_or_else(|| PartitionError::UnknownOrder {
+                            order: name.to_string(),
+                            kind: "a matrix product",
+                            expected: names(TileOrder::ALL.iter().map(|order| order.name())),
+                        })?
+                    }
                 };
                 Ok(Partition::MatMul {
                     rows,
@@ -75,12 +105,13 @@ impl Partition {
             [queries, keys] => {
                 let order = match order {
                     None => AttentionOrder::default(),
-                    Some(name) => AttentionOrder::parse(name).ok_or_else(|| {
-                        format!(
-                            "unknown tile order `{name}` for attention; expected one of {}",
-                            names(AttentionOrder::ALL.iter().map(|order| order.name()))
-                        )
-                    })?,
+                    Some(name) => {
+                        AttentionOrder::parse(name).ok_or_else(|| PartitionError::UnknownOrder {
+                            order: name.to_string(),
+                            kind: "attention",
+                            expected: names(AttentionOrder::ALL.iter().map(|order| order.name())),
+                        })?
+                    }
                 };
                 Ok(Partition::Attention {
                     queries,
@@ -88,11 +119,10 @@ impl Partition {
                     order,
                 })
             }
-            _ => Err(format!(
-                "partition `{text}` has {} numbers; write ROWSxCOLSxREDUCTION for a matrix \
-                 product (e.g. `8x46x4`) or QUERIESxKEYS for attention (e.g. `23x4`)",
-                numbers.len()
-            )),
+            _ => Err(PartitionError::PartCount {
+                text: text.to_string(),
+                count: numbers.len(),
+            }),
         }
     }
 
@@ -286,7 +316,13 @@ mod tests {
             ("ax8", "`a` in partition"),
         ] {
             let error = Partition::parse(text).expect_err(text);
-            assert!(error.contains(expected), "{text}: {error}");
+            assert!(error.to_string().contains(expected), "{text}: {error}");
+            // The order's errors, and only they, point at the order.
+            assert_eq!(
+                error.is_about_the_order(),
+                text.contains('/'),
+                "{text}: {error:?}"
+            );
         }
     }
 }

@@ -105,12 +105,13 @@ impl Resolver<'_> {
                 ),
                 None => partition_field.get_ref().trim().to_string(),
             };
-            let partition = Partition::parse(&text).map_err(|message| {
-                let (path, span) = match (&entry.order, message.contains("tile order")) {
+            let partition = Partition::parse(&text).map_err(|error| {
+                let (path, span) = match (&entry.order, error.is_about_the_order()) {
                     (Some(order), true) => (format!("{entry_path}.order"), order.span()),
                     _ => (format!("{entry_path}.partition"), partition_field.span()),
                 };
-                Issue::new(path, origin_of(span), message).label("not a partition of this kind")
+                Issue::new(path, origin_of(span), error.to_string())
+                    .label("not a partition of this kind")
             })?;
             if let Some((_, first_path, first_origin)) =
                 first_seen.iter().find(|(seen, _, _)| *seen == op)
