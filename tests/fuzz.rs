@@ -280,7 +280,7 @@ fn check_build_file(text: &str, sets: &[String]) -> Result<(), String> {
     let Err(error) = result else {
         return Ok(());
     };
-    let rendered = superstep::cli::common::render_query_error(&error);
+    let rendered = superstep::build_file::error::render_query_error(&error);
     if rendered.trim().is_empty() {
         return Err("empty message".into());
     }

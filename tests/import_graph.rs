@@ -2,9 +2,13 @@
 //! Rust lexer (comments, string and character literals dropped), the
 //! `#[cfg(test)]` items left out, a `use`-tree parser (groups, `self`,
 //! `super` any number of times, aliases, globs) and the resolution of each
-//! path to the file that defines what it names (through `pub use`
-//! re-exports). Pure functions over source text, so that tests can plant
-//! violations in memory.
+//! path to the file of the module it names as written: `use a::b::Item` is
+//! an edge to the file of `a::b`, whether `Item` is defined there or
+//! re-exported by it, and a `pub use crate::x::y::Z` is an edge of the file
+//! that re-exports to the file of `x::y`. Re-exports are never followed to
+//! the defining file, so a ring closed through a re-export stays visible.
+//! Pure functions over source text, so that tests can plant violations in
+//! memory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -335,7 +339,12 @@ pub fn source_files(directory: &Path, files: &mut Vec<std::path::PathBuf>) {
 
 /// The source of every module under `src/`, test files left out.
 pub fn sources() -> BTreeMap<String, String> {
-    let source = Path::new("src");
+    sources_under(Path::new("src"))
+}
+
+/// The source of every module under `source` (a crate's `src/`), test
+/// files left out.
+pub fn sources_under(source: &Path) -> BTreeMap<String, String> {
     let mut files = Vec::new();
     source_files(source, &mut files);
     let mut texts = BTreeMap::new();
@@ -394,55 +403,10 @@ pub fn module_prefix(path: &[String], modules: &BTreeSet<String>) -> Option<(Str
         .find(|(candidate, _)| modules.contains(candidate))
 }
 
-/// What each module re-exports: the name a `pub use` binds, and the
-/// absolute path it binds it to.
-pub type Reexports = BTreeMap<String, BTreeMap<String, Vec<String>>>;
-
-pub fn reexport_maps(texts: &BTreeMap<String, String>, modules: &BTreeSet<String>) -> Reexports {
-    let mut maps = Reexports::new();
-    for (module, text) in texts {
-        for (path, name) in reexports(text) {
-            if name == "*" {
-                continue;
-            }
-            if let Some(full) = absolute(module, &path, modules) {
-                maps.entry(module.clone()).or_default().insert(name, full);
-            }
-        }
-    }
-    maps
-}
-
-/// The module that defines what an absolute path names: its longest module
-/// prefix, followed through that module's re-exports to where the item
-/// lives (so `use super::X`, with the parent re-exporting a sibling's `X`,
-/// is an edge to that sibling).
-pub fn defining_module(
-    mut full: Vec<String>,
-    modules: &BTreeSet<String>,
-    reexports: &Reexports,
-) -> Option<String> {
-    for _ in 0..16 {
-        let (prefix, length) = module_prefix(&full, modules)?;
-        let through = full
-            .get(length)
-            .and_then(|item| reexports.get(&prefix)?.get(item));
-        match through {
-            Some(target) if *target != full[..=length] => {
-                let mut next = target.clone();
-                next.extend(full[length + 1..].iter().cloned());
-                full = next;
-            }
-            _ => return Some(prefix),
-        }
-    }
-    module_prefix(&full, modules).map(|(prefix, _)| prefix)
-}
-
-/// The file-level import graph of the given module sources.
+/// The file-level import graph of the given module sources: an edge from
+/// each module to the longest module prefix of every path it writes.
 pub fn graph_of(texts: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeSet<String> = texts.keys().cloned().collect();
-    let reexports = reexport_maps(texts, &modules);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, text) in texts {
         let code = without_test_items(&tokens(text));
@@ -451,7 +415,7 @@ pub fn graph_of(texts: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<S
             let Some(full) = absolute(module, &path, &modules) else {
                 continue;
             };
-            if let Some(target) = defining_module(full, &modules, &reexports)
+            if let Some((target, _)) = module_prefix(&full, &modules)
                 && &target != module
             {
                 targets.insert(target);

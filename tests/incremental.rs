@@ -1,5 +1,10 @@
 //! Incrementality, asserted from salsa's execution log: which queries re-ran
-//! after each kind of edit to the build query.
+//! after each kind of edit to the build query. Every build and edit pins the
+//! complete list of the queries it executed (`common::executed_queries`:
+//! sorted in pipeline order with run counts, since the log's own order
+//! depends on the parallel workers), so a query that starts re-running
+//! fails the test; the targeted assertions beside it say which keys and ops
+//! re-ran and why.
 
 use crate::common;
 
@@ -7,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use salsa::plumbing::AsId;
 
-use common::{assert_query_was_not_run, assert_query_was_run, counts, expanded_ops, query};
+use common::{
+    assert_query_was_not_run, assert_query_was_run, counts, executed_queries, expanded_ops, query,
+};
 use superstep::expand::summary::StepCounts;
 use superstep::incremental::phases::{phase_keys, phase_problem};
 use superstep::incremental::whole_program::{row_table, tile_reservations};
@@ -22,6 +29,48 @@ use superstep::session::TrackedQuery;
 fn cold_build_runs_every_stage_once_per_key() {
     let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
     let outcome = session.build().expect("build");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        graph
+        calibration_input
+        activation_calibration
+        product_recipe
+        planning_settings
+        matmul_costing x9
+        attention_costing
+        searched_plan
+        layout_overrides
+        layouts
+        op_keys
+        op_positions
+        planned_op x35
+        op_expansion x35
+        low_program
+        program_summary
+        program_digest
+        kept_grouping_record
+        phase_groups
+        problem_bound x6
+        phase_keys
+        phase_positions
+        phase_problem x13
+        phase_policy x13
+        scheduled x22
+        validated_schedule x12
+        schedule_figures x22
+        phase_figures x13
+        encoded_rows x12
+        row_summary x12
+        row_table
+        repeat_base
+        phase_patches x13
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        compute_costs
+        build_estimate
+        compute_breakdown
+        ");
     let counts = counts(&outcome.executions);
     let ops = session.layouts().expect("layouts").ops.len();
     assert_eq!(counts[&TrackedQuery::Graph], 1);
@@ -38,6 +87,7 @@ fn no_op_rebuild_runs_nothing() {
     let changed = session.update(&query("queries/vit-tiny.toml", &[]));
     assert!(changed.is_empty());
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @"");
     assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
 }
 
@@ -48,6 +98,10 @@ fn fp8_scale_reruns_no_layout_query() {
     let changed = session.update(&query("queries/vit-tiny.toml", &["workload.fp8_scale=-3"]));
     assert_eq!(changed, vec!["fp8_scale"]);
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        activation_calibration
+        product_recipe
+        ");
     let counts = counts(&outcome.executions);
     for stage in [
         TrackedQuery::Graph,
@@ -84,6 +138,7 @@ fn fp8_scale_reruns_no_layout_query() {
     ));
     // Without FP8 inputs nothing calibrates: nothing re-runs at all.
     let outcome = fp16.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @"");
     assert!(outcome.executions.is_empty(), "{:?}", outcome.executions);
 }
 
@@ -93,7 +148,9 @@ fn weights_are_a_query_behind_the_scale_firewall() {
     session.build().expect("build");
     session.take_executions();
     let first = session.weights().expect("weights");
-    let ran = counts(&session.take_executions());
+    let executions = session.take_executions();
+    insta::assert_snapshot!(executed_queries(&executions), @"weights");
+    let ran = counts(&executions);
     assert_eq!(ran.get(&TrackedQuery::Weights), Some(&1), "{ran:?}");
     // Asked again: the memo, nothing re-runs.
     let again = session.weights().expect("weights");
@@ -102,6 +159,10 @@ fn weights_are_a_query_behind_the_scale_firewall() {
 
     session.update(&query("queries/vit-tiny.toml", &["workload.fp8_scale=-3"]));
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        activation_calibration
+        product_recipe
+        ");
     // The calibration reads the weights' scale (and its scales come out
     // the same, so the recipe stops the change).
     assert_eq!(
@@ -114,7 +175,9 @@ fn weights_are_a_query_behind_the_scale_firewall() {
         outcome.executions
     );
     let rescaled = session.weights().expect("weights");
-    let ran = counts(&session.take_executions());
+    let executions = session.take_executions();
+    insta::assert_snapshot!(executed_queries(&executions), @"weights");
+    let ran = counts(&executions);
     // Only the weights re-run (they read the scale and the graph, which is
     // verified unchanged); the compiler is untouched.
     assert_eq!(
@@ -171,6 +234,20 @@ fn scheduling_fields_rerun_nothing_in_the_first_half() {
     ));
     assert_eq!(changed, vec!["schedule", "overrides"]);
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        phase_policy x19
+        scheduled x17
+        validated_schedule x17
+        schedule_figures x17
+        phase_figures x19
+        encoded_rows x17
+        row_summary x17
+        row_table
+        phase_patches x19
+        tile_reservations
+        phase_costs
+        build_estimate
+        ");
     let counts = counts(&outcome.executions);
     for stage in FIRST_HALF {
         assert!(!counts.contains_key(&stage), "{stage} re-ran: {counts:?}");
@@ -196,6 +273,20 @@ fn one_phase_override_reschedules_only_that_phase() {
         &["schedule.override.layer.mlp.down.a.rearrange#0=B64"],
     ));
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        phase_policy x13
+        scheduled
+        validated_schedule
+        schedule_figures
+        phase_figures
+        encoded_rows
+        row_summary
+        row_table
+        phase_patches
+        tile_reservations
+        phase_costs
+        build_estimate
+        ");
     let counts = counts(&outcome.executions);
     for stage in FIRST_HALF.iter().chain(&[TrackedQuery::PhaseProblem]) {
         assert!(!counts.contains_key(stage), "{stage} re-ran: {counts:?}");
@@ -251,6 +342,27 @@ fn attention_method_reexpands_only_attention() {
         &["workload.attention=flash"],
     ));
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        planning_settings
+        attention_costing
+        layouts
+        op_keys
+        op_positions
+        planned_op x35
+        op_expansion
+        low_program
+        program_summary
+        program_digest
+        phase_groups
+        phase_keys
+        phase_positions
+        phase_problem x13
+        row_table
+        placement
+        compute_loads
+        build_estimate
+        compute_breakdown
+        ");
     let expanded = expanded_ops(&session, &outcome.executions);
     assert_eq!(expanded, BTreeSet::from(["layer.attn.core".to_string()]));
     let counts = counts(&outcome.executions);
@@ -280,6 +392,40 @@ fn accumulation_replans_only_the_matrix_products() {
     ));
     assert!(!changed.is_empty());
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        calibration_input
+        product_recipe
+        planning_settings
+        matmul_costing x5
+        layout_overrides
+        layouts
+        op_keys
+        op_positions
+        planned_op x35
+        op_expansion x5
+        low_program
+        program_summary
+        program_digest
+        phase_groups
+        phase_keys
+        phase_positions
+        phase_problem x13
+        scheduled
+        validated_schedule
+        schedule_figures
+        phase_figures
+        encoded_rows
+        row_summary
+        row_table
+        repeat_base
+        phase_patches
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        build_estimate
+        compute_breakdown
+        ");
     let after = session.layouts().expect("layouts");
     let counts = counts(&outcome.executions);
     assert_eq!(
@@ -327,6 +473,39 @@ fn auto_accumulation_bound_recosts_nothing_and_reexpands_what_changed() {
     );
     session.update(&query(file, &["planning.auto_f16_max_parts=16"]));
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        calibration_input
+        product_recipe
+        planning_settings
+        layout_overrides
+        layouts
+        op_keys
+        op_positions
+        planned_op x35
+        op_expansion
+        low_program
+        program_summary
+        program_digest
+        phase_groups
+        phase_keys
+        phase_positions
+        phase_problem x13
+        scheduled
+        validated_schedule
+        schedule_figures
+        phase_figures
+        encoded_rows
+        row_summary
+        row_table
+        repeat_base
+        phase_patches
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        build_estimate
+        compute_breakdown
+        ");
     let after = session.layouts().expect("layouts");
     let counts = counts(&outcome.executions);
     assert_eq!(counts.get(&TrackedQuery::MatmulCosting), None, "{counts:?}");
@@ -395,6 +574,43 @@ fn format_change_reexpands_only_the_ops_it_touches() {
         ],
     ));
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        calibration_input
+        product_recipe
+        planning_settings
+        matmul_costing x5
+        layout_overrides
+        layouts
+        op_keys
+        op_positions
+        planned_op x46
+        op_expansion x28
+        low_program
+        program_summary
+        program_digest
+        phase_groups
+        problem_bound x13
+        phase_keys
+        phase_positions
+        phase_problem x21
+        phase_policy x2
+        scheduled x40
+        validated_schedule x16
+        schedule_figures x40
+        phase_figures x21
+        encoded_rows x16
+        row_summary x16
+        row_table
+        repeat_base
+        phase_patches x21
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        compute_costs
+        build_estimate
+        compute_breakdown
+        ");
     let after = session.layouts().expect("layouts");
     let touched: BTreeSet<String> = after
         .ops
@@ -484,6 +700,20 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
     let changed = session.update(&query(file, &[same, "schedule.policy=S8"]));
     assert_eq!(changed, vec!["schedule"]);
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        phase_policy x19
+        scheduled x16
+        validated_schedule x16
+        schedule_figures x16
+        phase_figures x19
+        encoded_rows x16
+        row_summary x16
+        row_table
+        phase_patches x19
+        tile_reservations
+        phase_costs
+        build_estimate
+        ");
     let runs = counts(&outcome.executions);
     let phases = phase_keys(session.internals().0, session.internals().1).len();
     let problems = problem_ids(&session).len();
@@ -520,7 +750,22 @@ fn global_policy_regroups_phases_only_under_auto_fusion() {
     let mut session = Session::new(&query(file, &[same, "schedule.policy=B256"]));
     session.build().expect("build");
     session.update(&query(file, &[same, "schedule.policy=S8"]));
-    let runs = counts(&session.build().expect("rebuild").executions);
+    let executions = session.build().expect("rebuild").executions;
+    insta::assert_snapshot!(executed_queries(&executions), @r"
+        phase_policy x19
+        scheduled x16
+        validated_schedule x16
+        schedule_figures x16
+        phase_figures x19
+        encoded_rows x16
+        row_summary x16
+        row_table
+        phase_patches x19
+        tile_reservations
+        phase_costs
+        build_estimate
+        ");
+    let runs = counts(&executions);
     assert!(!runs.contains_key(&TrackedQuery::PhaseGroups), "{runs:?}");
     assert!(!runs.contains_key(&TrackedQuery::LowProgram), "{runs:?}");
 
@@ -528,7 +773,29 @@ fn global_policy_regroups_phases_only_under_auto_fusion() {
     let mut session = Session::new(&query(file, &[auto, "schedule.policy=B256"]));
     session.build().expect("build");
     session.update(&query(file, &[auto, "schedule.policy=S8"]));
-    let runs = counts(&session.build().expect("rebuild").executions);
+    let executions = session.build().expect("rebuild").executions;
+    insta::assert_snapshot!(executed_queries(&executions), @r"
+        phase_groups
+        phase_keys
+        phase_positions
+        phase_problem x13
+        phase_policy x13
+        scheduled x22
+        validated_schedule x12
+        schedule_figures x22
+        phase_figures x13
+        encoded_rows x12
+        row_summary x12
+        row_table
+        phase_patches x13
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        build_estimate
+        compute_breakdown
+        ");
+    let runs = counts(&executions);
     assert_eq!(runs.get(&TrackedQuery::PhaseGroups), Some(&1), "{runs:?}");
     assert!(!runs.contains_key(&TrackedQuery::LowProgram), "{runs:?}");
 }
@@ -550,6 +817,37 @@ fn layer_count_replans_and_schedules_only_new_problems() {
     let changed = session.update(&query(file, &[same, "workload.layers=1"]));
     assert_eq!(changed, vec!["model"]);
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        graph
+        activation_calibration
+        product_recipe
+        matmul_costing x9
+        attention_costing
+        layouts
+        op_keys
+        op_positions
+        planned_op x35
+        low_program
+        program_summary
+        phase_groups
+        phase_keys
+        phase_positions
+        phase_problem x19
+        scheduled x12
+        validated_schedule x12
+        schedule_figures x12
+        phase_figures x15
+        encoded_rows x12
+        row_summary x12
+        row_table
+        phase_patches x15
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        build_estimate
+        compute_breakdown
+        ");
     let runs = counts(&outcome.executions);
     let ops = session.layouts().expect("layouts").ops.len();
     let phases = phase_keys(session.internals().0, session.internals().1).len();
@@ -591,6 +889,20 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
         .collect();
     session.update(&query(file, &[&override_a, &override_b]));
     let rebuilt = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&rebuilt.executions), @r"
+        phase_policy x13
+        scheduled
+        validated_schedule
+        schedule_figures
+        phase_figures
+        encoded_rows
+        row_summary
+        row_table
+        phase_patches
+        tile_reservations
+        phase_costs
+        build_estimate
+        ");
     let figures_rerun: BTreeSet<salsa::Id> = rebuilt
         .executions
         .iter()
@@ -649,6 +961,39 @@ fn layout_override_reexpands_one_op_and_reschedules_only_changed_phases() {
     ));
     assert_eq!(changed, vec!["planning"]);
     let outcome = session.build().expect("rebuild");
+    insta::assert_snapshot!(executed_queries(&outcome.executions), @r"
+        calibration_input
+        product_recipe
+        planning_settings
+        layout_overrides
+        layouts
+        op_keys
+        op_positions
+        planned_op x35
+        op_expansion x4
+        low_program
+        program_summary
+        phase_groups
+        phase_keys
+        phase_positions
+        phase_problem x18
+        scheduled x3
+        validated_schedule x3
+        schedule_figures x3
+        phase_figures x13
+        encoded_rows x3
+        row_summary x3
+        row_table
+        repeat_base
+        phase_patches x13
+        tile_reservations
+        placement
+        phase_costs
+        compute_loads
+        compute_costs
+        build_estimate
+        compute_breakdown
+        ");
     let after = session.layouts().expect("layouts");
     let runs = counts(&outcome.executions);
     assert_eq!(runs.get(&TrackedQuery::MatmulCosting), None, "{runs:?}");

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{finish_cache, load, open_session, stage_error};
 use crate::session::{Blocked, BoundaryAudit, CopyAudit, GroupAudit, Other};

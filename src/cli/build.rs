@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::common::{
     apply_searched_layouts, artifacts_directory, build_cold, build_weights, check_pins,

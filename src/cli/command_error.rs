@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::{DEFAULT_QUERY, QueryArguments};
+use super::arguments::{DEFAULT_QUERY, QueryArguments};
 
 /// A command's failure, with its exit code.
 #[derive(Debug)]

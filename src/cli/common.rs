@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::arguments::{CacheArguments, QueryArguments};
 use super::command_error::{CommandError, query_path};
-use super::{CacheArguments, QueryArguments, fit, memory, unknown_override};
+use super::{fit, memory, unknown_override};
+use crate::build_file::error::render_query_error;
 use crate::build_file::{BuildQuery, CacheSettings, load_query};
 use crate::cache::remote::{RemoteCache, RemoteSettings};
 use crate::cache::signing::{
@@ -24,8 +26,6 @@ use crate::session::StageError;
 use crate::session::searched_layouts::{LayoutSource, stale_pin};
 use crate::session::{BuildError, BuildOutcome, Session, WeightsError};
 use crate::sim::reference::evaluate_reference;
-
-pub use crate::build_file::error::render_query_error;
 
 /// A first-half failure; `tiles` (the build's tile count, when known)
 /// keeps "use more tiles" out of the advice when all are in use.

@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::arguments::{CacheArguments, QueryArguments};
+use super::build;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_persistent_cache};
-use super::{CacheArguments, QueryArguments, build};
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
 use crate::report::diff::{

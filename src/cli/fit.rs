@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::memory::{MEMORY_MODEL, Shortage};
 use crate::build_file::validate::{Capacity, CapacityCheck};

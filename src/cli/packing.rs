@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
     artifacts_directory, build_phase_groups_checked, finish_cache, load, open_session,

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 
 use serde::Serialize;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
 use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind, Suggestion};

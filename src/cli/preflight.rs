@@ -13,9 +13,10 @@ use std::fs::{File, OpenOptions};
 use crate::output_file::PendingFile;
 use std::path::{Path, PathBuf};
 
+use super::arguments::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::host_data::HostArguments;
-use super::{AuditCommand, Cli, Command, QueryArguments};
+use super::{AuditCommand, Cli, Command};
 
 /// Checks the outputs named by flags, known before the build query is read:
 /// `capture -o FILE` and `bench-snapshot --json OUT` (`--trace` is created by

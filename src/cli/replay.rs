@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
 use crate::session::replay::replay_all;

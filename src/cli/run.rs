@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
     agreement_result, apply_searched_layouts, build_weights, check_pins, finish_cache, load,

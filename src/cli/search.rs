@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{finish_cache, load, open_session_as_written};
 use super::progress::quiet;

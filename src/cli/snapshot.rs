@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
 use crate::output_file::TEMPORARY_PREFIX;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
     artifacts_directory, backend_error, build_checked, build_phase_groups_checked, finish_cache,

@@ -4,9 +4,9 @@
 //! override in the build file or at its `--set`, with the nearest existing
 //! phase keys.
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::{CommandError, query_path};
-use super::common::render_query_error;
+use crate::build_file::error::render_query_error;
 use crate::build_file::{BuildQuery, override_error};
 use crate::session::UnknownPhase;
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::{CommandError, query_path};
 use super::common::{load, open_cache};
 use crate::build_file::validate::DEFAULT_OUTPUT_DIRECTORY;

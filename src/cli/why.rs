@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::QueryArguments;
+use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{backend_error, build_cold};
 use super::unknown_override::unknown_override_error;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::database::Db;
 use super::inputs::BuildInputs;
-use super::lowering::graph;
+use super::model_graph::graph;
 use crate::build_file::WeightSource;
 use crate::model::weights::Weights;
 

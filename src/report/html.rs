@@ -15,7 +15,7 @@ mod charts;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use charts::{heat_maps, memory_over_steps};
+use charts::{CHART_WIDTH, coordinate, heat_maps, memory_over_steps};
 
 use super::exchange::chosen_label;
 use super::{BackReport, BuildReport, OpComputeLine};
@@ -160,11 +160,6 @@ fn times(numerator: u64, denominator: u64) -> String {
     }
 }
 
-/// An SVG coordinate with one decimal.
-fn coordinate(value: f64) -> String {
-    format!("{value:.1}")
-}
-
 /// Milliseconds with enough digits for sub-millisecond phases.
 fn milliseconds(cycles: u64) -> String {
     format!("{:.4} ms", cycles_to_ms(cycles))
@@ -290,9 +285,6 @@ fn headline(page: &ReportPage) -> Markup {
         }
     }
 }
-
-/// Width of the full-width charts, in SVG units.
-const CHART_WIDTH: f64 = 1240.0;
 
 /// Each category with its segment's left edge and width in the stacked bar.
 fn segments(back: &BackReport) -> Vec<(Category, f64, f64)> {

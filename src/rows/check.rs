@@ -8,14 +8,16 @@
 //! accept a row that differs from the schedule in any event, count, address,
 //! width, send control or end event.
 
+use super::consecutive::ConsecutivePlacement;
 use super::consecutive::root_storage_bytes;
 use super::decode::{RowEvent, decode_row, rank};
 use super::elements::{check_row_elements, tile_roots};
+use super::error::RowError;
 use super::fabric::{
     BOTH_DIRECTIONS, EVENTS_PER_ROW, FORMAT_ON_DELAY, FORMAT_TO_POINTER, ITEMS_64_BIT,
     NEUTRAL_SOURCE, ORDINARY_PAYLOAD_DELAY, direction, physical_row, time_to_mux,
 };
-use super::{ADDRESS_UNIT_BYTES, ConsecutivePlacement, PhaseRows, Row, RowError};
+use super::{ADDRESS_UNIT_BYTES, PhaseRows, Row};
 use crate::schedule::{ExchangeProblem, NO_EVENT, Schedule};
 use crate::target::mapping::physical_tile;
 

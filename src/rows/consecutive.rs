@@ -4,7 +4,7 @@
 //! its largest member's instances. It is not the compiler's placement and
 //! must not be used for packaging.
 
-use super::RowError;
+use super::error::RowError;
 use crate::schedule::ExchangeProblem;
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
 

@@ -5,7 +5,7 @@
 //! accept selectors the model leaves undefined or continuations without a
 //! stream.
 
-use super::RowError;
+use super::error::RowError;
 use super::fabric::{
     FORMAT_ON_VALUE, FORMAT_SELECTOR, ITEMS_64_BIT, POINTER_SELECTOR, XPIC_FORMAT_SELECTOR,
 };

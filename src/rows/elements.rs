@@ -12,12 +12,14 @@
 //! the tile itself beside an own send of the same length: that pair is let
 //! through.
 
+use super::ADDRESS_UNIT_BYTES;
+use super::consecutive::ConsecutivePlacement;
 use super::decode::RowEvent;
+use super::error::RowError;
 use super::fabric::{
     EVENTS_PER_ROW, FORMAT_ON_DELAY, FORMAT_TO_POINTER, ITEMS_64_BIT, NEUTRAL_SOURCE,
     ORDINARY_PAYLOAD_DELAY, physical_row,
 };
-use super::{ADDRESS_UNIT_BYTES, ConsecutivePlacement, RowError};
 use crate::schedule::ExchangeProblem;
 use crate::target::mapping::physical_tile;
 

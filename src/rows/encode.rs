@@ -6,7 +6,8 @@
 //! `delaypic`; gaps are `delay`. Owns instruction selection only: it must not
 //! move any event; a schedule it cannot express is an error.
 
-use super::{PhaseRows, RelocationSlot, Row, RowError, SlotField};
+use super::error::RowError;
+use super::{PhaseRows, RelocationSlot, Row, SlotField};
 use crate::schedule::timing::{issues_pair_select, pair_select_value};
 use crate::schedule::{ExchangeProblem, NO_EVENT, Schedule, SymbolicAddress};
 use crate::target::encoding::Instruction;

@@ -4,9 +4,9 @@
 //! it, or corrupted by hand) is refused.
 
 use super::*;
-use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::expand::program::{AllocationId, Destination, Location, TransferList};
 use crate::schedule::tests::allocation;
+use crate::schedule::vocabulary::{SchedulePolicy, TransferWidth};
 use crate::schedule::{ExchangeProblem, Schedule, schedule, validate};
 use crate::target::encoding::{Instruction, decode};
 use crate::target::mapping::physical_tile;

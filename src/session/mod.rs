@@ -37,7 +37,7 @@ pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use crate::incremental::{Execution, Stage, TrackedQuery};
 pub use build::{BackOutcome, BuildError, BuildOutcome, Headline, StageTime};
-pub use phase::{Phase, UnknownPhase};
+pub use phase::{Phase, SUGGESTIONS, UnknownPhase};
 pub use suggest::Suggestion;
 
 use std::collections::BTreeMap;
@@ -401,6 +401,3 @@ impl Session {
         low_program(&self.db, self.inputs).clone()
     }
 }
-
-/// How many nearest phase keys a message names.
-pub const SUGGESTIONS: usize = 5;

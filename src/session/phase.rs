@@ -84,13 +84,16 @@ impl Phase<'_> {
     }
 }
 
+/// How many nearest phase keys a message names.
+pub const SUGGESTIONS: usize = 5;
+
 /// A phase key the build does not have, with the nearest keys it does have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the build has no such exchange phase ({known} phases){}", nearest_text(.nearest))]
 pub struct UnknownPhase {
     /// The key asked for.
     pub key: String,
-    /// The build's nearest keys (at most [`super::SUGGESTIONS`]), nearest
+    /// The build's nearest keys (at most [`SUGGESTIONS`]), nearest
     /// first; empty when the build has no exchange phases.
     pub nearest: Vec<String>,
     /// How many exchange phases the build has.
@@ -102,7 +105,7 @@ impl UnknownPhase {
     pub(super) fn among(key: &str, known: &[&str]) -> UnknownPhase {
         UnknownPhase {
             key: key.to_string(),
-            nearest: nearest_keys(key, known, super::SUGGESTIONS)
+            nearest: nearest_keys(key, known, SUGGESTIONS)
                 .into_iter()
                 .map(str::to_string)
                 .collect(),

@@ -1,5 +1,6 @@
 //! Shared helpers for integration tests: loading shipped queries with
-//! overrides, and reading salsa's execution log by query and op name.
+//! overrides, and reading salsa's execution log by query and op name (the
+//! log's assertion helpers are each shown to fail at the end).
 
 #![allow(dead_code)]
 
@@ -67,6 +68,22 @@ pub fn counts(executions: &[Execution]) -> BTreeMap<TrackedQuery, usize> {
         *counts.entry(execution.query).or_insert(0) += 1;
     }
     counts
+}
+
+/// Every query that ran, one line each with its count when above one
+/// (`planned_op x42`), in `TrackedQuery` order: the pipeline's, not the
+/// log's, whose order depends on how the parallel workers interleave. The
+/// text an incrementality test pins, so that a query that starts
+/// re-running after an edit shows in its diff.
+pub fn executed_queries(executions: &[Execution]) -> String {
+    counts(executions)
+        .into_iter()
+        .map(|(query, runs)| match runs {
+            1 => query.to_string(),
+            _ => format!("{query} x{runs}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Whether `query` ran for `key` (ty's `assert_query_was_run` style:
@@ -263,4 +280,86 @@ pub fn sweep_configs(texts: &[&str]) -> Vec<superstep::session::sweep::SweepConf
                 .0
         })
         .collect()
+}
+
+/// A log of three executions: `graph` and `layouts` for one key, `graph`
+/// again for another (ids of bits 1 and 2, printed `Id(0)` and `Id(1)`).
+fn planted_log() -> Vec<Execution> {
+    let (one, two) = (salsa::Id::from_bits(1), salsa::Id::from_bits(2));
+    vec![
+        Execution {
+            query: TrackedQuery::Layouts,
+            key: one,
+        },
+        Execution {
+            query: TrackedQuery::Graph,
+            key: one,
+        },
+        Execution {
+            query: TrackedQuery::Graph,
+            key: two,
+        },
+    ]
+}
+
+#[test]
+fn executed_queries_lists_every_query_in_pipeline_order_with_counts() {
+    assert_eq!(executed_queries(&planted_log()), "graph x2\nlayouts");
+    assert_eq!(executed_queries(&[]), "");
+}
+
+#[test]
+fn assert_query_was_run_passes_on_a_query_that_ran_for_the_key() {
+    assert_query_was_run(
+        &planted_log(),
+        TrackedQuery::Layouts,
+        salsa::Id::from_bits(1),
+    );
+}
+
+#[test]
+#[should_panic(expected = "`layouts` did not run for Id(1)")]
+fn assert_query_was_run_fails_on_a_query_that_ran_for_another_key() {
+    assert_query_was_run(
+        &planted_log(),
+        TrackedQuery::Layouts,
+        salsa::Id::from_bits(2),
+    );
+}
+
+#[test]
+#[should_panic(expected = "`low_program` did not run for Id(0)")]
+fn assert_query_was_run_fails_on_a_query_that_did_not_run() {
+    assert_query_was_run(
+        &planted_log(),
+        TrackedQuery::LowProgram,
+        salsa::Id::from_bits(1),
+    );
+}
+
+#[test]
+fn assert_query_was_not_run_passes_on_another_key() {
+    assert_query_was_not_run(
+        &planted_log(),
+        TrackedQuery::Layouts,
+        salsa::Id::from_bits(2),
+    );
+}
+
+#[test]
+#[should_panic(expected = "`graph` re-ran for Id(1)")]
+fn assert_query_was_not_run_fails_on_a_query_that_ran() {
+    assert_query_was_not_run(&planted_log(), TrackedQuery::Graph, salsa::Id::from_bits(2));
+}
+
+#[test]
+#[should_panic(expected = "graph x2")]
+fn a_pinned_query_list_fails_when_a_query_starts_running() {
+    let pinned = "layouts";
+    let mut log = planted_log();
+    log.retain(|execution| execution.query == TrackedQuery::Layouts);
+    assert_eq!(executed_queries(&log), pinned);
+    // One more query in the log is a different text.
+    let now = executed_queries(&planted_log());
+    assert_eq!(now, pinned, "{now}");
 }

@@ -8,12 +8,15 @@
 //!
 //! This module owns that check and its wording.
 
-use super::ACTIVATION_COPIES;
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::{MachineSettings, PlanningFlags, Workload};
 use crate::target::mapping::C600_TILES;
 use crate::target::memory::SRAM_BYTES_PER_TILE;
 use crate::text::thousands as with_separators;
+
+/// The activation estimate of the fit check: tokens x width x 2 bytes x batch
+/// x this many live copies.
+const ACTIVATION_COPIES: u128 = 4;
 
 /// Where the values the fit check weighs came from (`None`: a default).
 pub(super) struct FitSources {

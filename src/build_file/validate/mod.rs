@@ -95,10 +95,6 @@ pub const FP8_SCALE_RANGE: std::ops::RangeInclusive<i64> = -32..=32;
 /// (CALIBRATION.md: -4, range +-15).
 pub const DEFAULT_ACTIVATION_SCALE: i8 = -4;
 
-/// The activation estimate of the fit check: tokens x width x 2 bytes x batch
-/// x this many live copies.
-pub(super) const ACTIVATION_COPIES: u128 = 4;
-
 /// The names a choice field accepts: its choices in the table of fields
 /// when the table lists them (an array entry's path, `schedule.override[3].width`,
 /// is looked up as `schedule.override.width`), else the options' names.

@@ -11,15 +11,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{SafeTensors, SafeTensorsError};
+use super::{MAX_INDEX_BYTES, SafeTensors, SafeTensorsError};
 
 #[derive(Deserialize)]
 struct Index {
     weight_map: BTreeMap<String, String>,
 }
-
-/// The most bytes an index file may have (a 27-layer model's is about 60 kB).
-pub const MAX_INDEX_BYTES: u64 = 16 << 20;
 
 impl SafeTensors {
     /// The shard file names the index at `path` names (read as an input,

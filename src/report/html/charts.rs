@@ -2,13 +2,21 @@
 //! and exchange-table bytes, one cell per tile on a near 3:2 grid with a
 //! viridis legend) and the fullest tile's live bytes over the placed steps
 //! (bucketed to at most `MEMORY_POINTS` points, round ticks, the layer loop
-//! shaded, the usable and reserved levels and the peak marked).
+//! shaded, the usable and reserved levels and the peak marked), with the
+//! width and the coordinate format every chart of the page shares.
 
 use maud::{Markup, html};
 
-use super::{CHART_WIDTH, coordinate};
 use crate::session::memory::MemoryView;
 use crate::text::thousands;
+
+/// Width of the full-width charts, in SVG units.
+pub(super) const CHART_WIDTH: f64 = 1240.0;
+
+/// An SVG coordinate with one decimal.
+pub(super) fn coordinate(value: f64) -> String {
+    format!("{value:.1}")
+}
 
 /// Columns of a tile grid: a divisor of `tiles` near a 3:2 aspect when
 /// there is one (46 × 32 for 1,472), else the rounded-up ideal.

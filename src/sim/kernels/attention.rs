@@ -12,7 +12,7 @@
 //! carry their power-of-two scales, so the FP32 accumulation of their
 //! products is the accumulation of the codes' products un-scaled, exactly.
 
-use super::KernelNotes;
+use super::notes::KernelNotes;
 use super::operands::{other_kind, read, round_to_fp8, write_activation};
 use crate::expand::program::{AttentionKind, ElementType, Kernel, Location, Operand};
 use crate::numerics::dot::{

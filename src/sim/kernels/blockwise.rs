@@ -3,7 +3,7 @@
 //! casts between element types. LayerNorm and GELU write FP16, or FP8 when
 //! FP8 products read their output.
 
-use super::KernelNotes;
+use super::notes::KernelNotes;
 use super::operands::{other_kind, read, round_all, write, write_activation};
 use crate::expand::program::{ElementType, GeluForm, Kernel};
 use crate::numerics::activation::{gelu_erf, gelu_tanh};

@@ -4,7 +4,7 @@
 //! rest of both blocks zero), written as partial sums or as the final FP16
 //! output with bias; and the reduce-scatter sum of partial slices with bias.
 
-use super::KernelNotes;
+use super::notes::KernelNotes;
 use super::operands::{
     other_kind, partial_type, read, read_activation, read_weight, round_all, round_to_fp8, write,
 };

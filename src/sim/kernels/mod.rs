@@ -17,32 +17,15 @@
 mod attention;
 mod blockwise;
 mod matmul;
+mod notes;
 mod operands;
 mod rotary;
 
 use super::memory::{KernelRead, KernelWrite, SimError};
 use crate::expand::program::Kernel;
 
+pub use notes::KernelNotes;
 pub use rotary::{ROTARY_BASE, ROTARY_GRID_OFFSET, RotaryPlace, rotary_angle, rotate_row};
-
-/// What a kernel run noticed about its values: how many activations it
-/// rounded to FP8 for an FP8 x FP8 product (a product casting its FP16
-/// block, an attention casting its value block for an FP8 `PV` product,
-/// or a producer writing FP8 for such products; attention's probabilities,
-/// which cannot saturate, are not counted), and how many of those were
-/// beyond the format's range at their scale (saturated to +-240 x 2^scale).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelNotes {
-    pub fp8_activations: u64,
-    pub saturated_activations: u64,
-}
-
-impl std::ops::AddAssign for KernelNotes {
-    fn add_assign(&mut self, other: KernelNotes) {
-        self.fp8_activations += other.fp8_activations;
-        self.saturated_activations += other.saturated_activations;
-    }
-}
 
 /// Runs one kernel. `fp8_table` decodes weight codes at the program's scale.
 pub fn execute(

@@ -4,7 +4,7 @@
 //! sums, the FP16 rounding of every activation write, and the error of a
 //! kernel handed to the semantics of another kind.
 
-use super::KernelNotes;
+use super::notes::KernelNotes;
 use crate::expand::program::{ElementType, Operand};
 use crate::numerics::dot::{Accumulation, ActivationStore};
 use crate::numerics::fp8;
