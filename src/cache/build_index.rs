@@ -44,7 +44,9 @@ impl PersistentCache {
         let listed: Option<Vec<(u8, [u8; 32])>> =
             self.load_with(EntryKind::BuildIndex, index, |payload, provenance| {
                 if provenance.needs_check() {
-                    return Err(super::EntryError::Refused(super::Refusal::Unsigned));
+                    return Err(super::EntryError::Refused(
+                        super::refusal::Refusal::Unsigned,
+                    ));
                 }
                 bincode::deserialize(payload)
                     .map_err(|error| super::EntryError::Undecodable(error.into()))

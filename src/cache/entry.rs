@@ -190,11 +190,11 @@ pub enum EntryError {
     #[error("corrupt: the payload's digest does not match")]
     Corrupt,
     #[error("corrupt: the payload does not decode ({0})")]
-    Undecodable(super::PayloadError),
+    Undecodable(super::refusal::PayloadError),
     /// The value decodes but fails its check for meaning (a validator or
     /// checker independent of the code that made it).
     #[error("its value fails a check: {0}")]
-    Refused(super::Refusal),
+    Refused(super::refusal::Refusal),
     #[error("corrupt: declares a payload of {0} bytes, more than any entry holds")]
     Oversized(u64),
     #[error("corrupt: the compressed payload does not expand to its declared length ({0})")]

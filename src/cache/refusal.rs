@@ -4,17 +4,15 @@
 //! warning (`EntryError::Undecodable`, `EntryError::Refused`); the types
 //! say which check refused it, the text only adds the detail.
 
-use crate::rows::serial::RowsDecodeError;
-
 /// A payload that does not decode to (or encode from) its value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PayloadError {
     /// bincode could not read or write the value.
     #[error("{0}")]
     Bincode(String),
-    /// The rows' compact form is inconsistent.
-    #[error(transparent)]
-    Rows(#[from] RowsDecodeError),
+    /// A value's own compact form (the rows') is inconsistent.
+    #[error("{0}")]
+    Compact(String),
 }
 
 impl From<bincode::Error> for PayloadError {

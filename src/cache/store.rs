@@ -498,7 +498,7 @@ impl PersistentCache {
             };
             match decoded.signature {
                 Signature::Invalid(signer) => {
-                    Err(EntryError::Refused(super::Refusal::BadSignature {
+                    Err(EntryError::Refused(super::refusal::Refusal::BadSignature {
                         signer: signer.to_string(),
                     }))
                 }

@@ -58,7 +58,7 @@ impl Persisted for PhaseRows {
         Ok(encode_rows(self))
     }
     fn decode(payload: &[u8]) -> Result<Self, PayloadError> {
-        Ok(decode_rows(payload)?)
+        decode_rows(payload).map_err(|error| PayloadError::Compact(error.to_string()))
     }
 }
 
