@@ -336,3 +336,82 @@ fn one_phase_has_one_step_in_every_command() {
     );
     std::fs::remove_dir_all(&folder).ok();
 }
+
+/// An override to a concrete order at width `auto` is placed under the
+/// pairings `auto` tries for that order and keeps the shortest: on the
+/// tiny build widened to 512 (so that the layer norms' broadcasts move
+/// pieces long enough to pair) with every phase overridden to `matching`,
+/// each phase gets the horizon of the best `matching` candidate in
+/// `auto`'s own table, paired when a paired candidate is the shortest,
+/// and some phase is paired so.
+#[test]
+fn an_override_at_width_auto_keeps_the_pairing_auto_finds_for_its_order() {
+    use superstep::schedule::SchedulePolicy;
+    use superstep::schedule::pairing::Pairing;
+    const WIDE: [&str; 3] = [
+        "workload.width=512",
+        "workload.mlp=2048",
+        "schedule.policy=auto",
+    ];
+    let automatic = built(&WIDE);
+    let keys: Vec<String> = automatic
+        .phases()
+        .iter()
+        .map(|phase| phase.key().to_string())
+        .collect();
+    let mut sets: Vec<String> = WIDE.iter().map(ToString::to_string).collect();
+    sets.extend(
+        keys.iter()
+            .map(|key| format!("schedule.override.{key}=matching")),
+    );
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let overridden = built(&sets);
+    let mut paired_phases = 0;
+    for key in &keys {
+        let figures = automatic
+            .phase(key)
+            .expect("phase")
+            .figures()
+            .expect("figures");
+        // auto's table for the matching order: one line per pairing
+        // (matching is in the first stage, never pruned).
+        let matching: Vec<_> = figures
+            .candidates
+            .iter()
+            .filter(|candidate| candidate.policy == SchedulePolicy::Matching)
+            .collect();
+        assert!(!matching.is_empty(), "{key}: auto tried matching");
+        assert!(matching.iter().all(|candidate| !candidate.pruned), "{key}");
+        let best = matching
+            .iter()
+            .min_by_key(|candidate| {
+                (
+                    candidate.horizon,
+                    candidate.max_row_words,
+                    candidate.total_row_words,
+                )
+            })
+            .expect("a matching candidate");
+        let phase = overridden.phase(key).expect("phase");
+        assert_eq!(phase.policy().width.name(), "auto", "{key}: asked auto");
+        let chosen = phase.figures().expect("figures");
+        assert_eq!(chosen.policy, "matching", "{key}");
+        assert_eq!(
+            chosen.horizon, best.horizon,
+            "{key}: the override's horizon is auto's best for matching ({:?})",
+            best.pairing
+        );
+        let unpaired = matching
+            .iter()
+            .find(|candidate| candidate.pairing == Pairing::None)
+            .expect("matching unpaired");
+        if best.horizon < unpaired.horizon {
+            assert_eq!(chosen.width, "paired64", "{key}: pairing is shorter");
+            paired_phases += 1;
+        }
+    }
+    assert!(
+        paired_phases > 0,
+        "some phase of the tiny build is shorter paired under matching"
+    );
+}
