@@ -74,6 +74,74 @@ fn build_prints_counts_and_writes_a_deterministic_report() {
     );
 }
 
+/// Two builds that differ by one `--set` write reports that say so: their
+/// recorded sets and build keys differ (in report.json and report.html),
+/// and both name the build file and the compiler's version and source.
+#[test]
+fn reports_of_builds_differing_by_one_set_tell_apart() {
+    let directory = scratch("cli", "report-sources");
+    let report = |policy: &str| {
+        let folder = directory.join(policy);
+        let outputs = format!("outputs.directory={}", folder.display());
+        let set = format!("schedule.policy={policy}");
+        let output = superstep(&[
+            "build",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "-q",
+            "--suggestions",
+            "0",
+            "--set",
+            &set,
+            "--set",
+            &outputs,
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let json: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(folder.join("vit-tiny").join("report.json")).expect("report.json"),
+        )
+        .expect("json");
+        let html = std::fs::read_to_string(folder.join("vit-tiny").join("report.html"))
+            .expect("report.html");
+        (json, html)
+    };
+    let (latency, latency_html) = report("latency");
+    let (balanced, balanced_html) = report("B1024");
+    for (json, policy) in [(&latency, "latency"), (&balanced, "B1024")] {
+        let source = &json["source"];
+        assert_eq!(source["build_file"], "queries/vit-tiny.toml");
+        assert_eq!(
+            source["sets"],
+            serde_json::json!([format!("schedule.policy={policy}")])
+        );
+        assert_eq!(
+            json["compiler"],
+            format!("superstep {}", env!("CARGO_PKG_VERSION"))
+        );
+        let fingerprint = source["compiler_source"].as_str().expect("compiler_source");
+        assert_eq!(fingerprint.len(), 16, "{fingerprint}");
+    }
+    assert_ne!(latency["source"]["sets"], balanced["source"]["sets"]);
+    let key = |json: &serde_json::Value| json["source"]["build_key"].as_str().map(String::from);
+    assert_ne!(key(&latency), key(&balanced));
+    assert_eq!(
+        latency["source"]["compiler_source"],
+        balanced["source"]["compiler_source"]
+    );
+    for (html, policy, json) in [
+        (&latency_html, "latency", &latency),
+        (&balanced_html, "B1024", &balanced),
+    ] {
+        assert!(
+            html.contains(&format!("--set schedule.policy={policy}")),
+            "{policy}"
+        );
+        let key = key(json).expect("key");
+        assert!(html.contains(&key[..16]), "{policy}: the build key");
+    }
+    std::fs::remove_dir_all(&directory).ok();
+}
+
 #[test]
 fn run_prints_cosine() {
     let output = superstep(&["run", "queries/vit-tiny.toml"]);

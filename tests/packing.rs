@@ -197,7 +197,7 @@ fn top_writes_the_most_fragmented_phases_deterministically_and_the_page_agrees()
             }
             (
                 endpoints.into_iter().max().unwrap_or(0),
-                phase.index,
+                phase.step(),
                 phase.key().to_string(),
             )
         })
@@ -217,7 +217,7 @@ fn top_writes_the_most_fragmented_phases_deterministically_and_the_page_agrees()
         .iter()
         .map(|phase| {
             (
-                phase["index"].as_u64().expect("index") as usize,
+                phase["step"].as_u64().expect("step") as usize,
                 phase["key"].as_str().expect("key").to_string(),
             )
         })
@@ -414,7 +414,7 @@ fn bad_flags_exit_2_naming_the_flag() {
     let cases: [(&[&str], &str); 5] = [
         (
             &["packing", TINY, "--phase", "layer.mlp.dwn#0"],
-            "--phase `layer.mlp.dwn#0`: the build has no such exchange phase (13 phases); nearest: layer.mlp.down#0",
+            "--phase layer.mlp.dwn#0: the build has no exchange phase with key or step `layer.mlp.dwn#0`",
         ),
         (&["packing", TINY, "--top", "0"], "--top 0 studies no phase"),
         (&["packing", TINY, "--policy", "S0"], "--policy"),

@@ -152,12 +152,17 @@ fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
         "{}",
         String::from_utf8_lossy(&captured.stderr)
     );
+    // A captured phase's id is its step (the index `superstep phases`
+    // shows): the second phase is chosen by it.
+    let second = Snapshot::read(&file).expect("reads").phases[1]
+        .phase
+        .to_string();
     let json = directory.join("bench.json");
     let benched = run(&[
         "bench-snapshot",
         path,
         "--phase",
-        "1",
+        &second,
         "--policy",
         "latency",
         "--policy",
@@ -184,7 +189,7 @@ fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
     let stderr = String::from_utf8_lossy(&rejected.stderr);
     assert_eq!(rejected.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("phase 1, transfer 2: moves zero words"),
+        stderr.contains(&format!("phase {second}, transfer 2: moves zero words")),
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");

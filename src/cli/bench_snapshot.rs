@@ -12,7 +12,9 @@ use super::common::write_json;
 use super::progress::timing;
 use crate::build_file::validate::DEFAULT_POLICY;
 use crate::build_file::{SchedulePolicy, TransferWidth};
-use crate::snapshot::{BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases};
+use crate::snapshot::{
+    BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases, select_phases,
+};
 
 /// The most timed repetitions `bench-snapshot --iterations` accepts.
 pub const MAX_BENCH_ITERATIONS: i64 = 1000;
@@ -23,9 +25,11 @@ pub struct BenchSnapshotArguments {
     /// The snapshot file.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
-    /// Only this phase id (repeatable; default: every phase).
-    #[arg(long = "phase", value_name = "N")]
-    pub phases: Vec<u32>,
+    /// Only this phase: its id (for a `superstep capture`, the phase's
+    /// step, the first column of `superstep phases`) or its key, e.g.
+    /// `layer.attn.merge#0` (repeatable; default: every phase).
+    #[arg(long = "phase", value_name = "STEP|KEY")]
+    pub phases: Vec<String>,
     /// A schedule policy: latency, S<W> or B<W> (repeatable; default: the
     /// build default, B1024).
     #[arg(long = "policy", value_name = "P")]
@@ -63,24 +67,14 @@ pub fn run(arguments: &BenchSnapshotArguments) -> Result<(), CommandError> {
         .map_err(|error| CommandError::Input(format!("error: {error}")))?;
     let parsed = started.elapsed();
     // A phase the snapshot lacks is the flag's fault, not the file's.
-    if let Some(missing) = arguments
-        .phases
-        .iter()
-        .find(|&&id| !snapshot.phases.iter().any(|phase| phase.phase == id))
-    {
-        let ids: Vec<u32> = snapshot.phases.iter().map(|phase| phase.phase).collect();
-        let range = match (ids.iter().min(), ids.iter().max()) {
-            (Some(first), Some(last)) => {
-                format!("its {} phases have ids {first}..={last}", ids.len())
-            }
-            _ => String::from("it has no phases"),
-        };
-        return Err(CommandError::Input(format!(
-            "error: --phase {missing}: {} has no phase {missing}; {range}",
+    let selected = select_phases(&snapshot, &arguments.phases).map_err(|error| {
+        CommandError::Input(format!(
+            "error: --phase {}: {}: {error}",
+            error.selector,
             arguments.file.display()
-        )));
-    }
-    let phases = import_phases(&snapshot, &arguments.phases).map_err(|error| {
+        ))
+    })?;
+    let phases = import_phases(&snapshot, &selected).map_err(|error| {
         CommandError::Input(format!(
             "error: {} is not a valid snapshot: {error}",
             arguments.file.display()

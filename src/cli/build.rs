@@ -113,6 +113,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             .cloned()
             .collect(),
         build_key: build_key(&query).hex(),
+        compiler_source: crate::report::compiler_source().to_string(),
     });
     let summary = &outcome.summary;
     let quiet = progress::quiet();

@@ -118,9 +118,11 @@ pub enum Command {
     Build(build::BuildArguments),
     /// Build, then list every exchange phase and compute step of the
     /// program in program order: step (the line's position among every
-    /// exchange phase and compute step: the number `explain --phase` takes
-    /// and the trace's events carry; `capture` and `bench-snapshot` count
-    /// exchange phases alone), stable key, kind, executions, cycles per
+    /// exchange phase and compute step: the one index every command shows
+    /// beside the key: the trace, report.html and report.json, packing,
+    /// sweep, capture's phase ids; `explain --phase`, `packing --phase`
+    /// and `bench-snapshot --phase` take it or the key), stable key, kind,
+    /// executions, cycles per
     /// execution, total cycles and share of the estimate; for exchanges
     /// the horizon, endpoint lower bound, gap (horizon over bound), policy
     /// and its source, row bytes and patch words; for compute steps the
@@ -224,7 +226,8 @@ pub enum Command {
     /// exchange snapshot (the seed system's capture format): absolute
     /// addresses from the build's placement, one source address per Repeat
     /// iteration, plus provenance (phase key, operator, executions, and the
-    /// symbolic allocations that make a re-import exact).
+    /// symbolic allocations that make a re-import exact). Each phase's id
+    /// is its step, the index `superstep phases` shows.
     ///
     /// Example:
     ///   superstep capture queries/vit-tiny.toml -o artifacts/vit-tiny.snapshot.json
@@ -238,9 +241,12 @@ pub enum Command {
     /// total time. A malformed snapshot is an error naming the phase and the
     /// transfer (exit code 2).
     ///
-    /// Example (capture a snapshot, then bench its phase 0 under two policies):
+    /// --phase takes a phase's id (for a superstep capture, its step: the
+    /// first column of `superstep phases`) or its key.
+    ///
+    /// Example (capture a snapshot, then bench one phase, by its key, under two policies):
     ///   superstep capture queries/vit-tiny.toml -o artifacts/vit-tiny.snapshot.json
-    ///   superstep bench-snapshot artifacts/vit-tiny.snapshot.json --phase 0 --policy latency --policy B1024
+    ///   superstep bench-snapshot artifacts/vit-tiny.snapshot.json --phase 'layer.attn.merge#0' --policy latency --policy B1024
     #[command(verbatim_doc_comment)]
     BenchSnapshot(bench_snapshot::BenchSnapshotArguments),
     /// Policy frontiers: build, then measure every exchange phase under a
@@ -297,7 +303,7 @@ pub enum Command {
     ///
     /// Example:
     ///   superstep packing queries/vit-tiny.toml --top 2
-    ///   superstep packing --phase 'layer.mlp.down.a.rearrange#0' --policy B1024
+    ///   superstep packing queries/vit-tiny.toml --phase 'layer.mlp.down.a.rearrange#0' --policy B1024
     ///   superstep packing --snapshot capture.json --top 4
     #[command(verbatim_doc_comment)]
     Packing(packing::PackingArguments),

@@ -24,7 +24,7 @@ use crate::session::packing::{
 };
 use crate::session::sweep::{ConfigList, SweepConfig};
 use crate::snapshot::packing::snapshot_packing;
-use crate::snapshot::{Snapshot, import_phases};
+use crate::snapshot::{Snapshot, import_phases, select_phases};
 use crate::text::thousands;
 
 /// `--policy P[/WIDTH]`: one configuration (a bare policy means word32).
@@ -51,9 +51,9 @@ impl FromStr for PackingConfig {
 pub struct PackingArguments {
     #[command(flatten)]
     pub query: QueryArguments,
-    /// Study this phase (its key, as `superstep phases` lists it).
-    /// Repeatable; default: every phase.
-    #[arg(long = "phase", value_name = "KEY")]
+    /// Study this phase: its key or its step, as `superstep phases` lists
+    /// them. Repeatable; default: every phase.
+    #[arg(long = "phase", value_name = "KEY|STEP")]
     pub phases: Vec<String>,
     /// Study only the N phases with the most piece endpoints on one tile
     /// (of those --phase names, if any).
@@ -180,24 +180,13 @@ fn run_snapshot(arguments: &PackingArguments, file: &Path) -> Result<(), Command
     preflight::check_output_flag_directory("--output", &directory)?;
     let snapshot =
         Snapshot::read(file).map_err(|error| CommandError::Input(format!("error: {error}")))?;
-    let mut selected = Vec::with_capacity(arguments.phases.len());
-    for wanted in &arguments.phases {
-        let found = snapshot.phases.iter().find(|phase| {
-            phase.key.as_deref() == Some(wanted.as_str())
-                || wanted.parse::<u32>().is_ok_and(|id| id == phase.phase)
-        });
-        match found {
-            Some(phase) if !selected.contains(&phase.phase) => selected.push(phase.phase),
-            Some(_) => {}
-            None => {
-                return Err(CommandError::Input(format!(
-                    "error: --phase {wanted}: {} has no phase with that id or key ({} phases)",
-                    file.display(),
-                    snapshot.phases.len()
-                )));
-            }
-        }
-    }
+    let selected = select_phases(&snapshot, &arguments.phases).map_err(|error| {
+        CommandError::Input(format!(
+            "error: --phase {}: {}: {error}",
+            error.selector,
+            file.display()
+        ))
+    })?;
     let total = snapshot.phases.len();
     let phases = import_phases(&snapshot, &selected).map_err(|error| {
         CommandError::Input(format!(
@@ -258,8 +247,8 @@ fn phase_lines(phase: &PackingPhase) -> Vec<String> {
     let mut lines = vec![
         String::new(),
         format!(
-            "phase {} {}: x{}, {} transfers, {} receives, most endpoints {} on tile {}; endpoint bound {} cycles; policy {}; {dependencies}",
-            phase.index,
+            "step {} {}: x{}, {} transfers, {} receives, most endpoints {} on tile {}; endpoint bound {} cycles; policy {}; {dependencies}",
+            phase.step,
             phase.key,
             phase.executions,
             thousands(study.original.transfers),

@@ -322,7 +322,8 @@ fn print_summary(name: &str, sweep: &Sweep, built: &SelectionFigures, selections
             .sort_by_key(|(phase, chosen)| (std::cmp::Reverse(chosen.saving_cycles), phase.index));
         for (phase, chosen) in largest.into_iter().take(5) {
             print_line!(
-                "  {:<44} {:<16} {} -> {} cycles x {} = {} saved; max row {} -> {} B, total row {} -> {} B",
+                "  {:>5} {:<44} {:<16} {} -> {} cycles x {} = {} saved; max row {} -> {} B, total row {} -> {} B",
+                phase.step,
                 phase.key,
                 chosen.config.to_string(),
                 thousands(chosen.built_cycles),

@@ -206,6 +206,37 @@ impl ProgramProfile {
     }
 }
 
+/// Each exchange step's number, by step path: its position in program order
+/// among every exchange phase and compute step (the Repeat body once,
+/// checkpoints not counted), the `step` [`profile`] gives its entry. It
+/// reads only the steps, so a command that forms the phase groups without
+/// scheduling them (`packing`, `sweep`) numbers them as `phases` does.
+pub fn exchange_steps(steps: &[Step]) -> HashMap<Vec<u32>, usize> {
+    fn walk(
+        steps: &[Step],
+        path: &mut Vec<u32>,
+        next: &mut usize,
+        numbers: &mut HashMap<Vec<u32>, usize>,
+    ) {
+        for (position, step) in steps.iter().enumerate() {
+            path.push(position as u32);
+            match step {
+                Step::Repeat { body, .. } => walk(body, path, next, numbers),
+                Step::Checkpoint { .. } => {}
+                Step::Exchange { .. } => {
+                    numbers.insert(path.clone(), *next);
+                    *next += 1;
+                }
+                Step::Kernels { .. } | Step::Copies { .. } | Step::Fills { .. } => *next += 1,
+            }
+            path.pop();
+        }
+    }
+    let mut numbers = HashMap::new();
+    walk(steps, &mut Vec::new(), &mut 0, &mut numbers);
+    numbers
+}
+
 /// What the profile needs of an exchange phase, by step path.
 #[derive(Clone, Copy, Debug)]
 pub struct PhaseEntry<'key> {

@@ -83,6 +83,26 @@ pub fn phase_positions(db: &dyn Db, build: BuildInputs) -> Arc<BTreeMap<String, 
     })
 }
 
+/// Each phase's step, in phase order: its position in program order among
+/// every exchange phase and compute step, the one index `phases`,
+/// `explain`, the trace, the reports, `packing`, `sweep` and `capture`
+/// show (`crate::estimate::profile::exchange_steps`). Empty when the phase
+/// groups cannot be formed.
+#[salsa::tracked(returns(ref))]
+pub fn phase_steps(db: &dyn Db, build: BuildInputs) -> Arc<Vec<usize>> {
+    Arc::new(match phase_groups(db, build) {
+        Ok(groups) => {
+            let numbers = crate::estimate::profile::exchange_steps(&groups.steps);
+            groups
+                .phases
+                .iter()
+                .map(|phase| numbers.get(&phase.step_path).copied().unwrap_or(usize::MAX))
+                .collect()
+        }
+        Err(_) => Vec::new(),
+    })
+}
+
 /// The phase record at `position` and its transfer list (and Repeat iterations).
 pub fn locate_phase(
     groups: &PhaseGroups,

@@ -107,6 +107,7 @@ tracked_queries! {
     ProblemBound = "problem_bound" in PhaseGroups,
     PhaseKeys = "phase_keys" in PhaseGroups,
     PhasePositions = "phase_positions" in PhaseGroups,
+    PhaseSteps = "phase_steps" in PhaseGroups,
     PhaseProblem = "phase_problem" in PhaseGroups,
     PhasePolicy = "phase_policy" in Schedules,
     Scheduled = "scheduled" in Schedules,

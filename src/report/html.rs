@@ -229,7 +229,7 @@ fn headline(page: &ReportPage) -> Markup {
                     @for set in &source.sets {
                         " " code { "--set " (set) }
                     }
-                    " by " (report.compiler) " · build key "
+                    " by " (report.compiler) " (source " code { (source.compiler_source) } ") · build key "
                     code title=(source.build_key) { (source.build_key[..16.min(source.build_key.len())]) "…" }
                 }
             }

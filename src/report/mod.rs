@@ -180,6 +180,13 @@ pub fn compiler_version() -> String {
     format!("superstep {}", env!("CARGO_PKG_VERSION"))
 }
 
+/// The fingerprint of the compiler's own source (every file under `src/`
+/// and `Cargo.lock`, hashed by `build.rs`): tells apart two compilers of
+/// the same version, as a commit would, without reading git.
+pub fn compiler_source() -> &'static str {
+    env!("SUPERSTEP_SOURCE_FINGERPRINT")
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BuildReport {
     /// [`REPORT_SCHEMA_VERSION`].
@@ -239,29 +246,72 @@ pub struct BuildSource {
     /// a function of the compiler and of every setting the program
     /// depends on.
     pub build_key: String,
+    /// [`compiler_source`]: which source the compiler was built from.
+    pub compiler_source: String,
 }
 
 /// Per build: the estimate, exchange table and SRAM figures; per phase: its
-/// schedule and row figures.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// step, schedule and row figures. Serialized as [`BackReportRecord`].
+#[derive(Clone, Debug, PartialEq)]
 pub struct BackReport {
     /// The build's headline figures (written in place: `back.total_cycles`).
-    #[serde(flatten)]
     pub headline: Headline,
     /// Weighted horizons against the endpoint and latency-aware bounds.
     pub exchange_quality: ExchangeQuality,
     pub phases: Vec<crate::session::PhaseFigures>,
     /// Each phase's step, in `phases`' order: its line's position among
     /// every exchange phase and compute step, the one index `phases`,
-    /// `explain` and the trace use (report.html's `step` column). Not in
-    /// report.json, whose phases are keyed by key; empty until the
-    /// program's profile is read ([`BackReport::number_steps`]).
-    #[serde(skip)]
+    /// `explain` and the trace use (report.html's `step` column, each
+    /// phase's `step` in report.json); empty until the program's profile is
+    /// read ([`BackReport::number_steps`]).
     pub steps: Vec<Option<usize>>,
     /// Matrix-unit roofline of the whole program's MACs (FP8 products, FP16 attention).
     pub compute_roofline_cycles: u64,
     /// Compute cycles, MACs and roofline per op, most cycles first.
     pub compute_by_op: Vec<OpComputeLine>,
+}
+
+/// How report.json writes [`BackReport`]: the headline in place, then each
+/// phase's figures with its step first.
+#[derive(Serialize)]
+struct BackReportRecord<'report> {
+    #[serde(flatten)]
+    headline: &'report Headline,
+    exchange_quality: &'report ExchangeQuality,
+    phases: Vec<StepPhase<'report>>,
+    compute_roofline_cycles: u64,
+    compute_by_op: &'report [OpComputeLine],
+}
+
+/// One phase of report.json: its step (the index `superstep phases`
+/// shows), then its figures (key first).
+#[derive(Serialize)]
+struct StepPhase<'report> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<usize>,
+    #[serde(flatten)]
+    figures: &'report crate::session::PhaseFigures,
+}
+
+impl Serialize for BackReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        BackReportRecord {
+            headline: &self.headline,
+            exchange_quality: &self.exchange_quality,
+            phases: self
+                .phases
+                .iter()
+                .enumerate()
+                .map(|(index, figures)| StepPhase {
+                    step: self.steps.get(index).copied().flatten(),
+                    figures,
+                })
+                .collect(),
+            compute_roofline_cycles: self.compute_roofline_cycles,
+            compute_by_op: &self.compute_by_op,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One op's compute with its share of the estimate and its distance from

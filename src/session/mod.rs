@@ -37,7 +37,7 @@ pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use crate::incremental::{Execution, Stage, TrackedQuery};
 pub use build::{BackOutcome, BuildError, BuildOutcome, Headline, StageTime};
-pub use phase::{Phase, SUGGESTIONS, UnknownPhase};
+pub use phase::{Phase, SUGGESTIONS, UnknownPhase, UnknownPhaseSelector};
 pub use suggest::Suggestion;
 
 use std::collections::BTreeMap;
@@ -54,7 +54,7 @@ use crate::expand::expansion::OpExpansion;
 use crate::expand::program::LowProgram;
 use crate::group::PhaseGroups;
 use crate::incremental::lowering::{OpKey, graph, layouts, low_program, op_expansion, op_keys};
-use crate::incremental::phases::{phase_groups, phase_keys, phase_positions};
+use crate::incremental::phases::{phase_groups, phase_keys, phase_positions, phase_steps};
 use crate::incremental::whole_program::{
     build_estimate, compute_breakdown, placement, program_profile, row_table, tile_reservations,
 };
@@ -208,6 +208,51 @@ impl Session {
                 Err(UnknownPhase::among(key, &known))
             }
         }
+    }
+
+    /// Each phase's step, in phase order: its position in program order
+    /// among every exchange phase and compute step (empty when the phase
+    /// groups cannot be formed). Needs only the phase groups.
+    pub fn phase_steps(&self) -> Arc<Vec<usize>> {
+        phase_steps(&self.db, self.inputs).clone()
+    }
+
+    /// The phase `selector` names: its stable key, or its step (the first
+    /// column of `superstep phases`). Anything else is an error that lists
+    /// the exchange phases' steps and the nearest keys.
+    pub fn phase_by_key_or_step(&self, selector: &str) -> Result<Phase<'_>, UnknownPhaseSelector> {
+        if let Ok(phase) = self.phase(selector) {
+            return Ok(phase);
+        }
+        let steps = self.phase_steps();
+        let keys = phase_keys(&self.db, self.inputs);
+        let by_step = selector
+            .parse::<usize>()
+            .ok()
+            .and_then(|step| steps.iter().position(|&known| known == step))
+            .and_then(|index| Some((index, *keys.get(index)?)));
+        if let Some((index, key)) = by_step {
+            return Ok(Phase {
+                db: &self.db,
+                key,
+                index,
+            });
+        }
+        let known: Vec<&str> = keys
+            .iter()
+            .map(|phase| phase.key(&self.db).as_str())
+            .collect();
+        // A number is a step: keys near its text mean nothing.
+        let numeric = selector.parse::<usize>().is_ok();
+        Err(UnknownPhaseSelector {
+            selector: selector.to_string(),
+            nearest: crate::text::nearest_keys(selector, &known, SUGGESTIONS)
+                .into_iter()
+                .filter(|_| !numeric)
+                .map(str::to_string)
+                .collect(),
+            steps: steps.to_vec(),
+        })
     }
 
     /// The schedule overrides of the session's query that name no phase of

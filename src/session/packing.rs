@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::fan_out::fan_out;
 use super::sweep::SweepConfig;
-use super::{Session, UnknownPhase};
+use super::{Session, UnknownPhaseSelector};
 use crate::incremental::packing::packing_study;
 use crate::incremental::phases::{phase_keys, phase_policy, phase_problem};
 use crate::incremental::schedules::{EffectivePolicy, PhaseError, PolicyKey};
@@ -23,7 +23,7 @@ pub use crate::schedule::packing::{
 /// Which phases to study.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PackingRequest {
-    /// Phase keys; empty means every phase (or the top `top`).
+    /// Phase keys or steps; empty means every phase (or the top `top`).
     pub phases: Vec<String>,
     /// Only the `top` phases by endpoint fragmentation (after `phases`).
     pub top: Option<usize>,
@@ -35,8 +35,8 @@ pub struct PackingRequest {
 /// A request that names what the build does not have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PackingRequestError {
-    #[error("--phase `{key}`: {0}", key = .0.key)]
-    UnknownPhase(UnknownPhase),
+    #[error("--phase {selector}: {0}", selector = .0.selector)]
+    UnknownPhase(UnknownPhaseSelector),
     #[error("{0}")]
     Phase(#[from] PhaseError),
 }
@@ -44,8 +44,13 @@ pub enum PackingRequestError {
 /// One studied phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PackingPhase {
-    /// Position in program order.
+    /// Position among the exchange phases (an internal lookup).
+    #[serde(skip)]
     pub index: usize,
+    /// The phase's step: its position in program order among every exchange
+    /// phase and compute step, the index `superstep phases` shows (a
+    /// snapshot's phase id, which `capture` writes as the step).
+    pub step: usize,
     pub key: String,
     pub executions: u32,
     /// The most piece endpoints (sends plus receives) on one tile.
@@ -90,7 +95,7 @@ impl Session {
             let mut chosen = Vec::with_capacity(request.phases.len());
             for wanted in &request.phases {
                 let index = self
-                    .phase(wanted)
+                    .phase_by_key_or_step(wanted)
                     .map_err(PackingRequestError::UnknownPhase)?
                     .index;
                 if !chosen.contains(&index) {
@@ -144,12 +149,14 @@ impl Session {
             result
         });
         progress.end();
+        let steps = self.phase_steps();
         let mut phases = Vec::with_capacity(chosen.len());
         for ((index, (count, tile)), result) in fragments.into_iter().zip(studies) {
             let (executions, policy, study) = result
                 .map_err(|message| PhaseError::Stage(format!("{}: {message}", names[index])))?;
             phases.push(PackingPhase {
                 index,
+                step: steps.get(index).copied().unwrap_or(usize::MAX),
                 key: names[index].to_string(),
                 executions,
                 endpoint_fragments: count,

@@ -10,7 +10,7 @@ use crate::incremental::CompilerDatabase;
 use crate::incremental::alternatives::{PhaseAlternatives, phase_alternatives};
 use crate::incremental::phases::{
     PhaseFigures, PhaseKey, PhaseProblem, phase_figures, phase_patches, phase_policy,
-    phase_problem, phase_work,
+    phase_problem, phase_steps, phase_work,
 };
 use crate::incremental::schedules::{
     EffectivePolicy, PhaseError, encoded_rows, validated_schedule,
@@ -25,7 +25,8 @@ use crate::text::nearest_keys;
 pub struct Phase<'session> {
     pub(super) db: &'session CompilerDatabase,
     pub(super) key: PhaseKey<'session>,
-    /// Position in program order (the index `capture` and `phases` use).
+    /// Position among the exchange phases (an internal lookup: what the
+    /// commands show is [`Phase::step`]).
     pub index: usize,
 }
 
@@ -33,6 +34,15 @@ impl<'session> Phase<'session> {
     /// The stable key, `op#ordinal`.
     pub fn key(&self) -> &'session str {
         self.key.key(self.db)
+    }
+
+    /// The phase's step: its position in program order among every exchange
+    /// phase and compute step, the index every command shows beside the key.
+    pub fn step(&self) -> usize {
+        phase_steps(self.db, self.key.build(self.db))
+            .get(self.index)
+            .copied()
+            .unwrap_or(usize::MAX)
     }
 
     /// Executions, Repeat membership, merged keys and the global
@@ -112,6 +122,50 @@ impl UnknownPhase {
             known: known.len(),
         }
     }
+}
+
+/// A `--phase` that names no exchange phase of the build: neither a phase's
+/// key nor the step of one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the build has no exchange phase with key or step `{selector}`: give a phase's key \
+     (`op#ordinal`) or its step (the first column of `superstep phases --kind exchange`); {}{}",
+    steps_text(.steps),
+    nearest_text(.nearest)
+)]
+pub struct UnknownPhaseSelector {
+    /// What was asked for.
+    pub selector: String,
+    /// The build's nearest keys (at most [`super::SUGGESTIONS`]), nearest
+    /// first.
+    pub nearest: Vec<String>,
+    /// Every exchange phase's step, in program order.
+    pub steps: Vec<usize>,
+}
+
+/// The most steps an [`UnknownPhaseSelector`] lists.
+const STEPS_LISTED: usize = 16;
+
+fn steps_text(steps: &[usize]) -> String {
+    if steps.is_empty() {
+        return String::from("the build has no exchange phases");
+    }
+    let listed: Vec<String> = steps
+        .iter()
+        .take(STEPS_LISTED)
+        .map(ToString::to_string)
+        .collect();
+    let more = steps.len().saturating_sub(STEPS_LISTED);
+    format!(
+        "its {} exchange phases are steps {}{}",
+        steps.len(),
+        listed.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn nearest_text(nearest: &[String]) -> String {

@@ -86,10 +86,11 @@ impl BenchRecord {
     /// The one-line terminal form.
     pub fn line(&self) -> String {
         format!(
-            "phase {:>4} {:<8} transfers {:>7} destinations {:>8} horizon {:>7} bound {:>7} above bound {:>6} \
+            "phase {:>4} {:<40} {:<8} transfers {:>7} destinations {:>8} horizon {:>7} bound {:>7} above bound {:>6} \
              row words {:>9} max {:>6} schedule+encode ms {:>9.2} {:>9.2} {:>9.2} validation ms {:>9.2} \
              invariants={}",
             self.phase,
+            self.key.as_deref().unwrap_or("-"),
             self.policy,
             self.transfers,
             self.destinations,

@@ -1,6 +1,8 @@
 //! Capture: a build's exchange phases as a schema-4 snapshot.
 //!
-//! Each phase of the build (in phase order, ids `0..`) becomes the problem
+//! Each phase of the build (in phase order, each phase's id its step: its
+//! position in program order among every exchange phase and compute step,
+//! the index `superstep phases` shows) becomes the problem
 //! the build scheduled, the placed address of each of its local allocations
 //! (from the build's placement) and the width of each piece in the build's
 //! schedule, with provenance (phase key, operator, executions) and the
@@ -49,7 +51,6 @@ fn capture_phase(
     placed: &crate::place::Placement,
 ) -> Result<PhaseSnapshot, CaptureError> {
     {
-        let index = phase.index;
         let record = phase.record()?;
         let schedule = phase.schedule()?;
         let problem = phase.problem()?;
@@ -74,7 +75,7 @@ fn capture_phase(
             .map_or(name.as_str(), |(operator, _)| operator)
             .to_string();
         Ok(PhaseSnapshot {
-            phase: index as u32,
+            phase: u32::try_from(phase.step()).unwrap_or(u32::MAX),
             provenance: PhaseProvenance {
                 key: Some(name.clone()),
                 operator: Some(operator),

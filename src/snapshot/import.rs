@@ -143,6 +143,93 @@ pub enum ImportError {
     },
 }
 
+/// A `--phase` that names no phase of a snapshot, with the ids it has and
+/// the nearest keys.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the snapshot has no phase with id or key `{selector}`: give a phase's id (for a \
+     superstep capture, its step: the first column of `superstep phases`) or its key; {}{}",
+    ids_text(.ids),
+    if .nearest.is_empty() { String::new() } else { format!("; nearest keys: {}", .nearest.join(", ")) }
+)]
+pub struct UnknownSnapshotPhase {
+    pub selector: String,
+    /// Every phase's id, in snapshot order.
+    pub ids: Vec<u32>,
+    /// The nearest keys the snapshot has (at most five).
+    pub nearest: Vec<String>,
+}
+
+/// The most ids an [`UnknownSnapshotPhase`] lists.
+const IDS_LISTED: usize = 16;
+
+fn ids_text(ids: &[u32]) -> String {
+    if ids.is_empty() {
+        return String::from("it has no phases");
+    }
+    let listed: Vec<String> = ids.iter().take(IDS_LISTED).map(u32::to_string).collect();
+    let more = ids.len().saturating_sub(IDS_LISTED);
+    format!(
+        "{} {}{}",
+        if ids.len() == 1 {
+            "its phase has id"
+        } else {
+            "its phases have ids"
+        },
+        listed.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The ids of the phases `selectors` name, each by its id or its key, in
+/// the order given (repeats once): what `--phase` of `bench-snapshot` and
+/// `packing --snapshot` takes.
+pub fn select_phases(
+    snapshot: &Snapshot,
+    selectors: &[String],
+) -> Result<Vec<u32>, UnknownSnapshotPhase> {
+    let mut selected = Vec::with_capacity(selectors.len());
+    for selector in selectors {
+        let found = snapshot
+            .phases
+            .iter()
+            .find(|phase| phase.key.as_deref() == Some(selector.as_str()))
+            .or_else(|| {
+                let id = selector.parse::<u32>().ok()?;
+                snapshot.phases.iter().find(|phase| phase.phase == id)
+            });
+        match found {
+            Some(phase) => {
+                if !selected.contains(&phase.phase) {
+                    selected.push(phase.phase);
+                }
+            }
+            None => {
+                let keys: Vec<&str> = snapshot
+                    .phases
+                    .iter()
+                    .filter_map(|phase| phase.key.as_deref())
+                    .collect();
+                return Err(UnknownSnapshotPhase {
+                    selector: selector.clone(),
+                    ids: snapshot.phases.iter().map(|phase| phase.phase).collect(),
+                    nearest: crate::text::nearest_keys(selector, &keys, 5)
+                        .into_iter()
+                        // A number is an id: keys near its text mean nothing.
+                        .filter(|_| selector.parse::<u32>().is_err())
+                        .map(str::to_string)
+                        .collect(),
+                });
+            }
+        }
+    }
+    Ok(selected)
+}
+
 /// Imports every phase of `snapshot`.
 pub fn import_snapshot(snapshot: &Snapshot) -> Result<Vec<PhaseSnapshot>, ImportError> {
     import_phases(snapshot, &[])

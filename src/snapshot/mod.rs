@@ -62,7 +62,9 @@ pub mod packing;
 pub use bench::{BenchOptions, BenchRecord, bench_phase};
 pub use capture::{CaptureError, capture_session, phase_record, snapshot_of, snapshot_of_build};
 pub use format::{SCHEMA_VERSION, Snapshot, SnapshotPhase, SnapshotTransfer, SnapshotWidth};
-pub use import::{ImportError, import_phases, import_snapshot};
+pub use import::{
+    ImportError, UnknownSnapshotPhase, import_phases, import_snapshot, select_phases,
+};
 
 use crate::schedule::ExchangeProblem;
 

@@ -66,6 +66,7 @@ pub fn snapshot_packing(
             .map_err(|error| format!("snapshot phase {} ({key}): {error}", phase.phase))?;
             Ok(PackingPhase {
                 index: phase.phase as usize,
+                step: phase.phase as usize,
                 key,
                 executions: phase.provenance.executions.unwrap_or(1),
                 endpoint_fragments: count,

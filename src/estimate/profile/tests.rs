@@ -177,3 +177,16 @@ fn the_timeline_adds_up_and_finds_the_step_at_a_cycle() {
     }
     assert_eq!(next, total);
 }
+
+#[test]
+fn exchange_steps_number_as_the_profile_does() {
+    let steps = program();
+    let numbers = exchange_steps(&steps);
+    assert_eq!(numbers, HashMap::from([(vec![1, 0], 1)]));
+    let profile = built();
+    for entry in &profile.entries {
+        if entry.kind == StepKind::Exchange {
+            assert_eq!(numbers.get(&vec![1, 0]), Some(&entry.step), "{}", entry.key);
+        }
+    }
+}

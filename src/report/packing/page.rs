@@ -137,7 +137,7 @@ fn phase_section(phase: &PackingPhase) -> Markup {
         section.phase data-key=(phase.key) {
             h2 { code { (phase.key) } }
             p.note {
-                "Phase " (phase.index) ", " (phase.executions) " executions, policy " code { (phase.policy) }
+                "Step " (phase.step) " (the index " code { "superstep phases" } " shows), " (phase.executions) " executions, policy " code { (phase.policy) }
                 "; " (thousands(original.transfers)) " transfers to " (thousands(original.receives))
                 " receives; endpoint bound " (thousands(u64::from(original.endpoint_bound)))
                 " cycles (the same payload in every alternative); " (dependency_text(phase)) "."

@@ -112,7 +112,7 @@ fn summary_table(page: &SweepPage) -> Markup {
                 table id="phases" {
                     thead {
                         tr {
-                            th { "index" } th.text { "phase" } th { "executions" } th.text { "built policy" }
+                            th { "step" } th.text { "phase" } th { "executions" } th.text { "built policy" }
                             th { "horizon" } th { "max row B" } th { "total row B" } th { "points" }
                             th { "frontier" } th.text { "best (a)" } th { "saving (a)" }
                             th.text { "best (b)" } th { "saving (b)" }
@@ -121,8 +121,8 @@ fn summary_table(page: &SweepPage) -> Markup {
                     tbody {
                         @for phase in &page.sweep.phases {
                             tr data-phase=(phase.key) {
-                                td { (phase.index) }
-                                td.text { a href=(format!("#phase-{}", phase.index)) { (phase.key) } }
+                                td { (phase.step) }
+                                td.text { a href=(format!("#step-{}", phase.step)) { (phase.key) } }
                                 td { (phase.executions) }
                                 td.text { (phase.built.policy) " (" (phase.built.chosen) ", " (phase.built.width) ")" }
                                 td { (thousands(phase.built.horizon)) }
@@ -263,9 +263,9 @@ fn scatter(phase: &SweepPhase) -> Markup {
     let y_axis = Axis::new(&rows, PLOT_HEIGHT - BOTTOM, TOP);
     let bottom = PLOT_HEIGHT - BOTTOM;
     html! {
-        figure.plot id=(format!("phase-{}", phase.index)) data-phase=(phase.key) {
+        figure.plot id=(format!("step-{}", phase.step)) data-phase=(phase.key) {
             figcaption {
-                (phase.index) ": " code { (phase.key) } " x " (phase.executions)
+                "step " (phase.step) ": " code { (phase.key) } " x " (phase.executions)
             }
             svg width=(PLOT_WIDTH) height=(PLOT_HEIGHT) viewBox=(format!("0 0 {PLOT_WIDTH} {PLOT_HEIGHT}")) role="img" {
                 rect x=(LEFT) y=(TOP) width=(coordinate(PLOT_WIDTH - LEFT - RIGHT)) height=(coordinate(bottom - TOP))

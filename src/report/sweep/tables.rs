@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::session::sweep::{Selection, Sweep, SweepPhase, SweepPoint, frontier};
 
-const POINT_COLUMNS: &str = "phase_index,phase,executions,config,policy,width,chosen,\
+const POINT_COLUMNS: &str = "step,phase,executions,config,policy,width,chosen,\
 schedule_width,horizon,endpoint_bound,max_row_bytes,total_row_bytes,repeat_patch_words,\
 repeat_patch_cycles";
 
@@ -24,7 +24,7 @@ pub fn field(text: &str) -> String {
 fn point_fields(phase: &SweepPhase, point: &SweepPoint) -> String {
     let head = format!(
         "{},{},{},{},{},{}",
-        phase.index,
+        phase.step,
         field(&phase.key),
         phase.executions,
         point.config,
@@ -89,7 +89,7 @@ pub fn frontier_csv(sweep: &Sweep) -> String {
 /// taken (`config` empty: the phase keeps its schedule).
 pub fn selection_csv(sweep: &Sweep, selections: &[&Selection]) -> String {
     let mut text = String::from(
-        "rule,phase_index,phase,executions,built_policy,built_chosen,built_width,built_horizon,\
+        "rule,step,phase,executions,built_policy,built_chosen,built_width,built_horizon,\
          built_cycles,built_max_row_bytes,built_total_row_bytes,config,horizon,cycles,\
          max_row_bytes,total_row_bytes,saving_cycles\n",
     );
@@ -118,7 +118,7 @@ pub fn selection_csv(sweep: &Sweep, selections: &[&Selection]) -> String {
                 text,
                 "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 selection.rule.letter(),
-                phase.index,
+                phase.step,
                 field(&phase.key),
                 phase.executions,
                 built.policy,

@@ -96,6 +96,7 @@ impl Session {
         }
         let outcomes = self.measure_points(&keys, &work);
         let mut outcomes = outcomes.into_iter();
+        let steps = self.phase_steps();
         let mut phases = Vec::with_capacity(headers.len());
         for (index, (built, executions, eligible, _)) in headers.into_iter().enumerate() {
             let built = built.ok_or_else(|| {
@@ -109,6 +110,7 @@ impl Session {
                 .count();
             phases.push(SweepPhase {
                 index,
+                step: steps.get(index).copied().unwrap_or(usize::MAX),
                 key: keys
                     .get(index)
                     .map(|key| key.key(&self.db).clone())

@@ -64,8 +64,12 @@ impl SweepPoint {
 /// One exchange phase of the sweep.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SweepPhase {
-    /// Position in program order (the index `phases` and `capture` use).
+    /// Position among the exchange phases (an internal lookup).
+    #[serde(skip)]
     pub index: usize,
+    /// The phase's step: its position in program order among every exchange
+    /// phase and compute step, the index `superstep phases` shows.
+    pub step: usize,
     pub key: String,
     pub executions: u64,
     /// Whether some piece may move paired (so `paired64` points exist).

@@ -101,7 +101,11 @@ pub struct ChosenPoint {
 /// One phase's selection.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PhaseSelection {
+    /// Position among the exchange phases (an internal lookup).
+    #[serde(skip)]
     pub index: usize,
+    /// The phase's step, as `superstep phases` shows it.
+    pub step: usize,
     pub key: String,
     pub executions: u64,
     /// `None`: the phase keeps its built schedule.
@@ -174,6 +178,7 @@ pub fn select(sweep: &Sweep, rule: SelectionRule) -> Selection {
                 });
             PhaseSelection {
                 index: phase.index,
+                step: phase.step,
                 key: phase.key.clone(),
                 executions: phase.executions,
                 chosen,
@@ -228,6 +233,7 @@ mod tests {
             configs: Vec::new(),
             phases: vec![SweepPhase {
                 index: 0,
+                step: 0,
                 key: "phase#0".into(),
                 executions: 3,
                 pairing_eligible: false,
