@@ -457,11 +457,13 @@ fn quiet_prints_results_only_and_the_cache_line_comes_last() {
     let directory = scratch("cli", "conventions-quiet");
     let set = format!("outputs.directory={}", directory.display());
     let cache = directory.join("cache").display().to_string();
-    let commands: [&[&str]; 4] = [
+    let commands: [&[&str]; 5] = [
         &["build"],
         &["phases", "--top", "3"],
         &["explain", "--phase", "layer.attn.merge#0"],
         &["sweep", "--config", "latency/word32"],
+        // run asks its cache for a kept plan only, and still ends with it.
+        &["run"],
     ];
     for command in commands {
         let mut arguments = command.to_vec();
@@ -539,9 +541,11 @@ fn quiet_results_hold_no_wall_times() {
     let set = format!("outputs.directory={}", directory.display());
     let package = directory.join("vit-tiny").join("package.bin");
     let snapshot = directory.join("phases.json");
-    let (package, snapshot) = (
+    let trace = directory.join("vit-tiny.trace.json");
+    let (package, snapshot, trace) = (
         package.display().to_string(),
         snapshot.display().to_string(),
+        trace.display().to_string(),
     );
     let built = superstep(&[
         "build",
@@ -551,8 +555,17 @@ fn quiet_results_hold_no_wall_times() {
         &set,
     ]);
     assert!(built.status.success(), "{}", stderr(&built));
-    let commands: [&[&str]; 6] = [
+    let commands: [&[&str]; 7] = [
         &["run", "queries/vit-tiny.toml", "--no-cache"],
+        &[
+            "profile",
+            "queries/vit-tiny.toml",
+            "--no-cache",
+            "--set",
+            &set,
+            "-o",
+            &trace,
+        ],
         &[
             "simulate",
             "queries/vit-tiny.toml",

@@ -102,3 +102,62 @@ fn a_valid_override_is_checked_as_its_own_stage_and_applied() {
     let outcome = plain.build().expect("builds");
     assert!(outcome.times.iter().all(|time| time.stage != "overrides"));
 }
+
+/// Cancels the build it watches when `stage` begins (on the build thread,
+/// in the middle of a build: the clones fanned out next unwind too).
+struct CancelAt {
+    stage: &'static str,
+    canceller: std::sync::Mutex<Option<superstep::session::Canceller>>,
+}
+
+impl superstep::session::progress::Progress for CancelAt {
+    fn begin(&self, stage: &str, _: Option<u64>) {
+        if stage == self.stage
+            && let Some(canceller) = self.canceller.lock().expect("lock").as_ref()
+        {
+            canceller.cancel();
+        }
+    }
+    fn advance(&self, _: u64) {}
+    fn end(&self) {}
+}
+
+/// A build cancelled half way unwinds with salsa's `Cancelled` (not a
+/// panic), leaves the session usable (it builds again, to the figures of
+/// a fresh session) and the persistent cache without a partial entry (a
+/// later session warm from it builds the same figures).
+#[test]
+fn a_cancelled_build_unwinds_and_leaves_the_session_and_cache_whole() {
+    use std::panic::AssertUnwindSafe;
+    use std::sync::{Arc, Mutex};
+
+    let directory = crate::common::scratch("session", "cancelled");
+    let cache = Arc::new(
+        superstep::cache::PersistentCache::open(&directory.join("cache"), 1 << 30).expect("cache"),
+    );
+    let tiny = query(TINY, &[]);
+    let fresh = Session::new(&tiny)
+        .build()
+        .expect("builds")
+        .back
+        .expect("back half")
+        .headline;
+    for stage in ["schedules", "placement"] {
+        let mut session = Session::with_cache(&tiny, Some(cache.clone()));
+        let observer = Arc::new(CancelAt {
+            stage,
+            canceller: Mutex::new(None),
+        });
+        session.set_progress(observer.clone());
+        *observer.canceller.lock().expect("lock") = Some(session.begin_cancellable());
+        let cancelled = salsa::Cancelled::catch(AssertUnwindSafe(|| session.build()));
+        assert!(cancelled.is_err(), "{stage}: the build was cancelled");
+        session.end_cancellable();
+        let again = session.build().expect("builds after the cancel");
+        assert_eq!(again.back.expect("back half").headline, fresh, "{stage}");
+    }
+    let mut warm = Session::with_cache(&tiny, Some(cache.clone()));
+    let warm = warm.build().expect("builds from the cache");
+    assert_eq!(warm.back.expect("back half").headline, fresh);
+    let _ = std::fs::remove_dir_all(&directory);
+}

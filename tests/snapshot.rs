@@ -179,6 +179,20 @@ fn the_cli_captures_benches_and_rejects_malformed_snapshots() {
     let records: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("json");
     assert_eq!(records.as_array().map(Vec::len), Some(2));
+    // The wall times sit apart from the figures, under `wall_times` only.
+    for record in records.as_array().expect("records") {
+        let fields = record.as_object().expect("a record");
+        assert!(
+            fields["wall_times"]["schedule_encode_ms"]["median"].is_number(),
+            "{record}"
+        );
+        assert!(
+            fields
+                .keys()
+                .all(|key| key == "wall_times" || !key.ends_with("_ms")),
+            "{record}"
+        );
+    }
 
     // A transfer with zero words: exit code 2, naming phase and transfer.
     let mut snapshot = Snapshot::read(&file).expect("reads");

@@ -547,3 +547,61 @@ fn the_cache_is_reported_once_per_build() {
     assert_eq!(lines(&printed), 1, "{printed}");
     assert_eq!(lines(&errors), 0, "{errors}");
 }
+
+/// A change of the file's content during a build cancels it: the loop says
+/// so and builds the new content. The first build is held (by a hook on
+/// the build thread) until it is cancelled, so the change always arrives
+/// while it runs; the held build checks for cancellation as a query does.
+#[test]
+fn a_change_during_a_build_cancels_it_and_builds_the_new_content() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let directory = scratch("watch", "cancel");
+    let file = tiny_copy(&directory);
+    let original = std::fs::read_to_string(&file).expect("read");
+    let (sender, events) = channel();
+    let (started, build_started) = channel();
+    let started = Mutex::new(started);
+    let calls = AtomicUsize::new(0);
+    let mut options = WatchOptions::new(&file);
+    options.quiet_period = Duration::from_millis(10);
+    options.exit_after = Some(1);
+    options.before_build = Some(superstep::watch::BuildHook(Arc::new(move |session| {
+        if calls.fetch_add(1, Ordering::SeqCst) > 0 {
+            return;
+        }
+        let _ = started.lock().expect("lock").send(());
+        // Held until cancelled (bounded: an uncancelled build then runs
+        // to its end and the assertions below fail).
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            session.unwind_if_cancelled();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })));
+    let output = SharedOutput::default();
+    let mut sink = output.clone();
+    let handle = std::thread::spawn(move || {
+        let mut watcher = Watcher::new(options);
+        watcher.run(&events, &mut sink).expect("run")
+    });
+    build_started
+        .recv_timeout(PATIENCE)
+        .expect("the first build starts");
+    replace_whole(
+        &file,
+        &original.replacen("name = \"vit-tiny\"", "name = \"vit-tiny-edited\"", 1),
+    );
+    sender.send(WatchEvent::Touched).expect("send");
+    let summary = handle.join().expect("watch thread");
+    let text = output.text();
+    assert!(
+        text.contains("== build 1 cancelled (the file changed) =="),
+        "{text}"
+    );
+    assert!(text.contains("== build 2: vit-tiny-edited (cold"), "{text}");
+    assert!(!text.contains("== build 1: vit-tiny"), "{text}");
+    assert_eq!(summary.handled, 1, "{text}");
+    assert_eq!(summary.last, Refresh::Built, "{text}");
+    let _ = std::fs::remove_dir_all(&directory);
+}

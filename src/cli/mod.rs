@@ -362,9 +362,14 @@ pub enum Command {
     ///
     /// Watches the build file's folder (editors save by renaming a temporary
     /// file over the target) and waits for a quiet period before rebuilding.
-    /// A save that leaves the content unchanged does nothing. An invalid file
-    /// or a failing build is reported and watching goes on. Ctrl-C stops
-    /// (exit code 0); a second Ctrl-C stops without waiting for a build.
+    /// A save that leaves the content unchanged does nothing. A save that
+    /// changes the content during a build cancels that build ("build N
+    /// cancelled (the file changed)") and builds the new content. An
+    /// invalid file or a failing build is reported (a failing build as
+    /// `superstep build` explains it) and watching goes on. A build file
+    /// missing when watching starts is an error (exit code 2). Ctrl-C stops
+    /// (exit code 0) after the current build; a second Ctrl-C stops
+    /// without waiting for it.
     ///
     /// Examples (until Ctrl-C; the second builds once and stops):
     ///   superstep watch queries/vit-tiny.toml

@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{
-    agreement_result, apply_searched_layouts, build_weights, check_pins, finish_cache, load,
-    open_cache, reference_output,
+    agreement_result, apply_searched_layouts, build_weights, check_pins, load, open_cache,
+    reference_output,
 };
 use super::host_data::{self, HostArguments};
 use crate::session::Session;
@@ -34,7 +34,9 @@ pub fn run(arguments: &RunArguments) -> Result<(), CommandError> {
     if !super::progress::quiet() {
         eprintln!("{}", layouts.line());
     }
-    finish_cache(cache.as_deref());
+    // Left open: the end of the process finishes it, so that its line is
+    // the last on standard error (after an error too).
+    let _cache = cache;
     // The first half only: the persistent cache holds back-half results.
     let mut session = Session::new(&query);
     let progress = super::progress::bars();

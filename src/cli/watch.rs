@@ -20,8 +20,8 @@ pub struct WatchArguments {
     #[command(flatten)]
     pub query: QueryArguments,
     /// Stop after N changes of the build file have been handled (each
-    /// rebuild, failed build or invalid edit counts; the initial build
-    /// does not, so 0 builds once). The exit code is then 2 if the last
+    /// rebuild, failed build, cancelled build or invalid edit counts; the
+    /// initial build does not, so 0 builds once). The exit code is then 2 if the last
     /// one was an invalid file or a failed build.
     #[arg(long, value_name = "N")]
     pub exit_after: Option<usize>,
@@ -123,6 +123,7 @@ pub fn run(arguments: &WatchArguments) -> Result<(), CommandError> {
                 super::common::build_failure(session, query, &arguments, error).rendered()
             }))
         }),
+        before_build: None,
     });
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -23,7 +23,9 @@ use crate::build_file::{ActivationScale, CalibrationInput, WeightSource};
 use crate::cache::{CacheKey, Provenance};
 use crate::model::weights::StreamedSeededWeights;
 use crate::numerics::dot::ProductRecipe;
-use crate::sim::calibration::{ActivationCalibration, SCALE_RANGE, calibrate, product_positions};
+use crate::sim::calibration::{
+    ActivationCalibration, SCALE_RANGE, calibrate_checked, product_positions,
+};
 use crate::target::kernel_cost::MatrixInputs;
 
 persisted_by_bincode! {
@@ -89,12 +91,15 @@ pub fn activation_calibration(
     let source = build.weights(db);
     let fp8_scale = build.fp8_scale(db);
     let input_values = patches.clone();
+    // The reference makes no query call: it checks for a cancelled build
+    // before every op itself.
+    let before_op = || db.unwind_if_revision_cancelled();
     let run = || -> Result<ActivationCalibration, CalibrationError> {
         match source {
             WeightSource::Seeded { seed } => {
                 let parameters = StreamedSeededWeights::new(graph, *seed, fp8_scale, patches)
                     .map_err(|error| CalibrationError::Weights(error.to_string()))?;
-                calibrate(graph, &parameters)
+                calibrate_checked(graph, &parameters, &before_op)
             }
             WeightSource::SafeTensors { path, .. } => {
                 let weights = super::weights::weights(db, build).clone().map_err(|error| {
@@ -108,7 +113,7 @@ pub fn activation_calibration(
                 if let Some(patches) = patches {
                     weights.input = patches;
                 }
-                calibrate(graph, &weights)
+                calibrate_checked(graph, &weights, &before_op)
             }
         }
         .map_err(|error| CalibrationError::Reference(error.to_string()))

@@ -2,12 +2,13 @@
 //! (`WillExecute` events), so users (`superstep build`, `watch`) and tests
 //! can see what recomputed after an edit. It may carry a persistent cache
 //! (`crate::cache`), the second level under salsa's memo for per-phase
-//! results.
+//! results. Clones share its build cancellation (`super::cancellation`).
 
 use std::sync::{Arc, Mutex};
 
 use salsa::Database;
 
+use super::cancellation::{BuildCancellation, Canceller};
 use super::price_memo::PriceMemo;
 use super::tracked::TrackedQuery;
 use crate::cache::{EntryKind, PersistentCache};
@@ -60,18 +61,31 @@ pub struct CompilerDatabase {
     checks: bool,
     /// `Db::fusion_prices`.
     prices: Arc<PriceMemo>,
+    /// The cancellation of the current build, shared with every clone
+    /// (checked by the storage's event callback at every query call).
+    cancellation: Arc<BuildCancellation>,
 }
 
 impl Default for CompilerDatabase {
     fn default() -> Self {
         let log: Arc<Mutex<Vec<salsa::DatabaseKeyIndex>>> = Arc::default();
         let sink = log.clone();
+        let cancellation: Arc<BuildCancellation> = Arc::default();
+        let cancelled = cancellation.clone();
         CompilerDatabase {
             storage: salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
-                if let salsa::EventKind::WillExecute { database_key } = event.kind
-                    && let Ok(mut entries) = sink.lock()
-                {
-                    entries.push(database_key);
+                match event.kind {
+                    salsa::EventKind::WillExecute { database_key } => {
+                        if let Ok(mut entries) = sink.lock() {
+                            entries.push(database_key);
+                        }
+                    }
+                    // Salsa is about to check its own cancellation here
+                    // (and may unwind itself): a cancelled build unwinds.
+                    salsa::EventKind::WillCheckCancellation => {
+                        cancelled.unwind_if_cancelled();
+                    }
+                    _ => {}
                 }
             }))),
             log,
@@ -80,6 +94,7 @@ impl Default for CompilerDatabase {
             progress: None,
             checks: true,
             prices: Arc::default(),
+            cancellation,
         }
     }
 }
@@ -153,6 +168,19 @@ impl CompilerDatabase {
     /// Reports queries' progress (`Db::advance_progress`) to `sink`.
     pub fn set_progress(&mut self, sink: ProgressSink) {
         self.progress = Some(sink);
+    }
+
+    /// Starts a build that another thread may cancel through the returned
+    /// handle (this database and its clones then unwind with
+    /// `salsa::Cancelled`). End it with [`CompilerDatabase::end_cancellable`].
+    pub fn begin_cancellable(&self) -> Canceller {
+        self.cancellation.arm()
+    }
+
+    /// Ends the cancellable build: a cancel that arrived after its last
+    /// check is dropped, so that the next build does not unwind at once.
+    pub fn end_cancellable(&self) {
+        self.cancellation.disarm();
     }
 
     /// The queries executed since the last call, in execution order.

@@ -9,10 +9,12 @@
 //! simulators read, `calibration` the FP8 activation scales and each
 //! product's inputs, `searched_plan` the plan a layout search kept for the
 //! build's configuration; `sweep` measures one phase under one (policy, width)
-//! for `superstep sweep`; `on_disk` is the one path to the persistent cache.
+//! for `superstep sweep`; `on_disk` is the one path to the persistent cache;
+//! `cancellation` lets another thread cancel a running build.
 
 pub mod alternatives;
 pub mod calibration;
+pub mod cancellation;
 pub mod database;
 pub mod grouping;
 pub mod inputs;

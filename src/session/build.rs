@@ -128,6 +128,7 @@ impl Session {
     /// in parallel), the row table, patches, placement and the estimate.
     pub fn build(&mut self) -> Result<BuildOutcome, BuildError> {
         let mut outcome = self.build_phase_groups()?;
+        self.unwind_if_cancelled();
         self.build_back(&mut outcome)?;
         outcome.executions.extend(self.db.take_executions());
         Ok(outcome)
@@ -207,6 +208,9 @@ impl Session {
             // A kept record of the grouping leaves nothing to price.
             let kept = replays_grouping(&self.db, build);
             if !kept && self.warmed.as_ref() != Some(&warmed) {
+                // Noted first: a pricing cancelled half way leaves
+                // candidates in the memo too.
+                self.candidates_in_memo = true;
                 priced = pricing::warm_fusion_pricing(&self.db, build, &program, progress.as_ref());
                 self.warmed = Some(warmed);
                 self.candidates_in_memo = priced > 0;
@@ -257,6 +261,7 @@ impl Session {
             (phases, keys.len())
         };
         timed("schedules", start);
+        self.unwind_if_cancelled();
         // The program's schedules were the last ones read: every other
         // one (fusion pricing's candidates) is dropped from the memo.
         crate::incremental::schedules::evict_schedules(&mut self.db, scheduled_phases);
@@ -276,6 +281,7 @@ impl Session {
             patch_words += phase_patches(&self.db, key).clone()?.words();
         }
         timed("rows", start);
+        self.unwind_if_cancelled();
         let start = Instant::now();
         let placed = {
             let _span = tracing::info_span!("placement").entered();
@@ -285,6 +291,7 @@ impl Session {
             placed?
         };
         timed("placement", start);
+        self.unwind_if_cancelled();
         let start = Instant::now();
         let estimate = build_estimate(&self.db, build).clone()?;
         let compute_by_op = compute_breakdown(&self.db, build).clone()?;
@@ -321,7 +328,7 @@ impl Session {
     /// candidates, and a warm build's schedules stay on disk (its figures
     /// and rows come from their own cache entries).
     fn drop_candidate_schedules(&mut self) {
-        if !std::mem::take(&mut self.candidates_in_memo) {
+        if !self.candidates_in_memo {
             return;
         }
         let phases = {
@@ -335,6 +342,8 @@ impl Session {
             keys.len()
         };
         crate::incremental::schedules::evict_schedules(&mut self.db, phases);
+        // Only now: a build cancelled before this point drops them next time.
+        self.candidates_in_memo = false;
         super::process_memory::return_freed_memory();
     }
 

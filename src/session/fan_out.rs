@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Runs `work(database, index, item)` for every item on up to one thread
 /// per core, each with its own clone of `database`, and returns the results
-/// in item order. A panic in any call is re-raised here once every thread
-/// has stopped.
+/// in item order. A panic in any call is re-raised here, with its own
+/// payload, once every thread has stopped.
 pub fn fan_out<Database, Item, Output>(
     database: &Database,
     items: &[Item],
@@ -35,29 +35,47 @@ where
     }
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Output)>> = Mutex::new(Vec::with_capacity(items.len()));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            let clone = database.clone();
-            let (next, results, work) = (&next, &results, &work);
-            scope.spawn(move || {
-                let mut done = Vec::new();
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(item) = items.get(index) else {
-                        break;
-                    };
-                    done.push((index, work(&clone, index, item)));
-                }
-                // Release this thread's clone before reporting, so that a
-                // writer waiting for clones is never held up by a finished one.
-                drop(clone);
-                results
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .extend(done);
-            });
-        }
+    let stopped = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let clone = database.clone();
+                let (next, results, work) = (&next, &results, &work);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(index) else {
+                            break;
+                        };
+                        done.push((index, work(&clone, index, item)));
+                    }
+                    // Release this thread's clone before reporting, so that a
+                    // writer waiting for clones is never held up by a finished one.
+                    drop(clone);
+                    results
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .extend(done);
+                })
+            })
+            .collect();
+        // Joined here, so that a panic's own payload goes on (a cancelled
+        // build's `salsa::Cancelled` stays one, and unwinds without a panic
+        // message) rather than the scope's generic one. A thread's own
+        // panic goes before the `Cancelled` of threads that waited on it.
+        let mut panics: Vec<_> = handles
+            .into_iter()
+            .filter_map(|handle| handle.join().err())
+            .collect();
+        let own = panics
+            .iter()
+            .position(|payload| !payload.is::<salsa::Cancelled>())
+            .unwrap_or(0);
+        (!panics.is_empty()).then(|| panics.swap_remove(own))
     });
+    if let Some(payload) = stopped {
+        std::panic::resume_unwind(payload);
+    }
     let mut results = results
         .into_inner()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -84,6 +102,21 @@ mod tests {
                 .all(|(index, &value)| value == (index * index) as u64 + 7)
         );
         assert!(fan_out(&0u8, &[] as &[u8], |_, _, _| 1).is_empty());
+    }
+
+    #[test]
+    fn a_panic_goes_on_with_its_own_payload() {
+        let items: Vec<u64> = (0..8).collect();
+        let caught = std::panic::catch_unwind(|| {
+            fan_out(&(), &items, |_, _, &item| {
+                if item == 5 {
+                    std::panic::resume_unwind(Box::new(salsa::Cancelled::Local));
+                }
+                item
+            })
+        });
+        let payload = caught.expect_err("the panic goes on");
+        assert!(payload.downcast_ref::<salsa::Cancelled>().is_some());
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub use crate::group::audit::{
     AuditSummary, Blocked, BoundaryAudit, CopyAudit, ExchangeRef, GroupAudit, ItemAccess,
     MotionView, Movable, Other,
 };
+pub use crate::incremental::cancellation::Canceller;
 pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::PhaseFigures;
 pub use crate::incremental::schedules::{EffectivePolicy, PhaseError, PolicySource};
@@ -135,6 +136,28 @@ impl Session {
     /// The session's persistent cache, shared, if any.
     pub fn shared_cache(&self) -> Option<Arc<PersistentCache>> {
         self.db.shared_cache()
+    }
+
+    /// Lets another thread cancel the builds this session runs until
+    /// [`Session::end_cancellable`]: the returned handle makes the session's
+    /// queries (and its clones') unwind with `salsa::Cancelled`, which the
+    /// caller catches (`salsa::Cancelled::catch`). A cancelled query keeps
+    /// no memo and writes no cache entry; the session stays usable.
+    pub fn begin_cancellable(&self) -> Canceller {
+        self.db.begin_cancellable()
+    }
+
+    /// Ends what [`Session::begin_cancellable`] began: its handle does
+    /// nothing from now on.
+    pub fn end_cancellable(&self) {
+        self.db.end_cancellable();
+    }
+
+    /// Unwinds with `salsa::Cancelled` when the current build was cancelled
+    /// (what every query call checks; for work between query calls).
+    pub fn unwind_if_cancelled(&self) {
+        use salsa::Database;
+        self.db.unwind_if_revision_cancelled();
     }
 
     /// Applies an edited query; returns the input fields that changed.

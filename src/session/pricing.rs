@@ -12,6 +12,8 @@
 
 use std::sync::{Arc, Weak};
 
+use salsa::Database;
+
 use super::fan_out::fan_out;
 use super::progress::Progress;
 use crate::build_file::ScheduleSettings;
@@ -116,6 +118,9 @@ fn price_chain(
     let pricing = FusionPricing::of(db, build, context);
     let mut preceding = chain.first.clone();
     for following in &chain.following {
+        // A boundary's pricing may find every schedule in the memo and so
+        // make no query call: a cancelled build stops between boundaries.
+        db.unwind_if_revision_cancelled();
         let merged = merged_transfers(&preceding, following);
         let cost = pricing.price(
             db,

@@ -115,8 +115,20 @@ pub fn calibrate(
     graph: &Graph,
     parameters: &dyn ReferenceParameters,
 ) -> Result<ActivationCalibration, SimError> {
+    calibrate_checked(graph, parameters, &|| {})
+}
+
+/// [`calibrate`], calling `before_op` before every op the reference runs
+/// (a query passes its cancellation check, which may unwind: a long
+/// reference then stops within one op of a cancel).
+pub fn calibrate_checked(
+    graph: &Graph,
+    parameters: &dyn ReferenceParameters,
+    before_op: &dyn Fn(),
+) -> Result<ActivationCalibration, SimError> {
     let mut histograms: BTreeMap<String, (CalibratedOperand, Histogram)> = BTreeMap::new();
     let mut observe = |op: &Op, inputs: &[&[f32]]| {
+        before_op();
         let Some((slot, operand)) = activation_operand(op) else {
             return;
         };

@@ -21,5 +21,7 @@ pub mod why;
 
 pub use metrics::WatchMetrics;
 pub use source::{FolderWatch, watch_file};
-pub use watcher::{FailureExplainer, Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher};
+pub use watcher::{
+    BuildHook, FailureExplainer, Refresh, WatchEvent, WatchOptions, WatchSummary, Watcher,
+};
 pub use why::{WhyRebuild, rebuild_from};

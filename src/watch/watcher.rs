@@ -5,14 +5,24 @@
 //! to any `Write`. Invalid files and failing builds are reported and the loop
 //! goes on; only `WatchEvent::Stop`, a closed channel or `exit_after` end it.
 //!
-//! Salsa: the session is owned here and only ever touched from this thread;
-//! `Session::build` drops its worker clones before returning, so the setters
-//! in `Session::update` never wait on a live clone.
+//! A build runs on a thread of its own while this one keeps reading events:
+//! when the file's content changes during a build, the build is cancelled
+//! (`Session::begin_cancellable`: its queries unwind with salsa's
+//! `Cancelled`, caught on the build thread), reported, and the new content
+//! is built. Nothing of a cancelled build is written: artifacts follow a
+//! finished build only, and a cancelled query stores no cache entry.
+//!
+//! Salsa: the session is owned by whichever thread runs its build, and is
+//! handed back when the build ends; `Session::build` drops its worker
+//! clones before returning (unwinding included), so the setters in
+//! `Session::update` never wait on a live clone.
 
 use std::io::{self, Write};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::metrics::{WatchMetrics, render_metrics};
@@ -26,7 +36,11 @@ use crate::report::artifacts::{artifacts_directory, session_report, write_report
 use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::report::manifest;
 use crate::session::suggest::SUGGESTION_CANDIDATES;
-use crate::session::{BuildError, Session};
+use crate::session::{BuildError, BuildOutcome, Canceller, Session};
+
+/// How often the loop looks whether a running build has ended while it
+/// waits for events.
+const BUILD_POLL: Duration = Duration::from_millis(10);
 
 /// What the notification side tells the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +75,19 @@ pub struct WatchOptions {
     /// `superstep build`'s explanation (the same diagnostic, with its help
     /// and what would fit); without one, the error's own text.
     pub explain_failure: Option<FailureExplainer>,
+    /// Run on the build thread before each build, where a change of the
+    /// file cancels it like the build itself (tests hold a build there).
+    pub before_build: Option<BuildHook>,
+}
+
+/// Work run on the build thread before each build (`WatchOptions::before_build`).
+#[derive(Clone)]
+pub struct BuildHook(pub Arc<dyn Fn(&Session) + Send + Sync>);
+
+impl std::fmt::Debug for BuildHook {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("BuildHook")
+    }
 }
 
 /// Explains a failed build of a session for its query (the text printed).
@@ -88,6 +115,7 @@ impl WatchOptions {
             write_artifacts: false,
             snapshot: None,
             explain_failure: None,
+            before_build: None,
         }
     }
 }
@@ -137,7 +165,27 @@ pub enum Refresh {
     Built,
     /// Applied, but a stage failed; the error was printed.
     Failed,
+    /// Applied, but the file's content changed during the build, which was
+    /// cancelled (`Watcher::run` builds the new content next).
+    Cancelled,
 }
+
+/// How a build on the build thread ended.
+enum BuildRun {
+    /// It ran to its end, successfully or not.
+    Finished(Box<Result<BuildOutcome, BuildError>>),
+    /// The file changed and the build was cancelled.
+    Cancelled,
+    /// It unwound with salsa's `Cancelled` though nothing cancelled it.
+    Stopped(salsa::Cancelled),
+}
+
+/// The build thread's result: the session handed back, and the build's
+/// result or the cancellation it unwound with.
+type BuildThreadResult = (
+    Session,
+    Result<Result<BuildOutcome, BuildError>, salsa::Cancelled>,
+);
 
 /// How a `Watcher::run` ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,10 +206,20 @@ pub struct Watcher {
     last_text: Option<String>,
     last_unreadable: bool,
     applied: Option<BuildQuery>,
+    /// The query of the last build that ran to its end (what the next
+    /// report's setting changes are counted from).
+    finished: Option<BuildQuery>,
+    /// Input fields changed since the last build that ran to its end
+    /// (those of cancelled builds included).
+    unreported_changes: Vec<&'static str>,
     metrics: Option<WatchMetrics>,
     /// Each phase's cycles in the last successful build.
     phase_costs: Option<PhaseCosts>,
     builds: usize,
+    /// `Stop` or a closed channel arrived during a build.
+    stop_requested: bool,
+    /// A touch during a build was not examined: look at the file again.
+    look_again: bool,
 }
 
 impl Watcher {
@@ -172,9 +230,13 @@ impl Watcher {
             last_text: None,
             last_unreadable: false,
             applied: None,
+            finished: None,
+            unreported_changes: Vec::new(),
             metrics: None,
             phase_costs: None,
             builds: 0,
+            stop_requested: false,
+            look_again: false,
         }
     }
 
@@ -193,17 +255,20 @@ impl Watcher {
     }
 
     /// Builds the current file, then handles events until `Stop`, a closed
-    /// channel or `exit_after` handled changes.
+    /// channel or `exit_after` handled changes. A build cancelled by a
+    /// change counts as handled, and the new content is built at once.
     pub fn run(
         &mut self,
         events: &Receiver<WatchEvent>,
         out: &mut impl Write,
     ) -> io::Result<WatchSummary> {
+        let first = self.refresh_watching(Some(events), out)?;
         let mut summary = WatchSummary {
             handled: 0,
-            last: self.refresh(out)?,
+            last: first,
             reached_limit: false,
         };
+        let mut cancelled = first == Refresh::Cancelled;
         writeln!(
             out,
             "watching {} for changes (Ctrl-C to stop)",
@@ -213,21 +278,117 @@ impl Watcher {
         loop {
             if let Some(limit) = self.options.exit_after
                 && summary.handled >= limit
+                && !cancelled
             {
                 summary.reached_limit = true;
                 break;
             }
-            if events.recv() != Ok(WatchEvent::Touched) || !self.settle(events) {
+            if self.stop_requested {
                 break;
             }
-            let refresh = self.refresh(out)?;
+            // After a cancelled build the file is read again at once: the
+            // change that cancelled it has settled already.
+            if !std::mem::take(&mut cancelled) {
+                let touched = std::mem::take(&mut self.look_again)
+                    || events.recv() == Ok(WatchEvent::Touched);
+                if !touched || !self.settle(events) {
+                    break;
+                }
+            }
+            let refresh = self.refresh_watching(Some(events), out)?;
             if refresh != Refresh::Unchanged {
                 summary.handled += 1;
                 summary.last = refresh;
             }
+            cancelled = refresh == Refresh::Cancelled;
             out.flush()?;
         }
         Ok(summary)
+    }
+
+    /// Runs `session`'s build on a thread of its own; meanwhile, with
+    /// `events`, listens for changes and cancels the build when the file's
+    /// content changed. Hands the session back with how the build ended.
+    fn build_on_thread(
+        &mut self,
+        session: Session,
+        events: Option<&Receiver<WatchEvent>>,
+    ) -> io::Result<(Session, BuildRun)> {
+        let canceller = session.begin_cancellable();
+        let hook = self.options.before_build.clone();
+        let worker = std::thread::Builder::new()
+            .name(String::from("watch build"))
+            .spawn(move || -> BuildThreadResult {
+                let mut session = session;
+                let result = salsa::Cancelled::catch(AssertUnwindSafe(|| {
+                    if let Some(hook) = &hook {
+                        (hook.0)(&session);
+                    }
+                    session.build()
+                }));
+                session.end_cancellable();
+                (session, result)
+            })?;
+        let cancelled = match events {
+            Some(events) => self.listen_during_build(&worker, events, &canceller),
+            None => false,
+        };
+        let (session, result) = match worker.join() {
+            Ok(ended) => ended,
+            // A panic of the build is the watcher's (as before builds ran
+            // on their own thread).
+            Err(payload) => std::panic::resume_unwind(payload),
+        };
+        let run = match result {
+            Ok(result) => BuildRun::Finished(Box::new(result)),
+            Err(_) if cancelled => BuildRun::Cancelled,
+            Err(other) => BuildRun::Stopped(other),
+        };
+        Ok((session, run))
+    }
+
+    /// Reads events until the build on `worker` ends; returns whether it
+    /// cancelled the build because the file's content changed (a touch is
+    /// examined once the quiet period passed without another). `Stop` or
+    /// a closed channel lets the build finish and then ends the loop.
+    fn listen_during_build(
+        &mut self,
+        worker: &JoinHandle<BuildThreadResult>,
+        events: &Receiver<WatchEvent>,
+        canceller: &Canceller,
+    ) -> bool {
+        let quiet = self.options.quiet_period;
+        let mut touched_at: Option<Instant> = None;
+        while !worker.is_finished() {
+            let wait = touched_at.map_or(BUILD_POLL, |at| {
+                quiet.saturating_sub(at.elapsed()).min(BUILD_POLL)
+            });
+            match events.recv_timeout(wait) {
+                Ok(WatchEvent::Touched) => touched_at = Some(Instant::now()),
+                Ok(WatchEvent::Stop) | Err(RecvTimeoutError::Disconnected) => {
+                    self.stop_requested = true;
+                    return false;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if touched_at.is_some_and(|at| at.elapsed() >= quiet) {
+                touched_at = None;
+                match crate::build_file::read_build_file(&self.options.path) {
+                    Ok(text) if self.last_text.as_deref() != Some(text.as_str()) => {
+                        canceller.cancel();
+                        return true;
+                    }
+                    Ok(_) => {}
+                    // Unreadable for now (an editor replacing it): looked
+                    // at again once the build ends.
+                    Err(_) => self.look_again = true,
+                }
+            }
+        }
+        if touched_at.is_some() {
+            self.look_again = true;
+        }
+        false
     }
 
     /// Waits until no event arrived for the quiet period; false on `Stop`
@@ -243,8 +404,19 @@ impl Watcher {
     }
 
     /// Reads the build file; if its content changed, parses, applies and
-    /// rebuilds, writing what happened to `out`.
+    /// rebuilds, writing what happened to `out` (the build runs to its end:
+    /// nothing is listened to meanwhile).
     pub fn refresh(&mut self, out: &mut impl Write) -> io::Result<Refresh> {
+        self.refresh_watching(None, out)
+    }
+
+    /// [`Watcher::refresh`], cancelling the build when `events` tell of a
+    /// change of the file's content while it runs.
+    fn refresh_watching(
+        &mut self,
+        events: Option<&Receiver<WatchEvent>>,
+        out: &mut impl Write,
+    ) -> io::Result<Refresh> {
         let path = self.options.path.clone();
         let text = match crate::build_file::read_build_file(&path) {
             Ok(text) => text,
@@ -274,7 +446,7 @@ impl Watcher {
         match parsed {
             Ok(mut query) => {
                 query.source_path = Some(path);
-                self.rebuild(query, out)
+                self.rebuild(query, events, out)
             }
             Err(error) => {
                 writeln!(out, "== build file invalid (still watching) ==")?;
@@ -284,21 +456,34 @@ impl Watcher {
         }
     }
 
-    fn rebuild(&mut self, query: BuildQuery, out: &mut impl Write) -> io::Result<Refresh> {
+    fn rebuild(
+        &mut self,
+        query: BuildQuery,
+        events: Option<&Receiver<WatchEvent>>,
+        out: &mut impl Write,
+    ) -> io::Result<Refresh> {
         self.builds += 1;
-        let cold = self.session.is_none();
-        let (changed, settings) = match (&mut self.session, &self.applied) {
-            (Some(session), Some(previous)) => {
-                (session.update(&query), setting_changes(previous, &query))
+        // Cold until a build of the session has run to its end.
+        let cold = self.finished.is_none();
+        match &mut self.session {
+            Some(session) => {
+                for field in session.update(&query) {
+                    if !self.unreported_changes.contains(&field) {
+                        self.unreported_changes.push(field);
+                    }
+                }
             }
-            _ => {
+            None => {
                 self.session = Some(Session::with_cache(&query, self.options.cache.clone()));
-                (Vec::new(), Vec::new())
             }
+        }
+        let settings = match &self.finished {
+            Some(previous) => setting_changes(previous, &query),
+            None => Vec::new(),
         };
         let name = query.name.clone();
         self.applied = Some(query);
-        let Some(session) = self.session.as_mut() else {
+        let Some(mut session) = self.session.take() else {
             return Ok(Refresh::Failed);
         };
         // The plan a search kept for this configuration, under the file's
@@ -315,8 +500,34 @@ impl Watcher {
         writeln!(out, "{}", layouts.line())?;
         out.flush()?;
         let started = Instant::now();
-        let result = session.build();
+        let (session, run) = self.build_on_thread(session, events)?;
         let elapsed = started.elapsed().as_secs_f64() * 1e3;
+        let session = self.session.insert(session);
+        let result = match run {
+            BuildRun::Finished(result) => *result,
+            BuildRun::Cancelled => {
+                writeln!(
+                    out,
+                    "== build {} cancelled (the file changed) ==",
+                    self.builds
+                )?;
+                // Read again and applied whatever the file now holds.
+                self.last_text = None;
+                return Ok(Refresh::Cancelled);
+            }
+            BuildRun::Stopped(cancelled) => {
+                writeln!(
+                    out,
+                    "== build {}: {name} failed (still watching) ==",
+                    self.builds
+                )?;
+                writeln!(out, "error: the build stopped: {cancelled}")?;
+                self.last_text = None;
+                return Ok(Refresh::Failed);
+            }
+        };
+        self.finished = self.applied.clone();
+        let changed = std::mem::take(&mut self.unreported_changes);
         let kind = if cold { "cold" } else { "incremental" };
         match result {
             Ok(outcome) => {
