@@ -526,6 +526,7 @@ const SESSION_API: &[&str] = &[
     "BackendError",
     "Blocked",
     "BoundaryAudit",
+    "Canceller",
     "BuildError",
     "BuildOutcome",
     "CopyAudit",
@@ -564,6 +565,9 @@ const SESSION_API: &[&str] = &[
 /// database, an input or a tracked function.
 const REEXPORTED_DATA: &[&str] = &[
     "BackendError",
+    // The handle `watch` cancels a stale build with (salsa's cancellation
+    // behind it): data the session hands out, no query.
+    "Canceller",
     "EffectivePolicy",
     "Execution",
     "PhaseError",
