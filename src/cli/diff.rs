@@ -18,7 +18,7 @@ use super::common::{build_checked, finish_cache, load, open_persistent_cache};
 use crate::build_file::BuildQuery;
 use crate::cache::PersistentCache;
 use crate::report::diff::{
-    Aspect, Change, CountChange, PhaseDiff, PhaseSide, PolicyOrigin, ReportDiff, ReportView,
+    Aspect, Change, CountChange, PhaseDiff, PhaseSide, PolicySource, ReportDiff, ReportView,
     compare,
 };
 use crate::session::Session;
@@ -491,8 +491,8 @@ fn phases_heading(diff: &ReportDiff) -> String {
 /// A policy with ` (override)` when an override set it.
 fn policy_text(side: &PhaseSide) -> String {
     match side.policy_source {
-        PolicyOrigin::Default => side.policy.clone(),
-        PolicyOrigin::Override => format!("{} (override)", side.policy),
+        PolicySource::Default => side.policy.clone(),
+        PolicySource::Override => format!("{} (override)", side.policy),
     }
 }
 
@@ -586,7 +586,7 @@ mod tests {
             horizon,
             cycles: u64::from(horizon) * 2,
             policy: policy.to_string(),
-            policy_source: PolicyOrigin::Default,
+            policy_source: PolicySource::Default,
             chosen: policy.to_string(),
             max_row_bytes: 1_024,
             total_row_bytes: 4_096,

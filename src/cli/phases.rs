@@ -114,7 +114,7 @@ pub struct ExchangeDetail {
     /// Horizon over the endpoint lower bound.
     pub gap: f64,
     pub policy: String,
-    pub policy_source: String,
+    pub policy_source: crate::session::PolicySource,
     pub chosen: String,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
@@ -166,10 +166,7 @@ pub fn phase_lines(
                         f64::from(figures.horizon) / f64::from(figures.lower_bound)
                     },
                     policy: figures.policy.clone(),
-                    policy_source: match figures.policy_source {
-                        crate::session::PolicySource::Default => "default".to_string(),
-                        crate::session::PolicySource::Override => "override".to_string(),
-                    },
+                    policy_source: figures.policy_source,
                     chosen: figures.chosen.clone(),
                     max_row_bytes: figures.max_row_bytes,
                     total_row_bytes: figures.total_row_bytes,
@@ -267,7 +264,7 @@ fn render_line(line: &PhaseLine) -> String {
             thousands(exchange.lower_bound),
             exchange.gap,
             exchange.policy,
-            exchange.policy_source,
+            exchange.policy_source.name(),
             if exchange.chosen != exchange.policy {
                 format!(", chose {}", exchange.chosen)
             } else {

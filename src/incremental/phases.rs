@@ -252,7 +252,7 @@ pub fn phase_figures<'db>(
         executions: record.executions,
         in_repeat: record.in_repeat,
         policy: effective.policy.to_string(),
-        policy_source: effective.source.clone(),
+        policy_source: effective.source,
         chosen: schedule.chosen.to_string(),
         width: schedule.width.to_string(),
         transfers: content.pieces() as u64,

@@ -41,15 +41,29 @@ pub struct ProblemKey<'db> {
     pub problem: Arc<ExchangeProblem>,
 }
 
-/// Where a phase's policy comes from.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+/// Where a phase's policy comes from; reports write it `default` or
+/// `override` (and read the capitalised spelling of older reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum PolicySource {
     /// `schedule.policy` and `schedule.width` of the build.
+    #[serde(alias = "Default")]
     Default,
     /// The `[[schedule.override]]` entry for this phase. Keyed by the phase,
     /// not by its position in the list: adding an override for another
     /// phase leaves this one's policy (and so its figures) equal.
+    #[serde(alias = "Override")]
     Override,
+}
+
+impl PolicySource {
+    /// The word reports and tables write.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicySource::Default => "default",
+            PolicySource::Override => "override",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

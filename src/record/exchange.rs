@@ -16,7 +16,7 @@ use crate::patch::BaseChoice;
 use crate::place::Placement;
 use crate::rows::RowTable;
 use crate::schedule::timing::pairing_refusal;
-use crate::session::{Phase, PolicySource, Session};
+use crate::session::{Phase, Session};
 use crate::target::memory::{REGION_ONE_START, REGION_ZERO_START};
 use crate::text::thousands;
 
@@ -159,11 +159,10 @@ pub fn text(
     );
 
     sheet.section("schedule");
-    let source = match policy.source {
-        PolicySource::Default => "default",
-        PolicySource::Override => "override",
-    };
-    sheet.fact("policy", format!("{} ({source})", policy.policy));
+    sheet.fact(
+        "policy",
+        format!("{} ({})", policy.policy, policy.source.name()),
+    );
     sheet.fact("chosen", schedule.chosen);
     sheet.fact(
         "width",

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::session::Headline;
+pub use crate::session::PolicySource;
 
 /// A build report as it is written: the back half may be missing.
 #[derive(Debug, Deserialize)]
@@ -52,7 +53,7 @@ pub struct PhaseView {
     pub key: String,
     pub executions: u32,
     pub policy: String,
-    pub policy_source: PolicyOrigin,
+    pub policy_source: PolicySource,
     pub chosen: String,
     pub horizon: u32,
     pub max_row_bytes: u64,
@@ -61,16 +62,6 @@ pub struct PhaseView {
     /// Under `auto`: the candidates tried (only the winner's pairing is read).
     #[serde(default)]
     pub candidates: Vec<CandidateView>,
-}
-
-/// Where a phase's policy came from, as reports write it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PolicyOrigin {
-    #[serde(alias = "Default")]
-    Default,
-    #[serde(alias = "Override")]
-    Override,
 }
 
 /// What `diff` reads of one `auto` candidate.
@@ -285,7 +276,7 @@ pub struct PhaseSide {
     /// `horizon × executions`.
     pub cycles: u64,
     pub policy: String,
-    pub policy_source: PolicyOrigin,
+    pub policy_source: PolicySource,
     pub chosen: String,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
@@ -462,7 +453,7 @@ mod tests {
             key: key.to_string(),
             executions,
             policy: policy.to_string(),
-            policy_source: PolicyOrigin::Default,
+            policy_source: PolicySource::Default,
             chosen: policy.to_string(),
             horizon,
             max_row_bytes: 1_000,
@@ -573,7 +564,7 @@ mod tests {
     #[test]
     fn a_changed_policy_is_listed_even_at_an_equal_horizon() {
         let mut overridden = phase("x#0", 1, 100, "latency");
-        overridden.policy_source = PolicyOrigin::Override;
+        overridden.policy_source = PolicySource::Override;
         let diff = compared(
             back(1_000, vec![phase("x#0", 1, 100, "B1024")]),
             back(1_000, vec![overridden]),
@@ -685,7 +676,7 @@ mod tests {
             "patch_words":0,"candidates":[]}]}}"#;
         let view = ReportView::parse(text).expect("a report");
         assert_eq!(view.back.phases[0].cycles(), 8);
-        assert_eq!(view.back.phases[0].policy_source, PolicyOrigin::Default);
+        assert_eq!(view.back.phases[0].policy_source, PolicySource::Default);
         assert!(matches!(
             ReportView::parse(r#"{"name":"t"}"#),
             Err(ReportViewError::NotAReport(_))
