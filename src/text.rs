@@ -26,6 +26,18 @@ pub fn counted(count: impl Into<u128>, singular: &str, plural: &str) -> String {
     )
 }
 
+/// The first `limit` of `values`, comma-separated, and how many more there
+/// are: `0, 3, 7 and 10 more`.
+pub fn first_of<T: ToString>(values: &[T], limit: usize) -> String {
+    let listed: Vec<String> = values.iter().take(limit).map(ToString::to_string).collect();
+    let more = values.len().saturating_sub(limit);
+    if more > 0 {
+        format!("{} and {more} more", listed.join(", "))
+    } else {
+        listed.join(", ")
+    }
+}
+
 /// Edit distance over characters (optimal string alignment: insertions,
 /// deletions, substitutions and transpositions of neighbours each cost 1, so
 /// `widht` is one edit from `width`).
@@ -81,6 +93,13 @@ pub fn nearest_keys<'a>(wanted: &str, known: &[&'a str], count: usize) -> Vec<&'
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn first_of_lists_a_few_and_counts_the_rest() {
+        assert_eq!(super::first_of(&[0, 3, 7], 16), "0, 3, 7");
+        assert_eq!(super::first_of(&[0, 3, 7, 9], 2), "0, 3 and 2 more");
+        assert_eq!(super::first_of::<u32>(&[], 2), "");
+    }
+
     use super::*;
 
     #[test]

@@ -150,21 +150,10 @@ fn steps_text(steps: &[usize]) -> String {
     if steps.is_empty() {
         return String::from("the build has no exchange phases");
     }
-    let listed: Vec<String> = steps
-        .iter()
-        .take(STEPS_LISTED)
-        .map(ToString::to_string)
-        .collect();
-    let more = steps.len().saturating_sub(STEPS_LISTED);
     format!(
-        "its {} exchange phases are steps {}{}",
+        "its {} exchange phases are steps {}",
         steps.len(),
-        listed.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
+        crate::text::first_of(steps, STEPS_LISTED)
     )
 }
 

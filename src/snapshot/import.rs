@@ -167,21 +167,14 @@ fn ids_text(ids: &[u32]) -> String {
     if ids.is_empty() {
         return String::from("it has no phases");
     }
-    let listed: Vec<String> = ids.iter().take(IDS_LISTED).map(u32::to_string).collect();
-    let more = ids.len().saturating_sub(IDS_LISTED);
     format!(
-        "{} {}{}",
+        "{} {}",
         if ids.len() == 1 {
             "its phase has id"
         } else {
             "its phases have ids"
         },
-        listed.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
+        crate::text::first_of(ids, IDS_LISTED)
     )
 }
 
