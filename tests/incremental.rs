@@ -49,14 +49,14 @@ fn cold_build_runs_every_stage_once_per_key() {
         program_digest
         kept_grouping_record
         phase_groups
-        problem_bound x6
+        problem_bound x15
         phase_keys
         phase_positions
         phase_problem x13
         phase_policy x13
-        scheduled x22
+        scheduled x14
         validated_schedule x12
-        schedule_figures x22
+        schedule_figures x14
         phase_figures x13
         encoded_rows x12
         row_summary x12
@@ -589,14 +589,14 @@ fn format_change_reexpands_only_the_ops_it_touches() {
         program_summary
         program_digest
         phase_groups
-        problem_bound x13
+        problem_bound x32
         phase_keys
         phase_positions
         phase_problem x21
         phase_policy x2
-        scheduled x40
+        scheduled x32
         validated_schedule x16
-        schedule_figures x40
+        schedule_figures x32
         phase_figures x21
         encoded_rows x16
         row_summary x16
@@ -780,9 +780,9 @@ fn global_policy_regroups_phases_only_under_auto_fusion() {
         phase_positions
         phase_problem x13
         phase_policy x13
-        scheduled x22
+        scheduled x14
         validated_schedule x12
-        schedule_figures x22
+        schedule_figures x14
         phase_figures x13
         encoded_rows x12
         row_summary x12

@@ -152,6 +152,10 @@ fn motion_text(record: &BoundaryAudit) -> String {
             };
             let priced = match &view.decision.cost {
                 Some(cost) => match cost.merged_horizon {
+                    Some(horizon) if cost.taken_by_bounds() => format!(
+                        " [merged horizon {horizon} (bound {}) vs separate bounds {} + sync {}: apart not scheduled]",
+                        cost.merged_bound, cost.separate_sum, cost.sync_saved
+                    ),
                     Some(horizon) => format!(
                         " [merged horizon {horizon} (bound {}) vs separate {} + sync {}]",
                         cost.merged_bound, cost.separate_sum, cost.sync_saved

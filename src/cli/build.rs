@@ -499,6 +499,7 @@ fn pruning_line(
         .filter_map(|decision| decision.cost)
         .collect();
     let merges = priced.iter().filter(|cost| cost.pruned()).count();
+    let taken = priced.iter().filter(|cost| cost.taken_by_bounds()).count();
     let candidates: Vec<_> = back
         .phases
         .iter()
@@ -509,7 +510,7 @@ fn pruning_line(
         .filter(|candidate| candidate.pruned)
         .count();
     let mut line = format!(
-        "pruned by lower bounds: {merges} of {} fusion merges priced (merged bound already at the separate horizons plus the barrier); {stopped} of {} auto candidates of the program's phases (bound to exceed the best horizon before their stage)",
+        "pruned by lower bounds: {merges} of {} fusion merges priced (merged bound already at the separate horizons plus the barrier), {taken} taken without scheduling the exchanges apart (merged horizon below their bounds plus the barrier); {stopped} of {} auto candidates of the program's phases (bound to exceed the best horizon before their stage)",
         priced.len(),
         candidates.len()
     );

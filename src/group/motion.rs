@@ -51,8 +51,14 @@ pub struct FusionCost {
     /// A lower bound of every merged schedule's horizon (the larger of the
     /// latency-aware and the dependency bound, `crate::schedule::bound`).
     pub merged_bound: u64,
-    /// The scheduled horizons of the two exchanges apart, summed.
+    /// The two exchanges apart, summed: their scheduled horizons, or,
+    /// when `separate_scheduled` is false, their lower bounds (the merged
+    /// horizon was already below those plus the barrier, so the merge pays
+    /// whatever their schedules would be, and they were not scheduled).
     pub separate_sum: u64,
+    /// Whether `separate_sum` adds scheduled horizons (true) or lower
+    /// bounds (false).
+    pub separate_scheduled: bool,
     /// The phase barrier (sync and setup) a merge saves.
     pub sync_saved: u64,
 }
@@ -79,6 +85,12 @@ impl FusionCost {
     /// Whether the merge was decided by its bound alone (not scheduled).
     pub fn pruned(&self) -> bool {
         self.merged_horizon.is_none()
+    }
+
+    /// Whether the merge was taken against the separate exchanges' lower
+    /// bounds, without scheduling them.
+    pub fn taken_by_bounds(&self) -> bool {
+        !self.separate_scheduled
     }
 }
 

@@ -421,6 +421,7 @@ fn priced_by_words(
             merged_horizon: Some(words(merged)),
             merged_bound: 0,
             separate_sum: words(first) + words(second),
+            separate_scheduled: true,
             sync_saved: sync,
         })
     }

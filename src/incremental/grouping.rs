@@ -77,25 +77,18 @@ impl<'db> FusionPricing<'db> {
         Some(u64::from(figures.horizon))
     }
 
-    /// The scheduled horizon of one transfer list (`None`: it cannot be
-    /// scheduled, and the merge is not taken).
-    pub fn list_horizon(
-        &self,
-        db: &'db dyn Db,
-        program: &LowProgram,
-        transfers: &TransferList,
-        iterations: u32,
-    ) -> Option<u64> {
-        let problem = ProblemKey::new(db, Arc::new(Self::problem(program, transfers, iterations)?));
-        self.horizon(db, problem)
-    }
-
-    /// Prices one merge: the separate exchanges first; with their horizons
-    /// known, a merge whose lower bound (latency-aware or dependency chain)
-    /// already reaches their sum
-    /// plus the barrier saved cannot pay under any schedule, and is not
-    /// scheduled (unless `schedule.prune_by_bounds` is off). A merge priced
-    /// before in the same context is answered from the price memo.
+    /// Prices one merge. With pruning on (`schedule.prune_by_bounds`, as
+    /// builds run), the merged exchange is tried first against the two
+    /// exchanges' lower bounds: a merged horizon below their bounds plus
+    /// the barrier saved is below any schedules of theirs plus the barrier,
+    /// so the merge pays and they are not scheduled (a list merged into a
+    /// phase is never built as a phase of its own). Otherwise the separate
+    /// exchanges are scheduled; with their horizons known, a merge whose
+    /// lower bound (latency-aware or dependency chain) already reaches
+    /// their sum plus the barrier saved cannot pay under any schedule, and
+    /// is not scheduled. Either way the verdict is the one scheduling all
+    /// three gives. A merge priced before in the same context is answered
+    /// from the price memo.
     pub fn price(
         &self,
         db: &'db dyn Db,
@@ -110,14 +103,38 @@ impl<'db> FusionPricing<'db> {
             return known;
         }
         let by_schedules = || {
-            let separate_sum = self.list_horizon(db, program, first, iterations)?
-                + self.list_horizon(db, program, second, iterations)?;
+            let first = ProblemKey::new(db, Arc::new(Self::problem(program, first, iterations)?));
+            let second = ProblemKey::new(db, Arc::new(Self::problem(program, second, iterations)?));
             let merged = ProblemKey::new(db, Arc::new(Self::problem(program, merged, iterations)?));
+            let merged_bound = u64::from(*problem_bound(db, merged));
+            let sync_saved = PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES;
+            if self.prune_by_bounds {
+                let bounds_sum =
+                    u64::from(*problem_bound(db, first)) + u64::from(*problem_bound(db, second));
+                let by_bounds = FusionCost {
+                    merged_horizon: None,
+                    merged_bound,
+                    separate_sum: bounds_sum,
+                    separate_scheduled: false,
+                    sync_saved,
+                };
+                if by_bounds.may_merge() {
+                    let merged_horizon = Some(self.horizon(db, merged)?);
+                    let cost = FusionCost {
+                        merged_horizon,
+                        ..by_bounds
+                    };
+                    if cost.merges() {
+                        return Some(cost);
+                    }
+                }
+            }
             let mut cost = FusionCost {
                 merged_horizon: None,
-                merged_bound: u64::from(*problem_bound(db, merged)),
-                separate_sum,
-                sync_saved: PHASE_OVERHEAD_ABOVE_HORIZON_CYCLES,
+                merged_bound,
+                separate_sum: self.horizon(db, first)? + self.horizon(db, second)?,
+                separate_scheduled: true,
+                sync_saved,
             };
             if cost.may_merge() || !self.prune_by_bounds {
                 cost.merged_horizon = Some(self.horizon(db, merged)?);

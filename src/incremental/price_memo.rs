@@ -194,6 +194,7 @@ mod tests {
             merged_horizon: Some(10),
             merged_bound: 8,
             separate_sum: 20,
+            separate_scheduled: true,
             sync_saved: 5,
         };
         memo.insert(priced, Some(cost));
