@@ -20,7 +20,9 @@ use super::graph::{Graph, ValueId, ValueKind};
 pub use super::quantisation::WeightData;
 use super::quantisation::{Fp8Scale, InstanceQuantisation, quantise};
 use super::safetensors::{SafeTensors, SafeTensorsError};
+use crate::numerics::fp8::quantise_in_place;
 use crate::numerics::half_float;
+use crate::numerics::wide::with_wide_vectors;
 
 /// All parameters of a graph plus the host input.
 #[derive(Clone, Debug, PartialEq)]
@@ -219,7 +221,12 @@ impl Distribution {
     /// Fills `out` with draws `first..first + out.len()` of the generator
     /// seeded with `seed`, in this distribution (the values a generator
     /// skipped to `first` draws one after another).
+    /// Inlined, so that a loop run under
+    /// [`with_wide_vectors`](crate::numerics::wide::with_wide_vectors)
+    /// vectorises with it.
+    #[inline(always)]
     fn fill(self, seed: u64, first: u64, out: &mut [f32]) {
+        #[inline(always)]
         fn each(seed: u64, first: u64, out: &mut [f32], shape: impl Fn(f32) -> f32) {
             for (index, slot) in (first..).zip(out.iter_mut()) {
                 *slot = shape(SplitMix::symmetric(SplitMix::draw_at(seed, index)));
@@ -262,8 +269,10 @@ fn generated_instance_and_largest(
         .par_chunks_mut(GENERATION_CHUNK)
         .enumerate()
         .map(|(chunk, out)| {
-            distribution.fill(start, (chunk * GENERATION_CHUNK) as u64, out);
-            largest_magnitude(out)
+            with_wide_vectors(|| {
+                distribution.fill(start, (chunk * GENERATION_CHUNK) as u64, out);
+                largest_magnitude(out)
+            })
         })
         .reduce(|| 0.0f32, f32::max);
     (values, largest)
@@ -284,16 +293,15 @@ fn generated_fp8_instance(
     let value = graph.value(id);
     let start = name_seed(seed, &value.name, instance);
     let distribution = Distribution::of(&value.name, value.shape.rows);
-    let table = crate::numerics::fp8::decode_table(scale);
     let mut values = vec![0.0f32; value.shape.elements() as usize];
     values
         .par_chunks_mut(GENERATION_CHUNK)
         .enumerate()
         .for_each(|(chunk, out)| {
-            distribution.fill(start, (chunk * GENERATION_CHUNK) as u64, out);
-            for value in out.iter_mut() {
-                *value = table[usize::from(crate::numerics::fp8::encode(*value, scale))];
-            }
+            with_wide_vectors(|| {
+                distribution.fill(start, (chunk * GENERATION_CHUNK) as u64, out);
+                quantise_in_place(out, scale);
+            })
         });
     values
 }
@@ -301,6 +309,7 @@ fn generated_fp8_instance(
 /// The largest magnitude in `values` (0 for none; NaNs are passed over, as
 /// `f32::max` passes them), over sixteen lanes at once: a fold through
 /// `f32::max` is one dependent comparison per value.
+#[inline(always)]
 fn largest_magnitude(values: &[f32]) -> f32 {
     const LANES: usize = 16;
     let mut lanes = [0.0f32; LANES];
@@ -367,12 +376,9 @@ impl<'graph> StreamedSeededWeights<'graph> {
             super::graph::Precision::F8 => {
                 let mut values = values;
                 let scale = self.fp8_scale.scale_for(largest);
-                let table = crate::numerics::fp8::decode_table(scale);
-                values.par_chunks_mut(GENERATION_CHUNK).for_each(|chunk| {
-                    for value in chunk {
-                        *value = table[usize::from(crate::numerics::fp8::encode(*value, scale))];
-                    }
-                });
+                values
+                    .par_chunks_mut(GENERATION_CHUNK)
+                    .for_each(|chunk| with_wide_vectors(|| quantise_in_place(chunk, scale)));
                 values
             }
             super::graph::Precision::F16 => {
@@ -382,13 +388,11 @@ impl<'graph> StreamedSeededWeights<'graph> {
             // Stored weights never have an activation's precision; were one
             // given it, its own scale is what it would be stored at.
             super::graph::Precision::F8Activation { scale } => {
-                let table = crate::numerics::fp8::decode_table(i32::from(scale));
+                let mut values = values;
+                values.par_chunks_mut(GENERATION_CHUNK).for_each(|chunk| {
+                    with_wide_vectors(|| quantise_in_place(chunk, i32::from(scale)))
+                });
                 values
-                    .into_par_iter()
-                    .map(|value| {
-                        table[usize::from(crate::numerics::fp8::encode(value, i32::from(scale)))]
-                    })
-                    .collect()
             }
         }
     }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod fp8;
 pub mod half_float;
 pub mod rows;
+pub mod wide;
 
 #[cfg(test)]
 pub(crate) mod test_random;
