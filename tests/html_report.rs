@@ -334,3 +334,133 @@ fn the_memory_view_agrees_with_the_placement() {
         Some(back.headline.exchange_table_bytes_per_tile_max)
     );
 }
+
+/// Every tile's curve peaks at its placed peak, the peak's categories add
+/// up to it, and its values to the data it holds (the reservations apart).
+#[test]
+fn every_tiles_memory_agrees_with_the_placement() {
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("builds");
+    let view = session.memory_view().expect("memory view");
+    assert_eq!(view.tiles.tiles.len(), view.peak_bytes_per_tile.len());
+    for (index, tile) in view.tiles.tiles.iter().enumerate() {
+        let placed = u64::from(view.peak_bytes_per_tile[index]);
+        assert_eq!(
+            tile.live_bytes_per_step.iter().max(),
+            Some(&placed),
+            "tile {index}"
+        );
+        assert_eq!(tile.peak_bytes, placed, "tile {index}");
+        assert_eq!(
+            tile.live_bytes_per_step[tile.peak_step as usize], placed,
+            "tile {index}"
+        );
+        assert_eq!(
+            tile.peak_by_category.iter().sum::<u64>(),
+            placed,
+            "tile {index}"
+        );
+        let reserved: u64 = tile.peak_by_category[..2].iter().sum();
+        let held: u64 = tile.peak_by_value.iter().map(|value| value.bytes).sum();
+        assert_eq!(held + reserved, placed, "tile {index}");
+        assert!(
+            tile.peak_by_value
+                .windows(2)
+                .all(|pair| pair[0].bytes >= pair[1].bytes),
+            "tile {index}: largest first"
+        );
+        assert!(
+            tile.peak_by_value
+                .iter()
+                .all(|value| (value.label as usize) < view.tiles.labels.len())
+        );
+    }
+    let fullest = &view.tiles.tiles[view.fullest_tile.tile as usize];
+    assert_eq!(
+        fullest.live_bytes_per_step,
+        view.fullest_tile.live_bytes_per_step
+    );
+    assert!(
+        fullest.peak_by_category[superstep::session::memory::MemoryCategory::Weights as usize] > 0
+    );
+}
+
+/// The page in a real browser: headless Chromium opens `report.html#tile=N`
+/// and the picker's script shows tile N (summary, curve, tables, outlined
+/// cell) with its figures from the build; without `#tile` it shows the
+/// fullest. Runs where `chromium` (or `CHROMIUM`) is installed, as
+/// `.ci/run` installs it; elsewhere it says it did not run.
+#[test]
+fn the_tile_picker_shows_any_tile_in_headless_chromium() {
+    let Some(browser) = common::chromium() else {
+        eprintln!("no chromium: the headless-browser check did not run");
+        return;
+    };
+    let directory = scratch("html", "tile-picker");
+    build(&directory, &[]);
+    let page = directory.join("vit-tiny").join("report.html");
+    let mut session = Session::new(&query("queries/vit-tiny.toml", &[]));
+    session.build().expect("builds");
+    let view = session.memory_view().expect("memory view");
+    let picked = (view.fullest_tile.tile as usize + 5) % view.tiles.tiles.len();
+    for (fragment, tile) in [
+        (format!("#tile={picked}"), picked),
+        (String::new(), view.fullest_tile.tile as usize),
+    ] {
+        let dom = common::rendered_dom(&browser, &page, &fragment);
+        let figures = &view.tiles.tiles[tile];
+        assert!(
+            dom.contains(&format!(r#"data-picked-tile="{tile}""#)),
+            "{fragment}: the script did not pick tile {tile}"
+        );
+        let parsed = tl::parse(&dom, tl::ParserOptions::default()).expect("the DOM parses");
+        let summary = element(&parsed, "tile-summary");
+        assert_eq!(attribute(summary, "data-tile"), tile.to_string());
+        assert_eq!(
+            attribute(summary, "data-peak"),
+            figures.peak_bytes.to_string()
+        );
+        assert_eq!(
+            attribute(summary, "data-peak-step"),
+            figures.peak_step.to_string()
+        );
+        let text = summary.inner_text(parsed.parser()).to_string();
+        assert!(
+            text.starts_with(&format!("Tile {tile}: peak ")),
+            "{fragment}: {text}"
+        );
+        let chart = element(&parsed, "memory-steps");
+        assert_eq!(attribute(chart, "data-tile"), tile.to_string());
+        let categories: Vec<u64> = select(&parsed, "tile-categories", "td[data-sort]")
+            .iter()
+            .map(|cell| attribute(cell, "data-sort").parse().expect("bytes"))
+            .collect();
+        let expected: Vec<u64> = figures
+            .peak_by_category
+            .iter()
+            .copied()
+            .filter(|&bytes| bytes > 0)
+            .collect();
+        assert_eq!(categories, expected, "{fragment}");
+        let values = select(&parsed, "tile-values", "tr").len();
+        // The header, the largest twelve and one line for the rest.
+        let listed =
+            figures.peak_by_value.len().min(12) + usize::from(figures.peak_by_value.len() > 12);
+        assert_eq!(values, 1 + listed, "{fragment}");
+        let outlined: Vec<_> = ["heat-sram", "heat-table"]
+            .iter()
+            .flat_map(|map| select(&parsed, map, "rect"))
+            .filter(|cell| {
+                cell.attributes().class().is_some_and(|class| {
+                    class.as_utf8_str().split(' ').any(|name| name == "picked")
+                })
+            })
+            .collect();
+        assert_eq!(outlined.len(), 2, "{fragment}: one cell per heat map");
+        assert!(
+            outlined
+                .iter()
+                .all(|cell| attribute(cell, "data-tile") == tile.to_string())
+        );
+    }
+}

@@ -8,14 +8,17 @@
 //! Every figure a test checks carries its exact value in a `data-*`
 //! attribute beside the formatted text (ids `total-cycles`, `milliseconds`;
 //! rows `tr.category`, `table#phases tbody tr`; cells `rect.cell`).
-//! The memory charts (per-tile heat maps, the fullest tile over the steps)
-//! live in `charts`.
+//! The memory charts (per-tile heat maps, one tile over the steps) live in
+//! `charts`; the tile drill-down (pick a tile, see its memory over the
+//! program and at its peak) in `tile_view`.
 
 mod charts;
+mod tile_view;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use charts::{CHART_WIDTH, coordinate, heat_maps, memory_over_steps};
+use charts::{CHART_WIDTH, coordinate, heat_maps};
+use tile_view::{TILE_SCRIPT, tile_view};
 
 use super::exchange::chosen_label;
 use super::{BackReport, BuildReport, OpComputeLine};
@@ -69,7 +72,7 @@ pub fn render(page: &ReportPage) -> String {
         (phase_table(page.back))
         (horizon_chart(page.back))
         (heat_maps(page.memory))
-        (memory_over_steps(page.memory, page.report.layers))
+        (tile_view(page.memory, page.report.layers))
         (suggestions(page))
         (compute_table(page.back))
         footer {
@@ -77,7 +80,12 @@ pub fn render(page: &ReportPage) -> String {
             " from the same figures as report.json."
         }
     };
-    document(&title, STYLE, body, Some(SORT_SCRIPT))
+    document(
+        &title,
+        STYLE,
+        body,
+        Some(&format!("{SORT_SCRIPT}{TILE_SCRIPT}")),
+    )
 }
 
 const STYLE: &str = "
@@ -109,7 +117,6 @@ table#categories { width: auto; min-width: 60%; }
 #suggestions tr.suggestion td { border-bottom: none; }
 tr.apply td { border-bottom: 1px solid #dde1e8; padding-bottom: 8px; color: #5a6272; }
 tbody tr:nth-child(even) { background: #fafbfc; }
-.scroll { max-height: 560px; overflow: auto; border: 1px solid #eceef2; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px;
   vertical-align: -1px; margin-right: 6px; }
 .maps { display: flex; flex-wrap: wrap; gap: 24px; }
@@ -118,6 +125,15 @@ svg text { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif
 svg text.inside { fill: #fff; font-weight: 600; }
 svg text.muted { fill: #5a6272; }
 code { background: #f0f2f5; padding: 1px 4px; border-radius: 3px; }
+rect.cell { cursor: pointer; }
+rect.cell.picked { stroke: #e0245e; stroke-width: 2; }
+.columns { display: flex; flex-wrap: wrap; gap: 24px; }
+.columns > div { flex: 1 1 480px; min-width: 0; }
+.columns h3 { font-size: 15px; margin: 12px 0 6px; }
+td.key { white-space: normal; overflow-wrap: anywhere; }
+form.picker { margin: 8px 0; }
+form.picker input { width: 6em; font: inherit; }
+form.picker button { font: inherit; margin-left: 8px; }
 footer { color: #5a6272; font-size: 12px; margin-top: 24px; }
 ";
 
@@ -391,7 +407,7 @@ fn phase_table(back: &BackReport) -> Markup {
                 "gap: horizon over the endpoint lower bound. The horizon × executions column leaves out "
                 "each phase's setup and sync and its patching. Click a header to sort."
             }
-            div.scroll {
+            div {
                 table id="phases" class="sortable" {
                     thead {
                         tr {
@@ -431,21 +447,18 @@ fn costliest_phases(phases: &[PhaseFigures]) -> Vec<&PhaseFigures> {
         .collect()
 }
 
-/// `text` cut to `limit` characters with an ellipsis.
-fn shortened(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        text.to_string()
-    } else {
-        let kept: String = text.chars().take(limit.saturating_sub(1)).collect();
-        format!("{kept}…")
-    }
-}
-
 fn horizon_chart(back: &BackReport) -> Markup {
     let phases = costliest_phases(&back.phases);
     let row = 22.0;
     let top = 8.0;
-    let label_width = 300.0;
+    // Room for the longest key whole (about 7 units a character at the
+    // chart's 12-unit font), never cut.
+    let longest = phases
+        .iter()
+        .map(|phase| phase.key.chars().count() + 5)
+        .max()
+        .unwrap_or(0);
+    let label_width = (7.0 * longest as f64).clamp(300.0, 560.0);
     let value_width = 300.0;
     let bar_area = CHART_WIDTH - label_width - value_width;
     let largest = phases
@@ -471,7 +484,7 @@ fn horizon_chart(back: &BackReport) -> Markup {
                     g.phase data-key=(phase.key) data-horizon=(phase.horizon) data-lower-bound=(phase.lower_bound) {
                         title { (phase.key) ": horizon " (thousands(phase.horizon)) ", lower bound " (thousands(phase.lower_bound)) }
                         text x=(coordinate(label_width - 8.0)) y=(coordinate(y + 15.0)) text-anchor="end" {
-                            (shortened(&phase.key, 36)) " ×" (phase.executions)
+                            (phase.key) " ×" (phase.executions)
                         }
                         rect x=(label_width) y=(coordinate(y + 3.0)) width=(coordinate(scale(phase.horizon))) height="16" fill="#e8833a" {}
                         rect x=(label_width) y=(coordinate(y + 9.0)) width=(coordinate(scale(phase.lower_bound))) height="4" fill="#1d2330" {}

@@ -363,3 +363,69 @@ fn a_pinned_query_list_fails_when_a_query_starts_running() {
     let now = executed_queries(&planted_log());
     assert_eq!(now, pinned, "{now}");
 }
+
+/// A headless Chromium for the tests that load pages: `CHROMIUM`, else
+/// `chromium` on the PATH; `None` when there is none, unless
+/// `SUPERSTEP_REQUIRE_BROWSER` is set (as `.ci/run` sets it), which makes a
+/// missing browser a failure instead of a skipped check.
+pub fn chromium() -> Option<PathBuf> {
+    let named = std::env::var_os("CHROMIUM").map(PathBuf::from);
+    let found = named.or_else(|| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|folder| folder.join("chromium"))
+                .find(|candidate| candidate.is_file())
+        })
+    });
+    if found.is_none() && std::env::var_os("SUPERSTEP_REQUIRE_BROWSER").is_some() {
+        panic!("SUPERSTEP_REQUIRE_BROWSER is set and no chromium was found (set CHROMIUM)");
+    }
+    found
+}
+
+/// The DOM of the page file `page` opened at `fragment` (`#...` or empty)
+/// after its scripts ran, as headless Chromium dumps it; panics when the
+/// browser fails or takes over a minute.
+pub fn rendered_dom(browser: &Path, page: &Path, fragment: &str) -> String {
+    let profile = scratch("chromium", &format!("profile-{}", fragment.len()));
+    let address = format!("file://{}{fragment}", page.display());
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(&address)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut dom = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut dom).map(|_| dom)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if child.try_wait().expect("chromium waits").is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium took over a minute on {address}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(&profile);
+    reader
+        .join()
+        .expect("reader thread")
+        .expect("chromium's output is text")
+}

@@ -1,9 +1,10 @@
 //! The memory charts of `report.html`: the per-tile heat maps (peak SRAM
 //! and exchange-table bytes, one cell per tile on a near 3:2 grid with a
-//! viridis legend) and the fullest tile's live bytes over the placed steps
+//! viridis legend) and one tile's live bytes over the placed steps
 //! (bucketed to at most `MEMORY_POINTS` points, round ticks, the layer loop
-//! shaded, the usable and reserved levels and the peak marked), with the
-//! width and the coordinate format every chart of the page shares.
+//! shaded, the usable level and the peak marked, on the fullest tile's
+//! scale), with the width and the coordinate format every chart of the
+//! page shares.
 
 use maud::{Markup, html};
 
@@ -150,7 +151,8 @@ pub(super) fn heat_maps(memory: &MemoryView) -> Markup {
             p.note {
                 "One cell per tile, tile 0 at the top left, row by row ("
                 (grid_columns(sram.values.len().max(1))) " tiles a row). Peak SRAM counts the exchange table and "
-                "patch lists; the fullest tile (" (memory.fullest_tile.tile) ") is outlined. Hover a cell for its bytes."
+                "patch lists; the fullest tile (" (memory.fullest_tile.tile) ") is outlined. Click a cell to see "
+                "that tile below, hover it for its bytes."
             }
             div.maps {
                 (heat_map(&sram))
@@ -315,11 +317,28 @@ fn repeat_shading(plot: &Plot, ranges: &[(u32, u32)], layers: u32) -> Markup {
     }
 }
 
-pub(super) fn memory_over_steps(memory: &MemoryView, layers: u32) -> Markup {
+/// The live-bytes chart of `tile` (its curve drawn; the scale, the layer
+/// loop's shading and the usable level fixed by the fullest tile, so that
+/// every tile reads on the same axes). Its geometry rides on `data-*`
+/// attributes, and the curve and the peak marker carry ids, for the tile
+/// picker's script to redraw them for another tile.
+pub(super) fn tile_memory_chart(memory: &MemoryView, tile: usize, layers: u32) -> Markup {
     let fullest = &memory.fullest_tile;
-    let values = &fullest.live_bytes_per_step;
+    let values = memory
+        .tiles
+        .tiles
+        .get(tile)
+        .map_or(&fullest.live_bytes_per_step[..], |shown| {
+            &shown.live_bytes_per_step[..]
+        });
     let peak = values.iter().copied().max().unwrap_or(0);
     let peak_step = values.iter().position(|&bytes| bytes == peak).unwrap_or(0);
+    let largest = fullest
+        .live_bytes_per_step
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0);
     let usable = u64::from(memory.usable_bytes_per_tile);
     let plot = Plot {
         left: 80.0,
@@ -327,33 +346,22 @@ pub(super) fn memory_over_steps(memory: &MemoryView, layers: u32) -> Markup {
         width: CHART_WIDTH - 80.0 - 90.0,
         height: 280.0,
         steps: values.len(),
-        ceiling: memory_ceiling(peak, usable),
+        ceiling: memory_ceiling(largest.max(peak), usable),
     };
     let height = plot.top + plot.height + 30.0;
     html! {
-        section {
-            h2 { "Memory of the fullest tile over the program" }
-            p.note {
-                "Live bytes on tile " (fullest.tile) " at each of the " (thousands(values.len() as u64))
-                " steps of the placed program (the layer loop's body drawn once, shaded), the exchange table and "
-                "patch lists (" (thousands(fullest.reserved_bytes)) " B, dashed) included. Peak "
-                (thousands(peak)) " B at step " (thousands(peak_step as u64)) "; the tile has "
-                (thousands(usable)) " usable bytes"
-                @if plot.ceiling < usable { " (far above this chart's top)" }
-                "."
+        svg id="memory-steps" width="100%" viewBox=(format!("0 0 {CHART_WIDTH} {height}")) role="img"
+            aria-label="live bytes of one tile per step"
+            data-steps=(values.len()) data-peak=(peak) data-tile=(tile)
+            data-left=(plot.left) data-top=(plot.top) data-width=(plot.width) data-height=(plot.height)
+            data-ceiling=(plot.ceiling) {
+            (repeat_shading(&plot, &fullest.repeat_steps, layers))
+            (memory_axes(&plot))
+            path id="tile-area" d=(memory_area(&plot, values)) fill="#3b6fd8" fill-opacity="0.35" stroke="#3b6fd8" stroke-width="1.2" {}
+            @if plot.ceiling >= usable {
+                (level_line(&plot, usable, "usable", "#e0245e", false))
             }
-            svg id="memory-steps" width="100%" viewBox=(format!("0 0 {CHART_WIDTH} {height}")) role="img"
-                aria-label="live bytes of the fullest tile per step"
-                data-steps=(values.len()) data-peak=(peak) data-tile=(fullest.tile) {
-                (repeat_shading(&plot, &fullest.repeat_steps, layers))
-                (memory_axes(&plot))
-                path d=(memory_area(&plot, values)) fill="#3b6fd8" fill-opacity="0.35" stroke="#3b6fd8" stroke-width="1.2" {}
-                @if plot.ceiling >= usable {
-                    (level_line(&plot, usable, "usable", "#e0245e", false))
-                }
-                (level_line(&plot, fullest.reserved_bytes, "reserved", "#1d2330", true))
-                (peak_marker(&plot, peak_step, peak))
-            }
+            g id="tile-peak" { (peak_marker(&plot, peak_step, peak)) }
         }
     }
 }
