@@ -556,6 +556,7 @@ const SESSION_API: &[&str] = &[
     "replay",
     "search_trials",
     "searched_layouts",
+    "step_loads",
     "suggest",
     "sweep",
 ];

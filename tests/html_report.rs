@@ -403,11 +403,38 @@ fn the_tile_picker_shows_any_tile_in_headless_chromium() {
     session.build().expect("builds");
     let view = session.memory_view().expect("memory view");
     let picked = (view.fullest_tile.tile as usize + 5) % view.tiles.tiles.len();
+    let loads = session.step_loads().expect("step loads");
+    let profile = session.profile().expect("profile");
+    assert_eq!(
+        loads.len(),
+        profile.entries.len(),
+        "one load per program step"
+    );
+    assert!(
+        loads
+            .iter()
+            .all(|load| load.per_tile.len() == view.tiles.tiles.len())
+    );
+    let step = &loads[loads.len() / 2];
     for (fragment, tile) in [
-        (format!("#tile={picked}"), picked),
+        (format!("#tile={picked}&step={}", step.step), picked),
         (String::new(), view.fullest_tile.tile as usize),
     ] {
         let dom = common::rendered_dom(&browser, &page, &fragment);
+        if !fragment.is_empty() {
+            let parsed = tl::parse(&dom, tl::ParserOptions::default()).expect("the DOM parses");
+            let summary = element(&parsed, "step-summary");
+            assert_eq!(attribute(summary, "data-step"), step.step.to_string());
+            let busiest = step.per_tile.iter().max().copied().unwrap_or(0);
+            assert_eq!(attribute(summary, "data-busiest"), busiest.to_string());
+            let busy = step.per_tile.iter().filter(|&&load| load > 0).count();
+            assert_eq!(attribute(summary, "data-busy"), busy.to_string());
+            assert_eq!(select(&parsed, "tile-timeline", "g").len(), loads.len());
+            assert_eq!(
+                select(&parsed, "step-balance", "rect").len(),
+                step.per_tile.len()
+            );
+        }
         let figures = &view.tiles.tiles[tile];
         assert!(
             dom.contains(&format!(r#"data-picked-tile="{tile}""#)),

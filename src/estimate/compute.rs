@@ -209,9 +209,10 @@ pub fn compute_step_cycles(step: &Step, tiles: u32, table: &CostTable) -> u64 {
     compute_step_load(step, tiles, table).cycles
 }
 
-/// The load of a compute step; all zero for exchanges, Repeats and
+/// Every tile's busy cycles in a compute step (kernels, copies or fills),
+/// as the estimate charges them; all zero for exchanges, Repeats and
 /// checkpoints.
-pub fn compute_step_load(step: &Step, tiles: u32, table: &CostTable) -> StepLoad {
+pub fn compute_step_tile_cycles(step: &Step, tiles: u32, table: &CostTable) -> Vec<u64> {
     let mut per_tile = vec![0u64; tiles as usize];
     match step {
         Step::Kernels { runs, .. } => {
@@ -231,10 +232,21 @@ pub fn compute_step_load(step: &Step, tiles: u32, table: &CostTable) -> StepLoad
                     costs::local_copy_cycles(fill.rows as u64 * fill.row_bytes as u64);
             }
         }
-        Step::Exchange { .. } | Step::Repeat { .. } | Step::Checkpoint { .. } => {
-            return StepLoad::default();
-        }
+        Step::Exchange { .. } | Step::Repeat { .. } | Step::Checkpoint { .. } => {}
     }
+    per_tile
+}
+
+/// The load of a compute step; all zero for exchanges, Repeats and
+/// checkpoints.
+pub fn compute_step_load(step: &Step, tiles: u32, table: &CostTable) -> StepLoad {
+    if matches!(
+        step,
+        Step::Exchange { .. } | Step::Repeat { .. } | Step::Checkpoint { .. }
+    ) {
+        return StepLoad::default();
+    }
+    let per_tile = compute_step_tile_cycles(step, tiles, table);
     StepLoad {
         cycles: per_tile.iter().copied().max().unwrap_or(0),
         busy_tiles: per_tile.iter().filter(|&&cycles| cycles > 0).count() as u32,

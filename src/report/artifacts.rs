@@ -100,10 +100,12 @@ pub fn write_reports(
         && query.outputs.html
     {
         let memory = session.memory_view()?;
+        let step_loads = session.step_loads()?;
         let page = render(&ReportPage {
             report,
             back,
             memory: &memory,
+            step_loads: &step_loads,
             suggestions,
             suggestion_candidates: SUGGESTION_CANDIDATES,
         });

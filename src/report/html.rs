@@ -25,6 +25,7 @@ use super::{BackReport, BuildReport, OpComputeLine};
 use crate::session::PhaseFigures;
 use crate::session::Suggestion;
 use crate::session::memory::MemoryView;
+use crate::session::step_loads::StepTileLoad;
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 
@@ -33,6 +34,9 @@ pub struct ReportPage<'a> {
     pub report: &'a BuildReport,
     pub back: &'a BackReport,
     pub memory: &'a MemoryView,
+    /// Every program step's work per tile (the tile view's timeline and
+    /// balance).
+    pub step_loads: &'a [StepTileLoad],
     /// The suggestions, when the build measured them (`None`: it was told
     /// not to, `--suggestions 0`).
     pub suggestions: Option<&'a [Suggestion]>,
@@ -72,7 +76,7 @@ pub fn render(page: &ReportPage) -> String {
         (phase_table(page.back))
         (horizon_chart(page.back))
         (heat_maps(page.memory))
-        (tile_view(page.memory, page.report.layers))
+        (tile_view(page.memory, page.step_loads, page.report.layers))
         (suggestions(page))
         (compute_table(page.back))
         footer {
@@ -126,7 +130,8 @@ svg text.inside { fill: #fff; font-weight: 600; }
 svg text.muted { fill: #5a6272; }
 code { background: #f0f2f5; padding: 1px 4px; border-radius: 3px; }
 rect.cell { cursor: pointer; }
-rect.cell.picked { stroke: #e0245e; stroke-width: 2; }
+rect.cell.picked, rect.load.picked { stroke: #e0245e; stroke-width: 2; }
+rect.load, g.step { cursor: pointer; }
 .columns { display: flex; flex-wrap: wrap; gap: 24px; }
 .columns > div { flex: 1 1 480px; min-width: 0; }
 .columns h3 { font-size: 15px; margin: 12px 0 6px; }

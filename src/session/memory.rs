@@ -1,8 +1,8 @@
 //! The memory view of a build for reports: every tile's peak SRAM and
-//! exchange-table bytes, and every tile's live bytes at every step of the
-//! placed step sequence (the phase groups' steps, Repeat bodies inlined
-//! once, as `crate::place::liveness` numbers them) with what it holds at
-//! its peak, by category and by value. Derived from the placement, the row
+//! exchange-table bytes, and every tile's live bytes at every program step
+//! (the one step index `phases` shows: exchange phases and compute steps,
+//! the Repeat body once) with what it holds at its peak, by category and
+//! by value. Derived from the placement, the row
 //! table, liveness and the allocations' provenance; it places and
 //! schedules nothing.
 
@@ -14,7 +14,7 @@ use crate::layout::plan::Layouts;
 use crate::model::graph::ValueKind;
 use crate::place::Placement;
 use crate::place::allocator::{Block, USABLE_BYTES, blocks_by_tile};
-use crate::place::liveness::{flat_count, liveness};
+use crate::place::liveness::liveness;
 use crate::target::memory::TILE_BASE_ADDRESS;
 
 /// Per-tile memory figures and the fullest tile's memory over time.
@@ -115,7 +115,7 @@ pub struct TileMemories {
 /// One tile's memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TileMemory {
-    /// Live bytes at each flattened step, reservations included.
+    /// Live bytes at each program step (the one step index), reservations included.
     pub live_bytes_per_step: Vec<u64>,
     /// The first step at which the live bytes are largest.
     pub peak_step: u32,
@@ -137,16 +137,16 @@ pub struct HeldValue {
     pub bytes: u64,
 }
 
-/// One tile's live bytes at every flattened step.
+/// One tile's live bytes at every program step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FullestTile {
     pub tile: u32,
     /// Exchange table and patch lists, held for the whole program.
     pub reserved_bytes: u64,
-    /// Live bytes at each flattened step, reservations included; the
+    /// Live bytes at each program step, reservations included; the
     /// largest equals the tile's peak.
     pub live_bytes_per_step: Vec<u64>,
-    /// Flattened step ranges `[first, last]` of the top-level Repeats (one
+    /// Program-step ranges `[first, last]` of the top-level Repeats (one
     /// iteration of the body is shown).
     pub repeat_steps: Vec<(u32, u32)>,
 }
@@ -169,7 +169,11 @@ impl Session {
             fullest_tile: FullestTile {
                 tile,
                 reserved_bytes: reserved_bytes(&placement, tile),
-                live_bytes_per_step: live_bytes_per_step(&program, &groups.steps, &placement, tile),
+                live_bytes_per_step: tiles
+                    .tiles
+                    .get(tile as usize)
+                    .map(|shown| shown.live_bytes_per_step.clone())
+                    .unwrap_or_default(),
                 repeat_steps: repeat_ranges(&groups.steps),
             },
             tiles,
@@ -185,36 +189,7 @@ fn reserved_bytes(placement: &Placement, tile: u32) -> u64 {
         .map_or(0, |&end| u64::from(end.saturating_sub(TILE_BASE_ADDRESS)))
 }
 
-/// Live bytes of `tile` at every flattened step of `steps`, reservations included.
-fn live_bytes_per_step(
-    program: &LowProgram,
-    steps: &[Step],
-    placement: &Placement,
-    tile: u32,
-) -> Vec<u64> {
-    let live = liveness(program, steps);
-    let blocks = blocks_by_tile(program, &live.ranges);
-    let count = live.steps as usize;
-    // Bytes entering at a step and leaving after it, summed in one pass.
-    let mut changes = vec![0i64; count + 1];
-    for block in blocks.get(tile as usize).into_iter().flatten() {
-        let first = (block.first as usize).min(count);
-        let after = (block.last as usize + 1).min(count);
-        changes[first] += i64::from(block.bytes);
-        changes[after] -= i64::from(block.bytes);
-    }
-    let reserved = reserved_bytes(placement, tile) as i64;
-    let mut running = 0i64;
-    changes[..count]
-        .iter()
-        .map(|change| {
-            running += change;
-            (running + reserved).max(0) as u64
-        })
-        .collect()
-}
-
-/// Every tile's live bytes at every flattened step of `steps`, and what
+/// Every tile's live bytes at every program step of `steps`, and what
 /// it holds at its peak: one pass over the live blocks per tile.
 fn tile_memories(
     program: &LowProgram,
@@ -225,6 +200,10 @@ fn tile_memories(
     let live = liveness(program, steps);
     let blocks = blocks_by_tile(program, &live.ranges);
     let count = live.steps as usize;
+    // Liveness numbers checkpoints too; the report shows the one step index
+    // (exchange phases and compute steps only). A block live at a
+    // checkpoint is live at the step before it, so no peak is lost.
+    let flat_of_step = program_steps(steps);
     // A weight's replicas and operand copies share its name: a name any
     // weight carries is a weight's.
     let mut kinds: std::collections::HashMap<&str, ValueKind> = std::collections::HashMap::new();
@@ -276,12 +255,16 @@ fn tile_memories(
             changes[after] -= i64::from(block.bytes);
         }
         let mut running = (table + patches) as i64;
-        let live_bytes_per_step: Vec<u64> = changes[..count]
+        let flat_live: Vec<u64> = changes[..count]
             .iter()
             .map(|change| {
                 running += change;
                 running.max(0) as u64
             })
+            .collect();
+        let live_bytes_per_step: Vec<u64> = flat_of_step
+            .iter()
+            .map(|&flat| flat_live.get(flat).copied().unwrap_or(0))
             .collect();
         let (peak_step, peak_bytes) =
             live_bytes_per_step
@@ -295,8 +278,9 @@ fn tile_memories(
         peak_by_category[MemoryCategory::PatchLists as usize] = patches;
         let mut by_label: std::collections::BTreeMap<(u32, MemoryCategory), u64> =
             std::collections::BTreeMap::new();
+        let peak_flat = flat_of_step.get(peak_step).copied().unwrap_or(0);
         for block in tile_blocks {
-            if (block.first as usize) <= peak_step && peak_step <= block.last as usize {
+            if (block.first as usize) <= peak_flat && peak_flat <= block.last as usize {
                 let (label, category) = held_label(block);
                 peak_by_category[category as usize] += u64::from(block.bytes);
                 *by_label.entry((label, category)).or_default() += u64::from(block.bytes);
@@ -335,12 +319,33 @@ fn exchange_table_bytes(placement: &Placement, tile: u32) -> u64 {
     }
 }
 
-/// Flattened ranges of the top-level Repeats of `steps`.
+/// The flattened (liveness) index of every program step of `steps`, in
+/// order: every exchange phase and compute step, the Repeat body once,
+/// checkpoints left out (the one step index `phases` shows).
+fn program_steps(steps: &[Step]) -> Vec<usize> {
+    fn walk(steps: &[Step], flat: &mut usize, kept: &mut Vec<usize>) {
+        for step in steps {
+            match step {
+                Step::Repeat { body, .. } => walk(body, flat, kept),
+                Step::Checkpoint { .. } => *flat += 1,
+                _ => {
+                    kept.push(*flat);
+                    *flat += 1;
+                }
+            }
+        }
+    }
+    let mut kept = Vec::new();
+    walk(steps, &mut 0, &mut kept);
+    kept
+}
+
+/// Program-step ranges `[first, last]` of the top-level Repeats of `steps`.
 fn repeat_ranges(steps: &[Step]) -> Vec<(u32, u32)> {
     let mut ranges = Vec::new();
     let mut next = 0u32;
     for step in steps {
-        let count = flat_count(std::slice::from_ref(step));
+        let count = program_steps(std::slice::from_ref(step)).len() as u32;
         if matches!(step, Step::Repeat { .. }) && count > 0 {
             ranges.push((next, next + count - 1));
         }

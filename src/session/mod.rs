@@ -21,6 +21,7 @@ pub mod replay;
 pub mod search_calibration;
 pub mod search_trials;
 pub mod searched_layouts;
+pub mod step_loads;
 pub mod suggest;
 pub mod sweep;
 pub mod timeline;

@@ -1,16 +1,21 @@
 //! The tile drill-down of `report.html`: pick any tile (a number, the
 //! fullest, or a click on a heat-map cell) and see its live bytes over the
-//! program and what it holds at its peak, by category and by value. The
-//! page is written showing the fullest tile (it reads so without
-//! JavaScript); every tile's figures ride in one JSON block that a short
-//! script reads to show another, and `#tile=N` in the address picks tile N
-//! when the page opens (links and the headless-browser test use it).
+//! program and what it holds at its peak, by category and by value, and
+//! its work at every step (a per-tile BSP timeline: busy cycles in compute
+//! steps, words moved in exchange phases, against the step's busiest
+//! tile); pick a step there and see that step's work across all tiles.
+//! The memory part is written showing the fullest tile (it reads so
+//! without JavaScript); every tile's figures ride in one JSON block that a
+//! short script reads to show another, and `#tile=N` (and `&step=S`) in
+//! the address picks them when the page opens (links and the
+//! headless-browser test use it).
 
 use maud::{Markup, PreEscaped, html};
 use serde::Serialize;
 
 use super::charts::tile_memory_chart;
 use crate::session::memory::{MemoryCategory, MemoryView, TileMemory};
+use crate::session::step_loads::StepTileLoad;
 use crate::text::thousands;
 
 /// Values listed per tile (the rest are summed as one line).
@@ -27,6 +32,10 @@ const CATEGORY_COLOURS: [&str; 9] = [
 /// values]`.
 type TileRecord<'a> = (u32, u64, &'a [u64], &'a [u64], Vec<(i64, i64, u64)>);
 
+/// One program step as the script reads it: `[step, key, kind, cycles
+/// per execution, executions, work per tile]`.
+type StepRecord<'a> = (usize, &'a str, &'static str, u64, u64, &'a [u64]);
+
 #[derive(Serialize)]
 struct TileData<'a> {
     fullest: u32,
@@ -35,6 +44,7 @@ struct TileData<'a> {
     colours: &'static [&'static str],
     labels: &'a [String],
     tiles: Vec<TileRecord<'a>>,
+    steps: Vec<StepRecord<'a>>,
 }
 
 /// `[label, category, bytes]` of the largest values of `tile` at its
@@ -60,7 +70,7 @@ fn listed(tile: &TileMemory) -> Vec<(i64, i64, u64)> {
 
 /// The JSON block, with `</` written `<\/` so that no value can end the
 /// script element.
-fn tile_data(memory: &MemoryView) -> String {
+fn tile_data(memory: &MemoryView, steps: &[StepTileLoad]) -> String {
     let data = TileData {
         fullest: memory.fullest_tile.tile,
         usable: memory.usable_bytes_per_tile,
@@ -81,6 +91,19 @@ fn tile_data(memory: &MemoryView) -> String {
                     &tile.live_bytes_per_step[..],
                     &tile.peak_by_category[..],
                     listed(tile),
+                )
+            })
+            .collect(),
+        steps: steps
+            .iter()
+            .map(|load| {
+                (
+                    load.step,
+                    load.key.as_str(),
+                    load.kind.name(),
+                    load.cycles,
+                    load.executions,
+                    &load.per_tile[..],
                 )
             })
             .collect(),
@@ -146,7 +169,7 @@ fn value_rows(memory: &MemoryView, tile: &TileMemory) -> Markup {
 
 /// The section: picker, chart and the two tables, written for the fullest
 /// tile, and the data and script that show any other.
-pub(super) fn tile_view(memory: &MemoryView, layers: u32) -> Markup {
+pub(super) fn tile_view(memory: &MemoryView, steps: &[StepTileLoad], layers: u32) -> Markup {
     let fullest = memory.fullest_tile.tile as usize;
     let Some(tile) = memory.tiles.tiles.get(fullest) else {
         return html! {};
@@ -154,7 +177,7 @@ pub(super) fn tile_view(memory: &MemoryView, layers: u32) -> Markup {
     let last = memory.tiles.tiles.len().saturating_sub(1);
     html! {
         section id="tile-view" {
-            h2 { "One tile's memory over the program" }
+            h2 { "One tile over the program: its memory and its work" }
             p.note {
                 "Live bytes of one tile at each of the " (thousands(tile.live_bytes_per_step.len() as u64))
                 " steps of the placed program (the layer loop's body drawn once, shaded; the exchange table "
@@ -188,7 +211,22 @@ pub(super) fn tile_view(memory: &MemoryView, layers: u32) -> Markup {
                     }
                 }
             }
-            script type="application/json" id="tile-data" { (PreEscaped(tile_data(memory))) }
+            h3 { "Its work at every step" }
+            p.note {
+                "One bar per step of the program (the layer loop's body once): how busy the picked tile is "
+                "against the step's busiest tile, busy cycles in compute steps ("
+                span.swatch style="background:#3b6fd8" {} "kernels, copies, fills) and words sent and received "
+                "in exchange phases (" span.swatch style="background:#e8833a" {} "), as the estimate models one "
+                "execution. A step's busiest tile sets its length (BSP: every tile waits for it at the barrier). "
+                "Click a bar to see that step across all tiles."
+            }
+            svg id="tile-timeline" width="100%" viewBox="0 0 1240 140" role="img"
+                aria-label="the picked tile's work per step" {}
+            h3 id="step-title" { "One step across all tiles" }
+            p id="step-summary" {}
+            svg id="step-balance" width="560" role="img" aria-label="one step's work per tile" {}
+            noscript { p.note { "The timeline and the balance across tiles are drawn by the page's script." } }
+            script type="application/json" id="tile-data" { (PreEscaped(tile_data(memory, steps))) }
         }
     }
 }
@@ -289,7 +327,92 @@ pub(super) const TILE_SCRIPT: &str = r##"
       rect.classList.add('picked');
     });
     document.body.dataset.pickedTile = index;
-    try { history.replaceState(null, '', '#tile=' + index); } catch (error) { /* a file page may refuse */ }
+    picked.tile = index;
+    timeline();
+    balance();
+    remember();
+  }
+  var picked = { tile: data.fullest, step: 0 };
+  function remember() {
+    try { history.replaceState(null, '', '#tile=' + picked.tile + '&step=' + picked.step); }
+    catch (error) { /* a file page may refuse */ }
+  }
+  function busiest(loads) { return loads.reduce(function (most, value) { return Math.max(most, value); }, 0); }
+  function unit(kind) { return kind === 'exchange' ? 'words' : 'cycles'; }
+  function colour(kind) { return kind === 'exchange' ? '#e8833a' : '#3b6fd8'; }
+  function element(name, attributes, parent) {
+    var made = document.createElementNS(svg, name);
+    Object.keys(attributes).forEach(function (key) { made.setAttribute(key, attributes[key]); });
+    parent.appendChild(made);
+    return made;
+  }
+  function timeline() {
+    var strip = document.getElementById('tile-timeline');
+    if (!strip || !data.steps.length) { return; }
+    strip.textContent = '';
+    var left = 80, width = 1240 - left - 20, top = 10, height = 100;
+    var step = width / data.steps.length;
+    element('text', { x: left - 8, y: top + 12, 'text-anchor': 'end', class: 'muted' }, strip).textContent = 'busiest';
+    element('text', { x: left - 8, y: top + height, 'text-anchor': 'end', class: 'muted' }, strip).textContent = 'idle';
+    data.steps.forEach(function (entry, position) {
+      var loads = entry[5], most = busiest(loads), mine = loads[picked.tile] || 0;
+      var share = most > 0 ? mine / most : 0;
+      var group = element('g', { class: 'step', 'data-step': entry[0], 'data-load': mine }, strip);
+      if (entry[0] === picked.step) { group.setAttribute('data-picked', 'yes'); }
+      element('rect', { x: (left + position * step).toFixed(1), y: top, width: Math.max(step - 1, 1).toFixed(1),
+        height: height, fill: entry[0] === picked.step ? '#dfe6f3' : '#f0f2f5' }, group);
+      element('rect', { x: (left + position * step).toFixed(1), y: (top + height * (1 - share)).toFixed(1),
+        width: Math.max(step - 1, 1).toFixed(1), height: (height * share).toFixed(1), fill: colour(entry[2]) }, group);
+      element('title', {}, group).textContent = 'step ' + entry[0] + ' ' + entry[1] + ' (' + entry[2] + '): tile '
+        + picked.tile + ' ' + thousands(mine) + ' ' + unit(entry[2]) + ', the busiest ' + thousands(most)
+        + '; ' + thousands(entry[3]) + ' cycles x ' + entry[4];
+      group.addEventListener('click', function () { pickStep(entry[0]); });
+    });
+    [0, Math.floor(data.steps.length / 2), data.steps.length - 1].forEach(function (position) {
+      element('text', { x: (left + (position + 0.5) * step).toFixed(1), y: top + height + 18, 'text-anchor': 'middle',
+        class: 'muted' }, strip).textContent = 'step ' + data.steps[position][0];
+    });
+  }
+  function balance() {
+    var grid = document.getElementById('step-balance');
+    var entry = data.steps.filter(function (candidate) { return candidate[0] === picked.step; })[0];
+    if (!grid || !entry) { return; }
+    var loads = entry[5], most = busiest(loads);
+    var busy = loads.filter(function (value) { return value > 0; }).length;
+    var total = loads.reduce(function (sum, value) { return sum + value; }, 0);
+    var map = document.getElementById('heat-sram');
+    var columns = map ? Number(map.dataset.columns) : Math.ceil(Math.sqrt(loads.length * 1.5));
+    var rows = Math.ceil(loads.length / columns), cell = Math.max(4, Math.min(32, Math.floor(560 / columns)));
+    grid.setAttribute('viewBox', '0 0 ' + columns * cell + ' ' + rows * cell);
+    grid.setAttribute('height', rows * cell);
+    grid.textContent = '';
+    grid.dataset.step = entry[0];
+    loads.forEach(function (value, tile) {
+      var share = most > 0 ? value / most : 0;
+      var rect = element('rect', { x: (tile % columns) * cell, y: Math.floor(tile / columns) * cell, width: cell,
+        height: cell, fill: value === 0 ? '#e3e6ec' : colour(entry[2]), 'fill-opacity': value === 0 ? '1' : (0.2 + 0.8 * share).toFixed(2),
+        class: 'load' + (tile === picked.tile ? ' picked' : ''), 'data-tile': tile, 'data-load': value }, grid);
+      element('title', {}, rect).textContent = 'tile ' + tile + ': ' + thousands(value) + ' ' + unit(entry[2]);
+      rect.addEventListener('click', function () { show(tile); });
+    });
+    document.getElementById('step-title').textContent = 'Step ' + entry[0] + ', ' + entry[1] + ' (' + entry[2]
+      + '), across all tiles';
+    var summary = document.getElementById('step-summary');
+    summary.textContent = thousands(busy) + ' of ' + thousands(loads.length) + ' tiles busy; the busiest '
+      + thousands(most) + ' ' + unit(entry[2]) + ' (tile ' + loads.indexOf(most) + '), the mean over busy tiles '
+      + thousands(busy > 0 ? total / busy : 0) + ' (' + share(busy > 0 ? total / busy : 0, most)
+      + ' of the busiest); the step costs ' + thousands(entry[3]) + ' cycles per execution, ' + entry[4]
+      + ' executions. Tile ' + picked.tile + ': ' + thousands(loads[picked.tile] || 0) + ' ' + unit(entry[2]) + '.';
+    summary.dataset.step = entry[0];
+    summary.dataset.busiest = most;
+    summary.dataset.busy = busy;
+  }
+  function pickStep(step) {
+    picked.step = step;
+    document.body.dataset.pickedStep = step;
+    timeline();
+    balance();
+    remember();
   }
   picker.addEventListener('change', function () { show(picker.value); });
   picker.addEventListener('input', function () { if (picker.value !== '') { show(picker.value); } });
@@ -300,6 +423,13 @@ pub(super) const TILE_SCRIPT: &str = r##"
       document.getElementById('tile-view').scrollIntoView();
     });
   });
+  var askedStep = /step=(\d+)/.exec(location.hash);
+  var firstStep = data.steps.length ? data.steps[0][0] : 0;
+  var heaviest = data.steps.reduce(function (best, entry) {
+    return entry[3] * entry[4] > best[3] * best[4] ? entry : best;
+  }, data.steps[0] || [0, '', '', 0, 0]);
+  picked.step = askedStep ? Number(askedStep[1]) : (heaviest ? heaviest[0] : firstStep);
+  document.body.dataset.pickedStep = picked.step;
   var asked = /tile=(\d+)/.exec(location.hash);
   show(asked ? asked[1] : data.fullest);
 })();
@@ -341,10 +471,10 @@ mod tests {
 
     #[test]
     fn the_page_shows_the_fullest_tile_and_carries_every_tile() {
-        let markup = tile_view(&view(), 2).into_string();
+        let markup = tile_view(&view(), &[], 2).into_string();
         assert!(markup.contains("Tile 1: peak 90 B at step 1"), "{markup}");
         assert!(markup.contains(r#"value="1""#));
-        let data = tile_data(&view());
+        let data = tile_data(&view(), &[]);
         assert!(!data.contains("</"), "{data}");
         let parsed: serde_json::Value =
             serde_json::from_str(&data.replace("<\\/", "</")).expect("JSON");
