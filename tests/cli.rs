@@ -644,7 +644,7 @@ fn build_explain_and_sweep_print_one_json_document() {
         assert!(output.status.success(), "{command:?}: {}", stderr(&output));
         let document: serde_json::Value = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|error| panic!("{command:?}: not one JSON document: {error}"));
-        assert_eq!(document["schema_version"], 2, "{command:?}");
+        assert_eq!(document["schema_version"], 3, "{command:?}");
         assert!(
             document["compiler"]
                 .as_str()
@@ -663,7 +663,7 @@ fn build_explain_and_sweep_print_one_json_document() {
         build["report"], report,
         "build --json is report.json's record"
     );
-    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["schema_version"], 3);
     assert_eq!(report["compiler"], build["compiler"]);
     assert!(
         build["report"]["back"]["total_cycles"]

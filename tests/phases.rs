@@ -131,7 +131,7 @@ fn the_command_sorts_filters_and_finds_a_cycle() {
         let detail = &line["exchange"];
         assert!(
             detail["horizon"].as_u64().expect("horizon")
-                >= detail["lower_bound"].as_u64().expect("bound")
+                >= detail["endpoint_bound"].as_u64().expect("bound")
         );
     }
     let sparse = run(&["--json", "--max-occupancy", "0.5", "--sort-by", "occupancy"]);

@@ -463,11 +463,11 @@ fn print_back_details(back: &BackReport) {
         .max_by_key(|phase| phase.horizon as u64 * phase.executions as u64);
     if let Some(worst) = worst {
         print_line!(
-            "phases: {} validated and checked; longest {} (horizon {}, lower bound {}, {} transfers, x{})",
+            "phases: {} validated and checked; longest {} (horizon {}, endpoint bound {}, {} transfers, x{})",
             back.phases.len(),
             worst.key,
             thousands(worst.horizon as u64),
-            thousands(worst.lower_bound as u64),
+            thousands(worst.endpoint_bound as u64),
             thousands(worst.transfers),
             worst.executions
         );

@@ -298,8 +298,8 @@ fn exchange(
     say!(
         "  schedule: horizon {} events; endpoint bound {} ({:.2}x); latency-aware bound {} ({:.2}x)",
         schedule.horizon,
-        schedule.lower_bound,
-        schedule.horizon as f64 / schedule.lower_bound.max(1) as f64,
+        schedule.endpoint_bound,
+        schedule.horizon as f64 / schedule.endpoint_bound.max(1) as f64,
         schedule.latency_bound,
         schedule.horizon as f64 / schedule.latency_bound.max(1) as f64
     );
@@ -375,7 +375,7 @@ fn exchange(
         },
         "schedule": {
             "horizon": schedule.horizon,
-            "endpoint_bound": schedule.lower_bound,
+            "endpoint_bound": schedule.endpoint_bound,
             "latency_bound": schedule.latency_bound,
             "candidates": schedule.candidates,
         },

@@ -110,8 +110,12 @@ pub struct PhaseLine {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExchangeDetail {
     pub horizon: u64,
-    pub lower_bound: u64,
-    /// Horizon over the endpoint lower bound.
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
+    pub endpoint_bound: u32,
+    /// Horizon over the endpoint bound.
     pub gap: f64,
     pub policy: String,
     pub policy_source: crate::session::PolicySource,
@@ -159,11 +163,11 @@ pub fn phase_lines(
                 .flatten()
                 .map(|figures| ExchangeDetail {
                     horizon: u64::from(figures.horizon),
-                    lower_bound: u64::from(figures.lower_bound),
-                    gap: if figures.lower_bound == 0 {
+                    endpoint_bound: figures.endpoint_bound,
+                    gap: if figures.endpoint_bound == 0 {
                         1.0
                     } else {
-                        f64::from(figures.horizon) / f64::from(figures.lower_bound)
+                        f64::from(figures.horizon) / f64::from(figures.endpoint_bound)
                     },
                     policy: figures.policy.clone(),
                     policy_source: figures.policy_source,
@@ -261,7 +265,7 @@ fn render_line(line: &PhaseLine) -> String {
         (Some(exchange), _) => format!(
             "{head}  horizon {} bound {} gap {:.2}x  {} ({}{})  rows max {} B total {} B  patch {} words",
             thousands(exchange.horizon),
-            thousands(exchange.lower_bound),
+            thousands(exchange.endpoint_bound),
             exchange.gap,
             exchange.policy,
             exchange.policy_source.name(),

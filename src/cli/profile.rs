@@ -145,7 +145,7 @@ pub fn run(arguments: &ProfileArguments) -> Result<(), CommandError> {
                 format!("{} (chose {})", figures.policy, figures.chosen)
             },
             horizon: u64::from(figures.horizon),
-            lower_bound: u64::from(figures.lower_bound),
+            endpoint_bound: figures.endpoint_bound,
             max_row_bytes: figures.max_row_bytes,
             total_row_bytes: figures.total_row_bytes,
         })

@@ -222,9 +222,11 @@ pub struct PhaseFigures {
     pub transfers: u64,
     pub destinations: u64,
     pub horizon: u32,
-    /// The endpoint bound: max events one tile sends or receives (a piece
-    /// that may pair at half its words; `crate::schedule::Schedule`).
-    pub lower_bound: u32,
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
+    pub endpoint_bound: u32,
     /// The latency-aware bound (`crate::schedule::bound`).
     pub latency_bound: u32,
     pub max_row_bytes: u64,
@@ -258,7 +260,7 @@ pub fn phase_figures<'db>(
         transfers: content.pieces() as u64,
         destinations: content.receives() as u64,
         horizon: schedule.horizon,
-        lower_bound: schedule.lower_bound,
+        endpoint_bound: schedule.endpoint_bound,
         latency_bound: schedule.latency_bound,
         max_row_bytes: rows.max_bytes,
         total_row_bytes: rows.total_bytes,

@@ -28,7 +28,10 @@ pub struct PointFigures {
     /// The schedule's width (`paired64` when some piece moves paired).
     pub width: TransferWidth,
     pub horizon: u32,
-    /// The endpoint bound: the most words one tile sends or receives.
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
     pub endpoint_bound: u32,
     /// Encoded row bytes of the fullest tile, before cross-phase sharing.
     pub max_row_bytes: u64,
@@ -85,7 +88,7 @@ pub fn sweep_point<'db>(
                 chosen: figures.chosen,
                 width: figures.width,
                 horizon: figures.horizon,
-                endpoint_bound: figures.lower_bound,
+                endpoint_bound: figures.endpoint_bound,
                 max_row_bytes: rows.max_bytes(),
                 total_row_bytes: rows.total_bytes(),
                 repeat_patch_words: patches.words(),

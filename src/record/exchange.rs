@@ -169,7 +169,7 @@ pub fn text(
         format!("{} (asked {})", schedule.width, policy.width),
     );
     sheet.count("horizon", u64::from(schedule.horizon));
-    sheet.count("endpoint bound", u64::from(schedule.lower_bound));
+    sheet.count("endpoint bound", u64::from(schedule.endpoint_bound));
     sheet.count("latency bound", u64::from(schedule.latency_bound));
     sheet.count(
         "paired pieces",

@@ -665,7 +665,7 @@ mod tests {
 
     #[test]
     fn a_report_text_parses_and_a_foreign_one_does_not() {
-        let text = r#"{"schema_version":2,"name":"t","model":"custom","tiles":16,"layers":2,"batch":1,
+        let text = r#"{"schema_version":3,"name":"t","model":"custom","tiles":16,"layers":2,"batch":1,
             "ops":[],"back":{"total_cycles":10,"milliseconds":0.1,"compute_cycles":5,
             "exchange_cycles":3,"sync_cycles":2,"patch_cycles":0,"barriers":1,
             "exchange_table_bytes_per_tile_max":8,"peak_sram_bytes_per_tile":9,
@@ -681,7 +681,7 @@ mod tests {
             ReportView::parse(r#"{"name":"t"}"#),
             Err(ReportViewError::NotAReport(_))
         ));
-        let no_back = r#"{"schema_version":2,"name":"t","model":"m","tiles":1,"layers":0,"batch":1,"back":null}"#;
+        let no_back = r#"{"schema_version":3,"name":"t","model":"m","tiles":1,"layers":0,"batch":1,"back":null}"#;
         assert!(matches!(
             ReportView::parse(no_back),
             Err(ReportViewError::NoBackHalf)
@@ -696,12 +696,12 @@ mod tests {
         ));
         // A report of another layout (or from before versions) is refused by name.
         for old in [
-            text.replace(r#""schema_version":2,"#, ""),
-            text.replace(r#""schema_version":2"#, r#""schema_version":1"#),
+            text.replace(r#""schema_version":3,"#, ""),
+            text.replace(r#""schema_version":3"#, r#""schema_version":2"#),
         ] {
             let error = ReportView::parse(&old).expect_err("another schema");
             assert!(
-                error.to_string().contains("this superstep reads schema 2"),
+                error.to_string().contains("this superstep reads schema 3"),
                 "{error}"
             );
         }

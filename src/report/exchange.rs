@@ -37,7 +37,7 @@ impl ExchangeQuality {
                 .sum()
         };
         let horizon_cycles = weighted(|phase| phase.horizon);
-        let endpoint_bound_cycles = weighted(|phase| phase.lower_bound);
+        let endpoint_bound_cycles = weighted(|phase| phase.endpoint_bound);
         let latency_bound_cycles = weighted(|phase| phase.latency_bound);
         let (worst_phase, worst_latency_ratio) = phases
             .iter()

@@ -379,7 +379,7 @@ fn policy_text(phase: &PhaseFigures) -> String {
 /// not read, and the cell is left empty rather than numbered otherwise).
 fn phase_row(step: Option<usize>, phase: &PhaseFigures) -> Markup {
     let total = u64::from(phase.horizon) * u64::from(phase.executions);
-    let gap = f64::from(phase.horizon) / f64::from(phase.lower_bound.max(1));
+    let gap = f64::from(phase.horizon) / f64::from(phase.endpoint_bound.max(1));
     html! {
         tr data-key=(phase.key) data-horizon=(phase.horizon) data-step=[step] {
             @match step {
@@ -390,9 +390,9 @@ fn phase_row(step: Option<usize>, phase: &PhaseFigures) -> Markup {
             td data-sort=(phase.executions) { (phase.executions) }
             td.text { (policy_text(phase)) }
             td data-sort=(phase.horizon) { (thousands(phase.horizon)) }
-            td data-sort=(phase.lower_bound) { (thousands(phase.lower_bound)) }
+            td data-sort=(phase.endpoint_bound) { (thousands(phase.endpoint_bound)) }
             td data-sort=(phase.latency_bound) { (thousands(phase.latency_bound)) }
-            td data-sort=(format!("{gap:.4}")) { (times(u64::from(phase.horizon), u64::from(phase.lower_bound))) }
+            td data-sort=(format!("{gap:.4}")) { (times(u64::from(phase.horizon), u64::from(phase.endpoint_bound))) }
             td data-sort=(total) { (thousands(total)) }
             td data-sort=(phase.max_row_bytes) { (thousands(phase.max_row_bytes)) }
             td data-sort=(phase.total_row_bytes) { (thousands(phase.total_row_bytes)) }
@@ -409,7 +409,7 @@ fn phase_table(back: &BackReport) -> Markup {
                 "Every exchange phase in program order, numbered by step (the index "
                 code { "superstep phases" } ", " code { "explain --phase" } " and the trace use). "
                 "Horizon: the phase's scheduled cycles per execution; "
-                "gap: horizon over the endpoint lower bound. The horizon × executions column leaves out "
+                "gap: horizon over the endpoint bound. The horizon × executions column leaves out "
                 "each phase's setup and sync and its patching. Click a header to sort."
             }
             div {
@@ -417,7 +417,7 @@ fn phase_table(back: &BackReport) -> Markup {
                     thead {
                         tr {
                             th { "step" } th.text { "key" } th { "executions" } th.text { "policy (chosen)" }
-                            th { "horizon" } th { "lower bound" } th { "latency bound" } th { "gap" }
+                            th { "horizon" } th { "endpoint bound" } th { "latency bound" } th { "gap" }
                             th { "horizon × executions" } th { "max row bytes" } th { "total row bytes" }
                             th { "patch words" }
                         }
@@ -468,7 +468,7 @@ fn horizon_chart(back: &BackReport) -> Markup {
     let bar_area = CHART_WIDTH - label_width - value_width;
     let largest = phases
         .iter()
-        .map(|phase| phase.horizon.max(phase.lower_bound))
+        .map(|phase| phase.horizon.max(phase.endpoint_bound))
         .max()
         .unwrap_or(1)
         .max(1) as f64;
@@ -476,26 +476,26 @@ fn horizon_chart(back: &BackReport) -> Markup {
     let scale = |value: u32| f64::from(value) / largest * bar_area;
     html! {
         section {
-            h2 { "Horizon against the lower bound" }
+            h2 { "Horizon against the endpoint bound" }
             p.note {
                 "The " (phases.len()) " phases with the most horizon cycles over all their executions (horizon × executions), most first. "
                 span.swatch style="background:#e8833a" {} "horizon per execution; "
-                span.swatch style="background:#1d2330" {} "endpoint lower bound (the most words one tile sends or receives)."
+                span.swatch style="background:#1d2330" {} "endpoint bound (the most exchange events one tile sends or receives, a piece that may pair counted at half its words)."
             }
             svg id="horizon-chart" width="100%" viewBox=(format!("0 0 {CHART_WIDTH} {height}")) role="img"
-                aria-label="horizon and lower bound per phase" {
+                aria-label="horizon and endpoint bound per phase" {
                 @for (position, phase) in phases.iter().enumerate() {
                     @let y = top + row * position as f64;
-                    g.phase data-key=(phase.key) data-horizon=(phase.horizon) data-lower-bound=(phase.lower_bound) {
-                        title { (phase.key) ": horizon " (thousands(phase.horizon)) ", lower bound " (thousands(phase.lower_bound)) }
+                    g.phase data-key=(phase.key) data-horizon=(phase.horizon) data-endpoint-bound=(phase.endpoint_bound) {
+                        title { (phase.key) ": horizon " (thousands(phase.horizon)) ", endpoint bound " (thousands(phase.endpoint_bound)) }
                         text x=(coordinate(label_width - 8.0)) y=(coordinate(y + 15.0)) text-anchor="end" {
                             (phase.key) " ×" (phase.executions)
                         }
                         rect x=(label_width) y=(coordinate(y + 3.0)) width=(coordinate(scale(phase.horizon))) height="16" fill="#e8833a" {}
-                        rect x=(label_width) y=(coordinate(y + 9.0)) width=(coordinate(scale(phase.lower_bound))) height="4" fill="#1d2330" {}
-                        text.muted x=(coordinate(label_width + scale(phase.horizon.max(phase.lower_bound)) + 8.0)) y=(coordinate(y + 15.0)) {
-                            (thousands(phase.horizon)) " / " (thousands(phase.lower_bound)) " cycles · gap "
-                            (times(u64::from(phase.horizon), u64::from(phase.lower_bound)))
+                        rect x=(label_width) y=(coordinate(y + 9.0)) width=(coordinate(scale(phase.endpoint_bound))) height="4" fill="#1d2330" {}
+                        text.muted x=(coordinate(label_width + scale(phase.horizon.max(phase.endpoint_bound)) + 8.0)) y=(coordinate(y + 15.0)) {
+                            (thousands(phase.horizon)) " / " (thousands(phase.endpoint_bound)) " cycles · gap "
+                            (times(u64::from(phase.horizon), u64::from(phase.endpoint_bound)))
                         }
                     }
                 }

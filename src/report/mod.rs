@@ -173,7 +173,7 @@ pub fn exchange_summaries(program: &LowProgram) -> Vec<ExchangeSummary> {
 /// The version of `report.json`'s layout (docs/report-json.md): raised
 /// whenever a field is renamed, removed or changes meaning. 2: the schema
 /// and compiler fields, `transfer_lists` (was `exchanges`), step indices.
-pub const REPORT_SCHEMA_VERSION: u32 = 2;
+pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
 /// The compiler that wrote a report: name and version.
 pub fn compiler_version() -> String {
@@ -402,7 +402,7 @@ impl BackReport {
     /// `phases.csv`: one line per phase.
     pub fn phases_csv(&self) -> String {
         let mut csv = String::from(
-            "key,provenance,executions,policy,chosen,width,transfers,destinations,horizon,lower_bound,latency_bound,max_row_bytes,total_row_bytes,patch_words\n",
+            "key,provenance,executions,policy,chosen,width,transfers,destinations,horizon,endpoint_bound,latency_bound,max_row_bytes,total_row_bytes,patch_words\n",
         );
         for phase in &self.phases {
             csv.push_str(&format!(
@@ -416,7 +416,7 @@ impl BackReport {
                 phase.transfers,
                 phase.destinations,
                 phase.horizon,
-                phase.lower_bound,
+                phase.endpoint_bound,
                 phase.latency_bound,
                 phase.max_row_bytes,
                 phase.total_row_bytes,

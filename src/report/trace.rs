@@ -23,7 +23,11 @@ use crate::target::costs::CLOCK_HERTZ;
 pub struct PhaseLabel {
     pub policy: String,
     pub horizon: u64,
-    pub lower_bound: u64,
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
+    pub endpoint_bound: u32,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
 }
@@ -139,7 +143,7 @@ pub fn program_trace(
             if let Some(label) = phases.get(entry.index) {
                 args["policy"] = json!(label.policy);
                 args["horizon"] = json!(label.horizon);
-                args["lower_bound"] = json!(label.lower_bound);
+                args["endpoint_bound"] = json!(label.endpoint_bound);
                 args["max_row_bytes"] = json!(label.max_row_bytes);
                 args["total_row_bytes"] = json!(label.total_row_bytes);
             }

@@ -1,6 +1,6 @@
 //! Lower bounds of a phase's horizon.
 //!
-//! The endpoint bound (`Schedule::lower_bound`, computed by the placer and
+//! The endpoint bound (`Schedule::endpoint_bound`, computed by the placer and
 //! re-checked by the validator) is the largest number of events one tile
 //! sends or receives, a piece that may pair counted at half its words. It
 //! agrees with the seed system's (words) where nothing may pair, but on tiny phases

@@ -12,8 +12,12 @@ pub struct ScheduleFigures {
     /// The concrete policy that produced the schedule (`auto`'s winner).
     pub chosen: SchedulePolicy,
     pub horizon: u32,
-    /// The endpoint bound: max words one tile sends or receives.
-    pub lower_bound: u32,
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
+    #[serde(alias = "lower_bound")]
+    pub endpoint_bound: u32,
     /// The latency-aware bound (`crate::schedule::bound`).
     pub latency_bound: u32,
     /// Under `auto`: every candidate tried and which won.
@@ -27,7 +31,7 @@ impl ScheduleFigures {
             width: schedule.width,
             chosen: schedule.chosen,
             horizon: schedule.horizon,
-            lower_bound: schedule.lower_bound,
+            endpoint_bound: schedule.endpoint_bound,
             latency_bound: schedule.latency_bound,
             candidates: schedule.candidates.clone(),
         }

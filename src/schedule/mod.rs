@@ -81,11 +81,11 @@ pub struct Schedule {
     pub tile_end: Vec<u32>,
     /// Largest `tile_end`.
     pub horizon: u32,
-    /// The endpoint bound: max over tiles of the events it sends and the
-    /// events it receives, a piece that may pair counted at its paired
-    /// events (half its words), whether or not this schedule paired it; so
-    /// no schedule of the problem is shorter.
-    pub lower_bound: u32,
+    /// The endpoint bound, in cycles: max over tiles of the events it
+    /// sends and the events it receives, a piece that may pair counted at
+    /// its paired events (half its words), whether or not this schedule
+    /// paired it; so no schedule of the problem is shorter.
+    pub endpoint_bound: u32,
     /// The latency-aware lower bound ([`bound::latency_bound`]).
     pub latency_bound: u32,
     pub send_words: Vec<u32>,

@@ -328,7 +328,7 @@ impl<'a> Placer<'a> {
                 deselect: vec![NO_EVENT; receives],
                 tile_end: vec![0; tiles],
                 horizon: 0,
-                lower_bound: 0,
+                endpoint_bound: 0,
                 latency_bound: 0,
                 send_words: vec![0; tiles],
                 receive_words: vec![0; tiles],
@@ -728,7 +728,7 @@ impl<'a> Placer<'a> {
             .map(|(&sent, &received)| sent.max(received))
             .max()
             .unwrap_or(0);
-        self.schedule.lower_bound = u32::try_from(bound).unwrap_or(u32::MAX);
+        self.schedule.endpoint_bound = u32::try_from(bound).unwrap_or(u32::MAX);
         Ok(self.schedule)
     }
 }

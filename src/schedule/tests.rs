@@ -209,10 +209,10 @@ fn random_phases_schedule_and_validate() {
                 validate(&problem, &schedule)
                     .unwrap_or_else(|error| panic!("seed {seed} {policy} {width:?}: {error}"));
                 assert!(
-                    schedule.horizon >= schedule.lower_bound,
+                    schedule.horizon >= schedule.endpoint_bound,
                     "seed {seed} {policy} {width:?}: horizon {} below the endpoint bound {}",
                     schedule.horizon,
-                    schedule.lower_bound
+                    schedule.endpoint_bound
                 );
                 // Counting words, not events, the bound would not hold once
                 // pieces pair.
@@ -223,7 +223,7 @@ fn random_phases_schedule_and_validate() {
                     .map(|(&sent, &received)| sent.max(received))
                     .max()
                     .unwrap_or(0);
-                assert!(schedule.lower_bound <= busiest_words);
+                assert!(schedule.endpoint_bound <= busiest_words);
                 below_words += usize::from(schedule.horizon < busiest_words);
                 assert!(
                     schedule.horizon >= schedule.latency_bound,
@@ -623,7 +623,7 @@ fn large_synthetic_phase_schedules_validly() {
     ] {
         let schedule = schedule(&problem, policy, TransferWidth::Auto).unwrap();
         validate(&problem, &schedule).unwrap();
-        assert!(schedule.horizon >= schedule.lower_bound, "{policy}");
+        assert!(schedule.horizon >= schedule.endpoint_bound, "{policy}");
     }
 }
 

@@ -746,9 +746,9 @@ fn check_totals(
         .map(|(&a, &b)| a.max(b))
         .max()
         .unwrap_or(0);
-    if u64::from(schedule.lower_bound) != bound {
+    if u64::from(schedule.endpoint_bound) != bound {
         return Err(ValidationError::Totals {
-            what: "lower bound",
+            what: "endpoint bound",
         });
     }
     Ok(())

@@ -72,10 +72,13 @@ pub struct BenchRecord {
     pub transfers: usize,
     pub destinations: usize,
     pub horizon: u32,
-    /// Max over tiles of words sent and words received.
-    pub lower_bound: u32,
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
+    pub endpoint_bound: u32,
     /// Cycles the horizon is above the lower bound, `horizon -
-    /// lower_bound` (`phases` gives the ratio of the two as its `gap`).
+    /// endpoint_bound` (`phases` gives the ratio of the two as its `gap`).
     pub above_bound: i64,
     pub row_words_total: u64,
     pub row_words_max: u64,
@@ -104,7 +107,7 @@ impl BenchRecord {
             self.transfers,
             self.destinations,
             self.horizon,
-            self.lower_bound,
+            self.endpoint_bound,
             self.above_bound,
             self.row_words_total,
             self.row_words_max,
@@ -151,7 +154,7 @@ fn bench_policy(
         transfers: problem.pieces(),
         destinations: problem.receives(),
         horizon: 0,
-        lower_bound: 0,
+        endpoint_bound: 0,
         above_bound: 0,
         row_words_total: 0,
         row_words_max: 0,
@@ -185,8 +188,8 @@ fn bench_policy(
     };
     record.width = scheduled.width.to_string();
     record.horizon = scheduled.horizon;
-    record.lower_bound = scheduled.lower_bound;
-    record.above_bound = i64::from(scheduled.horizon) - i64::from(scheduled.lower_bound);
+    record.endpoint_bound = scheduled.endpoint_bound;
+    record.above_bound = i64::from(scheduled.horizon) - i64::from(scheduled.endpoint_bound);
     let words = rows.rows.iter().map(|row| row.words.len() as u64);
     record.row_words_total = words.clone().sum();
     record.row_words_max = words.max().unwrap_or(0);

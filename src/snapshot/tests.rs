@@ -330,7 +330,7 @@ fn imported_phases_schedule_validate_encode_and_replay() {
         for record in bench_phase(phase, &options) {
             assert!(record.passed(), "{}", record.line());
             assert_eq!(record.transfers, phase.problem.pieces());
-            assert!(record.horizon >= record.lower_bound);
+            assert!(record.horizon >= record.endpoint_bound);
             assert!(record.row_words_max > 0 && record.row_words_total >= record.row_words_max);
         }
     }

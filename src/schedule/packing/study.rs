@@ -19,7 +19,10 @@ pub struct ExchangeMeasure {
     pub chosen: SchedulePolicy,
     pub width: TransferWidth,
     pub horizon: u32,
-    /// The endpoint bound: the most words one tile sends or receives.
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
     pub endpoint_bound: u32,
     /// Encoded row bytes of the fullest tile, before cross-phase sharing.
     pub max_row_bytes: u64,
@@ -42,7 +45,7 @@ impl ExchangeMeasure {
             chosen: figures.chosen,
             width: figures.width,
             horizon: figures.horizon,
-            endpoint_bound: figures.lower_bound,
+            endpoint_bound: figures.endpoint_bound,
             max_row_bytes,
             total_row_bytes,
         }

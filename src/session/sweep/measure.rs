@@ -50,7 +50,7 @@ impl Session {
                     chosen: figures.chosen.clone(),
                     width: figures.width.clone(),
                     horizon: u64::from(figures.horizon),
-                    endpoint_bound: u64::from(figures.lower_bound),
+                    endpoint_bound: figures.endpoint_bound,
                     max_row_bytes: figures.max_row_bytes,
                     total_row_bytes: figures.total_row_bytes,
                     repeat_patch_words: patches.words(),

@@ -15,7 +15,11 @@ pub struct BuiltPoint {
     /// The schedule's width (`word32` or `paired64`).
     pub width: String,
     pub horizon: u64,
-    pub endpoint_bound: u64,
+    /// The endpoint bound, in cycles: the most exchange events one tile
+    /// sends or receives (a piece that may pair counted at its paired
+    /// events, half its words), so no schedule of the phase is shorter
+    /// (`crate::schedule::Schedule::endpoint_bound`).
+    pub endpoint_bound: u32,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
     pub repeat_patch_words: u64,
