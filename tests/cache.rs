@@ -36,7 +36,7 @@ fn figures(outcome: &BuildOutcome) -> String {
     format!(
         "{:?} {} {} {} {} {}",
         back.phases,
-        back.headline.total_cycles,
+        back.headline.estimate.total_cycles,
         back.headline.exchange_table_bytes_per_tile_max,
         back.headline.peak_sram_bytes_per_tile,
         back.headline.repeat_patch_words,

@@ -102,7 +102,7 @@ fn places_and_passes_the_checker(file: &str, label: &str) {
         .unwrap_or(0);
     println!(
         "{label}: {} cycles; fullest tile's high water {fullest} B of {loadable} loadable; peak {} B on tile {}",
-        back.headline.total_cycles, placed.max_peak.1, placed.max_peak.0
+        back.headline.estimate.total_cycles, placed.max_peak.1, placed.max_peak.0
     );
     assert!(fullest <= loadable);
 }

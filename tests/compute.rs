@@ -15,7 +15,7 @@ fn per_op_compute_adds_up_and_counts_the_model_macs() {
         let outcome = session.build().expect("build");
         let back = outcome.back.expect("back half");
         let total: u64 = back.compute_by_op.iter().map(|op| op.cycles).sum();
-        assert_eq!(total, back.estimate.compute_cycles, "{sets:?}");
+        assert_eq!(total, back.headline.estimate.compute_cycles, "{sets:?}");
         for op in &back.compute_by_op {
             assert_eq!(
                 op.kernel_cycles + op.copy_cycles + op.fill_cycles,

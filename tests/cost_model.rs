@@ -228,6 +228,7 @@ fn tiny_compute_cycles(sets: &[&str]) -> u64 {
         .expect("build")
         .back
         .expect("back half")
+        .headline
         .estimate
         .compute_cycles
 }

@@ -388,8 +388,10 @@ fn every_tiles_memory_agrees_with_the_placement() {
 /// The page in a real browser: headless Chromium opens `report.html#tile=N`
 /// and the picker's script shows tile N (summary, curve, tables, outlined
 /// cell) with its figures from the build; without `#tile` it shows the
-/// fullest. Runs where `chromium` (or `CHROMIUM`) is installed, as
-/// `.ci/run` installs it; elsewhere it says it did not run.
+/// fullest; `&step=S` picks a step, whose work across the tiles the page
+/// then shows with the build's figures. Runs where `chromium` (or
+/// `CHROMIUM`) is installed, as `.ci/run` installs it; elsewhere it says on
+/// stderr that it did not run.
 #[test]
 fn the_tile_picker_shows_any_tile_in_headless_chromium() {
     let Some(browser) = common::chromium() else {

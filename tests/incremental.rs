@@ -1165,7 +1165,7 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
     let mut plain = Session::new(&query(file, &sets));
     let built = plain.build().expect("plain build with the overrides");
     assert_eq!(
-        built.back.expect("back").headline.total_cycles,
+        built.back.expect("back").headline.estimate.total_cycles,
         outcome.best_cycles
     );
     // The beam's plan, built: the pair's operand conversion moves nothing

@@ -49,7 +49,12 @@ fn built(file: &str, sets: &[&str], prune: bool) -> Built {
         .count();
     Built {
         package,
-        cycles: outcome.back.expect("back half").headline.total_cycles,
+        cycles: outcome
+            .back
+            .expect("back half")
+            .headline
+            .estimate
+            .total_cycles,
         suggestions: format!("{suggestions:?}"),
         pruned_candidates,
         pruned_alternatives,

@@ -73,11 +73,11 @@ fn a_fresh_local_cache_with_a_warm_remote_serves_siglip_without_scheduling() {
         warm_outcome
             .back
             .as_ref()
-            .map(|back| back.headline.total_cycles),
+            .map(|back| back.headline.estimate.total_cycles),
         cold_outcome
             .back
             .as_ref()
-            .map(|back| back.headline.total_cycles)
+            .map(|back| back.headline.estimate.total_cycles)
     );
     let report = warm_cache.finish();
     let remote = report.remote.expect("remote report");

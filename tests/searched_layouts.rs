@@ -454,7 +454,7 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
     assert_eq!(source.searched_cycles, Some(outcome.best_cycles));
     let mut session = Session::new(&applied);
     let built = session.build().expect("build");
-    let cycles = built.back.expect("estimate").headline.total_cycles;
+    let cycles = built.back.expect("estimate").headline.estimate.total_cycles;
     assert_eq!(cycles, outcome.best_cycles, "the searched plan's estimate");
     // Another configuration has no plan there.
     assert_eq!(
@@ -581,7 +581,7 @@ fn trials_price_what_a_checked_build_prices() {
         let figures = |outcome: &superstep::session::BuildOutcome| {
             let back = outcome.back.as_ref().expect("estimate");
             (
-                back.headline.total_cycles,
+                back.headline.estimate.total_cycles,
                 back.phases
                     .iter()
                     .map(|phase| (phase.key.clone(), phase.horizon, phase.max_row_bytes))

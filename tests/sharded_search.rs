@@ -192,7 +192,13 @@ fn a_two_shard_search_over_a_signed_remote_picks_the_unsharded_plan() {
     assert_eq!(session.layout_source().origin, LayoutOrigin::Searched);
     let built = session.build().expect("build");
     assert_eq!(
-        built.back.as_ref().expect("estimate").headline.total_cycles,
+        built
+            .back
+            .as_ref()
+            .expect("estimate")
+            .headline
+            .estimate
+            .total_cycles,
         number(&whole, "best_cycles")
     );
     let runs = counts(&built.executions);

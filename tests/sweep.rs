@@ -305,7 +305,7 @@ fn written_overrides_build_to_the_predicted_horizons_and_apply_equals_that_build
     .expect("json");
     assert_eq!(
         applied["real"]["estimate_cycles"],
-        back.headline.total_cycles
+        back.headline.estimate.total_cycles
     );
     assert_eq!(
         applied["real"]["exchange_table_bytes"],

@@ -139,13 +139,13 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     if let Some(back) = &report.back {
         print_line!(
             "estimate: {} cycles = {:.6} ms at 1.5 GHz (compute {}, exchange {}, setup and sync {}, patching {}); {} barriers",
-            thousands(back.headline.total_cycles),
-            back.headline.milliseconds,
-            thousands(back.headline.compute_cycles),
-            thousands(back.headline.exchange_cycles),
-            thousands(back.headline.sync_cycles),
-            thousands(back.headline.patch_cycles),
-            thousands(back.headline.barriers)
+            thousands(back.headline.estimate.total_cycles),
+            back.headline.estimate.milliseconds,
+            thousands(back.headline.estimate.compute_cycles),
+            thousands(back.headline.estimate.exchange_cycles),
+            thousands(back.headline.estimate.sync_cycles),
+            thousands(back.headline.estimate.patch_cycles),
+            thousands(back.headline.estimate.barriers)
         );
         if let Some(line) = crate::report::precision::precision_line(&back.compute_by_op) {
             print_line!("{line}");
@@ -453,8 +453,8 @@ fn print_back_details(back: &BackReport) {
     );
     print_line!(
         "compute: {} cycles, {:.2}x the matrix roofline of {} cycles",
-        thousands(back.headline.compute_cycles),
-        back.headline.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
+        thousands(back.headline.estimate.compute_cycles),
+        back.headline.estimate.compute_cycles as f64 / back.compute_roofline_cycles.max(1) as f64,
         thousands(back.compute_roofline_cycles)
     );
     let worst = back

@@ -183,9 +183,9 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
     if let Some(back) = &outcome.back {
         print_line!(
             "  estimated {} cycles ({:.3} ms), {} barriers",
-            back.headline.total_cycles,
-            back.headline.milliseconds,
-            back.headline.barriers
+            back.headline.estimate.total_cycles,
+            back.headline.estimate.milliseconds,
+            back.headline.estimate.barriers
         );
     }
     let from_checkpoint = query.workload.weights.is_checkpoint();

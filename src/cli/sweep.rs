@@ -99,7 +99,7 @@ pub struct SelectionFigures {
 impl SelectionFigures {
     fn of(back: &BackOutcome) -> SelectionFigures {
         SelectionFigures {
-            estimate_cycles: back.headline.total_cycles,
+            estimate_cycles: back.headline.estimate.total_cycles,
             exchange_table_bytes: back.headline.exchange_table_bytes_per_tile_max,
             peak_sram_bytes: back.headline.peak_sram_bytes_per_tile,
         }

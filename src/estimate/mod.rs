@@ -29,7 +29,7 @@ pub struct PhaseCost {
     pub patch_cycles: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Estimate {
     pub compute_cycles: u64,
     pub exchange_cycles: u64,
@@ -40,6 +40,7 @@ pub struct Estimate {
     /// Exchange phases executed (one barrier each).
     pub barriers: u64,
     /// Compute steps executed.
+    #[serde(default)]
     pub compute_steps: u64,
 }
 

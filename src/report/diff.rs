@@ -209,13 +209,16 @@ impl Totals {
     fn of(a: &BackView, b: &BackView) -> Totals {
         let count = |figure: fn(&BackView) -> u64| count_change(figure(a), figure(b));
         Totals {
-            milliseconds: fraction_change(a.headline.milliseconds, b.headline.milliseconds),
-            total_cycles: count(|back| back.headline.total_cycles),
-            compute_cycles: count(|back| back.headline.compute_cycles),
-            exchange_cycles: count(|back| back.headline.exchange_cycles),
-            sync_cycles: count(|back| back.headline.sync_cycles),
-            patch_cycles: count(|back| back.headline.patch_cycles),
-            barriers: count(|back| back.headline.barriers),
+            milliseconds: fraction_change(
+                a.headline.estimate.milliseconds,
+                b.headline.estimate.milliseconds,
+            ),
+            total_cycles: count(|back| back.headline.estimate.total_cycles),
+            compute_cycles: count(|back| back.headline.estimate.compute_cycles),
+            exchange_cycles: count(|back| back.headline.estimate.exchange_cycles),
+            sync_cycles: count(|back| back.headline.estimate.sync_cycles),
+            patch_cycles: count(|back| back.headline.estimate.patch_cycles),
+            barriers: count(|back| back.headline.estimate.barriers),
             exchange_table_bytes_per_tile_max: count(|back| {
                 back.headline.exchange_table_bytes_per_tile_max
             }),
@@ -466,13 +469,16 @@ mod tests {
     fn back(total_cycles: u64, phases: Vec<PhaseView>) -> BackView {
         BackView {
             headline: Headline {
-                total_cycles,
-                milliseconds: total_cycles as f64 / 1.5e6,
-                compute_cycles: 600,
-                exchange_cycles: 300,
-                sync_cycles: 100,
-                patch_cycles: 0,
-                barriers: 10,
+                estimate: crate::estimate::Estimate {
+                    total_cycles,
+                    milliseconds: total_cycles as f64 / 1.5e6,
+                    compute_cycles: 600,
+                    exchange_cycles: 300,
+                    sync_cycles: 100,
+                    patch_cycles: 0,
+                    barriers: 10,
+                    compute_steps: 20,
+                },
                 exchange_table_bytes_per_tile_max: 4_096,
                 peak_sram_bytes_per_tile: 500_000,
                 peak_sram_tile: 0,
@@ -519,8 +525,8 @@ mod tests {
     #[test]
     fn totals_deltas_are_b_minus_a_with_percentages() {
         let mut b = back(750, Vec::new());
-        b.headline.compute_cycles = 900;
-        b.headline.barriers = 0;
+        b.headline.estimate.compute_cycles = 900;
+        b.headline.estimate.barriers = 0;
         b.headline.repeat_patch_words = 12;
         let diff = compared(back(1_000, Vec::new()), b);
         let totals = &diff.totals;

@@ -199,25 +199,25 @@ fn categories(back: &BackReport) -> [Category; 4] {
         Category {
             name: "compute",
             label: "compute",
-            cycles: back.headline.compute_cycles,
+            cycles: back.headline.estimate.compute_cycles,
             colour: "#3b6fd8",
         },
         Category {
             name: "exchange",
             label: "exchange",
-            cycles: back.headline.exchange_cycles,
+            cycles: back.headline.estimate.exchange_cycles,
             colour: "#e8833a",
         },
         Category {
             name: "sync",
             label: "setup and sync",
-            cycles: back.headline.sync_cycles,
+            cycles: back.headline.estimate.sync_cycles,
             colour: "#8d96a8",
         },
         Category {
             name: "patching",
             label: "patching",
-            cycles: back.headline.patch_cycles,
+            cycles: back.headline.estimate.patch_cycles,
             colour: "#9b59b6",
         },
     ]
@@ -268,18 +268,18 @@ fn headline(page: &ReportPage) -> Markup {
             h2 { "Estimate" }
             div.cards {
                 (card("estimate", html! {
-                    span id="milliseconds" data-value=(back.headline.milliseconds) { (format!("{:.4}", back.headline.milliseconds)) " ms" }
+                    span id="milliseconds" data-value=(back.headline.estimate.milliseconds) { (format!("{:.4}", back.headline.estimate.milliseconds)) " ms" }
                 }, html! {
-                    span id="total-cycles" data-value=(back.headline.total_cycles) { (thousands(back.headline.total_cycles)) } " cycles"
+                    span id="total-cycles" data-value=(back.headline.estimate.total_cycles) { (thousands(back.headline.estimate.total_cycles)) } " cycles"
                 }))
                 @for category in categories(back) {
                     (card(category.label, html! { (thousands(category.cycles)) " cycles" }, html! {
-                        (percent(category.cycles, back.headline.total_cycles)) " of the estimate · "
+                        (percent(category.cycles, back.headline.estimate.total_cycles)) " of the estimate · "
                         (milliseconds(category.cycles))
                     }))
                 }
                 (card("barriers", html! {
-                    span id="barriers" data-value=(back.headline.barriers) { (thousands(back.headline.barriers)) }
+                    span id="barriers" data-value=(back.headline.estimate.barriers) { (thousands(back.headline.estimate.barriers)) }
                 }, html! { "one per exchange phase executed" }))
                 (card("exchange table", html! {
                     span id="exchange-table-max" data-value=(back.headline.exchange_table_bytes_per_tile_max) {
@@ -309,7 +309,7 @@ fn headline(page: &ReportPage) -> Markup {
 
 /// Each category with its segment's left edge and width in the stacked bar.
 fn segments(back: &BackReport) -> Vec<(Category, f64, f64)> {
-    let total = back.headline.total_cycles.max(1) as f64;
+    let total = back.headline.estimate.total_cycles.max(1) as f64;
     let mut left = 0.0;
     categories(back)
         .into_iter()
@@ -337,7 +337,7 @@ fn time_split(back: &BackReport) -> Markup {
                     }
                     @if width > 90.0 {
                         text.inside x=(coordinate(x + 8.0)) y="27" {
-                            (category.label) " " (percent(category.cycles, back.headline.total_cycles))
+                            (category.label) " " (percent(category.cycles, back.headline.estimate.total_cycles))
                         }
                     }
                 }
@@ -350,13 +350,13 @@ fn time_split(back: &BackReport) -> Markup {
                             td.text { span.swatch style=(format!("background:{}", category.colour)) {} (category.label) }
                             td { (thousands(category.cycles)) }
                             td { (format!("{:.4}", cycles_to_ms(category.cycles))) }
-                            td { (percent(category.cycles, back.headline.total_cycles)) }
+                            td { (percent(category.cycles, back.headline.estimate.total_cycles)) }
                         }
                     }
                     tr {
                         td.text { strong { "total" } }
-                        td { strong { (thousands(back.headline.total_cycles)) } }
-                        td { strong { (format!("{:.4}", back.headline.milliseconds)) } }
+                        td { strong { (thousands(back.headline.estimate.total_cycles)) } }
+                        td { strong { (format!("{:.4}", back.headline.estimate.milliseconds)) } }
                         td { "100.0%" }
                     }
                 }

@@ -351,7 +351,7 @@ impl BackReport {
             compute_by_op: back
                 .compute_by_op
                 .iter()
-                .map(|op| OpComputeLine::of(op, back.headline.total_cycles))
+                .map(|op| OpComputeLine::of(op, back.headline.estimate.total_cycles))
                 .collect(),
         }
     }

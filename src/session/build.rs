@@ -67,16 +67,11 @@ pub struct BuildOutcome {
 /// names are report.json's (its documented schema).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Headline {
-    /// The estimate: cycles of the whole program, and in ms at 1.5 GHz.
-    pub total_cycles: u64,
-    pub milliseconds: f64,
-    /// The estimate's parts.
-    pub compute_cycles: u64,
-    pub exchange_cycles: u64,
-    pub sync_cycles: u64,
-    pub patch_cycles: u64,
-    /// Exchange barriers executed (Repeat iterations unrolled).
-    pub barriers: u64,
+    /// The estimate: cycles of the whole program and its parts, in ms at
+    /// 1.5 GHz, barriers and compute steps executed (Repeat iterations
+    /// unrolled); written flat, its fields beside the others.
+    #[serde(flatten)]
+    pub estimate: Estimate,
     /// The largest exchange table (rows and patch lists) on any tile.
     pub exchange_table_bytes_per_tile_max: u64,
     /// Peak SRAM on the fullest tile, reservations included, and that tile.
@@ -95,13 +90,12 @@ pub struct Headline {
     pub sharing_patch_words: u64,
 }
 
-/// What the back half computed: the headline figures, each phase's
-/// figures, the estimate and the compute by op.
+/// What the back half computed: the headline figures (the estimate among
+/// them), each phase's figures and the compute by op.
 #[derive(Clone, Debug)]
 pub struct BackOutcome {
     pub headline: Headline,
     pub phases: Vec<PhaseFigures>,
-    pub estimate: Estimate,
     /// Compute cycles, MACs and roofline per op (most cycles first).
     pub compute_by_op: Vec<crate::estimate::breakdown::OpCompute>,
 }
@@ -298,13 +292,7 @@ impl Session {
         timed("estimate", start);
         outcome.back = Some(BackOutcome {
             headline: Headline {
-                total_cycles: estimate.total_cycles,
-                milliseconds: estimate.milliseconds,
-                compute_cycles: estimate.compute_cycles,
-                exchange_cycles: estimate.exchange_cycles,
-                sync_cycles: estimate.sync_cycles,
-                patch_cycles: estimate.patch_cycles,
-                barriers: estimate.barriers,
+                estimate: (*estimate).clone(),
                 exchange_table_bytes_per_tile_max: table.max_bytes(),
                 peak_sram_bytes_per_tile: placed.max_peak.1 as u64,
                 peak_sram_tile: placed.max_peak.0,
@@ -315,7 +303,6 @@ impl Session {
                 sharing_patch_words: table.sharing_patches.len() as u64,
             },
             phases,
-            estimate: (*estimate).clone(),
             compute_by_op: compute_by_op.as_ref().clone(),
         });
         Ok(())

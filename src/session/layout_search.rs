@@ -423,7 +423,7 @@ impl Search<'_> {
                 outcome
                     .back
                     .as_ref()
-                    .map_or(u64::MAX, |back| back.headline.total_cycles),
+                    .map_or(u64::MAX, |back| back.headline.estimate.total_cycles),
             ),
             fits: Some(true),
             recomputed_queries: executions.values().sum::<usize>() as u32,

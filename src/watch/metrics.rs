@@ -64,7 +64,7 @@ impl WatchMetrics {
             metric("local copies", Some(self.local_copies)),
             metric("kernel runs", Some(self.kernel_runs)),
             metric("allocated bytes", Some(self.allocated_bytes)),
-            metric("cycles", figure(|headline| headline.total_cycles)),
+            metric("cycles", figure(|headline| headline.estimate.total_cycles)),
             metric(
                 "exchange table bytes/tile",
                 figure(|headline| headline.exchange_table_bytes_per_tile_max),
@@ -135,13 +135,16 @@ mod tests {
         let current = WatchMetrics {
             transfers: 225_119,
             headline: Some(Headline {
-                total_cycles: 1_500,
-                milliseconds: 0.001,
-                compute_cycles: 1_000,
-                exchange_cycles: 400,
-                sync_cycles: 100,
-                patch_cycles: 0,
-                barriers: 2,
+                estimate: crate::estimate::Estimate {
+                    total_cycles: 1_500,
+                    milliseconds: 0.001,
+                    compute_cycles: 1_000,
+                    exchange_cycles: 400,
+                    sync_cycles: 100,
+                    patch_cycles: 0,
+                    barriers: 2,
+                    compute_steps: 4,
+                },
                 exchange_table_bytes_per_tile_max: 64,
                 peak_sram_bytes_per_tile: 4_096,
                 peak_sram_tile: 0,

@@ -366,8 +366,9 @@ fn a_pinned_query_list_fails_when_a_query_starts_running() {
 
 /// A headless Chromium for the tests that load pages: `CHROMIUM`, else
 /// `chromium` on the PATH; `None` when there is none, unless
-/// `SUPERSTEP_REQUIRE_BROWSER` is set (as `.ci/run` sets it), which makes a
-/// missing browser a failure instead of a skipped check.
+/// `SUPERSTEP_REQUIRE_BROWSER` is set (as `.ci/run` sets it once Chromium
+/// is installed), which makes a missing browser a failure instead of a
+/// check that says it did not run.
 pub fn chromium() -> Option<PathBuf> {
     let named = std::env::var_os("CHROMIUM").map(PathBuf::from);
     let found = named.or_else(|| {
