@@ -82,7 +82,7 @@ fn a_valid_override_is_checked_as_its_own_stage_and_applied() {
         &["schedule.override.layer.mlp.down#0=latency"],
     ));
     let outcome = session.build().expect("a known phase builds");
-    let stages: Vec<&str> = outcome.times.iter().map(|time| time.stage).collect();
+    let stages: Vec<&str> = outcome.times.iter().map(|time| time.stage.name()).collect();
     let overrides = stages.iter().position(|stage| *stage == "overrides");
     let groups = stages.iter().position(|stage| *stage == "phase groups");
     let schedules = stages.iter().position(|stage| *stage == "schedules");
@@ -100,7 +100,12 @@ fn a_valid_override_is_checked_as_its_own_stage_and_applied() {
     // Without overrides there is no such stage.
     let mut plain = Session::new(&query(TINY, &[]));
     let outcome = plain.build().expect("builds");
-    assert!(outcome.times.iter().all(|time| time.stage != "overrides"));
+    assert!(
+        outcome
+            .times
+            .iter()
+            .all(|time| time.stage != superstep::session::TimedStage::Overrides)
+    );
 }
 
 /// Cancels the build it watches when `stage` begins (on the build thread,

@@ -24,6 +24,7 @@ use crate::incremental::phases::{
     PhaseFigures, phase_figures, phase_groups, phase_keys, phase_patches, phase_work,
 };
 use crate::incremental::schedules::scheduled;
+use crate::incremental::tracked::Stage;
 use crate::incremental::whole_program::{
     BackendError, build_estimate, compute_breakdown, placement, row_table,
 };
@@ -45,10 +46,70 @@ impl From<StageError> for BuildError {
     }
 }
 
+/// A timed part of a build, in the order a build runs them. Finer than
+/// [`Stage`] where the build times a stage's parts apart (the low program
+/// and its summary), and with the check of the schedule overrides, which is
+/// no query stage of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimedStage {
+    Graph,
+    Layouts,
+    Expansion,
+    LowProgram,
+    Summary,
+    PhaseGroups,
+    Overrides,
+    Schedules,
+    Rows,
+    Placement,
+    Estimate,
+}
+
+impl TimedStage {
+    /// How `stage times` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimedStage::Graph => "graph",
+            TimedStage::Layouts => "layouts",
+            TimedStage::Expansion => "expansion",
+            TimedStage::LowProgram => "low program",
+            TimedStage::Summary => "summary",
+            TimedStage::PhaseGroups => "phase groups",
+            TimedStage::Overrides => "overrides",
+            TimedStage::Schedules => "schedules",
+            TimedStage::Rows => "rows",
+            TimedStage::Placement => "placement",
+            TimedStage::Estimate => "estimate",
+        }
+    }
+
+    /// The query stage whose work it times (the overrides' check reads
+    /// the phase groups).
+    pub fn stage(self) -> Stage {
+        match self {
+            TimedStage::Graph => Stage::Graph,
+            TimedStage::Layouts => Stage::Layouts,
+            TimedStage::Expansion => Stage::Expansion,
+            TimedStage::LowProgram | TimedStage::Summary => Stage::Program,
+            TimedStage::PhaseGroups | TimedStage::Overrides => Stage::PhaseGroups,
+            TimedStage::Schedules => Stage::Schedules,
+            TimedStage::Rows => Stage::RowTables,
+            TimedStage::Placement => Stage::Placement,
+            TimedStage::Estimate => Stage::Estimate,
+        }
+    }
+}
+
+impl std::fmt::Display for TimedStage {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.pad(self.name())
+    }
+}
+
 /// Time spent in one stage of a build.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StageTime {
-    pub stage: &'static str,
+    pub stage: TimedStage,
     pub elapsed: Duration,
 }
 
@@ -173,7 +234,7 @@ impl Session {
         }
         if !self.inputs.overrides(&self.db).is_empty() {
             outcome.times.push(StageTime {
-                stage: "overrides",
+                stage: TimedStage::Overrides,
                 elapsed: start.elapsed(),
             });
         }
@@ -185,7 +246,7 @@ impl Session {
     /// parallel first (once per set of inputs it depends on), unless the
     /// persistent cache keeps a trusted record of this program's grouping.
     fn form_phase_groups(&mut self, outcome: &mut BuildOutcome) -> Result<(), BackendError> {
-        let mut timed = |stage: &'static str, start: Instant| {
+        let mut timed = |stage: TimedStage, start: Instant| {
             outcome.times.push(StageTime {
                 stage,
                 elapsed: start.elapsed(),
@@ -218,14 +279,14 @@ impl Session {
         }
         // Pricing's problems and candidate orders are freed by now.
         super::process_memory::return_freed_memory();
-        timed("phase groups", start);
+        timed(TimedStage::PhaseGroups, start);
         Ok(())
     }
 
     /// Schedules, rows, the row table, patches, placement and the estimate,
     /// after the phase groups.
     fn build_back(&mut self, outcome: &mut BuildOutcome) -> Result<(), BackendError> {
-        let mut timed = |stage: &'static str, start: Instant| {
+        let mut timed = |stage: TimedStage, start: Instant| {
             outcome.times.push(StageTime {
                 stage,
                 elapsed: start.elapsed(),
@@ -254,7 +315,7 @@ impl Session {
             }
             (phases, keys.len())
         };
-        timed("schedules", start);
+        timed(TimedStage::Schedules, start);
         self.unwind_if_cancelled();
         // The program's schedules were the last ones read: every other
         // one (fusion pricing's candidates) is dropped from the memo.
@@ -274,7 +335,7 @@ impl Session {
         for &key in &keys {
             patch_words += phase_patches(&self.db, key).clone()?.words();
         }
-        timed("rows", start);
+        timed(TimedStage::Rows, start);
         self.unwind_if_cancelled();
         let start = Instant::now();
         let placed = {
@@ -284,12 +345,12 @@ impl Session {
             progress.end();
             placed?
         };
-        timed("placement", start);
+        timed(TimedStage::Placement, start);
         self.unwind_if_cancelled();
         let start = Instant::now();
         let estimate = build_estimate(&self.db, build).clone()?;
         let compute_by_op = compute_breakdown(&self.db, build).clone()?;
-        timed("estimate", start);
+        timed(TimedStage::Estimate, start);
         outcome.back = Some(BackOutcome {
             headline: Headline {
                 estimate: (*estimate).clone(),
@@ -340,7 +401,7 @@ impl Session {
         self.db.take_executions();
         let progress = self.progress.clone();
         let mut times = Vec::new();
-        let mut timed = |stage: &'static str, start: Instant| {
+        let mut timed = |stage: TimedStage, start: Instant| {
             times.push(StageTime {
                 stage,
                 elapsed: start.elapsed(),
@@ -353,7 +414,7 @@ impl Session {
             graph(&self.db, self.inputs);
             progress.end();
         }
-        timed("graph", start);
+        timed(TimedStage::Graph, start);
         let start = Instant::now();
         {
             let _span = tracing::info_span!("layouts").entered();
@@ -362,7 +423,7 @@ impl Session {
             progress.end();
             layouts?;
         }
-        timed("layouts", start);
+        timed(TimedStage::Layouts, start);
         let start = Instant::now();
         {
             let _span = tracing::info_span!("expansion").entered();
@@ -375,7 +436,7 @@ impl Session {
             });
             progress.end();
         }
-        timed("expansion", start);
+        timed(TimedStage::Expansion, start);
         let start = Instant::now();
         {
             let _span = tracing::info_span!("low_program").entered();
@@ -384,10 +445,10 @@ impl Session {
             progress.end();
             program?;
         }
-        timed("low program", start);
+        timed(TimedStage::LowProgram, start);
         let start = Instant::now();
         let summary = program_summary(&self.db, self.inputs).clone()?;
-        timed("summary", start);
+        timed(TimedStage::Summary, start);
         Ok(BuildOutcome {
             times,
             executions: self.db.take_executions(),

@@ -38,7 +38,7 @@ pub use crate::incremental::schedules::{EffectivePolicy, PhaseError, PolicySourc
 pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use crate::incremental::{Execution, Stage, TrackedQuery};
-pub use build::{BackOutcome, BuildError, BuildOutcome, Headline, StageTime};
+pub use build::{BackOutcome, BuildError, BuildOutcome, Headline, StageTime, TimedStage};
 pub use phase::{Phase, SUGGESTIONS, UnknownPhase, UnknownPhaseSelector};
 pub use suggest::Suggestion;
 
