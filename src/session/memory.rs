@@ -152,8 +152,9 @@ pub struct FullestTile {
 }
 
 impl Session {
-    /// Per-tile peaks and exchange-table bytes, and the fullest tile's live
-    /// bytes over the placed steps.
+    /// Per-tile peaks and exchange-table bytes, every tile's live bytes
+    /// over the program steps with what it holds at its peak, and the
+    /// fullest tile's curve.
     pub fn memory_view(&self) -> Result<MemoryView, BackendError> {
         let placement = self.placement()?;
         let table = self.row_table()?;
