@@ -202,8 +202,8 @@ fn run_snapshot(arguments: &PackingArguments, file: &Path) -> Result<(), Command
         },
         |config| config.0,
     );
-    let packing =
-        snapshot_packing(&phases, total, config, arguments.top).map_err(CommandError::Internal)?;
+    let packing = snapshot_packing(&phases, total, config, arguments.top)
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
     show(&name, &packing, &directory, arguments)
 }
 

@@ -14,7 +14,7 @@ use super::on_disk::{cache_on_disk, persisted_by_bincode};
 use super::schedules::{PolicyKey, ProblemKey, encoded_rows, problem_digest, schedule_figures};
 use crate::cache::CacheKey;
 use crate::schedule::ExchangeProblem;
-use crate::schedule::packing::{Alternative, ExchangeMeasure, PackingStudy, study};
+use crate::schedule::packing::{Alternative, ExchangeMeasure, MeasureError, PackingStudy, study};
 
 persisted_by_bincode! { PackingStudy => PackingStudy }
 
@@ -25,7 +25,7 @@ pub fn packing_study<'db>(
     db: &'db dyn Db,
     problem: ProblemKey<'db>,
     policy: PolicyKey<'db>,
-) -> Result<PackingStudy, String> {
+) -> Result<PackingStudy, MeasureError> {
     let _span = tracing::debug_span!(
         "packing_study",
         pieces = problem.problem(db).pieces(),
@@ -75,13 +75,13 @@ fn measure<'db>(
     db: &'db dyn Db,
     problem: ProblemKey<'db>,
     policy: PolicyKey<'db>,
-) -> Result<ExchangeMeasure, String> {
+) -> Result<ExchangeMeasure, MeasureError> {
     let figures = schedule_figures(db, problem, policy)
         .clone()
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| MeasureError::Scheduling(error.to_string()))?;
     let rows = encoded_rows(db, problem, policy)
         .clone()
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| MeasureError::Rows(error.to_string()))?;
     Ok(ExchangeMeasure::of(
         problem.problem(db),
         &figures,

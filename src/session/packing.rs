@@ -133,6 +133,7 @@ impl Session {
                     packing_study(db, record.problem, policy)
                         .clone()
                         .map(|study| (record.executions, study))
+                        .map_err(|error| error.to_string())
                 })
                 .map(|(executions, study)| {
                     (

@@ -8,30 +8,46 @@ use rayon::prelude::*;
 
 use super::PhaseSnapshot;
 use crate::rows::{check_phase, encode_phase};
-use crate::schedule::packing::{ExchangeMeasure, endpoint_fragments, study};
+use crate::schedule::packing::{ExchangeMeasure, MeasureError, endpoint_fragments, study};
 use crate::schedule::{AutoSettings, ExchangeProblem, ScheduleFigures, schedule_with, validate};
 use crate::session::packing::{Packing, PackingPhase, keep_top};
 use crate::session::sweep::SweepConfig;
 
 /// `problem` under `config`: scheduled and validated, encoded and checked.
-pub fn measure(problem: &ExchangeProblem, config: SweepConfig) -> Result<ExchangeMeasure, String> {
+pub fn measure(
+    problem: &ExchangeProblem,
+    config: SweepConfig,
+) -> Result<ExchangeMeasure, MeasureError> {
     let schedule = schedule_with(
         problem,
         config.policy,
         config.width,
         &AutoSettings::default(),
     )
-    .map_err(|error| format!("scheduling: {error}"))?;
-    validate(problem, &schedule)
-        .map_err(|error| format!("the schedule fails validation: {error}"))?;
-    let rows = encode_phase(problem, &schedule).map_err(|error| format!("rows: {error}"))?;
-    check_phase(problem, &schedule, &rows).map_err(|error| format!("rows: {error}"))?;
+    .map_err(|error| MeasureError::Scheduling(error.to_string()))?;
+    validate(problem, &schedule).map_err(|error| MeasureError::Validation(error.to_string()))?;
+    let rows =
+        encode_phase(problem, &schedule).map_err(|error| MeasureError::Rows(error.to_string()))?;
+    check_phase(problem, &schedule, &rows)
+        .map_err(|error| MeasureError::Rows(error.to_string()))?;
     Ok(ExchangeMeasure::of(
         problem,
         &ScheduleFigures::of(&schedule),
         rows.max_bytes(),
         rows.total_bytes(),
     ))
+}
+
+/// A snapshot phase whose original exchange could not be measured.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("snapshot phase {phase} ({key}): {source}")]
+pub struct SnapshotPackingError {
+    /// The phase's id in the snapshot.
+    pub phase: u32,
+    /// Its key (from its provenance), or `phase N`.
+    pub key: String,
+    #[source]
+    pub source: MeasureError,
 }
 
 /// The study of `phases` (the snapshot's `total` phases, or the selected
@@ -42,14 +58,14 @@ pub fn snapshot_packing(
     total: usize,
     config: SweepConfig,
     top: Option<usize>,
-) -> Result<Packing, String> {
+) -> Result<Packing, SnapshotPackingError> {
     let mut fragments: Vec<(usize, (u64, u32))> = phases
         .iter()
         .enumerate()
         .map(|(index, phase)| (index, endpoint_fragments(&phase.problem)))
         .collect();
     keep_top(&mut fragments, top);
-    let studied: Vec<Result<PackingPhase, String>> = fragments
+    let studied: Vec<Result<PackingPhase, SnapshotPackingError>> = fragments
         .par_iter()
         .map(|&(index, (count, tile))| {
             let phase = &phases[index];
@@ -63,7 +79,11 @@ pub fn snapshot_packing(
                 || measure(&phase.problem, config),
                 |packed| measure(&packed, config),
             )
-            .map_err(|error| format!("snapshot phase {} ({key}): {error}", phase.phase))?;
+            .map_err(|source| SnapshotPackingError {
+                phase: phase.phase,
+                key: key.clone(),
+                source,
+            })?;
             Ok(PackingPhase {
                 index: phase.phase as usize,
                 step: phase.phase as usize,

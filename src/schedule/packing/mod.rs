@@ -43,7 +43,9 @@ use serde::{Deserialize, Serialize};
 pub use check::{PackingCheckError, check_packed};
 pub use copies::{CopyFigures, CopyRun, copy_figures};
 pub use dependence::{Conflict, Independence, independence};
-pub use study::{AlternativeOutcome, AlternativeStudy, ExchangeMeasure, PackingStudy, study};
+pub use study::{
+    AlternativeOutcome, AlternativeStudy, ExchangeMeasure, MeasureError, PackingStudy, study,
+};
 pub use transform::pack;
 
 use super::problem::ExchangeProblem;

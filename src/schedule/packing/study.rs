@@ -52,6 +52,24 @@ impl ExchangeMeasure {
     }
 }
 
+/// Why an exchange (a phase's original, or a counterfactual) could not be
+/// measured: the stage that refused it, with what that stage said.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+pub enum MeasureError {
+    /// The scheduler could not schedule it.
+    #[error("scheduling: {0}")]
+    Scheduling(String),
+    /// Its schedule failed the validator.
+    #[error("the schedule fails validation: {0}")]
+    Validation(String),
+    /// Its rows could not be encoded, or failed the row checker.
+    #[error("rows: {0}")]
+    Rows(String),
+    /// The packing checker refused the packed exchange.
+    #[error("the packing check: {0}")]
+    Packing(String),
+}
+
 /// One counterfactual, made, checked and measured (or why not).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AlternativeOutcome {
@@ -63,7 +81,7 @@ pub enum AlternativeOutcome {
     Refused(Refusal),
     /// Made, but the packing check, the scheduler's validator or the row
     /// checker rejected it (a bug, shown as FAIL).
-    Failed(String),
+    Failed(MeasureError),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,9 +103,9 @@ pub struct PackingStudy {
 /// only when the original itself cannot be measured.
 pub fn study(
     original: &ExchangeProblem,
-    measure_original: impl FnOnce() -> Result<ExchangeMeasure, String>,
-    measure: impl Fn(ExchangeProblem) -> Result<ExchangeMeasure, String>,
-) -> Result<PackingStudy, String> {
+    measure_original: impl FnOnce() -> Result<ExchangeMeasure, MeasureError>,
+    measure: impl Fn(ExchangeProblem) -> Result<ExchangeMeasure, MeasureError>,
+) -> Result<PackingStudy, MeasureError> {
     let measured = measure_original()?;
     let found = independence(original);
     let checker = PackingChecker::new(original);
@@ -98,7 +116,9 @@ pub fn study(
             outcome: match pack(original, alternative, &found) {
                 Err(refusal) => AlternativeOutcome::Refused(refusal),
                 Ok(packed) => match checker.check(&packed) {
-                    Err(error) => AlternativeOutcome::Failed(error.to_string()),
+                    Err(error) => {
+                        AlternativeOutcome::Failed(MeasureError::Packing(error.to_string()))
+                    }
                     Ok(()) => {
                         let copies =
                             copy_figures(original.tiles, &packed.gathers, &packed.scatters);
