@@ -206,6 +206,32 @@ impl ProgramProfile {
     }
 }
 
+/// Every program step of `steps` in order, the one step index `phases`
+/// shows (exchange phases and compute steps, the Repeat body once,
+/// checkpoints left out), each with its flattened position as liveness
+/// numbers steps (checkpoints counted).
+pub fn program_steps(steps: &[Step]) -> Vec<(usize, &Step)> {
+    fn walk<'steps>(
+        steps: &'steps [Step],
+        flat: &mut usize,
+        kept: &mut Vec<(usize, &'steps Step)>,
+    ) {
+        for step in steps {
+            match step {
+                Step::Repeat { body, .. } => walk(body, flat, kept),
+                Step::Checkpoint { .. } => *flat += 1,
+                _ => {
+                    kept.push((*flat, step));
+                    *flat += 1;
+                }
+            }
+        }
+    }
+    let mut kept = Vec::new();
+    walk(steps, &mut 0, &mut kept);
+    kept
+}
+
 /// Each exchange step's number, by step path: its position in program order
 /// among every exchange phase and compute step (the Repeat body once,
 /// checkpoints not counted), the `step` [`profile`] gives its entry. It

@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use super::{BackendError, Session};
+use crate::estimate::profile::program_steps;
 use crate::expand::program::{LowProgram, Reason, Step};
 use crate::layout::plan::Layouts;
 use crate::model::graph::ValueKind;
@@ -204,7 +205,10 @@ fn tile_memories(
     // Liveness numbers checkpoints too; the report shows the one step index
     // (exchange phases and compute steps only). A block live at a
     // checkpoint is live at the step before it, so no peak is lost.
-    let flat_of_step = program_steps(steps);
+    let flat_of_step: Vec<usize> = program_steps(steps)
+        .into_iter()
+        .map(|(flat, _)| flat)
+        .collect();
     // A weight's replicas and operand copies share its name: a name any
     // weight carries is a weight's.
     let mut kinds: std::collections::HashMap<&str, ValueKind> = std::collections::HashMap::new();
@@ -318,27 +322,6 @@ fn exchange_table_bytes(placement: &Placement, tile: u32) -> u64 {
         (Some(&table), Some(&patches)) => u64::from(patches.saturating_sub(table)),
         _ => 0,
     }
-}
-
-/// The flattened (liveness) index of every program step of `steps`, in
-/// order: every exchange phase and compute step, the Repeat body once,
-/// checkpoints left out (the one step index `phases` shows).
-fn program_steps(steps: &[Step]) -> Vec<usize> {
-    fn walk(steps: &[Step], flat: &mut usize, kept: &mut Vec<usize>) {
-        for step in steps {
-            match step {
-                Step::Repeat { body, .. } => walk(body, flat, kept),
-                Step::Checkpoint { .. } => *flat += 1,
-                _ => {
-                    kept.push(*flat);
-                    *flat += 1;
-                }
-            }
-        }
-    }
-    let mut kept = Vec::new();
-    walk(steps, &mut 0, &mut kept);
-    kept
 }
 
 /// Program-step ranges `[first, last]` of the top-level Repeats of `steps`.

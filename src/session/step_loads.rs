@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{BackendError, Session};
 use crate::estimate::compute::compute_step_tile_cycles;
-use crate::estimate::profile::StepKind;
+use crate::estimate::profile::{StepKind, program_steps};
 use crate::expand::program::{Step, TransferList};
 
 /// One program step's work on every tile.
@@ -59,22 +59,13 @@ impl Session {
         let profile = self.profile()?;
         let machine = self.inputs.machine(&self.db);
         let (tiles, table) = (machine.tiles, &machine.cost_table);
-        let mut loads = Vec::new();
-        fn walk(steps: &[Step], visit: &mut dyn FnMut(&Step)) {
-            for step in steps {
-                match step {
-                    Step::Repeat { body, .. } => walk(body, visit),
-                    Step::Checkpoint { .. } => {}
-                    _ => visit(step),
-                }
-            }
-        }
-        walk(&groups.steps, &mut |step| {
-            loads.push(match step {
+        let loads: Vec<Vec<u64>> = program_steps(&groups.steps)
+            .into_iter()
+            .map(|(_, step)| match step {
                 Step::Exchange { transfers, .. } => words_per_tile(transfers, tiles),
                 _ => compute_step_tile_cycles(step, tiles, table),
-            });
-        });
+            })
+            .collect();
         // The profile numbers the same steps in the same order (its
         // `step`), so the two lists pair one to one (a test holds it).
         let mut entries: Vec<_> = profile.entries.iter().collect();
