@@ -1099,7 +1099,7 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
             &start,
             SearchSettings {
                 beam: Some(BeamSettings::default()),
-                ..SearchSettings::default()
+                ..SearchSettings::thorough()
             },
             &Silent,
             TrialSharing::default(),

@@ -182,6 +182,8 @@ fn a_two_shard_search_over_a_signed_remote_picks_the_unsharded_plan() {
         cheapest: 3,
         aligned: 1,
         orders: true,
+        // `superstep search`'s default.
+        min_share_basis_points: 100,
     };
     let merged = cached_search(&merge, &start, settings).expect("the shards' outcome");
     assert_eq!(

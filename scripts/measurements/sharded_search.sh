@@ -6,25 +6,23 @@
 #
 #   scripts/measurements/sharded_search.sh BINARY [SEARCH FLAGS...]
 #
-# Default flags: --rounds 1 --cheapest 2 --aligned 0 --no-orders (about 50
-# trials). Runs, each with a fresh local cache, timed with /usr/bin/time:
+# Default flags: none, the default (quick) search (about 40 trials on
+# SigLIP). Runs, each with a fresh local cache, timed with /usr/bin/time:
 #   whole    the unsharded search (no remote)
 #   shards   --shard 0/2 and --shard 1/2 at once, signing with a writer's
 #            key, over the remote (on this 2-core machine the two shards
 #            share the cores: their wall is not what two machines give)
 #   reader   the same search over the remote, trusting the writer's key
 #            (finds the outcome the shards kept)
-#   deeper   the same search without --no-orders (tile orders tried too),
-#            trusting the key: reads the trials it shares with the shards'
-#            search (the same override sets) and compiles the rest
+#   deeper   a deeper search (without --no-orders when the flags have it,
+#            else with one more cheapest partition per op), trusting the
+#            key: reads the trials it shares with the shards' search (the
+#            same override sets) and compiles the rest
 # and then compares the plans the runs picked.
 set -euo pipefail
 binary="$(realpath "$1")"
 shift
 flags=("$@")
-if [ ${#flags[@]} -eq 0 ]; then
-  flags=(--rounds 1 --cheapest 2 --aligned 0 --no-orders)
-fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 scratch="$(mktemp -d)"
@@ -57,7 +55,7 @@ url="http://127.0.0.1:$port/search"
 "$binary" cache keygen --output "$scratch/writer.key" > "$scratch/writer.pub" 2>/dev/null
 public="$(cat "$scratch/writer.pub")"
 
-echo "commit $(git rev-parse --short HEAD); $binary; flags ${flags[*]}"
+echo "commit $(git rev-parse --short HEAD); $binary; flags ${flags[*]:-(none: the default search)}"
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # One search with a fresh local cache in $scratch/NAME; its JSON outcome in
@@ -94,6 +92,9 @@ search reader --cache-remote "$url" --cache-trusted-key "$public"
 summary reader
 deeper=()
 for flag in "${flags[@]}"; do [ "$flag" = --no-orders ] || deeper+=("$flag"); done
+if [ ${#deeper[@]} -eq ${#flags[@]} ] && [[ " ${flags[*]} " != *" --cheapest "* ]]; then
+  deeper+=(--cheapest 3)
+fi
 flags=("${deeper[@]}")
 search deeper --cache-remote "$url" --cache-trusted-key "$public"
 summary deeper

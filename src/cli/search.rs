@@ -44,15 +44,32 @@ pub struct SearchArguments {
     /// docs/commands/search.md).
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
     pub beam_width: u32,
-    /// Passes over the operators (a pass that improves nothing ends the search).
-    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
-    pub rounds: u32,
-    /// Partitions per operator that the cost model ranks cheapest.
-    #[arg(long, default_value_t = 6, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub cheapest: u32,
-    /// Partitions per alignment with a neighbour's blocks or whole heads.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
-    pub aligned: u32,
+    /// The thorough search: two passes over every op, the six cheapest
+    /// partitions and three per alignment (the defaults of
+    /// --rounds 2 --cheapest 6 --aligned 3 --min-share 0). Without it the
+    /// search is quick: one pass over the ops that cost at least 1% of the
+    /// estimate, the two cheapest partitions and the tile orders, no
+    /// aligned ones. A flag given beside it wins.
+    #[arg(long)]
+    pub thorough: bool,
+    /// Passes over the operators (a pass that improves nothing ends the
+    /// search) [default: 1; 2 with --thorough].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub rounds: Option<u32>,
+    /// Partitions per operator that the cost model ranks cheapest
+    /// [default: 2; 6 with --thorough].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub cheapest: Option<u32>,
+    /// Partitions per alignment with a neighbour's blocks or whole heads
+    /// [default: 0; 3 with --thorough].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub aligned: Option<u32>,
+    /// Leave every op whose planned cost (the cost model's cycles times its
+    /// executions) is under PERCENT of the starting estimate at its
+    /// partition: no change of it can save much more than it costs
+    /// [default: 1; 0 with --thorough: every op is searched].
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    pub min_share: Option<u32>,
     /// Do not try other tile orders of the accepted partitions.
     #[arg(long)]
     pub no_orders: bool,
@@ -89,21 +106,59 @@ pub struct SearchArguments {
 }
 
 impl SearchArguments {
-    /// The search's settings from the flags: no beam at width 0, every
+    /// The search's settings from the flags: the quick or the thorough
+    /// search, each flag given in its place; no beam at width 0, every
     /// other tile order unless --no-orders.
     pub fn settings(&self) -> SearchSettings {
+        let base = if self.thorough {
+            SearchSettings::thorough()
+        } else {
+            SearchSettings::default()
+        };
+        let cheapest = self.cheapest.unwrap_or(base.cheapest);
+        let aligned = self.aligned.unwrap_or(base.aligned);
         SearchSettings {
             beam: (self.beam_width > 0).then_some(BeamSettings {
                 width: self.beam_width,
-                cheapest: self.cheapest,
-                aligned: self.aligned,
+                cheapest,
+                aligned,
             }),
-            rounds: self.rounds,
-            cheapest: self.cheapest,
-            aligned: self.aligned,
+            rounds: self.rounds.unwrap_or(base.rounds),
+            cheapest,
+            aligned,
             orders: !self.no_orders,
+            min_share_basis_points: self.min_share.unwrap_or(base.min_share_basis_points),
         }
     }
+}
+
+/// A `--min-share` value that is not a percentage this flag takes.
+#[derive(Debug, thiserror::Error)]
+pub enum PercentError {
+    #[error("`{0}` is not a percentage (write e.g. 1 or 0.5)")]
+    NotANumber(String),
+    #[error("{0}% is not between 0 and 100")]
+    OutOfRange(f64),
+    #[error("{0}% has more than two decimals (write e.g. 0.25)")]
+    TooPrecise(f64),
+}
+
+/// `--min-share PERCENT`: a percentage from 0 to 100 with at most two
+/// decimals, in hundredths of a percent.
+fn parse_percent(text: &str) -> Result<u32, PercentError> {
+    let value: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| PercentError::NotANumber(text.to_string()))?;
+    if !(0.0..=100.0).contains(&value) {
+        return Err(PercentError::OutOfRange(value));
+    }
+    let basis_points = value * 100.0;
+    if (basis_points - basis_points.round()).abs() > 1e-6 {
+        return Err(PercentError::TooPrecise(value));
+    }
+    Ok(basis_points.round() as u32)
 }
 
 /// A bar with the trial count and the best estimate so far.
@@ -318,6 +373,30 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
     if quiet() {
         return;
     }
+    if !outcome.unsearched.is_empty() {
+        let shares: Vec<String> = outcome
+            .unsearched
+            .iter()
+            .map(|small| {
+                format!(
+                    "{} {:.2}%",
+                    small.op,
+                    small.planned_cycles as f64 / outcome.baseline_cycles.max(1) as f64 * 100.0
+                )
+            })
+            .collect();
+        print_line!(
+            "not searched: {} {} whose planned cost is under the minimum share of the estimate \
+             (--min-share 0 or --thorough searches them): {}",
+            outcome.unsearched.len(),
+            if outcome.unsearched.len() == 1 {
+                "op"
+            } else {
+                "ops"
+            },
+            shares.join(", ")
+        );
+    }
     if let Some(beam) = &outcome.beam {
         print_line!(
             "beam: {} states priced in {:.1} s; proxy {} -> {} cycles; its plan compiles to {} cycles ({})",
@@ -434,5 +513,29 @@ fn print_outcome(name: &str, outcome: &SearchOutcome, loaded: bool) {
             step.recomputed_queries,
             step.recomputed_schedules
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_share_takes_percentages_in_hundredths() {
+        assert_eq!(parse_percent("1").expect("1"), 100);
+        assert_eq!(parse_percent("0.25%").expect("0.25%"), 25);
+        assert_eq!(parse_percent("0").expect("0"), 0);
+        assert!(matches!(
+            parse_percent("half"),
+            Err(PercentError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_percent("101"),
+            Err(PercentError::OutOfRange(_))
+        ));
+        assert!(matches!(
+            parse_percent("0.125"),
+            Err(PercentError::TooPrecise(_))
+        ));
     }
 }

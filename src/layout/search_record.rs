@@ -65,6 +65,14 @@ pub struct OpCalibration {
     pub compiled_cycles: u64,
 }
 
+/// An op a search did not try to change, with what the cost model
+/// plans it to cost over all its executions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnsearchedOp {
+    pub op: String,
+    pub planned_cycles: u64,
+}
+
 /// What a search found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchOutcome {
@@ -79,6 +87,9 @@ pub struct SearchOutcome {
     pub best_cycles: u64,
     pub overrides: Vec<(String, String)>,
     pub steps: Vec<SearchStep>,
+    /// Ops the search left at their partition: their planned cost is under
+    /// the search's minimum share of the estimate (`--min-share`).
+    pub unsearched: Vec<UnsearchedOp>,
     pub trials: u32,
     /// Of those, trials this run compiled (the rest were read from the
     /// cache: kept by an earlier search or by another shard).

@@ -26,8 +26,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
 /// The beam of [`SearchSettings::beam`], named where the settings are made
 /// (`superstep search`'s flags).
 pub use super::layout_beam::BeamSettings;
@@ -54,39 +52,12 @@ fn head_dimension(query: &BuildQuery) -> u32 {
     }
 }
 
-/// How far the search looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SearchSettings {
-    /// The beam that chooses the starting plan (`None`: start from the
-    /// build's own layouts).
-    pub beam: Option<BeamSettings>,
-    /// Passes over the operators (a pass ends early when nothing improved).
-    pub rounds: u32,
-    /// Candidates per operator that the cost model ranks cheapest.
-    pub cheapest: u32,
-    /// Candidates per alignment with a neighbour's blocks.
-    pub aligned: u32,
-    /// Whether each accepted partition's other tile orders are tried.
-    pub orders: bool,
-}
-
-impl Default for SearchSettings {
-    fn default() -> Self {
-        SearchSettings {
-            // Measured: on the shipped models the local steps from the cost
-            // model's plans beat the local steps from the beam's plan.
-            beam: None,
-            rounds: 2,
-            cheapest: 6,
-            aligned: 3,
-            orders: true,
-        }
-    }
-}
+pub use super::search_settings::SearchSettings;
+use super::search_settings::split_by_share;
 
 pub use super::search_calibration::{calibrate, calibrate_operators};
 pub use crate::layout::search_record::{
-    BeamReport, Calibration, OpCalibration, SearchOutcome, SearchStep,
+    BeamReport, Calibration, OpCalibration, SearchOutcome, SearchStep, UnsearchedOp,
 };
 
 /// A failed search: the starting build itself did not build.
@@ -231,7 +202,11 @@ impl Session {
         }
         let layouts = search.layouts_of(&chosen)?;
         let mut current = current_partitions(&layouts);
-        let ops = search.ranked_ops(&layouts);
+        let (ops, unsearched) = split_by_share(
+            search.ranked_ops(&layouts),
+            best,
+            settings.min_share_basis_points,
+        );
         let mut steps = Vec::new();
         for _round in 0..settings.rounds.max(1) {
             let mut improved = false;
@@ -312,6 +287,7 @@ impl Session {
                 .map(|entry| (entry.op.clone(), entry.partition.to_string()))
                 .collect(),
             steps,
+            unsearched,
             trials: search.trials,
             compiled_here: search.compiled,
             rejected: search.rejected,
@@ -630,8 +606,8 @@ impl Search<'_> {
     }
 
     /// The heavy ops, costliest first by the cost model's cycles times
-    /// executions (body ops run once per layer).
-    fn ranked_ops(&self, layouts: &Layouts) -> Vec<String> {
+    /// executions (body ops run once per layer), with those cycles.
+    fn ranked_ops(&self, layouts: &Layouts) -> Vec<(u64, String)> {
         let iterations = layouts
             .repeat
             .as_ref()
@@ -654,7 +630,7 @@ impl Search<'_> {
             })
             .collect();
         ranked.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
-        ranked.into_iter().map(|(_, name)| name).collect()
+        ranked
     }
 
     /// The partitions to try for `op_name` under `layouts`

@@ -19,6 +19,7 @@ pub mod process_memory;
 pub mod progress;
 pub mod replay;
 pub mod search_calibration;
+pub mod search_settings;
 pub mod search_trials;
 pub mod searched_layouts;
 pub mod step_loads;
