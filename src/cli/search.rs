@@ -97,7 +97,7 @@ pub struct SearchArguments {
     /// for a fresh one (checked before each trial; 0: never). The trials'
     /// compiled values stay in memory until then; a fresh session costs
     /// one cold build of the next trial (the calibration is cached).
-    #[arg(long, value_name = "MIB", default_value_t = 1536,
+    #[arg(long, value_name = "MIB", default_value_t = 1280,
           value_parser = clap::value_parser!(u64).range(0..=1 << 30))]
     pub memory_budget: u64,
     /// Print the outcome as JSON.
