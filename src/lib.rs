@@ -10,7 +10,9 @@
 //! them in memoized salsa queries, with `cache` as the persistent second
 //! level; `session` is the one facade over that database (builds, phases,
 //! placement, package, replay) that every user interface asks, and `direct`
-//! is the database-free path through the first half. `sim` executes the low
+//! is the database-free path through the first half. `studies` run the
+//! compiler many times through the session to answer one question (the
+//! layout search). `sim` executes the low
 //! program and the package against an FP32 reference; `report`, `snapshot`,
 //! `watch` and `cli` are what users see. `target` holds the machine's facts
 //! and `build_file` parses and validates build files.
@@ -40,6 +42,7 @@ pub mod schedule;
 pub mod session;
 pub mod sim;
 pub mod snapshot;
+pub mod studies;
 pub mod target;
 pub mod text;
 pub mod watch;

@@ -67,6 +67,8 @@ const RANKS: &[(&str, u32)] = &[
     ("host_io", 15),
     ("incremental", 16),
     ("session", 17),
+    // Studies run the compiler many times through the session.
+    ("studies", 18),
     // What users see.
     ("report", 18),
     ("snapshot", 18),
@@ -515,7 +517,7 @@ fn the_exchange_checkers_import_nothing_of_the_scheduler_timing() {
 }
 
 /// Modules that reach the compiler only through the session facade.
-const FACADE_USERS: &[&str] = &["cli", "watch", "snapshot", "report", "record"];
+const FACADE_USERS: &[&str] = &["cli", "watch", "snapshot", "report", "record", "studies"];
 
 /// What the user layer may name in `session` (an item of `session/mod.rs`,
 /// or one of its submodules with everything in it). Adding a name here is
@@ -549,12 +551,11 @@ const SESSION_API: &[&str] = &[
     "TrackedQuery",
     "UnknownPhase",
     "WeightsError",
-    "layout_search",
     "memory",
     "packing",
+    "process_memory",
     "progress",
     "replay",
-    "search_trials",
     "searched_layouts",
     "step_loads",
     "suggest",

@@ -1085,8 +1085,8 @@ fn step_counts(expansion: &superstep::expand::expansion::OpExpansion) -> StepCou
 /// cycle, and every accepted step lowered the estimate.
 #[test]
 fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_overrides() {
-    use superstep::session::layout_beam::BeamSettings;
-    use superstep::session::layout_search::{SearchSettings, Silent, TrialSharing};
+    use superstep::studies::layout_search::BeamSettings;
+    use superstep::studies::layout_search::{SearchSettings, Silent, TrialSharing, search_layouts};
     let file = "queries/vit-tiny.toml";
     // Under the FP16 recipe, where the pair is the beam's plan; under FP8
     // inputs the beam prices a ragged reduction (`1x2x8`) cheaper.
@@ -1094,17 +1094,17 @@ fn the_search_finds_the_pair_and_its_estimate_is_a_plain_build_with_its_override
     let recipe = "planning.matrix_inputs=fp16";
     let start = query(file, &[wide, recipe]);
     let mut session = Session::new(&start);
-    let outcome = session
-        .search_layouts(
-            &start,
-            SearchSettings {
-                beam: Some(BeamSettings::default()),
-                ..SearchSettings::thorough()
-            },
-            &Silent,
-            TrialSharing::default(),
-        )
-        .expect("search");
+    let outcome = search_layouts(
+        &mut session,
+        &start,
+        SearchSettings {
+            beam: Some(BeamSettings::default()),
+            ..SearchSettings::thorough()
+        },
+        &Silent,
+        TrialSharing::default(),
+    )
+    .expect("search");
     assert!(outcome.best_cycles < outcome.baseline_cycles, "{outcome:?}");
     // The local steps start from the beam's plan when it compiled cheaper.
     let beam = outcome

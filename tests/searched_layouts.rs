@@ -396,10 +396,10 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
     use superstep::cache::signing::{SigningKey, TrustedKeys};
     use superstep::cache::{PersistentCache, Signing};
     use superstep::session::Session;
-    use superstep::session::layout_search::{SearchSettings, Silent, TrialSharing};
     use superstep::session::searched_layouts::{
         LayoutOrigin, keep_searched_plan, searched_outcome,
     };
+    use superstep::studies::layout_search::{SearchSettings, Silent, TrialSharing, search_layouts};
 
     let directory = scratch("searched-layouts", "remote");
     let nginx = crate::servers::Nginx::start(&directory.join("nginx"));
@@ -425,21 +425,21 @@ fn a_searched_plan_is_shared_through_a_signed_remote() {
         )
     };
     let start = query(TINY, &[]);
-    let outcome = Session::new(&start)
-        .search_layouts(
-            &start,
-            SearchSettings {
-                rounds: 1,
-                cheapest: 2,
-                aligned: 0,
-                orders: false,
-                beam: None,
-                min_share_basis_points: 0,
-            },
-            &Silent,
-            TrialSharing::default(),
-        )
-        .expect("search");
+    let outcome = search_layouts(
+        &mut Session::new(&start),
+        &start,
+        SearchSettings {
+            rounds: 1,
+            cheapest: 2,
+            aligned: 0,
+            orders: false,
+            beam: None,
+            min_share_basis_points: 0,
+        },
+        &Silent,
+        TrialSharing::default(),
+    )
+    .expect("search");
     let writer = open("writer", Some(&secret), &[]);
     assert!(keep_searched_plan(&writer, &start, &outcome));
     // The same plan again is not better: the kept one stays.
@@ -475,8 +475,8 @@ fn keep_plan(
     query: &superstep::build_file::BuildQuery,
     partition: &str,
 ) {
-    use superstep::session::layout_search::SearchOutcome;
     use superstep::session::searched_layouts::keep_searched_plan;
+    use superstep::studies::layout_search::SearchOutcome;
     let outcome = SearchOutcome {
         baseline_cycles: 2,
         beam: None,

@@ -23,9 +23,9 @@ use servers::Nginx;
 use superstep::cache::remote::{RemoteCache, RemoteSettings};
 use superstep::cache::signing::{SigningKey, TrustedKeys};
 use superstep::cache::{PersistentCache, Signing};
-use superstep::session::layout_search::{SearchSettings, cached_search};
 use superstep::session::searched_layouts::LayoutOrigin;
 use superstep::session::{Session, TrackedQuery};
+use superstep::studies::layout_search::{SearchSettings, cached_search};
 
 /// A fresh local cache in `directory` over the remote at `url`, trusting
 /// `writer` only and signing nothing.

@@ -1,5 +1,5 @@
 //! `superstep search [QUERY]`: the layout search by the compiled program's
-//! own estimate (`crate::session::layout_search`). Prints the accepted
+//! own estimate (`crate::studies::layout_search`). Prints the accepted
 //! steps (op, partition before and after, the estimate before and after,
 //! the trials it took and what the accepted trial recomputed), the
 //! figures of the search (trials, trials per minute, rejected trials),
@@ -24,12 +24,12 @@ use super::progress::quiet;
 use crate::build_file::validate::layout::Configuration;
 use crate::layout::overrides::overrides_toml;
 use crate::session::Session;
-use crate::session::layout_search::{
-    BeamSettings, SearchOutcome, SearchProgress, SearchSettings, TrialSharing, cached_search,
-    store_search,
-};
-use crate::session::search_trials::{SearchShard, Shard};
 use crate::session::searched_layouts::{keep_searched_plan, with_plan};
+use crate::studies::layout_search::trials::{SearchShard, Shard};
+use crate::studies::layout_search::{
+    BeamSettings, SearchOutcome, SearchProgress, SearchSettings, TrialSharing, cached_search,
+    search_layouts, store_search,
+};
 use crate::target::costs::cycles_to_ms as cycles_to_milliseconds;
 use crate::text::thousands;
 
@@ -224,8 +224,7 @@ pub fn run(arguments: &SearchArguments) -> Result<(), CommandError> {
                      drop --no-cache (and give every shard the same --cache or --cache-remote)",
                 )));
             }
-            let outcome = trials
-                .search_layouts(&query, settings, &progress, sharing)
+            let outcome = search_layouts(&mut trials, &query, settings, &progress, sharing)
                 .map_err(|error| CommandError::Input(format!("error: {error}")))?;
             if let Some(bar) = progress.0 {
                 bar.finish_and_clear();

@@ -185,6 +185,21 @@ pub fn pinned_over(pins: &[LayoutOverride], plan: Option<&KeptPlan>) -> Vec<Layo
     merged
 }
 
+/// A search's outcome kept in `cache` under `key` (a search's own key: its
+/// starting build and settings), loaded as any entry (a miss counts).
+pub fn load_outcome(cache: &PersistentCache, key: &CacheKey) -> Option<SearchOutcome> {
+    cache.load_with(EntryKind::LayoutSearch, key, |payload, _| {
+        <SearchOutcome as Persisted>::decode(payload).map_err(crate::cache::EntryError::Undecodable)
+    })
+}
+
+/// Keeps `outcome` in `cache` under `key` (a search's own key).
+pub fn store_outcome(cache: &PersistentCache, key: &CacheKey, outcome: &SearchOutcome) {
+    if let Ok(payload) = <SearchOutcome as Persisted>::encode(outcome) {
+        cache.store_payload(EntryKind::LayoutSearch, key, &payload);
+    }
+}
+
 /// Keeps `outcome` as the plan of `query`'s configuration unless a plan
 /// kept there already estimates no more cycles (the best known plan
 /// stays). Returns whether it was kept.

@@ -1,7 +1,7 @@
 //! What a layout search found, as data: the chosen plan (its layout
 //! overrides and estimate), the steps that reached it, the beam's part and
 //! how far the planner's prices were from the compiled program's. The
-//! search (`crate::session::layout_search`) makes it; the searched-plan
+//! search (`crate::studies::layout_search`) makes it; the searched-plan
 //! query (`crate::incremental::searched_plan`) keeps it in the persistent
 //! cache under its configuration and hands builds its overrides.
 

@@ -9,8 +9,6 @@
 
 mod build;
 pub mod fan_out;
-pub mod layout_beam;
-pub mod layout_search;
 pub mod memory;
 pub mod packing;
 pub mod phase;
@@ -18,9 +16,6 @@ pub mod pricing;
 pub mod process_memory;
 pub mod progress;
 pub mod replay;
-pub mod search_calibration;
-pub mod search_settings;
-pub mod search_trials;
 pub mod searched_layouts;
 pub mod step_loads;
 pub mod suggest;

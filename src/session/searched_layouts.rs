@@ -5,7 +5,7 @@
 //! check, before anything is compiled, that every pin can apply to the
 //! configuration ([`stale_pin`]). The lookup itself is a query of the
 //! configuration (`crate::incremental::searched_plan`); the search is
-//! `crate::session::layout_search`.
+//! `crate::studies::layout_search`.
 
 use serde::Serialize;
 
@@ -32,6 +32,24 @@ pub fn configuration_key(query: &BuildQuery) -> crate::cache::CacheKey {
 /// (what the session's query of the configuration reads).
 pub fn searched_outcome(cache: &PersistentCache, query: &BuildQuery) -> Option<SearchOutcome> {
     crate::incremental::searched_plan::kept_outcome(cache, &configuration_key(query))
+}
+
+/// A search's outcome kept in `cache` under the search's own `key` (its
+/// starting build and settings: `crate::studies::layout_search` makes it).
+pub fn load_search_outcome(
+    cache: &PersistentCache,
+    key: &crate::cache::CacheKey,
+) -> Option<SearchOutcome> {
+    crate::incremental::searched_plan::load_outcome(cache, key)
+}
+
+/// Keeps a search's `outcome` in `cache` under the search's own `key`.
+pub fn store_search_outcome(
+    cache: &PersistentCache,
+    key: &crate::cache::CacheKey,
+    outcome: &SearchOutcome,
+) {
+    crate::incremental::searched_plan::store_outcome(cache, key, outcome);
 }
 
 /// `query` with `outcome`'s plan laid under its pins: the query a build of

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::layout_beam::BeamSettings;
+use super::beam::BeamSettings;
 use crate::layout::search_record::UnsearchedOp;
 
 /// How far the search looks.

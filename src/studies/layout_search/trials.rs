@@ -21,7 +21,7 @@
 //!
 //! Owns the record, its key, reading, keeping and waiting for it
 //! ([`TrialStore`]) and the shard of a search ([`SearchShard`]). The
-//! search loop is `crate::session::layout_search`.
+//! search loop is `crate::studies::layout_search`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,14 +3,14 @@
 //! phases against their schedules ([`calibrate`]) and the planner's price
 //! of each matrix product and attention against its compute steps and own
 //! exchanges ([`calibrate_operators`]). A search reports both on its chosen
-//! plan (`crate::session::layout_search`).
+//! plan (`crate::studies::layout_search`).
 
 use std::collections::BTreeMap;
 
-use super::Session;
-use super::layout_beam::conversion_proxy;
+use super::beam::conversion_proxy;
 use crate::layout::plan::OpPlan;
 use crate::layout::search_record::{Calibration, OpCalibration};
+use crate::session::Session;
 
 /// The planner's prediction against the compiled program, per heavy op of
 /// the session's current build.

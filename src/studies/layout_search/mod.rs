@@ -10,7 +10,7 @@
 //! identical phase problems are scheduled once). The trials' compiled
 //! values stay in memory (hundreds of trials would otherwise fill the
 //! persistent cache with schedules no build asks for); what each trial
-//! compiled to is kept in the cache (`super::search_trials`), so a later
+//! compiled to is kept in the cache (`trials`), so a later
 //! search, or another shard of this one, reads it instead of compiling it.
 //! The candidates of each op follow the chosen plan's layouts, never the
 //! last trial's, so the steps are the same whoever compiled the trials.
@@ -20,26 +20,31 @@
 //!
 //! Owns the search loop and its record; the candidates come from
 //! `crate::layout::candidates`, the overrides' meaning from the planner,
-//! the trials' keeping and the shards from `super::search_trials`.
+//! the trials' keeping and the shards from `trials`.
+
+mod beam;
+mod calibration;
+pub mod settings;
+pub mod trials;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The beam of [`SearchSettings::beam`], named where the settings are made
-/// (`superstep search`'s flags).
-pub use super::layout_beam::BeamSettings;
-use super::layout_beam::{beam_search, choices_of, op_candidates, other_orders, overrides_of};
-use super::process_memory::{resident_bytes, return_freed_memory};
-use super::search_trials::{SearchShard, TrialRecord, TrialStore};
-use super::{Session, TrackedQuery};
 use crate::build_file::{BuildQuery, package_build_key};
-use crate::cache::{CacheKey, EntryKind, PersistentCache};
-use crate::incremental::on_disk::Persisted;
+use crate::cache::{CacheKey, PersistentCache};
 use crate::layout::overrides::{LayoutOverride, Partition};
 use crate::layout::plan::{Layouts, OpPlan};
 use crate::layout::planner::PlanningSettings;
 use crate::model::graph::Region;
+use crate::session::process_memory::{resident_bytes, return_freed_memory};
+use crate::session::searched_layouts::{load_search_outcome, store_search_outcome};
+use crate::session::{Session, TrackedQuery};
+/// The beam of [`SearchSettings::beam`], named where the settings are made
+/// (`superstep search`'s flags).
+pub use beam::BeamSettings;
+use beam::{beam_search, choices_of, op_candidates, other_orders, overrides_of};
+use trials::{SearchShard, TrialRecord, TrialStore};
 
 /// The model's head dimension (0 without heads), for candidates whose
 /// column blocks hold whole heads.
@@ -52,13 +57,13 @@ fn head_dimension(query: &BuildQuery) -> u32 {
     }
 }
 
-pub use super::search_settings::SearchSettings;
-use super::search_settings::split_by_share;
+pub use settings::SearchSettings;
+use settings::split_by_share;
 
-pub use super::search_calibration::{calibrate, calibrate_operators};
 pub use crate::layout::search_record::{
     BeamReport, Calibration, OpCalibration, SearchOutcome, SearchStep, UnsearchedOp,
 };
+pub use calibration::{calibrate, calibrate_operators};
 
 /// A failed search: the starting build itself did not build.
 #[derive(Debug, thiserror::Error)]
@@ -93,14 +98,7 @@ pub fn cached_search(
     query: &BuildQuery,
     settings: SearchSettings,
 ) -> Option<SearchOutcome> {
-    cache.load_with(
-        EntryKind::LayoutSearch,
-        &search_key(query, settings),
-        |payload, _| {
-            <SearchOutcome as Persisted>::decode(payload)
-                .map_err(crate::cache::EntryError::Undecodable)
-        },
-    )
+    load_search_outcome(cache, &search_key(query, settings))
 }
 
 /// Keeps `outcome` in `cache` for the next search of `query` under `settings`.
@@ -110,13 +108,7 @@ pub fn store_search(
     settings: SearchSettings,
     outcome: &SearchOutcome,
 ) {
-    if let Ok(payload) = <SearchOutcome as Persisted>::encode(outcome) {
-        cache.store_payload(
-            EntryKind::LayoutSearch,
-            &search_key(query, settings),
-            &payload,
-        );
-    }
+    store_search_outcome(cache, &search_key(query, settings), outcome);
 }
 
 /// Where a search's trials are kept and read, which of them this process
@@ -137,166 +129,164 @@ pub struct TrialSharing {
     pub memory_budget: Option<u64>,
 }
 
-impl Session {
-    /// Searches layouts for `query` (the session's current query) and
-    /// leaves the session at the best plan found. Trials kept in
-    /// `sharing`'s cache are read instead of compiled, and the trials
-    /// compiled are kept there.
-    pub fn search_layouts(
-        &mut self,
-        query: &BuildQuery,
-        settings: SearchSettings,
-        progress: &dyn SearchProgress,
-        sharing: TrialSharing,
-    ) -> Result<SearchOutcome, SearchError> {
-        let started = Instant::now();
-        let mut search = Search {
-            session: self,
-            query: query.clone(),
-            trials: 0,
-            rejected: 0,
-            compiled: 0,
-            placed: 0,
-            sequence: 0,
-            progress,
-            store: sharing
-                .cache
-                .clone()
-                .map(|cache| TrialStore::new(cache, query)),
-            shard: sharing.shard,
-            cache: sharing.cache,
-            memory_budget: sharing.memory_budget,
-            fresh_sessions: 0,
-        };
-        let baseline = search.baseline(&query.planning.layout_overrides)?;
-        let mut chosen = choices_of(&query.planning.layout_overrides);
-        let mut best = baseline;
-        let mut beam_report = None;
-        if let Some(beam) = settings.beam {
-            let beam_started = Instant::now();
-            let found = beam_search(
-                search.session.graph(),
-                search.planning(),
-                &search.session.product_recipe(),
-                &query.planning.layout_overrides,
-                head_dimension(query),
-                beam,
-            );
-            if let Some(found) = found {
-                let record = search.trial(&found.overrides);
-                let cycles = record.cycles.unwrap_or(u64::MAX);
-                let taken = cycles < best && search.fits(&found.overrides, record);
-                if taken {
-                    best = cycles;
-                    chosen = choices_of(&found.overrides);
-                }
-                beam_report = Some(BeamReport {
-                    start_price: found.start_price,
-                    best_price: found.best_price,
-                    best_cycles: cycles,
-                    taken,
-                    states: found.states,
-                    seconds: beam_started.elapsed().as_secs_f64(),
-                });
-            }
-        }
-        let layouts = search.layouts_of(&chosen)?;
-        let mut current = current_partitions(&layouts);
-        let (ops, unsearched) = split_by_share(
-            search.ranked_ops(&layouts),
-            best,
-            settings.min_share_basis_points,
+/// Searches layouts for `query` (`session`'s current query) and leaves
+/// the session at the best plan found. Trials kept in
+/// `sharing`'s cache are read instead of compiled, and the trials
+/// compiled are kept there.
+pub fn search_layouts(
+    session: &mut Session,
+    query: &BuildQuery,
+    settings: SearchSettings,
+    progress: &dyn SearchProgress,
+    sharing: TrialSharing,
+) -> Result<SearchOutcome, SearchError> {
+    let started = Instant::now();
+    let mut search = Search {
+        session,
+        query: query.clone(),
+        trials: 0,
+        rejected: 0,
+        compiled: 0,
+        placed: 0,
+        sequence: 0,
+        progress,
+        store: sharing
+            .cache
+            .clone()
+            .map(|cache| TrialStore::new(cache, query)),
+        shard: sharing.shard,
+        cache: sharing.cache,
+        memory_budget: sharing.memory_budget,
+        fresh_sessions: 0,
+    };
+    let baseline = search.baseline(&query.planning.layout_overrides)?;
+    let mut chosen = choices_of(&query.planning.layout_overrides);
+    let mut best = baseline;
+    let mut beam_report = None;
+    if let Some(beam) = settings.beam {
+        let beam_started = Instant::now();
+        let found = beam_search(
+            search.session.graph(),
+            search.planning(),
+            &search.session.product_recipe(),
+            &query.planning.layout_overrides,
+            head_dimension(query),
+            beam,
         );
-        let mut steps = Vec::new();
-        for _round in 0..settings.rounds.max(1) {
-            let mut improved = false;
-            for op in &ops {
-                let Some(&from) = current.get(op) else {
-                    continue;
+        if let Some(found) = found {
+            let record = search.trial(&found.overrides);
+            let cycles = record.cycles.unwrap_or(u64::MAX);
+            let taken = cycles < best && search.fits(&found.overrides, record);
+            if taken {
+                best = cycles;
+                chosen = choices_of(&found.overrides);
+            }
+            beam_report = Some(BeamReport {
+                start_price: found.start_price,
+                best_price: found.best_price,
+                best_cycles: cycles,
+                taken,
+                states: found.states,
+                seconds: beam_started.elapsed().as_secs_f64(),
+            });
+        }
+    }
+    let layouts = search.layouts_of(&chosen)?;
+    let mut current = current_partitions(&layouts);
+    let (ops, unsearched) = split_by_share(
+        search.ranked_ops(&layouts),
+        best,
+        settings.min_share_basis_points,
+    );
+    let mut steps = Vec::new();
+    for _round in 0..settings.rounds.max(1) {
+        let mut improved = false;
+        for op in &ops {
+            let Some(&from) = current.get(op) else {
+                continue;
+            };
+            // The candidates follow the chosen plan's layouts (never
+            // the last trial's), so every shard tries the same ones.
+            let layouts = search.layouts_of(&chosen)?;
+            let candidates: Vec<Partition> = search
+                .candidates(&layouts, op, settings)
+                .into_iter()
+                .filter(|partition| *partition != from)
+                .collect();
+            let op_trials_before = search.trials;
+            let mut tried = search.batch(op, &chosen, &candidates, best);
+            let mut op_best = search.winner(op, &chosen, &tried, best);
+            if settings.orders {
+                let base = match &op_best {
+                    Some((_, partition, _)) => *partition,
+                    None => from,
                 };
-                // The candidates follow the chosen plan's layouts (never
-                // the last trial's), so every shard tries the same ones.
-                let layouts = search.layouts_of(&chosen)?;
-                let candidates: Vec<Partition> = search
-                    .candidates(&layouts, op, settings)
+                let orders: Vec<Partition> = other_orders(base)
                     .into_iter()
                     .filter(|partition| *partition != from)
                     .collect();
-                let op_trials_before = search.trials;
-                let mut tried = search.batch(op, &chosen, &candidates, best);
-                let mut op_best = search.winner(op, &chosen, &tried, best);
-                if settings.orders {
-                    let base = match &op_best {
-                        Some((_, partition, _)) => *partition,
-                        None => from,
-                    };
-                    let orders: Vec<Partition> = other_orders(base)
-                        .into_iter()
-                        .filter(|partition| *partition != from)
-                        .collect();
-                    tried.extend(search.batch(op, &chosen, &orders, best));
-                    op_best = search.winner(op, &chosen, &tried, best);
-                }
-                if let Some((cycles, partition, record)) = op_best
-                    && cycles < best
-                {
-                    steps.push(SearchStep {
-                        op: op.clone(),
-                        from: from.to_string(),
-                        to: partition.to_string(),
-                        cycles_before: best,
-                        cycles_after: cycles,
-                        trials: search.trials - op_trials_before,
-                        recomputed_queries: record.recomputed_queries,
-                        recomputed_schedules: record.recomputed_schedules,
-                    });
-                    best = cycles;
-                    chosen.insert(op.clone(), partition);
-                    current.insert(op.clone(), partition);
-                    improved = true;
-                }
+                tried.extend(search.batch(op, &chosen, &orders, best));
+                op_best = search.winner(op, &chosen, &tried, best);
             }
-            if !improved {
-                break;
+            if let Some((cycles, partition, record)) = op_best
+                && cycles < best
+            {
+                steps.push(SearchStep {
+                    op: op.clone(),
+                    from: from.to_string(),
+                    to: partition.to_string(),
+                    cycles_before: best,
+                    cycles_after: cycles,
+                    trials: search.trials - op_trials_before,
+                    recomputed_queries: record.recomputed_queries,
+                    recomputed_schedules: record.recomputed_schedules,
+                });
+                best = cycles;
+                chosen.insert(op.clone(), partition);
+                current.insert(op.clone(), partition);
+                improved = true;
             }
         }
-        // Leave the session at the best plan: compiled here, whoever
-        // compiled its trial (the calibration reads its phases).
-        let overrides = overrides_of(&chosen);
-        let final_cycles = search
-            .build(&overrides)
-            .map_err(SearchError)?
-            .cycles
-            .unwrap_or(u64::MAX);
-        if final_cycles != best {
-            return Err(SearchError(format!(
-                "the chosen plan compiled to {final_cycles} cycles, where its trial said {best}: \
-                 a kept trial does not match this compiler's build of it"
-            )));
+        if !improved {
+            break;
         }
-        let calibration = calibrate(search.session);
-        let operators = calibrate_operators(search.session);
-        let outcome = SearchOutcome {
-            baseline_cycles: baseline,
-            beam: beam_report,
-            calibration,
-            operators,
-            best_cycles: final_cycles,
-            overrides: overrides
-                .iter()
-                .map(|entry| (entry.op.clone(), entry.partition.to_string()))
-                .collect(),
-            steps,
-            unsearched,
-            trials: search.trials,
-            compiled_here: search.compiled,
-            rejected: search.rejected,
-            placed: search.placed,
-            fresh_sessions: search.fresh_sessions,
-            seconds: started.elapsed().as_secs_f64(),
-        };
-        Ok(outcome)
     }
+    // Leave the session at the best plan: compiled here, whoever
+    // compiled its trial (the calibration reads its phases).
+    let overrides = overrides_of(&chosen);
+    let final_cycles = search
+        .build(&overrides)
+        .map_err(SearchError)?
+        .cycles
+        .unwrap_or(u64::MAX);
+    if final_cycles != best {
+        return Err(SearchError(format!(
+            "the chosen plan compiled to {final_cycles} cycles, where its trial said {best}: \
+             a kept trial does not match this compiler's build of it"
+        )));
+    }
+    let calibration = calibrate(search.session);
+    let operators = calibrate_operators(search.session);
+    let outcome = SearchOutcome {
+        baseline_cycles: baseline,
+        beam: beam_report,
+        calibration,
+        operators,
+        best_cycles: final_cycles,
+        overrides: overrides
+            .iter()
+            .map(|entry| (entry.op.clone(), entry.partition.to_string()))
+            .collect(),
+        steps,
+        unsearched,
+        trials: search.trials,
+        compiled_here: search.compiled,
+        rejected: search.rejected,
+        placed: search.placed,
+        fresh_sessions: search.fresh_sessions,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    Ok(outcome)
 }
 
 /// The cache key of a search: the starting build and the settings.
@@ -634,7 +624,7 @@ impl Search<'_> {
     }
 
     /// The partitions to try for `op_name` under `layouts`
-    /// (`layout_beam::op_candidates`).
+    /// (`beam::op_candidates`).
     fn candidates(
         &self,
         layouts: &Layouts,
