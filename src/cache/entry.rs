@@ -201,6 +201,15 @@ pub enum EntryError {
     Decompression(String),
 }
 
+/// Why an entry could not be encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("a payload of {0} bytes is over the entry limit of {MAXIMUM_PAYLOAD_BYTES}")]
+    TooLarge(u64),
+    #[error("zstd: {0}")]
+    Compression(std::io::Error),
+}
+
 /// Encodes one entry (compressing its payload), signed by `signer` when
 /// there is one. Fails only if zstd does, or the payload is over
 /// [`MAXIMUM_PAYLOAD_BYTES`].
@@ -209,15 +218,12 @@ pub fn encode(
     key: &CacheKey,
     payload: &[u8],
     signer: Option<&SigningKey>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, EncodeError> {
     if payload.len() as u64 > MAXIMUM_PAYLOAD_BYTES {
-        return Err(format!(
-            "a payload of {} bytes is over the entry limit of {MAXIMUM_PAYLOAD_BYTES}",
-            payload.len()
-        ));
+        return Err(EncodeError::TooLarge(payload.len() as u64));
     }
-    let stored = zstd::bulk::compress(payload, COMPRESSION_LEVEL)
-        .map_err(|error| format!("zstd: {error}"))?;
+    let stored =
+        zstd::bulk::compress(payload, COMPRESSION_LEVEL).map_err(EncodeError::Compression)?;
     let tool = tool_version().as_bytes();
     let mut bytes = Vec::with_capacity(stored.len() + 160);
     bytes.extend_from_slice(MAGIC);

@@ -54,6 +54,15 @@ pub enum KeyError {
     File { origin: String, reason: String },
 }
 
+/// Why a new signing key could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GenerateError {
+    #[error("the system's random source failed")]
+    RandomSource,
+    #[error("the key cannot be made")]
+    KeyPair,
+}
+
 /// An Ed25519 public key: who signed an entry.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PublicKey(pub [u8; PUBLIC_KEY_BYTES]);
@@ -119,12 +128,12 @@ impl SigningKey {
 
     /// A new key from the system's random source, with its secret text
     /// (to be written where only its owner reads it).
-    pub fn generate() -> Result<(SigningKey, SecretText), String> {
+    pub fn generate() -> Result<(SigningKey, SecretText), GenerateError> {
         let mut seed = [0u8; 32];
         SystemRandom::new()
             .fill(&mut seed)
-            .map_err(|_| "the system's random source failed".to_string())?;
-        let key = SigningKey::from_seed(&seed).ok_or("the key cannot be made")?;
+            .map_err(|_| GenerateError::RandomSource)?;
+        let key = SigningKey::from_seed(&seed).ok_or(GenerateError::KeyPair)?;
         let text = SecretText(format!("{SECRET_PREFIX}{}\n", hex(&seed)));
         seed.fill(0);
         Ok((key, text))
@@ -301,7 +310,7 @@ pub fn local_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
         origin: origin.clone(),
         reason,
     };
-    let (_, secret) = SigningKey::generate().map_err(&failure)?;
+    let (_, secret) = SigningKey::generate().map_err(|error| failure(error.to_string()))?;
     write_secret(path, &secret).map_err(|error| failure(format!("cannot be made ({error})")))?;
     // Another process may have made it first: the file's key is the one.
     let text = std::fs::read_to_string(path)

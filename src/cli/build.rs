@@ -277,7 +277,8 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
             "written": written,
             "suggestions": measured.then_some(&found),
         });
-        super::stdout::write_document(&document).map_err(CommandError::Internal)?;
+        super::stdout::write_document(&document)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
     }
     print_note!("total {:.3} s", started.elapsed().as_secs_f64());
     finish_cache(session.cache());

@@ -50,7 +50,8 @@ fn keygen(arguments: &KeygenArguments) -> Result<(), CommandError> {
             secret_path.display()
         )));
     }
-    let (key, secret) = SigningKey::generate().map_err(CommandError::Internal)?;
+    let (key, secret) =
+        SigningKey::generate().map_err(|error| CommandError::Internal(error.to_string()))?;
     write_secret(secret_path, &secret).map_err(|error| {
         CommandError::Input(format!(
             "error: --output {}: cannot be written ({error})",

@@ -155,7 +155,8 @@ pub fn run(arguments: &CalibrateArguments) -> Result<(), CommandError> {
             kept,
             worst_error_after: worst,
         };
-        return super::stdout::write_document(&document).map_err(CommandError::Internal);
+        return super::stdout::write_document(&document)
+            .map_err(|error| CommandError::Internal(error.to_string()));
     }
     print_report(arguments, &rows, &base, &fitted, &kept, worst);
     Ok(())

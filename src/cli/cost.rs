@@ -254,7 +254,8 @@ pub fn run(arguments: &CostArguments) -> Result<(), CommandError> {
                 .collect(),
             calibration,
         };
-        return super::stdout::write_document(&document).map_err(CommandError::Internal);
+        return super::stdout::write_document(&document)
+            .map_err(|error| CommandError::Internal(error.to_string()));
     }
     print_cost(call, &cost, &table, &calibration, microseconds);
     Ok(())

@@ -282,10 +282,24 @@ pub fn check_output_file(flag: &str, path: &Path) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// Why the folder of a file named by a flag cannot hold it.
+#[derive(Debug, thiserror::Error)]
+enum ParentError {
+    #[error("{0} needs a file name")]
+    NoName(String),
+    #[error("{} is not a folder (a file is in the way)", .0.display())]
+    NotAFolder(std::path::PathBuf),
+    #[error(
+        "the folder {} does not exist; create it first or name a file in an existing folder",
+        .0.display()
+    )]
+    Missing(std::path::PathBuf),
+}
+
 /// The folder of a file named by a flag must exist and be a folder.
-fn check_parent(flag: &str, path: &Path) -> Result<(), String> {
+fn check_parent(flag: &str, path: &Path) -> Result<(), ParentError> {
     if path.as_os_str().is_empty() {
-        return Err(format!("{flag} needs a file name"));
+        return Err(ParentError::NoName(flag.to_string()));
     }
     let parent = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -295,15 +309,9 @@ fn check_parent(flag: &str, path: &Path) -> Result<(), String> {
         return Ok(());
     }
     if parent.exists() {
-        return Err(format!(
-            "{} is not a folder (a file is in the way)",
-            parent.display()
-        ));
+        return Err(ParentError::NotAFolder(parent.to_path_buf()));
     }
-    Err(format!(
-        "the folder {} does not exist; create it first or name a file in an existing folder",
-        parent.display()
-    ))
+    Err(ParentError::Missing(parent.to_path_buf()))
 }
 
 /// Creates the build's outputs folder `directory` (as the build would) and

@@ -38,13 +38,26 @@ pub const MAX_TRACE_TILES: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileList(pub Vec<u32>);
 
+/// A `--tiles` list that names no tiles this command can show.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TileListError {
+    #[error("`{0}` is not a tile or a range of tiles (e.g. 0,7,100-103)")]
+    NotATile(String),
+    #[error("`{0}`: the range runs backwards")]
+    Backwards(String),
+    #[error("at most {MAX_TRACE_TILES} tiles")]
+    TooMany,
+    #[error("no tile named (e.g. 0,7,100-103)")]
+    Empty,
+}
+
 /// `--tiles`' parser.
-pub fn parse_tile_list(text: &str) -> Result<TileList, String> {
+pub fn parse_tile_list(text: &str) -> Result<TileList, TileListError> {
     parse_tiles(text).map(TileList)
 }
 
 /// Parses `0,7,100-103` into tiles, in order, without repeats.
-pub fn parse_tiles(text: &str) -> Result<Vec<u32>, String> {
+pub fn parse_tiles(text: &str) -> Result<Vec<u32>, TileListError> {
     let mut tiles = Vec::new();
     for part in text
         .split(',')
@@ -52,9 +65,10 @@ pub fn parse_tiles(text: &str) -> Result<Vec<u32>, String> {
         .filter(|part| !part.is_empty())
     {
         let number = |digits: &str| {
-            digits.trim().parse::<u32>().map_err(|_| {
-                format!("`{part}` is not a tile or a range of tiles (e.g. 0,7,100-103)")
-            })
+            digits
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| TileListError::NotATile(part.to_string()))
         };
         let (first, last) = match part.split_once('-') {
             Some((first, last)) => (number(first)?, number(last)?),
@@ -64,19 +78,19 @@ pub fn parse_tiles(text: &str) -> Result<Vec<u32>, String> {
             }
         };
         if first > last {
-            return Err(format!("`{part}`: the range runs backwards"));
+            return Err(TileListError::Backwards(part.to_string()));
         }
         for tile in first..=last {
             if !tiles.contains(&tile) {
                 tiles.push(tile);
             }
             if tiles.len() > MAX_TRACE_TILES {
-                return Err(format!("at most {MAX_TRACE_TILES} tiles"));
+                return Err(TileListError::TooMany);
             }
         }
     }
     if tiles.is_empty() {
-        return Err(String::from("no tile named (e.g. 0,7,100-103)"));
+        return Err(TileListError::Empty);
     }
     Ok(tiles)
 }
@@ -188,9 +202,15 @@ mod tests {
             Ok(vec![0, 7, 100, 101, 102, 103])
         );
         assert_eq!(parse_tiles("5, 5,4-5"), Ok(vec![5, 4]));
-        assert!(parse_tiles("3-1").unwrap_err().contains("backwards"));
-        assert!(parse_tiles("x").unwrap_err().contains("not a tile"));
-        assert!(parse_tiles("").is_err());
-        assert!(parse_tiles("0-100").unwrap_err().contains("at most"));
+        assert_eq!(
+            parse_tiles("3-1"),
+            Err(TileListError::Backwards(String::from("3-1")))
+        );
+        assert_eq!(
+            parse_tiles("x"),
+            Err(TileListError::NotATile(String::from("x")))
+        );
+        assert_eq!(parse_tiles(""), Err(TileListError::Empty));
+        assert_eq!(parse_tiles("0-100"), Err(TileListError::TooMany));
     }
 }

@@ -39,8 +39,8 @@ pub fn set_json_document() {
 }
 
 /// Writes `value` as the command's JSON document (pretty, one newline).
-pub fn write_document(value: &impl serde::Serialize) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
+pub fn write_document(value: &impl serde::Serialize) -> Result<(), serde_json::Error> {
+    let text = serde_json::to_string_pretty(value)?;
     let mut state = state();
     if state.closed || state.failure.is_some() {
         return Ok(());
@@ -91,16 +91,25 @@ pub fn closed() -> bool {
     state().closed
 }
 
+/// The first write to standard output that failed for another reason than
+/// a closed pipe.
+#[derive(Debug, thiserror::Error)]
+#[error("writing to standard output: {0}")]
+pub struct WriteFailure(std::io::Error);
+
 /// Flushes standard output; `Err` names the first write error that was not
 /// a closed pipe ("writing to standard output: No space left on device").
-pub fn finish() -> Result<(), String> {
+pub fn finish() -> Result<(), WriteFailure> {
     let mut state = state();
     if !state.closed && state.failure.is_none() {
         let result = std::io::stdout().lock().flush();
         record(&mut state, result);
     }
     match &state.failure {
-        Some(error) => Err(format!("writing to standard output: {error}")),
+        Some(error) => Err(WriteFailure(std::io::Error::new(
+            error.kind(),
+            error.to_string(),
+        ))),
         None => Ok(()),
     }
 }

@@ -206,7 +206,8 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
             "suggestions": suggestions,
             "written": written,
         });
-        super::stdout::write_document(&document).map_err(CommandError::Internal)?;
+        super::stdout::write_document(&document)
+            .map_err(|error| CommandError::Internal(error.to_string()))?;
     }
     for path in &written {
         if !progress::quiet() {

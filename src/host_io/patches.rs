@@ -127,22 +127,23 @@ pub fn of_file(
     path: &std::path::Path,
     config: &crate::model::config::ModelConfig,
     batch: u32,
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, HostIoError> {
     use super::{npy, preprocessing::Preprocessing};
     if path.extension().is_some_and(|extension| extension == "npy") {
-        let array = npy::read(path).map_err(|error| error.to_string())?;
-        return from_array(&array, path, config, batch).map_err(|error| error.to_string());
+        let array = npy::read(path)?;
+        return from_array(&array, path, config, batch);
     }
     let preprocessing = Preprocessing::for_model(config).ok_or_else(|| {
-        format!(
-            "the model's {} patches do not form a square grid, so no photo maps onto them; \
-             name a .npy array of patches",
-            config.patches
+        HostIoError::file(
+            path,
+            format!(
+                "the model's {} patches do not form a square grid, so no photo maps onto \
+                 them; name a .npy array of patches",
+                config.patches
+            ),
         )
     })?;
-    let pixels = preprocessing
-        .pixels_of_file(path)
-        .map_err(|error| error.to_string())?;
+    let pixels = preprocessing.pixels_of_file(path)?;
     let grid = config.grid().unwrap_or(1);
     let one = from_pixels(&pixels, 1, preprocessing.side, config.patch, grid);
     Ok(one.repeat(batch as usize))

@@ -47,6 +47,28 @@ pub const MAX_IMAGE_SIDE: u32 = 16384;
 /// 128 MiB of F32 RGBA.
 pub const MAX_RESAMPLED_PIXELS: u64 = 8 << 20;
 
+/// A photo whose size superstep does not preprocess.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ImageSizeError {
+    #[error(
+        "the image is {width} x {height} pixels; superstep reads images of 1 to \
+         {MAX_IMAGE_SIDE} pixels a side: scale it down first"
+    )]
+    Side { width: u32, height: u32 },
+    #[error(
+        "the image is {width} x {height} pixels; its resize ({resize}) would make a \
+         {new_width} x {new_height} image, more than superstep resamples \
+         ({MAX_RESAMPLED_PIXELS} pixels at most): crop it nearer to square first"
+    )]
+    Resampled {
+        width: u32,
+        height: u32,
+        resize: String,
+        new_width: u64,
+        new_height: u64,
+    },
+}
+
 /// How the photo is brought to the model's square image side.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Resize {
@@ -129,7 +151,7 @@ impl Preprocessing {
             )
         })?;
         self.check_dimensions(width, height)
-            .map_err(|message| HostIoError::file(path, message))?;
+            .map_err(|error| HostIoError::file(path, error.to_string()))?;
         let mut limits = image::Limits::default();
         limits.max_image_width = Some(MAX_IMAGE_SIDE);
         limits.max_image_height = Some(MAX_IMAGE_SIDE);
@@ -164,22 +186,20 @@ impl Preprocessing {
 
     /// Why a photo of `width` x `height` pixels (as its header declares)
     /// cannot be preprocessed within the bounds of the module header.
-    pub fn check_dimensions(&self, width: u32, height: u32) -> Result<(), String> {
+    pub fn check_dimensions(&self, width: u32, height: u32) -> Result<(), ImageSizeError> {
         if width == 0 || height == 0 || width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
-            return Err(format!(
-                "the image is {width} x {height} pixels; superstep reads images of 1 to \
-                 {MAX_IMAGE_SIDE} pixels a side: scale it down first"
-            ));
+            return Err(ImageSizeError::Side { width, height });
         }
         let (new_width, new_height) = self.resized(width, height);
         let largest = (u64::from(width) * new_height).max(new_width * new_height);
         if largest > MAX_RESAMPLED_PIXELS {
-            return Err(format!(
-                "the image is {width} x {height} pixels; its resize ({}) would make a \
-                 {new_width} x {new_height} image, more than superstep resamples \
-                 ({MAX_RESAMPLED_PIXELS} pixels at most): crop it nearer to square first",
-                self.describe()
-            ));
+            return Err(ImageSizeError::Resampled {
+                width,
+                height,
+                resize: self.describe(),
+                new_width,
+                new_height,
+            });
         }
         Ok(())
     }

@@ -14,11 +14,13 @@ use crate::sim::replay::{ReplayError, ReplayReport, replay_phase};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PhaseReplay {
     pub key: String,
-    pub result: Result<ReplayReport, String>,
+    pub result: Result<ReplayReport, ReplayFailure>,
 }
 
-#[derive(Debug, thiserror::Error)]
-enum Failure {
+/// Why one phase's replay failed: its rows or problem could not be had,
+/// its rows did not finalize, or the replay found a wrong word.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayFailure {
     #[error(transparent)]
     Phase(#[from] PhaseError),
     #[error(transparent)]
@@ -31,7 +33,7 @@ enum Failure {
 /// limits the checked words per phase (`None`: every word).
 pub fn replay_all(session: &Session, sample: Option<u64>) -> Vec<PhaseReplay> {
     session.map_phases_reporting("replay", |phase| {
-        let outcome = (|| -> Result<ReplayReport, Failure> {
+        let outcome = (|| -> Result<ReplayReport, ReplayFailure> {
             let rows = phase.rows()?;
             let content = phase.problem()?;
             let placement = ConsecutivePlacement::new(content)?;
@@ -41,7 +43,7 @@ pub fn replay_all(session: &Session, sample: Option<u64>) -> Vec<PhaseReplay> {
         })();
         PhaseReplay {
             key: phase.key().to_string(),
-            result: outcome.map_err(|error| error.to_string()),
+            result: outcome,
         }
     })
 }

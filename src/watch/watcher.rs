@@ -120,6 +120,20 @@ impl WatchOptions {
     }
 }
 
+/// Why watch could not write a build's artifacts (the build itself
+/// succeeded; watch warns and keeps watching).
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error(transparent)]
+    Artifact(#[from] crate::report::artifacts::ArtifactError),
+    #[error(transparent)]
+    Suggestions(#[from] crate::session::PhaseError),
+    #[error(transparent)]
+    Manifest(#[from] manifest::ManifestError),
+    #[error(transparent)]
+    Record(#[from] crate::report::last_build::StateError),
+}
+
 /// Writes the report artifacts of a successful build, the `--why` record
 /// (`last-build.json`) of `text` as applied and, last, the folder's build
 /// record (`build.json`; a package of an earlier build is removed, since
@@ -130,26 +144,20 @@ fn write_artifacts(
     outcome: &crate::session::BuildOutcome,
     options: &WatchOptions,
     text: &str,
-) -> Result<Vec<PathBuf>, String> {
-    let report = session_report(session, query, outcome).map_err(|error| error.to_string())?;
+) -> Result<Vec<PathBuf>, WriteError> {
+    let report = session_report(session, query, outcome)?;
     let suggestions = if query.outputs.html {
-        session
-            .suggestions(Some(SUGGESTION_CANDIDATES))
-            .map_err(|error| error.to_string())?
+        session.suggestions(Some(SUGGESTION_CANDIDATES))?
     } else {
         Vec::new()
     };
     let directory = artifacts_directory(query);
-    let (_lock, previous) = manifest::begin(&directory).map_err(|error| error.to_string())?;
-    let mut written = write_reports(session, query, &report, Some(&suggestions))
-        .map_err(|error| error.to_string())?;
+    let (_lock, previous) = manifest::begin(&directory)?;
+    let mut written = write_reports(session, query, &report, Some(&suggestions))?;
     let record_path = directory.join(STATE_FILE);
-    LastBuild::new(&options.path, text, &options.sets, query)
-        .save(&record_path)
-        .map_err(|error| error.to_string())?;
+    LastBuild::new(&options.path, text, &options.sets, query).save(&record_path)?;
     written.push(record_path);
-    let manifest = manifest::finish(&directory, query, &written, previous.as_ref())
-        .map_err(|error| error.to_string())?;
+    let manifest = manifest::finish(&directory, query, &written, previous.as_ref())?;
     written.push(manifest);
     Ok(written)
 }

@@ -140,23 +140,30 @@ fn width_names() -> String {
         .join(" | ")
 }
 
+/// A machine preset or tile count no build can use.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MachineError {
+    #[error(
+        "machine.preset = \"{0}\" is not a known machine; known presets: {presets}",
+        presets = MACHINE_PRESETS.join(", ")
+    )]
+    UnknownPreset(String),
+    #[error("machine.tiles = 0: a build needs at least one tile (the c600 has {C600_TILES})")]
+    NoTiles,
+    #[error("machine.tiles = {0} exceeds the {C600_TILES} tiles of the c600")]
+    TooManyTiles(u32),
+}
+
 /// Checks a machine preset and tile count and returns the number of tiles
 /// to use (the preset's full count when `tiles` is `None`).
-pub fn validate_machine(preset: &str, tiles: Option<u32>) -> Result<u32, String> {
+pub fn validate_machine(preset: &str, tiles: Option<u32>) -> Result<u32, MachineError> {
     if preset != "c600" {
-        return Err(format!(
-            "machine.preset = \"{preset}\" is not a known machine; known presets: {}",
-            MACHINE_PRESETS.join(", ")
-        ));
+        return Err(MachineError::UnknownPreset(preset.to_string()));
     }
     match tiles {
         None => Ok(C600_TILES),
-        Some(0) => Err(format!(
-            "machine.tiles = 0: a build needs at least one tile (the c600 has {C600_TILES})"
-        )),
-        Some(count) if count > C600_TILES => Err(format!(
-            "machine.tiles = {count} exceeds the {C600_TILES} tiles of the c600"
-        )),
+        Some(0) => Err(MachineError::NoTiles),
+        Some(count) if count > C600_TILES => Err(MachineError::TooManyTiles(count)),
         Some(count) => Ok(count),
     }
 }
@@ -439,17 +446,17 @@ impl Resolver<'_> {
             None => None,
         };
         validate_machine(preset, tiles)
-            .map_err(|message| {
-                let preset_known = MACHINE_PRESETS.contains(&preset);
-                match (&section.preset, &section.tiles) {
-                    (Some(field), _) if !preset_known => Issue::new(
+            .map_err(|error| {
+                let message = error.to_string();
+                match (&error, &section.preset, &section.tiles) {
+                    (MachineError::UnknownPreset(_), Some(field), _) => Issue::new(
                         "machine.preset",
                         self.origin("machine.preset", field),
                         message,
                     )
                     .label("unknown preset")
                     .help(format!("known presets: {}", MACHINE_PRESETS.join(", "))),
-                    (_, Some(field)) => Issue::new(
+                    (_, _, Some(field)) => Issue::new(
                         "machine.tiles",
                         self.origin("machine.tiles", field),
                         message,

@@ -39,7 +39,7 @@ use crate::layout::planner::PlanningSettings;
 use crate::model::graph::Region;
 use crate::session::process_memory::{resident_bytes, return_freed_memory};
 use crate::session::searched_layouts::{load_search_outcome, store_search_outcome};
-use crate::session::{Session, TrackedQuery};
+use crate::session::{BuildError, Session, StageError, TrackedQuery};
 /// The beam of [`SearchSettings::beam`], named where the settings are made
 /// (`superstep search`'s flags).
 pub use beam::BeamSettings;
@@ -65,10 +65,25 @@ pub use crate::layout::search_record::{
 };
 pub use calibration::{calibrate, calibrate_operators};
 
-/// A failed search: the starting build itself did not build.
+/// A failed search.
 #[derive(Debug, thiserror::Error)]
-#[error("the build to search from does not build: {0}")]
-pub struct SearchError(pub String);
+pub enum SearchError {
+    /// The starting build did not build (or place).
+    #[error("the build to search from does not build: {0}")]
+    Start(BuildError),
+    /// The plan of the search's steps did not plan its layouts.
+    #[error("the plan the search chose does not plan its layouts: {0}")]
+    Layouts(StageError),
+    /// The chosen plan did not build when compiled at the end.
+    #[error("the plan the search chose does not build: {0}")]
+    Chosen(BuildError),
+    /// The chosen plan compiled to another estimate than its trial said.
+    #[error(
+        "the chosen plan compiled to {compiled} cycles, where its trial said {trial}: a kept \
+         trial does not match this compiler's build of it"
+    )]
+    KeptTrialMismatch { compiled: u64, trial: u64 },
+}
 
 /// Reports a search's progress: trials run and the best estimate so far.
 pub trait SearchProgress {
@@ -256,14 +271,14 @@ pub fn search_layouts(
     let overrides = overrides_of(&chosen);
     let final_cycles = search
         .build(&overrides)
-        .map_err(SearchError)?
+        .map_err(SearchError::Chosen)?
         .cycles
         .unwrap_or(u64::MAX);
     if final_cycles != best {
-        return Err(SearchError(format!(
-            "the chosen plan compiled to {final_cycles} cycles, where its trial said {best}: \
-             a kept trial does not match this compiler's build of it"
-        )));
+        return Err(SearchError::KeptTrialMismatch {
+            compiled: final_cycles,
+            trial: best,
+        });
     }
     let calibration = calibrate(search.session);
     let operators = calibrate_operators(search.session);
@@ -350,21 +365,16 @@ impl Search<'_> {
     ) -> Result<std::sync::Arc<Layouts>, SearchError> {
         let query = self.query_with(&overrides_of(choices));
         self.session.update(&query);
-        self.session
-            .layouts()
-            .map_err(|error| SearchError(error.to_string()))
+        self.session.layouts().map_err(SearchError::Layouts)
     }
 
     /// The whole program's estimate under `overrides`, by an incremental
     /// rebuild of the session, not placed (`Err`: why it did not build).
-    fn compile(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, String> {
+    fn compile(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, BuildError> {
         let query = self.query_with(overrides);
         self.within_budget(&query);
         self.session.update(&query);
-        let (cycles, executions) = self
-            .session
-            .unplaced_estimate()
-            .map_err(|error| error.to_string())?;
+        let (cycles, executions) = self.session.unplaced_estimate()?;
         let schedules = executions
             .iter()
             .filter(|execution| execution.query == TrackedQuery::Scheduled)
@@ -379,10 +389,10 @@ impl Search<'_> {
 
     /// The whole build under `overrides`, placed (`Err`: why it did not
     /// build or fit).
-    fn build(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, String> {
+    fn build(&mut self, overrides: &[LayoutOverride]) -> Result<TrialRecord, BuildError> {
         let query = self.query_with(overrides);
         self.session.update(&query);
-        let outcome = self.session.build().map_err(|error| error.to_string())?;
+        let outcome = self.session.build()?;
         let executions = outcome.executions_by_query();
         Ok(TrialRecord {
             cycles: Some(
@@ -503,7 +513,7 @@ impl Search<'_> {
             return Ok(cycles);
         }
         self.compiled += 1;
-        let record = self.build(overrides).map_err(SearchError)?;
+        let record = self.build(overrides).map_err(SearchError::Start)?;
         if let Some(store) = &self.store {
             store.keep(overrides, &record);
         }
