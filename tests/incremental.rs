@@ -22,6 +22,7 @@ use superstep::layout::plan::{Layouts, OpPlan};
 use superstep::numerics::dot::Accumulation;
 use superstep::place::TileReservations;
 use superstep::rows::RowTable;
+use superstep::schedule::SchedulePolicy;
 use superstep::session::Session;
 use superstep::session::TrackedQuery;
 
@@ -329,7 +330,7 @@ fn one_phase_override_reschedules_only_that_phase() {
                 .find(|phase| phase.key == "layer.mlp.down.a.rearrange#0")
         })
         .expect("phase");
-    assert_eq!(overridden.policy, "B64");
+    assert_eq!(overridden.policy, SchedulePolicy::Balanced { words: 64 });
 }
 
 #[test]
@@ -936,10 +937,11 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
         back.phases
             .iter()
             .find(|phase| phase.key == key)
-            .map(|phase| phase.policy.clone())
+            .map(|phase| phase.policy)
     };
-    assert_eq!(policy_of(phase_a).as_deref(), Some("S64"));
-    assert_eq!(policy_of(phase_b).as_deref(), Some("B64"));
+    use SchedulePolicy::{Balanced, Stream};
+    assert_eq!(policy_of(phase_a), Some(Stream { words: 64 }));
+    assert_eq!(policy_of(phase_b), Some(Balanced { words: 64 }));
 }
 
 /// A layout override for one matrix product re-plans from the memoized

@@ -190,7 +190,7 @@ fn a_suggested_override_saves_what_it_predicts() {
         assert!(set.starts_with("schedule.override."));
         let applied = built(&[set]);
         let phase = applied.phase(&suggestion.phase).expect("the phase");
-        assert_eq!(phase.policy().policy.to_string(), suggestion.policy);
+        assert_eq!(phase.policy().policy, suggestion.policy);
         assert_eq!(cost(&phase), suggestion.predicted_cycles, "{set}");
     }
 }
@@ -346,8 +346,8 @@ fn one_phase_has_one_step_in_every_command() {
 /// and some phase is paired so.
 #[test]
 fn an_override_at_width_auto_keeps_the_pairing_auto_finds_for_its_order() {
-    use superstep::schedule::SchedulePolicy;
     use superstep::schedule::pairing::Pairing;
+    use superstep::schedule::{SchedulePolicy, TransferWidth};
     const WIDE: [&str; 3] = [
         "workload.width=512",
         "workload.mlp=2048",
@@ -395,7 +395,7 @@ fn an_override_at_width_auto_keeps_the_pairing_auto_finds_for_its_order() {
         let phase = overridden.phase(key).expect("phase");
         assert_eq!(phase.policy().width.name(), "auto", "{key}: asked auto");
         let chosen = phase.figures().expect("figures");
-        assert_eq!(chosen.policy, "matching", "{key}");
+        assert_eq!(chosen.policy, SchedulePolicy::Matching, "{key}");
         assert_eq!(
             chosen.horizon, best.horizon,
             "{key}: the override's horizon is auto's best for matching ({:?})",
@@ -406,7 +406,11 @@ fn an_override_at_width_auto_keeps_the_pairing_auto_finds_for_its_order() {
             .find(|candidate| candidate.pairing == Pairing::None)
             .expect("matching unpaired");
         if best.horizon < unpaired.horizon {
-            assert_eq!(chosen.width, "paired64", "{key}: pairing is shorter");
+            assert_eq!(
+                chosen.width,
+                TransferWidth::Paired64,
+                "{key}: pairing is shorter"
+            );
             paired_phases += 1;
         }
     }

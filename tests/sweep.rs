@@ -15,6 +15,7 @@ use common::{counts, query, scratch, superstep};
 use superstep::build_file::load_query;
 use superstep::cache::PersistentCache;
 use superstep::schedule::timing::paired_eligible;
+use superstep::schedule::{SchedulePolicy, TransferWidth};
 use superstep::session::Session;
 use superstep::session::TrackedQuery;
 use superstep::session::sweep::{SelectionRule, default_configs, select};
@@ -455,8 +456,8 @@ fn an_override_width_reschedules_only_its_phase() {
         .iter()
         .find(|figures| figures.key == phase)
         .expect("phase");
-    assert_eq!(figures.policy, "S64");
-    assert_eq!(figures.width, "word32");
+    assert_eq!(figures.policy, SchedulePolicy::Stream { words: 64 });
+    assert_eq!(figures.width, TransferWidth::Word32);
 }
 
 /// `--config` replaces the default set: `S64/word32` is one configuration,

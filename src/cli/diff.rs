@@ -491,7 +491,7 @@ fn phases_heading(diff: &ReportDiff) -> String {
 /// A policy with ` (override)` when an override set it.
 fn policy_text(side: &PhaseSide) -> String {
     match side.policy_source {
-        PolicySource::Default => side.policy.clone(),
+        PolicySource::Default => side.policy.to_string(),
         PolicySource::Override => format!("{} (override)", side.policy),
     }
 }
@@ -535,8 +535,8 @@ fn describe_aspect(
         Aspect::Policy => format!("policy {} -> {}", policy_text(a), policy_text(b)),
         Aspect::Chosen
             if changes.contains(&Aspect::Policy)
-                && a.chosen == a.policy
-                && b.chosen == b.policy =>
+                && a.chosen == a.policy.to_string()
+                && b.chosen == b.policy.to_string() =>
         {
             return None;
         }
@@ -559,7 +559,7 @@ fn describe_aspect(
 
 /// A phase only one build has.
 fn describe_side(side: &PhaseSide) -> String {
-    let chosen = if side.chosen == side.policy {
+    let chosen = if side.chosen == side.policy.to_string() {
         String::new()
     } else {
         format!(", chosen {}", side.chosen)
@@ -585,7 +585,7 @@ mod tests {
             executions: 2,
             horizon,
             cycles: u64::from(horizon) * 2,
-            policy: policy.to_string(),
+            policy: policy.parse().expect("a policy"),
             policy_source: PolicySource::Default,
             chosen: policy.to_string(),
             max_row_bytes: 1_024,

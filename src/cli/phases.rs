@@ -15,6 +15,8 @@ use serde::Serialize;
 use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
+use crate::schedule::SchedulePolicy;
+use crate::schedule::vocabulary::policy_text;
 use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind, Suggestion};
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
@@ -117,9 +119,11 @@ pub struct ExchangeDetail {
     pub endpoint_bound: u32,
     /// Horizon over the endpoint bound.
     pub gap: f64,
-    pub policy: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     pub policy_source: crate::session::PolicySource,
-    pub chosen: String,
+    #[serde(with = "policy_text")]
+    pub chosen: SchedulePolicy,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
     pub patch_words: u64,
@@ -169,9 +173,9 @@ pub fn phase_lines(
                     } else {
                         f64::from(figures.horizon) / f64::from(figures.endpoint_bound)
                     },
-                    policy: figures.policy.clone(),
+                    policy: figures.policy,
                     policy_source: figures.policy_source,
-                    chosen: figures.chosen.clone(),
+                    chosen: figures.chosen,
                     max_row_bytes: figures.max_row_bytes,
                     total_row_bytes: figures.total_row_bytes,
                     patch_words: figures.patch_words,
@@ -427,8 +431,8 @@ mod tests {
         let suggestion = Suggestion {
             phase: String::from("layer.attn.split_q#0"),
             index: 16,
-            current_policy: String::from("latency"),
-            policy: String::from("list"),
+            current_policy: SchedulePolicy::Latency,
+            policy: SchedulePolicy::List,
             executions: 2,
             current_cycles: 1_052,
             predicted_cycles: 679,

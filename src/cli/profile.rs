@@ -153,11 +153,8 @@ pub fn run(arguments: &ProfileArguments) -> Result<(), CommandError> {
     let labels: Vec<PhaseLabel> = figures
         .iter()
         .map(|figures| PhaseLabel {
-            policy: if figures.chosen == figures.policy {
-                figures.policy.clone()
-            } else {
-                format!("{} (chose {})", figures.policy, figures.chosen)
-            },
+            policy: figures.policy,
+            chosen: figures.chosen,
             horizon: u64::from(figures.horizon),
             endpoint_bound: figures.endpoint_bound,
             max_row_bytes: figures.max_row_bytes,

@@ -22,6 +22,8 @@ use super::{preflight, progress};
 use crate::build_file::{BuildQuery, PhaseOverride};
 use crate::report::sweep::fragment::overrides_fragment;
 use crate::report::sweep::{write_sweep, write_text};
+use crate::schedule::vocabulary::policy_text;
+use crate::schedule::{SchedulePolicy, TransferWidth};
 use crate::session::sweep::{
     ConfigList, DEFAULT_WINDOW_BYTES, Selection, SelectionRule, Shard, Sweep, SweepOutcome,
     chosen_configs, frontier, select,
@@ -110,8 +112,9 @@ impl SelectionFigures {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AppliedOverride {
     pub phase: String,
-    pub policy: String,
-    pub width: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
+    pub width: TransferWidth,
     pub predicted_horizon: u64,
     pub real_horizon: u64,
 }
@@ -283,7 +286,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &SelectionFigures, selections
     let paired_configs = sweep
         .configs
         .iter()
-        .filter(|config| config.width == crate::schedule::TransferWidth::Paired64)
+        .filter(|config| config.width == TransferWidth::Paired64)
         .count();
     print_line!(
         "superstep sweep {name}: {} exchange phases x {} configurations, the {paired_configs} \
@@ -378,7 +381,7 @@ fn suggestion_lines(
         let best = phase
             .points
             .iter()
-            .filter(|point| point.config.policy.to_string() == suggestion.policy)
+            .filter(|point| point.config.policy == suggestion.policy)
             .filter_map(|point| Some((point.config, point.figures()?, point.cycles()?)))
             .min_by_key(|(_, _, cycles)| *cycles);
         let Some((config, figures, _)) = best else {
@@ -468,8 +471,8 @@ fn apply(
             .chosen()
             .map(|(phase, chosen)| AppliedOverride {
                 phase: phase.key.clone(),
-                policy: chosen.config.policy.to_string(),
-                width: chosen.config.width.name().to_string(),
+                policy: chosen.config.policy,
+                width: chosen.config.width,
                 predicted_horizon: u64::from(chosen.figures.horizon),
                 real_horizon: back
                     .phases

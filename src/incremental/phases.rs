@@ -21,7 +21,8 @@ use super::schedules::{
 use crate::expand::program::{AllocationId, Step, TransferList};
 use crate::group::{ExchangePhase, Fusion, MotionOptions, PhaseGroups, group_phases_with};
 use crate::patch::PhasePatches;
-use crate::schedule::{CandidateOutcome, ExchangeProblem};
+use crate::schedule::vocabulary::policy_text;
+use crate::schedule::{CandidateOutcome, ExchangeProblem, SchedulePolicy, TransferWidth};
 
 /// The phase groups under `planning.copy_motion` and `planning.fusion`.
 /// Under `auto` each cross-operator merge hazards allow is priced with the
@@ -214,11 +215,16 @@ pub struct PhaseFigures {
     pub merged_from: Vec<String>,
     pub executions: u32,
     pub in_repeat: bool,
-    pub policy: String,
+    /// The phase's effective policy (`auto`, or an override's).
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     pub policy_source: PolicySource,
     /// The concrete policy that made the schedule (`auto`'s winner).
-    pub chosen: String,
-    pub width: String,
+    #[serde(with = "policy_text")]
+    pub chosen: SchedulePolicy,
+    /// The schedule's width (`word32`, or `paired64` when some piece
+    /// moves paired).
+    pub width: TransferWidth,
     pub transfers: u64,
     pub destinations: u64,
     pub horizon: u32,
@@ -253,10 +259,10 @@ pub fn phase_figures<'db>(
         merged_from: record.merged_from.clone(),
         executions: record.executions,
         in_repeat: record.in_repeat,
-        policy: effective.policy.to_string(),
+        policy: effective.policy,
         policy_source: effective.source,
-        chosen: schedule.chosen.to_string(),
-        width: schedule.width.to_string(),
+        chosen: schedule.chosen,
+        width: schedule.width,
         transfers: content.pieces() as u64,
         destinations: content.receives() as u64,
         horizon: schedule.horizon,

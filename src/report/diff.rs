@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::schedule::SchedulePolicy;
+use crate::schedule::vocabulary::policy_text;
 use crate::session::Headline;
 pub use crate::session::PolicySource;
 
@@ -52,9 +54,11 @@ pub struct BackView {
 pub struct PhaseView {
     pub key: String,
     pub executions: u32,
-    pub policy: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     pub policy_source: PolicySource,
-    pub chosen: String,
+    #[serde(with = "policy_text")]
+    pub chosen: SchedulePolicy,
     pub horizon: u32,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
@@ -67,7 +71,8 @@ pub struct PhaseView {
 /// What `diff` reads of one `auto` candidate.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct CandidateView {
-    pub policy: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     pub pairing: String,
     pub chosen: bool,
 }
@@ -78,7 +83,7 @@ impl PhaseView {
     pub fn chosen_label(&self) -> String {
         match self.candidates.iter().find(|candidate| candidate.chosen) {
             Some(candidate) => format!("{}/{}", candidate.policy, candidate.pairing),
-            None => self.chosen.clone(),
+            None => self.chosen.to_string(),
         }
     }
 
@@ -278,8 +283,12 @@ pub struct PhaseSide {
     pub horizon: u32,
     /// `horizon × executions`.
     pub cycles: u64,
-    pub policy: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     pub policy_source: PolicySource,
+    /// The concrete choice as a label, not a policy alone: under `auto`
+    /// the winner with its pairing (`B64/selected`, see
+    /// [`PhaseView::chosen_label`]).
     pub chosen: String,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
@@ -292,7 +301,7 @@ impl PhaseSide {
             executions: phase.executions,
             horizon: phase.horizon,
             cycles: phase.cycles(),
-            policy: phase.policy.clone(),
+            policy: phase.policy,
             policy_source: phase.policy_source,
             chosen: phase.chosen_label(),
             max_row_bytes: phase.max_row_bytes,
@@ -455,9 +464,9 @@ mod tests {
         PhaseView {
             key: key.to_string(),
             executions,
-            policy: policy.to_string(),
+            policy: policy.parse().expect("a policy"),
             policy_source: PolicySource::Default,
-            chosen: policy.to_string(),
+            chosen: policy.parse().expect("a policy"),
             horizon,
             max_row_bytes: 1_000,
             total_row_bytes: 10_000,
@@ -583,15 +592,15 @@ mod tests {
     #[test]
     fn auto_winner_pairing_is_the_chosen_label() {
         let mut a = phase("x#0", 1, 100, "auto");
-        a.chosen = "B64".to_string();
+        a.chosen = SchedulePolicy::Balanced { words: 64 };
         let mut b = a.clone();
         a.candidates = vec![CandidateView {
-            policy: "B64".to_string(),
+            policy: SchedulePolicy::Balanced { words: 64 },
             pairing: "none".to_string(),
             chosen: true,
         }];
         b.candidates = vec![CandidateView {
-            policy: "B64".to_string(),
+            policy: SchedulePolicy::Balanced { words: 64 },
             pairing: "selected".to_string(),
             chosen: true,
         }];

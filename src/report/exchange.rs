@@ -71,6 +71,6 @@ pub fn chosen_label(phase: &PhaseFigures) -> String {
             candidate.policy,
             format!("{:?}", candidate.pairing).to_lowercase()
         ),
-        None => phase.chosen.clone(),
+        None => phase.chosen.to_string(),
     }
 }

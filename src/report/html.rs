@@ -368,7 +368,7 @@ fn time_split(back: &BackReport) -> Markup {
 /// The policy column: the policy asked for and, when it differs, the concrete choice.
 fn policy_text(phase: &PhaseFigures) -> String {
     let chosen = chosen_label(phase);
-    if chosen == phase.policy {
+    if chosen == phase.policy.to_string() {
         chosen
     } else {
         format!("{} ({chosen})", phase.policy)

@@ -15,13 +15,17 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::estimate::profile::{ProgramProfile, StepKind};
+use crate::schedule::SchedulePolicy;
 use crate::schedule::windows::{TileActivity, Window};
 use crate::target::costs::CLOCK_HERTZ;
 
 /// What a trace shows of an exchange phase beyond its cycles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PhaseLabel {
-    pub policy: String,
+    /// The phase's effective policy (`auto`, or an override's).
+    pub policy: SchedulePolicy,
+    /// The concrete policy that made the schedule (`auto`'s winner).
+    pub chosen: SchedulePolicy,
     pub horizon: u64,
     /// The endpoint bound, in cycles: the most exchange events one tile
     /// sends or receives (a piece that may pair counted at its paired
@@ -30,6 +34,18 @@ pub struct PhaseLabel {
     pub endpoint_bound: u32,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
+}
+
+impl PhaseLabel {
+    /// The policy as a slice's arguments show it: `B1024`, or with the
+    /// concrete choice when it differs (`auto (chose matching)`).
+    pub fn policy_text(&self) -> String {
+        if self.chosen == self.policy {
+            self.policy.to_string()
+        } else {
+            format!("{} (chose {})", self.policy, self.chosen)
+        }
+    }
 }
 
 /// A tile shown in detail, with why it was chosen.
@@ -141,7 +157,7 @@ pub fn program_trace(
         });
         if entry.kind == StepKind::Exchange {
             if let Some(label) = phases.get(entry.index) {
-                args["policy"] = json!(label.policy);
+                args["policy"] = json!(label.policy_text());
                 args["horizon"] = json!(label.horizon);
                 args["endpoint_bound"] = json!(label.endpoint_bound);
                 args["max_row_bytes"] = json!(label.max_row_bytes);

@@ -36,7 +36,7 @@ use rayon::prelude::*;
 use super::bound::latency_bound;
 use super::pairing::{Pairing, auto_pairings};
 use super::prepared::{Prepared, row_words_estimate};
-use super::vocabulary::{SchedulePolicy, TransferWidth};
+use super::vocabulary::{SchedulePolicy, TransferWidth, policy_text};
 use super::{Schedule, ScheduleError};
 
 /// Bytes per row word.
@@ -264,26 +264,4 @@ fn run_stage(
             Ok((Some(schedule), outcome))
         })
         .collect()
-}
-
-/// Serializes a policy as its build-file text (`matching`, `B64`), so that
-/// reports read as the build file does.
-mod policy_text {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::schedule::vocabulary::SchedulePolicy;
-
-    pub fn serialize<S: Serializer>(
-        policy: &SchedulePolicy,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(policy)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<SchedulePolicy, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
 }

@@ -1,7 +1,8 @@
 //! The scheduler's vocabulary: the schedule policies (how the pieces of a
 //! phase are ordered for placement) and transfer widths, with their text
 //! forms. The scheduler owns these; build files and the command line parse
-//! into them (`crate::build_file`).
+//! into them (`crate::build_file`), and every record that carries a policy
+//! serializes it as that text (`policy_text`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -150,9 +151,60 @@ impl FromStr for TransferWidth {
     }
 }
 
+/// Serializes a policy as its build-file text (`matching`, `B64`), so that
+/// reports, JSON documents and tables read as the build file does, and
+/// deserializes that text back (`FromStr`): every record that carries a
+/// policy writes it with `#[serde(with = "policy_text")]`.
+pub mod policy_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::schedule::vocabulary::SchedulePolicy;
+
+    pub fn serialize<S: Serializer>(
+        policy: &SchedulePolicy,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(policy)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<SchedulePolicy, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::TransferWidth;
+    use super::{SchedulePolicy, TransferWidth, policy_text};
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Carried {
+        #[serde(with = "policy_text")]
+        policy: SchedulePolicy,
+    }
+
+    /// A record's policy is written as the build file writes it and read
+    /// back from that text.
+    #[test]
+    fn a_policy_is_written_and_read_as_its_text() {
+        for (policy, text) in [
+            (SchedulePolicy::Auto, "auto"),
+            (SchedulePolicy::Latency, "latency"),
+            (SchedulePolicy::List, "list"),
+            (SchedulePolicy::Matching, "matching"),
+            (SchedulePolicy::Stream { words: 256 }, "S256"),
+            (SchedulePolicy::Balanced { words: 1024 }, "B1024"),
+        ] {
+            let json = serde_json::to_string(&Carried { policy }).expect("serialises");
+            assert_eq!(json, format!("{{\"policy\":\"{text}\"}}"));
+            let read: Carried = serde_json::from_str(&json).expect("reads");
+            assert_eq!(read.policy, policy);
+        }
+        let wrong = serde_json::from_str::<Carried>(r#"{"policy":"B0"}"#);
+        assert!(wrong.is_err());
+    }
 
     /// One spelling everywhere: the build file's, in text and in JSON,
     /// and documents written with the old variant names still read.

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::fan_out::fan_out;
 use super::sweep::SweepConfig;
+use super::sweep::config::{config_text, optional_config_text};
 use super::{Session, UnknownPhaseSelector};
 use crate::incremental::packing::packing_study;
 use crate::incremental::phases::{phase_keys, phase_policy, phase_problem};
@@ -56,8 +57,10 @@ pub struct PackingPhase {
     /// The most piece endpoints (sends plus receives) on one tile.
     pub endpoint_fragments: u64,
     pub fragment_tile: u32,
-    /// The configuration every alternative was scheduled under.
-    pub policy: String,
+    /// The configuration every alternative was scheduled under (written
+    /// as its text, `B1024/word32`).
+    #[serde(serialize_with = "config_text")]
+    pub policy: SweepConfig,
     pub study: PackingStudy,
 }
 
@@ -69,7 +72,8 @@ pub struct Packing {
     /// Phases in the build (or the snapshot).
     pub phases_in_build: usize,
     /// The configuration asked for (`None`: each phase's own).
-    pub config: Option<String>,
+    #[serde(serialize_with = "optional_config_text")]
+    pub config: Option<SweepConfig>,
     pub phases: Vec<PackingPhase>,
 }
 
@@ -141,8 +145,7 @@ impl Session {
                         SweepConfig {
                             policy: effective.policy,
                             width: effective.width,
-                        }
-                        .to_string(),
+                        },
                         study,
                     )
                 });
@@ -169,7 +172,7 @@ impl Session {
         Ok(Packing {
             source: "build",
             phases_in_build: keys.len(),
-            config: request.config.map(|config| config.to_string()),
+            config: request.config,
             phases,
         })
     }

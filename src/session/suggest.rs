@@ -9,6 +9,8 @@ use super::Session;
 use crate::incremental::alternatives::{alternative_outcome, alternative_policies};
 use crate::incremental::phases::{phase_keys, phase_work};
 use crate::incremental::schedules::PhaseError;
+use crate::schedule::SchedulePolicy;
+use crate::schedule::vocabulary::policy_text;
 use crate::target::costs::cycles_to_ms;
 
 /// Exchange phases a build measures under every standard policy for its
@@ -21,8 +23,10 @@ pub struct Suggestion {
     pub phase: String,
     pub index: usize,
     /// The policy the phase has now, and the one suggested.
-    pub current_policy: String,
-    pub policy: String,
+    #[serde(with = "policy_text")]
+    pub current_policy: SchedulePolicy,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     pub executions: u64,
     /// Horizon plus Repeat patching per execution, now and with the override.
     pub current_cycles: u64,
@@ -127,8 +131,8 @@ impl Session {
             Ok(alternatives.best().map(|(outcome, saving)| Suggestion {
                 phase: phase.key().to_string(),
                 index: phase.index,
-                current_policy: alternatives.current.policy.to_string(),
-                policy: outcome.policy.to_string(),
+                current_policy: alternatives.current.policy,
+                policy: outcome.policy,
                 executions: alternatives.executions,
                 current_cycles: alternatives.current.cycles(),
                 predicted_cycles: outcome.cycles(),

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::PhaseSnapshot;
 use crate::build_file::{SchedulePolicy, TransferWidth};
 use crate::rows::{ConsecutivePlacement, PhaseRows, check_phase, encode_phase};
+use crate::schedule::vocabulary::policy_text;
 use crate::schedule::{Schedule, schedule, validate};
 use crate::sim::replay::replay_phase;
 
@@ -65,9 +66,12 @@ pub struct WallTimes {
 pub struct BenchRecord {
     pub phase: u32,
     pub key: Option<String>,
-    pub policy: String,
-    /// The width the schedule chose (`word32` or `paired64`).
-    pub width: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
+    /// The width the schedule chose (`word32` or `paired64`); `None`, and
+    /// written empty, when scheduling or encoding failed.
+    #[serde(serialize_with = "width_or_empty")]
+    pub width: Option<TransferWidth>,
     /// Pieces scheduled (snapshot transfers, split at the logical limit).
     pub transfers: usize,
     pub destinations: usize,
@@ -89,6 +93,14 @@ pub struct BenchRecord {
     pub invariants: String,
 }
 
+/// Writes a chosen width as its text, and no width as the empty text.
+fn width_or_empty<S: serde::Serializer>(
+    width: &Option<TransferWidth>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(width.map_or("", TransferWidth::name))
+}
+
 impl BenchRecord {
     /// Whether every invariant held.
     pub fn passed(&self) -> bool {
@@ -103,7 +115,7 @@ impl BenchRecord {
              invariants={}",
             self.phase,
             self.key.as_deref().unwrap_or("-"),
-            self.policy,
+            self.policy.to_string(),
             self.transfers,
             self.destinations,
             self.horizon,
@@ -149,8 +161,8 @@ fn bench_policy(
     let mut record = BenchRecord {
         phase: phase.phase,
         key: phase.provenance.key.clone(),
-        policy: policy.to_string(),
-        width: String::new(),
+        policy,
+        width: None,
         transfers: problem.pieces(),
         destinations: problem.receives(),
         horizon: 0,
@@ -186,7 +198,7 @@ fn bench_policy(
     let Some((scheduled, rows)) = last else {
         return record;
     };
-    record.width = scheduled.width.to_string();
+    record.width = Some(scheduled.width);
     record.horizon = scheduled.horizon;
     record.endpoint_bound = scheduled.endpoint_bound;
     record.above_bound = i64::from(scheduled.horizon) - i64::from(scheduled.endpoint_bound);
@@ -219,4 +231,37 @@ fn check(
     replay_phase(problem, &words, &placement, sample)
         .map_err(|error| format!("FAIL replay: {error}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record writes its policy as the build file does, and a width the
+    /// schedule never chose (it failed) as the empty text.
+    #[test]
+    fn a_record_writes_its_policy_and_width_as_text() {
+        let mut record = BenchRecord {
+            phase: 3,
+            key: None,
+            policy: SchedulePolicy::Balanced { words: 1024 },
+            width: None,
+            transfers: 0,
+            destinations: 0,
+            horizon: 0,
+            endpoint_bound: 0,
+            above_bound: 0,
+            row_words_total: 0,
+            row_words_max: 0,
+            wall_times: WallTimes::default(),
+            invariants: "FAIL schedule: none".to_string(),
+        };
+        let json = serde_json::to_value(&record).expect("serialises");
+        assert_eq!(json["policy"], "B1024");
+        assert_eq!(json["width"], "");
+        record.width = Some(TransferWidth::Paired64);
+        let json = serde_json::to_value(&record).expect("serialises");
+        assert_eq!(json["width"], "paired64");
+        assert!(record.line().contains(" B1024    transfers"));
+    }
 }

@@ -91,7 +91,7 @@ pub fn snapshot_packing(
                 executions: phase.provenance.executions.unwrap_or(1),
                 endpoint_fragments: count,
                 fragment_tile: tile,
-                policy: config.to_string(),
+                policy: config,
                 study: result,
             })
         })
@@ -99,7 +99,7 @@ pub fn snapshot_packing(
     Ok(Packing {
         source: "snapshot",
         phases_in_build: total,
-        config: Some(config.to_string()),
+        config: Some(config),
         phases: studied.into_iter().collect::<Result<_, _>>()?,
     })
 }

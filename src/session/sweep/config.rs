@@ -35,6 +35,26 @@ impl fmt::Display for SweepConfig {
     }
 }
 
+/// Writes a configuration as its text (`B1024/word32`), the way
+/// `--config` takes it (`#[serde(serialize_with = "config_text")]`).
+pub fn config_text<S: serde::Serializer>(
+    config: &SweepConfig,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(config)
+}
+
+/// [`config_text`] of a configuration that may be absent (written `null`).
+pub fn optional_config_text<S: serde::Serializer>(
+    config: &Option<SweepConfig>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match config {
+        Some(config) => serializer.collect_str(config),
+        None => serializer.serialize_none(),
+    }
+}
+
 /// The policies of the default sweep, in the order reports list them: the
 /// seed study's, then the rest of `auto`'s candidate orders (a test holds
 /// that every one of them is here).

@@ -46,9 +46,9 @@ impl Session {
                 let figures = phase.figures()?;
                 let patches = phase.patches()?;
                 let built = BuiltPoint {
-                    policy: figures.policy.clone(),
-                    chosen: figures.chosen.clone(),
-                    width: figures.width.clone(),
+                    policy: figures.policy,
+                    chosen: figures.chosen,
+                    width: figures.width,
                     horizon: u64::from(figures.horizon),
                     endpoint_bound: figures.endpoint_bound,
                     max_row_bytes: figures.max_row_bytes,

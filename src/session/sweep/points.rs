@@ -3,17 +3,21 @@
 
 use super::config::SweepConfig;
 use crate::incremental::sweep::PointFigures;
+use crate::schedule::vocabulary::policy_text;
+use crate::schedule::{SchedulePolicy, TransferWidth};
 
 /// A phase as the build made it (its effective policy, or `auto`'s
 /// winner), per execution.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct BuiltPoint {
     /// The phase's policy (`auto`, or an override's).
-    pub policy: String,
+    #[serde(with = "policy_text")]
+    pub policy: SchedulePolicy,
     /// The order that made the schedule.
-    pub chosen: String,
+    #[serde(with = "policy_text")]
+    pub chosen: SchedulePolicy,
     /// The schedule's width (`word32` or `paired64`).
-    pub width: String,
+    pub width: TransferWidth,
     pub horizon: u64,
     /// The endpoint bound, in cycles: the most exchange events one tile
     /// sends or receives (a piece that may pair counted at its paired

@@ -219,9 +219,9 @@ mod tests {
 
     fn sweep() -> Sweep {
         let built = BuiltPoint {
-            policy: "B1024".into(),
-            chosen: "B1024".into(),
-            width: "word32".into(),
+            policy: SchedulePolicy::Balanced { words: 1024 },
+            chosen: SchedulePolicy::Balanced { words: 1024 },
+            width: TransferWidth::Word32,
             horizon: 100,
             endpoint_bound: 1,
             max_row_bytes: 1000,
