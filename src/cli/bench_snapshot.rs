@@ -12,6 +12,7 @@ use super::common::write_json;
 use super::progress::timing;
 use crate::build_file::validate::DEFAULT_POLICY;
 use crate::build_file::{SchedulePolicy, TransferWidth};
+use crate::schedule::vocabulary::WidthParseError;
 use crate::snapshot::{
     BenchOptions, BenchRecord, Snapshot, bench_phase, import_phases, select_phases,
 };
@@ -49,16 +50,9 @@ pub struct BenchSnapshotArguments {
     pub json: Option<PathBuf>,
 }
 
-/// Parses `auto`, `word32` or `paired64`.
-pub fn parse_width(text: &str) -> Result<TransferWidth, String> {
-    match text {
-        "auto" => Ok(TransferWidth::Auto),
-        "word32" => Ok(TransferWidth::Word32),
-        "paired64" => Ok(TransferWidth::Paired64),
-        _ => Err(format!(
-            "`{text}` is not a transfer width; expected auto, word32 or paired64"
-        )),
-    }
+/// Parses `auto`, `word32` or `paired64`, as build files spell them.
+pub fn parse_width(text: &str) -> Result<TransferWidth, WidthParseError> {
+    text.parse()
 }
 
 pub fn run(arguments: &BenchSnapshotArguments) -> Result<(), CommandError> {

@@ -43,15 +43,24 @@ pub enum KindFilter {
     Compute,
 }
 
+/// A value that is not a fraction in 0..=1.
+#[derive(Debug, thiserror::Error)]
+enum FractionError {
+    #[error("`{0}` is not a number; give a fraction such as 0.1")]
+    NotANumber(String),
+    #[error("{0} is outside 0..=1")]
+    OutOfRange(f64),
+}
+
 /// A fraction in 0..=1.
-fn parse_fraction(text: &str) -> Result<f64, String> {
+fn parse_fraction(text: &str) -> Result<f64, FractionError> {
     let value: f64 = text
         .parse()
-        .map_err(|_| format!("`{text}` is not a number; give a fraction such as 0.1"))?;
+        .map_err(|_| FractionError::NotANumber(text.to_string()))?;
     if (0.0..=1.0).contains(&value) {
         Ok(value)
     } else {
-        Err(format!("{value} is outside 0..=1"))
+        Err(FractionError::OutOfRange(value))
     }
 }
 

@@ -21,6 +21,27 @@ use crate::sim::memory::{KernelRead, KernelWrite, SimError, describe_read};
 use super::image::TileImage;
 use super::ownership::{ForeignReads, Owners};
 
+/// An access the package's placement does not allow (the text reads after
+/// what made the access: "transfer source names unknown allocation 7").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    #[error("names unknown allocation {0}")]
+    UnknownAllocation(u32),
+    #[error("names allocation {allocation} of tile {owner}")]
+    OtherTile { allocation: u32, owner: u32 },
+    #[error(
+        "accesses {length} bytes at {address:#x}, outside allocation {allocation} placed at \
+         {start:#x}..{end:#x}"
+    )]
+    Outside {
+        length: usize,
+        address: u64,
+        allocation: u32,
+        start: u64,
+        end: u64,
+    },
+}
+
 /// Absolute address of `location` in `iteration`, checked against the
 /// placed instance of its allocation on `tile`.
 pub fn bind(
@@ -29,16 +50,16 @@ pub fn bind(
     location: Location,
     length: usize,
     iteration: u32,
-) -> Result<u64, String> {
+) -> Result<u64, BindError> {
     let allocation: &PlacedAllocation = package
         .allocations
         .get(location.allocation.0 as usize)
-        .ok_or_else(|| format!("names unknown allocation {}", location.allocation.0))?;
+        .ok_or(BindError::UnknownAllocation(location.allocation.0))?;
     if allocation.tile != tile {
-        return Err(format!(
-            "names allocation {} of tile {}",
-            location.allocation.0, allocation.tile
-        ));
+        return Err(BindError::OtherTile {
+            allocation: location.allocation.0,
+            owner: allocation.tile,
+        });
     }
     let instance = if allocation.iterations > 1 {
         u64::from(iteration) * u64::from(allocation.bytes)
@@ -49,10 +70,13 @@ pub fn bind(
     let end = start + u64::from(allocation.bytes);
     let address = u64::from(location.offset) + instance;
     if address < start || address + length as u64 > end {
-        return Err(format!(
-            "accesses {length} bytes at {address:#x}, outside allocation {} placed at {start:#x}..{end:#x}",
-            location.allocation.0
-        ));
+        return Err(BindError::Outside {
+            length,
+            address,
+            allocation: location.allocation.0,
+            start,
+            end,
+        });
     }
     Ok(address)
 }
@@ -89,13 +113,13 @@ impl KernelRead for TileReader<'_> {
                 allocation: location.allocation.0,
             });
         }
-        let address =
-            bind(self.package, self.tile, location, length, self.iteration).map_err(check)?;
+        let address = bind(self.package, self.tile, location, length, self.iteration)
+            .map_err(|error| check(error.to_string()))?;
         let start = TileImage::index(address, length)
             .ok_or_else(|| check(format!("at {address:#x} outside the tile's memory")))?;
         self.owners
             .check(&self.image.ownership, start, length, location.allocation.0)
-            .map_err(SimError::Clobbered)?;
+            .map_err(|clobber| SimError::Clobbered(clobber.to_string()))?;
         let reader = || describe_read(self.program, self.kernel, self.op, location.allocation);
         if let Some((byte, owner)) =
             self.owners
@@ -159,8 +183,8 @@ pub struct TileWriter<'a> {
 impl KernelWrite for TileWriter<'_> {
     fn bytes_mut(&mut self, location: Location, length: usize) -> Result<&mut [u8], SimError> {
         let check = |message: String| SimError::Weights(format!("write {message}"));
-        let address =
-            bind(self.package, self.tile, location, length, self.iteration).map_err(check)?;
+        let address = bind(self.package, self.tile, location, length, self.iteration)
+            .map_err(|error| check(error.to_string()))?;
         let start = TileImage::index(address, length)
             .ok_or_else(|| check(format!("at {address:#x} outside the tile's memory")))?;
         let taken = self

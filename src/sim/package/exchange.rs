@@ -31,7 +31,7 @@ use crate::patch::BaseChoice;
 use crate::rows::{RowEvent, decode_row};
 use crate::sim::replay::{Delivery, deliveries, paired_splits};
 use crate::target::encoding::layout::{Field, INLINE_PIC, SEND_ADDRESS, SEND_PIC_VALUE};
-use crate::target::encoding::{Instruction, decode};
+use crate::target::encoding::{DecodeError, Instruction, decode};
 use crate::target::memory::{TILE_BASE_ADDRESS, TILE_END_ADDRESS};
 
 use super::access::bind;
@@ -56,13 +56,22 @@ fn fault(tile: u32, message: String) -> TileFault {
 /// address, and the bytes per unit it counts (8 for a paired send).
 type AddressField = (Field, bool, u32);
 
+/// Why a row's address fields could not be found or patched.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum FieldError {
+    #[error("word {position}: {error}")]
+    Undecodable { position: usize, error: DecodeError },
+    #[error("patched word {word} addresses {address:#x}, outside the tile's memory")]
+    OutsideMemory { word: usize, address: i64 },
+}
+
 /// The address field of every address-bearing word of `row`.
-fn address_fields(row: &[u32]) -> Result<Vec<Option<AddressField>>, String> {
+fn address_fields(row: &[u32]) -> Result<Vec<Option<AddressField>>, FieldError> {
     let mut fields = vec![None; row.len()];
     let mut position = 0;
     while position < row.len() {
-        let (instruction, consumed) =
-            decode(&row[position..]).map_err(|error| format!("word {position}: {error}"))?;
+        let (instruction, consumed) = decode(&row[position..])
+            .map_err(|error| FieldError::Undecodable { position, error })?;
         match instruction {
             Instruction::Send { control, .. } => {
                 fields[position] = Some((SEND_ADDRESS, true, send_unit(control)))
@@ -100,15 +109,15 @@ fn add_to_field(
     field: Field,
     unit: u32,
     delta: i64,
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     let value = i64::from(field.extract(row[word])) + delta;
     let lowest = i64::from(TILE_BASE_ADDRESS / unit);
     let highest = i64::from(TILE_END_ADDRESS / unit);
     if value < lowest || value >= highest || value > i64::from(field.maximum()) {
-        return Err(format!(
-            "patched word {word} addresses {:#x}, outside the tile's memory",
-            value * i64::from(unit)
-        ));
+        return Err(FieldError::OutsideMemory {
+            word,
+            address: value * i64::from(unit),
+        });
     }
     row[word] = (row[word] & !field.mask) | field.place(value as u32);
     Ok(())
@@ -132,7 +141,7 @@ pub fn patched_row(
     if iteration == 0 {
         return Ok((row, 0));
     }
-    let fields = address_fields(&row).map_err(|message| fault(tile, message))?;
+    let fields = address_fields(&row).map_err(|error| fault(tile, error.to_string()))?;
     let mut patched = 0;
     if let BaseChoice::Moving { stride_words } = patches.base {
         for (word, field) in fields.iter().enumerate() {
@@ -144,7 +153,7 @@ pub fn patched_row(
                     4,
                     i64::from(stride_words) * i64::from(iteration),
                 )
-                .map_err(|message| fault(tile, format!("base register: {message}")))?,
+                .map_err(|error| fault(tile, format!("base register: {error}")))?,
                 Some((_, true, _)) => {
                     return Err(fault(
                         tile,
@@ -180,7 +189,7 @@ pub fn patched_row(
             *unit,
             patch.step_words * i64::from(iteration),
         )
-        .map_err(|message| fault(tile, message))?;
+        .map_err(|error| fault(tile, error.to_string()))?;
         patched += 1;
     }
     Ok((row, patched))

@@ -152,8 +152,8 @@ pub fn read_output(
                 failure.get_or_insert(format!("output at {address:#x} outside the tile's memory"));
                 return;
             };
-            if let Err(message) = owners.check(&image.ownership, start, size, allocation.0) {
-                failure.get_or_insert(format!("tile {}: output {message}", placed.tile));
+            if let Err(clobber) = owners.check(&image.ownership, start, size, allocation.0) {
+                failure.get_or_insert(format!("tile {}: output {clobber}", placed.tile));
             }
             if image.first_unwritten(start, size).is_some() {
                 failure.get_or_insert(format!(

@@ -156,9 +156,9 @@ impl Simulator<'_> {
         iteration: u32,
     ) -> Result<usize, TileFault> {
         let address =
-            bind(self.package, tile, location, length, iteration).map_err(|message| TileFault {
+            bind(self.package, tile, location, length, iteration).map_err(|error| TileFault {
                 tile: Some(tile),
-                message,
+                message: error.to_string(),
             })?;
         TileImage::index(address, length).ok_or(TileFault {
             tile: Some(tile),
@@ -362,9 +362,9 @@ impl Simulator<'_> {
                         let image = &mut self.images[copy.tile as usize];
                         owners
                             .check(&image.ownership, from, length, source.allocation.0)
-                            .map_err(|message| TileFault {
+                            .map_err(|clobber| TileFault {
                                 tile: Some(copy.tile),
-                                message: format!("copy: {message}"),
+                                message: format!("copy: {clobber}"),
                             })?;
                         let bytes = image.bytes[from..from + length].to_vec();
                         let mask = image.written_mask_if_partial(from, length);

@@ -153,6 +153,22 @@ impl TileOwnership {
     }
 }
 
+/// A read of bytes another allocation overwrote while the reader's value
+/// was live: placement put two live allocations in the same bytes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "allocation {reader} reads {address:#x}, which allocation {writer} overwrote at {step} after \
+     allocation {reader} wrote it: placement put two allocations live at the same time in the \
+     same bytes"
+)]
+pub struct Clobbered {
+    pub reader: u32,
+    pub address: u64,
+    pub writer: u32,
+    /// The step that overwrote it, as the simulator's log names it.
+    pub step: String,
+}
+
 /// What claims and checks need to name allocations and steps.
 #[derive(Clone, Copy)]
 pub struct Owners<'a> {
@@ -214,19 +230,18 @@ impl<'a> Owners<'a> {
         start: usize,
         length: usize,
         allocation: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), Clobbered> {
         match ownership.clobber_under(start, length, self.root(allocation)) {
             None => Ok(()),
-            Some(clobber) => Err(format!(
-                "allocation {allocation} reads {:#x}, which allocation {} overwrote at {} \
-                 after allocation {allocation} wrote it: placement put two allocations \
-                 live at the same time in the same bytes",
-                clobber.first_byte() as u64 + u64::from(TILE_BASE_ADDRESS),
-                clobber.writer,
-                self.log
+            Some(clobber) => Err(Clobbered {
+                reader: allocation,
+                address: clobber.first_byte() as u64 + u64::from(TILE_BASE_ADDRESS),
+                writer: clobber.writer,
+                step: self
+                    .log
                     .get(clobber.step as usize)
-                    .map_or("an unknown step", String::as_str)
-            )),
+                    .map_or_else(|| String::from("an unknown step"), String::clone),
+            }),
         }
     }
 }

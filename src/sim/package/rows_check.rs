@@ -28,7 +28,7 @@ use crate::expand::program::{Location, Step};
 use crate::package::Package;
 
 use super::PackageFault;
-use super::access::bind;
+use super::access::{BindError, bind};
 use super::admission::{phase_problems, render};
 use super::exchange::{PhaseExecution, TileFault, match_phase};
 use super::image::{PlacedIntervals, TileImage};
@@ -89,6 +89,18 @@ struct Walk<'a> {
     last_phase: String,
 }
 
+/// A row of a strided copy or fill that does not bind (the text follows
+/// the copy or fill it names).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum StridedError {
+    #[error("row {row} starts at {offset:#x}, beyond any address")]
+    BeyondAddresses { row: u32, offset: u64 },
+    #[error("row {row} {error}")]
+    Unbound { row: u32, error: BindError },
+    #[error("row {row} at {address:#x} is outside the tile's memory")]
+    OutsideMemory { row: u32, address: u64 },
+}
+
 /// Rows `0` and `rows - 1` of a strided access of `row_bytes` per row,
 /// bound as the simulator binds them: inside one instance of the named
 /// allocation, on `tile`, inside the tile's memory (every row between lies
@@ -101,19 +113,19 @@ fn check_strided(
     rows: u32,
     stride: u32,
     iteration: u32,
-) -> Result<(), String> {
+) -> Result<(), StridedError> {
     let Some(last) = rows.checked_sub(1) else {
         return Ok(());
     };
     for row in [0, last] {
         let offset = u64::from(location.offset) + u64::from(row) * u64::from(stride);
         let mut at = location;
-        at.offset = u32::try_from(offset)
-            .map_err(|_| format!("row {row} starts at {offset:#x}, beyond any address"))?;
+        at.offset =
+            u32::try_from(offset).map_err(|_| StridedError::BeyondAddresses { row, offset })?;
         let address = bind(package, tile, at, row_bytes as usize, iteration)
-            .map_err(|message| format!("row {row} {message}"))?;
+            .map_err(|error| StridedError::Unbound { row, error })?;
         TileImage::index(address, row_bytes as usize)
-            .ok_or_else(|| format!("row {row} at {address:#x} is outside the tile's memory"))?;
+            .ok_or(StridedError::OutsideMemory { row, address })?;
     }
     Ok(())
 }
