@@ -330,9 +330,9 @@ pub enum Command {
     /// By default the search is quick: one pass over the ops that cost at
     /// least 1% of the estimate (the others keep the planner's partition),
     /// the two partitions the cost model ranks cheapest, and the tile
-    /// orders; on SigLIP so400m under a minute for three quarters of what
-    /// the thorough search (--thorough: two passes over every op, six
-    /// cheapest, three per alignment) saves in six.
+    /// orders: on SigLIP so400m it takes under a minute and finds three
+    /// quarters of what the thorough search (--thorough: two passes over
+    /// every op, six cheapest, three per alignment) finds in six minutes.
     ///
     /// The best plan is also kept in the cache under the configuration
     /// searched (model, batch, layers, tiles, precision, scheduling
