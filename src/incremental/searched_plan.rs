@@ -141,9 +141,16 @@ pub fn kept_outcome(cache: &PersistentCache, key: &CacheKey) -> Option<SearchOut
     }
     // Polled, not loaded: a configuration no search kept a plan for is the
     // usual case, not a miss.
-    cache.poll_with(EntryKind::LayoutSearch, key, |payload, _| {
-        <SearchOutcome as Persisted>::decode(payload).map_err(crate::cache::EntryError::Undecodable)
-    })
+    cache.poll_with(EntryKind::LayoutSearch, key, decode_outcome)
+}
+
+/// A kept outcome's payload, decoded (whoever signed it: an outcome is
+/// only a plan, which every build checks as it compiles it).
+fn decode_outcome(
+    payload: &[u8],
+    _: crate::cache::Provenance,
+) -> Result<SearchOutcome, crate::cache::EntryError> {
+    <SearchOutcome as Persisted>::decode(payload).map_err(crate::cache::EntryError::Undecodable)
 }
 
 /// The search's query: the plan a search kept for the build's
@@ -188,15 +195,18 @@ pub fn pinned_over(pins: &[LayoutOverride], plan: Option<&KeptPlan>) -> Vec<Layo
 /// A search's outcome kept in `cache` under `key` (a search's own key: its
 /// starting build and settings), loaded as any entry (a miss counts).
 pub fn load_outcome(cache: &PersistentCache, key: &CacheKey) -> Option<SearchOutcome> {
-    cache.load_with(EntryKind::LayoutSearch, key, |payload, _| {
-        <SearchOutcome as Persisted>::decode(payload).map_err(crate::cache::EntryError::Undecodable)
-    })
+    cache.load_with(EntryKind::LayoutSearch, key, decode_outcome)
 }
 
-/// Keeps `outcome` in `cache` under `key` (a search's own key).
-pub fn store_outcome(cache: &PersistentCache, key: &CacheKey, outcome: &SearchOutcome) {
-    if let Ok(payload) = <SearchOutcome as Persisted>::encode(outcome) {
-        cache.store_payload(EntryKind::LayoutSearch, key, &payload);
+/// Keeps `outcome` in `cache` under `key` (a search's own key, or a
+/// configuration's); false when it does not encode.
+pub fn store_outcome(cache: &PersistentCache, key: &CacheKey, outcome: &SearchOutcome) -> bool {
+    match <SearchOutcome as Persisted>::encode(outcome) {
+        Ok(payload) => {
+            cache.store_payload(EntryKind::LayoutSearch, key, &payload);
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -212,11 +222,5 @@ pub fn keep_searched_plan(
     if kept_outcome(cache, &key).is_some_and(|kept| kept.best_cycles <= outcome.best_cycles) {
         return false;
     }
-    match <SearchOutcome as Persisted>::encode(outcome) {
-        Ok(payload) => {
-            cache.store_payload(EntryKind::LayoutSearch, &key, &payload);
-            true
-        }
-        Err(_) => false,
-    }
+    store_outcome(cache, &key, outcome)
 }
