@@ -10,6 +10,7 @@ use crate::common;
 use common::{query, superstep};
 use superstep::expand::program::Step;
 use superstep::session::Session;
+use superstep::studies::copy_audit::{copy_audit, copy_audit_across_operators};
 
 const TINY: &str = "queries/vit-tiny.toml";
 
@@ -70,7 +71,7 @@ fn the_tiny_vit_audit_counts_every_boundary_and_prints_its_records() {
     let mut expected = (0, 0, 0);
     count(&program.steps, &mut expected);
     assert!(expected.0 > 0, "the tiny ViT has copy boundaries");
-    let audit = session.copy_audit().expect("audit");
+    let audit = copy_audit(&session).expect("audit");
     let summary = &audit.summary;
     assert_eq!(
         (summary.boundaries, summary.copies, summary.fills),
@@ -219,9 +220,7 @@ fn the_tiny_vit_audit_counts_every_boundary_and_prints_its_records() {
     // Cross-operator motion, run for the audit: it merges where the audit
     // finds a boundary's groups movable in one piece (nothing else stops it
     // on the tiny ViT), and moves them before when they may go before.
-    let across = session
-        .copy_audit_across_operators()
-        .expect("audit across operators");
+    let across = copy_audit_across_operators(&session).expect("audit across operators");
     assert_eq!(across.summary.boundaries, expected.0);
     for boundary in &across.boundaries {
         let motion = boundary.motion.as_ref().expect("decided");
@@ -304,7 +303,7 @@ fn the_siglip_audit_counts_every_boundary() {
     let program = session.low_program().expect("low program");
     let mut expected = (0, 0, 0);
     count(&program.steps, &mut expected);
-    let audit = session.copy_audit().expect("audit");
+    let audit = copy_audit(&session).expect("audit");
     let summary = &audit.summary;
     assert_eq!(
         (summary.boundaries, summary.copies, summary.fills),

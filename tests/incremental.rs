@@ -8,21 +8,18 @@
 
 use crate::common;
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use salsa::plumbing::AsId;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use common::{
     assert_query_was_not_run, assert_query_was_run, counts, executed_queries, expanded_ops, query,
 };
 use superstep::expand::summary::StepCounts;
-use superstep::incremental::phases::{phase_keys, phase_problem};
-use superstep::incremental::whole_program::{row_table, tile_reservations};
 use superstep::layout::plan::{Layouts, OpPlan};
 use superstep::numerics::dot::Accumulation;
 use superstep::place::TileReservations;
 use superstep::rows::RowTable;
-use superstep::schedule::SchedulePolicy;
+use superstep::schedule::{ExchangeProblem, SchedulePolicy};
 use superstep::session::Session;
 use superstep::session::TrackedQuery;
 
@@ -655,33 +652,22 @@ fn format_change_reexpands_only_the_ops_it_touches() {
     }
 }
 
-/// The distinct exchange problems (interned ids) of the session's phases.
-fn problem_ids(session: &Session) -> BTreeSet<salsa::Id> {
-    let db = session.internals().0;
-    phase_keys(db, session.internals().1)
+/// The distinct exchange problems (by content, as they are interned) of
+/// the session's phases.
+fn problem_ids(session: &Session) -> HashSet<Arc<ExchangeProblem>> {
+    session
+        .phases()
         .iter()
-        .map(|&key| {
-            phase_problem(db, key)
-                .as_ref()
-                .expect("problem")
-                .problem
-                .as_id()
-        })
+        .map(|phase| phase.problem().expect("problem").clone())
         .collect()
 }
 
 fn row_table_of(session: &Session) -> RowTable {
-    (*row_table(session.internals().0, session.internals().1)
-        .clone()
-        .expect("rows"))
-    .clone()
+    (*session.row_table().expect("rows")).clone()
 }
 
 fn reservations(session: &Session) -> TileReservations {
-    (*tile_reservations(session.internals().0, session.internals().1)
-        .clone()
-        .expect("reservations"))
-    .clone()
+    (*session.tile_reservations().expect("reservations")).clone()
 }
 
 /// A new global stream policy re-runs exactly: every phase's policy
@@ -716,7 +702,7 @@ fn global_stream_policy_reschedules_every_problem_and_nothing_upstream() {
         build_estimate
         ");
     let runs = counts(&outcome.executions);
-    let phases = phase_keys(session.internals().0, session.internals().1).len();
+    let phases = session.phases().len();
     let problems = problem_ids(&session).len();
     let mut expected = BTreeMap::from([
         (TrackedQuery::PhasePolicy, phases),
@@ -851,7 +837,7 @@ fn layer_count_replans_and_schedules_only_new_problems() {
         ");
     let runs = counts(&outcome.executions);
     let ops = session.layouts().expect("layouts").ops.len();
-    let phases = phase_keys(session.internals().0, session.internals().1).len();
+    let phases = session.phases().len();
     for (query, expected) in [
         (TrackedQuery::Graph, Some(1)),
         (TrackedQuery::Layouts, Some(1)),
@@ -884,9 +870,10 @@ fn adding_an_override_leaves_another_overridden_phase_untouched() {
     let override_a = format!("schedule.override.{phase_a}=S64");
     let mut session = Session::new(&query(file, &[&override_b]));
     session.build().expect("build");
-    let ids: BTreeMap<String, salsa::Id> = phase_keys(session.internals().0, session.internals().1)
+    let ids: BTreeMap<String, salsa::Id> = session
+        .phases()
         .iter()
-        .map(|&key| (key.key(session.internals().0).clone(), key.as_id()))
+        .map(|phase| (phase.key().to_string(), phase.id()))
         .collect();
     session.update(&query(file, &[&override_a, &override_b]));
     let rebuilt = session.build().expect("rebuild");

@@ -18,7 +18,7 @@ use superstep::cache::PersistentCache;
 use superstep::schedule::ExchangeProblem;
 use superstep::session::Session;
 use superstep::session::TrackedQuery;
-use superstep::session::packing::{Alternative, AlternativeOutcome, PackingRequest};
+use superstep::studies::packing::{Alternative, AlternativeOutcome, PackingRequest, packing};
 use superstep::target::timing::MAX_LOGICAL_TRANSFER_WORDS;
 
 const TINY: &str = "queries/vit-tiny.toml";
@@ -62,9 +62,7 @@ fn routes(problem: &ExchangeProblem) -> BTreeMap<(u32, Vec<u32>), u64> {
 fn every_alternative_is_checked_and_measured_and_its_copies_recount() {
     let mut session = Session::new(&query(TINY, &[POLICY]));
     session.build().expect("build");
-    let packing = session
-        .packing(&PackingRequest::default())
-        .expect("packing");
+    let packing = packing(&session, &PackingRequest::default()).expect("packing");
     let phases = session.phases();
     assert_eq!(packing.phases.len(), phases.len());
     assert!(packing.phases.len() > 10);
@@ -271,7 +269,7 @@ fn a_second_study_in_a_new_session_schedules_nothing() {
     };
     let mut cold = Session::with_cache(&query(TINY, &[POLICY]), Some(cache.clone()));
     cold.build_low_program().expect("front");
-    let first = cold.packing(&request).expect("packing");
+    let first = packing(&cold, &request).expect("packing");
     let ran = counts(&cold.take_executions());
     assert!(
         ran.get(&TrackedQuery::Scheduled).copied().unwrap_or(0) >= 3 * 5,
@@ -280,7 +278,7 @@ fn a_second_study_in_a_new_session_schedules_nothing() {
     let mut warm = Session::with_cache(&query(TINY, &[POLICY]), Some(cache));
     warm.build_low_program().expect("front");
     warm.take_executions();
-    let second = warm.packing(&request).expect("packing");
+    let second = packing(&warm, &request).expect("packing");
     assert_eq!(first, second);
     let ran = counts(&warm.take_executions());
     assert_eq!(ran.get(&TrackedQuery::Scheduled), None, "{ran:?}");
@@ -315,12 +313,14 @@ fn a_snapshot_of_the_build_is_studied_alike() {
     let from_snapshot = read_json(&Path::new(output).join("packing.json"));
     let mut session = Session::new(&query(TINY, &[POLICY]));
     session.build_low_program().expect("front");
-    let from_build = session
-        .packing(&PackingRequest {
+    let from_build = packing(
+        &session,
+        &PackingRequest {
             top: Some(3),
             ..PackingRequest::default()
-        })
-        .expect("packing");
+        },
+    )
+    .expect("packing");
     let phases = from_snapshot["phases"].as_array().expect("phases");
     assert_eq!(phases.len(), 3);
     for (snapshot_phase, build_phase) in phases.iter().zip(&from_build.phases) {

@@ -168,7 +168,8 @@ fn the_command_sorts_filters_and_finds_a_cycle() {
 #[test]
 fn a_suggested_override_saves_what_it_predicts() {
     let session = built(&[]);
-    let suggestions = session.suggestions(None).expect("suggestions");
+    let suggestions =
+        superstep::studies::suggestions::suggestions(&session, None).expect("suggestions");
     assert!(
         !suggestions.is_empty(),
         "vit-tiny under `latency` has phases a standard policy beats"

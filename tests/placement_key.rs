@@ -14,10 +14,11 @@ use common::query;
 use superstep::build_file::schema::{KeyKind, known_keys};
 use superstep::cache::CacheKey;
 use superstep::expand::program::{LowProgram, Step};
+use superstep::incremental::lowering::low_program;
 use superstep::incremental::phases::phase_groups;
 use superstep::incremental::whole_program::{placement_key, tile_reservations};
+use superstep::incremental::{CompilerDatabase, create_inputs};
 use superstep::place::TileReservations;
-use superstep::session::Session;
 
 /// What placement reads, and its key.
 struct Inputs {
@@ -27,22 +28,20 @@ struct Inputs {
     reservations: Arc<TileReservations>,
 }
 
+/// Placement's inputs and key, read from the queries of a database of
+/// its own (this test is of a query, below the session's facade).
 fn inputs(sets: &[&str]) -> Inputs {
-    let session = Session::new(&query("queries/vit-tiny.toml", sets));
-    let db = session.internals().0;
+    let db = CompilerDatabase::default();
+    let build = create_inputs(&db, &query("queries/vit-tiny.toml", sets));
     Inputs {
-        key: *placement_key(db, session.internals().1)
-            .as_ref()
-            .expect("key"),
-        program: session.low_program().expect("program"),
-        steps: phase_groups(db, session.internals().1)
+        key: *placement_key(&db, build).as_ref().expect("key"),
+        program: low_program(&db, build).clone().expect("program"),
+        steps: phase_groups(&db, build)
             .as_ref()
             .expect("groups")
             .steps
             .clone(),
-        reservations: tile_reservations(db, session.internals().1)
-            .clone()
-            .expect("reservations"),
+        reservations: tile_reservations(&db, build).clone().expect("reservations"),
     }
 }
 

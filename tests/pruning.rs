@@ -32,7 +32,8 @@ fn built(file: &str, sets: &[&str], prune: bool) -> Built {
         .expect("package")
         .encode()
         .expect("encodes");
-    let suggestions = session.suggestions(None).expect("suggestions");
+    let suggestions =
+        superstep::studies::suggestions::suggestions(&session, None).expect("suggestions");
     let mut pruned_candidates = 0;
     let mut pruned_alternatives = 0;
     for phase in session.phases() {

@@ -490,7 +490,7 @@ fn three_shards_then_a_merge_that_schedules_nothing() {
     let mut session = Session::with_cache(&query, Some(cache.clone()));
     session.build().expect("build");
     let configs = common::sweep_configs(&["S64/word32", "B256/word32", "latency/word32"]);
-    let swept = session.sweep(&configs).expect("sweep");
+    let swept = superstep::studies::sweep::sweep(&session, &configs).expect("sweep");
     assert_eq!(swept.point_count(), points);
     let runs = counts(&session.take_executions());
     assert_eq!(

@@ -660,7 +660,7 @@ fn a_sharded_sweep_over_a_signed_remote_merges_without_recomputing() {
     let mut session = Session::with_cache(&tiny(), Some(reader.clone()));
     let built = session.build().expect("build");
     let configs = common::sweep_configs(&CONFIGS);
-    let swept = session.sweep(&configs).expect("sweep");
+    let swept = superstep::studies::sweep::sweep(&session, &configs).expect("sweep");
     let points = session.phases().len() * CONFIGS.len();
     assert_eq!(swept.point_count(), points);
     let mut runs = counts(&built.executions);

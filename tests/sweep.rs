@@ -18,7 +18,7 @@ use superstep::schedule::timing::paired_eligible;
 use superstep::schedule::{SchedulePolicy, TransferWidth};
 use superstep::session::Session;
 use superstep::session::TrackedQuery;
-use superstep::session::sweep::{SelectionRule, default_configs, select};
+use superstep::studies::sweep::{SelectionRule, default_configs, select, sweep};
 
 const TINY: &str = "queries/vit-tiny.toml";
 const POLICY: &str = "schedule.policy=B1024";
@@ -79,10 +79,10 @@ fn every_phase_is_measured_under_every_eligible_config_and_validated() {
     let mut session = Session::new(&query(TINY, &[POLICY]));
     session.build().expect("build");
     let configs = default_configs();
-    let sweep = session.sweep(&configs).expect("sweep");
+    let sweep = sweep(&session, &configs).expect("sweep");
     // Independently: one word32 point per default policy and phase, as many
     // paired64 points more on phases with a piece that may move paired.
-    let policies = superstep::session::sweep::DEFAULT_POLICIES.len();
+    let policies = superstep::studies::sweep::DEFAULT_POLICIES.len();
     assert_eq!(policies, 11);
     let phases = session.phases();
     let eligible = phases
@@ -240,7 +240,7 @@ fn selection_a_never_grows_storage_and_takes_the_cheapest_admissible_point() {
     // The session's selection says the same.
     let mut session = Session::new(&query(TINY, &[POLICY]));
     session.build().expect("build");
-    let sweep = session.sweep(&default_configs()).expect("sweep");
+    let sweep = sweep(&session, &default_configs()).expect("sweep");
     assert_eq!(
         select(&sweep, SelectionRule::NoStorageGrowth).saving_cycles(),
         1305
@@ -334,12 +334,12 @@ fn a_second_sweep_in_a_new_process_schedules_nothing() {
     let cold = {
         let mut session = Session::with_cache(&tiny, Some(open()));
         session.build().expect("build");
-        session.sweep(&configs).expect("sweep")
+        sweep(&session, &configs).expect("sweep")
     };
     let cache = open();
     let mut session = Session::with_cache(&tiny, Some(cache.clone()));
     let outcome = session.build().expect("build");
-    let warm = session.sweep(&configs).expect("sweep");
+    let warm = sweep(&session, &configs).expect("sweep");
     let mut executions = outcome.executions;
     executions.extend(session.take_executions());
     let runs = counts(&executions);

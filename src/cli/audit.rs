@@ -11,7 +11,9 @@ use serde::Serialize;
 use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{finish_cache, load, open_session, stage_error};
-use crate::session::{Blocked, BoundaryAudit, CopyAudit, GroupAudit, Other};
+use crate::studies::copy_audit::{
+    Blocked, BoundaryAudit, CopyAudit, GroupAudit, Other, copy_audit, copy_audit_across_operators,
+};
 use crate::text::thousands;
 
 /// The flags of `superstep audit copies`.
@@ -49,7 +51,7 @@ pub enum MotionFusion {
 #[derive(Serialize)]
 pub struct AuditDocument<'a> {
     pub name: &'a str,
-    pub summary: &'a crate::session::AuditSummary,
+    pub summary: &'a crate::studies::copy_audit::AuditSummary,
     pub boundaries: Vec<&'a BoundaryAudit>,
 }
 
@@ -61,8 +63,8 @@ pub fn run(arguments: &CopiesArguments) -> Result<(), CommandError> {
         .build_low_program()
         .map_err(|error| stage_error(error, tiles))?;
     let audit = match arguments.motion {
-        MotionFusion::Build => session.copy_audit(),
-        MotionFusion::Across => session.copy_audit_across_operators(),
+        MotionFusion::Build => copy_audit(&session),
+        MotionFusion::Across => copy_audit_across_operators(&session),
     }
     .map_err(|error| stage_error(error, tiles))?;
     let result = report(&audit, &query.name, arguments);
@@ -367,7 +369,7 @@ mod tests {
             ],
             values: Vec::new(),
         };
-        let audit = crate::group::audit_copies(&program, &[]);
+        let audit = crate::studies::copy_audit::audit_copies(&program, &[]);
         let lines = render(&audit, "hand-built", None);
         assert_eq!(lines.len(), 5, "{lines:#?}");
         assert!(lines[2].starts_with("    0  op#0"), "{}", lines[2]);

@@ -20,7 +20,7 @@ use crate::report::manifest;
 
 use crate::text::thousands;
 
-pub use crate::session::suggest::SUGGESTION_CANDIDATES;
+pub use crate::studies::suggestions::SUGGESTION_CANDIDATES;
 
 /// The flags of `superstep build`.
 #[derive(Debug, clap::Args)]
@@ -134,7 +134,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     if let Some(weights) = &checkpoint {
         super::quantisation::report(weights, !quiet, "");
     }
-    let mut found: Vec<crate::session::Suggestion> = Vec::new();
+    let mut found: Vec<crate::studies::suggestions::Suggestion> = Vec::new();
     let mut measured = false;
     if let Some(back) = &report.back {
         print_line!(
@@ -219,8 +219,7 @@ pub fn run(arguments: &BuildArguments) -> Result<(), CommandError> {
     // report.html and printed after every output is written.
     if arguments.suggestions > 0 && report.back.is_some() && (!quiet || query.outputs.html) {
         measured = true;
-        found = session
-            .suggestions(Some(SUGGESTION_CANDIDATES))
+        found = crate::studies::suggestions::suggestions(&session, Some(SUGGESTION_CANDIDATES))
             .map_err(|error| CommandError::Internal(error.to_string()))?;
     }
     let reports = {
@@ -516,9 +515,9 @@ fn pruning_line(
         candidates.len()
     );
     if suggestions_measured {
-        let (measured, pruned) = session
-            .suggestion_pruning(Some(SUGGESTION_CANDIDATES))
-            .map_err(|error| internal(&error))?;
+        let (measured, pruned) =
+            crate::studies::suggestions::suggestion_pruning(session, Some(SUGGESTION_CANDIDATES))
+                .map_err(|error| internal(&error))?;
         line.push_str(&format!(
             "; {pruned} of {} suggestion policies (bound to reach the phase as built)",
             measured + pruned

@@ -19,12 +19,14 @@ use super::{preflight, progress};
 use crate::build_file::validate::{DEFAULT_OUTPUT_DIRECTORY, DEFAULT_POLICY};
 use crate::report::packing::{PackingDocument, write_packing};
 use crate::schedule::TransferWidth;
-use crate::session::packing::{
-    AlternativeOutcome, ExchangeMeasure, Packing, PackingPhase, PackingRequest, PackingRequestError,
-};
-use crate::session::sweep::{ConfigList, SweepConfig};
 use crate::snapshot::packing::snapshot_packing;
 use crate::snapshot::{Snapshot, import_phases, select_phases};
+use crate::studies::packing::{
+    AlternativeOutcome, ExchangeMeasure, Packing, PackingPhase, PackingRequest,
+    PackingRequestError, packing,
+};
+use crate::studies::sweep::config::ConfigParseError;
+use crate::studies::sweep::{ConfigList, SweepConfig};
 use crate::text::thousands;
 
 /// `--policy P[/WIDTH]`: one configuration (a bare policy means word32).
@@ -32,18 +34,29 @@ use crate::text::thousands;
 pub struct PackingConfig(pub SweepConfig);
 
 impl FromStr for PackingConfig {
-    type Err = String;
+    type Err = PackingConfigError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         // The sweep's `--config` syntax; a bare policy gives every width,
         // word32 first, and packing takes that one.
-        let list: ConfigList = text.parse().map_err(|error| format!("{error}"))?;
+        let list: ConfigList = text.parse()?;
         list.0
             .first()
             .copied()
             .map(PackingConfig)
-            .ok_or_else(|| format!("`{text}` names no configuration"))
+            .ok_or_else(|| PackingConfigError::Empty(text.to_string()))
     }
+}
+
+/// A `--policy` that is not one configuration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PackingConfigError {
+    /// Not in the sweep's `--config` syntax.
+    #[error("{0}")]
+    Syntax(#[from] ConfigParseError),
+    /// The syntax, but no configuration.
+    #[error("`{0}` names no configuration")]
+    Empty(String),
 }
 
 /// The flags of `superstep packing`.
@@ -110,9 +123,11 @@ pub fn run(arguments: &PackingArguments) -> Result<(), CommandError> {
         top: arguments.top,
         config: arguments.config.map(|config| config.0),
     };
-    let packing = session.packing(&request).map_err(|error| match error {
+    let packing = packing(&session, &request).map_err(|error| match error {
         PackingRequestError::UnknownPhase(_) => CommandError::Input(error.to_string()),
-        PackingRequestError::Phase(error) => CommandError::Internal(error.to_string()),
+        PackingRequestError::Phase(_) | PackingRequestError::Study { .. } => {
+            CommandError::Internal(error.to_string())
+        }
     })?;
     show(&query.name, &packing, &directory, arguments)?;
     finish_cache(session.cache());
@@ -294,7 +309,7 @@ fn phase_lines(phase: &PackingPhase) -> Vec<String> {
 fn measure_line(
     name: &str,
     exchange: &ExchangeMeasure,
-    copies: Option<&crate::session::packing::CopyFigures>,
+    copies: Option<&crate::studies::packing::CopyFigures>,
     original: &ExchangeMeasure,
 ) -> String {
     let added = copies.map_or(0, |copies| copies.added_copy_cycles);

@@ -17,7 +17,8 @@ use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
 use crate::schedule::SchedulePolicy;
 use crate::schedule::vocabulary::policy_text;
-use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind, Suggestion};
+use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind};
+use crate::studies::suggestions::Suggestion;
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 
@@ -335,8 +336,7 @@ pub fn run(arguments: &PhasesArguments) -> Result<(), CommandError> {
 fn report(session: &Session, name: &str, arguments: &PhasesArguments) -> Result<(), CommandError> {
     let internal = |error: &dyn std::fmt::Display| CommandError::Internal(error.to_string());
     if arguments.suggest {
-        let suggestions = session
-            .suggestions(None)
+        let suggestions = crate::studies::suggestions::suggestions(session, None)
             .map_err(|error| internal(&error))?;
         if arguments.json {
             print_line!(

@@ -24,11 +24,11 @@ use crate::report::sweep::fragment::overrides_fragment;
 use crate::report::sweep::{write_sweep, write_text};
 use crate::schedule::vocabulary::policy_text;
 use crate::schedule::{SchedulePolicy, TransferWidth};
-use crate::session::sweep::{
+use crate::session::{BackOutcome, BuildError, Session};
+use crate::studies::sweep::{
     ConfigList, DEFAULT_WINDOW_BYTES, Selection, SelectionRule, Shard, Sweep, SweepOutcome,
     chosen_configs, frontier, select,
 };
-use crate::session::{BackOutcome, BuildError, Session};
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 
@@ -167,8 +167,7 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
         .as_ref()
         .map(SelectionFigures::of)
         .ok_or_else(|| CommandError::Internal("the build has no back half".to_string()))?;
-    let sweep = session
-        .sweep(&configs)
+    let sweep = crate::studies::sweep::sweep(&session, &configs)
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     let no_growth = select(&sweep, SelectionRule::NoStorageGrowth);
     let window = select(
@@ -182,9 +181,11 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
     print_summary(&query.name, &sweep, &built, &[&no_growth, &window]);
     let mut suggestions = Vec::new();
     if !progress::quiet() || arguments.json {
-        let measured = session
-            .suggestions(Some(crate::session::suggest::SUGGESTION_CANDIDATES))
-            .map_err(|error| CommandError::Internal(error.to_string()))?;
+        let measured = crate::studies::suggestions::suggestions(
+            &session,
+            Some(crate::studies::suggestions::SUGGESTION_CANDIDATES),
+        )
+        .map_err(|error| CommandError::Internal(error.to_string()))?;
         suggestions = suggestion_lines(&sweep, &measured, &[&no_growth, &window]);
         for line in &suggestions {
             print_line!("{line}");
@@ -252,11 +253,10 @@ pub fn run(arguments: &SweepArguments) -> Result<(), CommandError> {
 fn run_shard(
     session: &Session,
     name: &str,
-    configs: &[crate::session::sweep::SweepConfig],
+    configs: &[crate::studies::sweep::SweepConfig],
     shard: Shard,
 ) -> Result<(), CommandError> {
-    let outcome = session
-        .sweep_points(configs, Some(shard))
+    let outcome = crate::studies::sweep::sweep_points(session, configs, Some(shard))
         .map_err(|error| CommandError::Internal(error.to_string()))?;
     if let SweepOutcome::Shard {
         points,
@@ -351,7 +351,7 @@ fn print_summary(name: &str, sweep: &Sweep, built: &SelectionFigures, selections
 /// a selection, refused by one (and why), or not among its configurations.
 fn suggestion_lines(
     sweep: &Sweep,
-    suggestions: &[crate::session::Suggestion],
+    suggestions: &[crate::studies::suggestions::Suggestion],
     selections: &[&Selection],
 ) -> Vec<String> {
     let mut lines = Vec::new();
@@ -361,7 +361,7 @@ fn suggestion_lines(
     lines.push(format!(
         "the build's suggestions ({} of the {} most expensive exchange phases), against the sweep:",
         suggestions.len(),
-        crate::session::suggest::SUGGESTION_CANDIDATES
+        crate::studies::suggestions::SUGGESTION_CANDIDATES
     ));
     for suggestion in suggestions {
         let head = format!(

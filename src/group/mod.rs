@@ -20,25 +20,23 @@
 //! as before the phase), so a merge whose second list reads what the first
 //! writes (receive-then-forward) is blocked and recorded as `Forwarding`.
 //!
-//! `audit` reports, per exchange boundary of the original program, which
-//! copy/fill groups could move before or after which exchange and the hazard
-//! that blocks each direction, beside what motion decided there.
+//! The copy-boundary audit (which copy/fill groups could move before or
+//! after which exchange, and what blocks each direction) is a study over
+//! these hazards: `crate::studies::copy_audit`.
 //!
 //! This module is a pure core over `LowProgram`; it must not schedule,
 //! place or encode, and it never expands strided copies into words.
 
 pub mod access;
-pub mod audit;
 pub mod hazard;
 pub mod keys;
 pub mod motion;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use serde::Serialize;
 
-pub use audit::{BoundaryAudit, CopyAudit, GroupAudit, Movable, audit_copies};
 pub use hazard::{Access, Accessor, Hazard, HazardKind, Side};
 pub use motion::{
     Blocker, BoundaryVerdict, Fusion, FusionCost, FusionPricer, MotionDecision, MotionOptions,

@@ -2,91 +2,12 @@
 //! forwarding, operator provenance, and the interpreter agreeing bit for bit
 //! on a real program before and after motion.
 
-use std::path::Path;
+/// Hand-built programs these tests and the copy-boundary audit's share.
+pub(crate) mod programs;
 
 use super::*;
-use crate::expand::program::{
-    Allocation, AllocationId, Destination, KernelRun, LocalCopy, Location, LowProgram, Provenance,
-    Reason, Step, TransferList, ZeroFill,
-};
-use crate::layout::format::MemoryClass;
-
-const BYTES: u32 = 4096;
-
-/// Allocations 0..count on tile 0 (4 KiB each, unaliased); names `op0`, `op1`.
-fn program(count: u32, steps: Vec<Step>) -> LowProgram {
-    let provenance = Provenance {
-        op: 0,
-        value: None,
-        reason: Reason::Rearrange,
-    };
-    LowProgram {
-        tiles: 2,
-        names: vec!["op0".into(), "op1".into()],
-        allocations: (0..count)
-            .map(|id| Allocation {
-                tile: 0,
-                bytes: BYTES,
-                alignment: 4,
-                class: MemoryClass::Standard,
-                alias_group: id,
-                iterations: 1,
-                provenance,
-            })
-            .collect(),
-        steps,
-        values: Vec::new(),
-    }
-}
-
-fn at(allocation: u32, offset: u32) -> Location {
-    Location {
-        allocation: AllocationId(allocation),
-        offset,
-    }
-}
-
-fn provenance(op: u32) -> Provenance {
-    Provenance {
-        op,
-        value: None,
-        reason: Reason::Rearrange,
-    }
-}
-
-/// One transfer of `words` from `source` to `destination`.
-fn exchange(op: u32, source: Location, destination: Location, words: u32) -> Step {
-    let mut transfers = TransferList::default();
-    transfers.push(
-        0,
-        source,
-        words,
-        &[Destination {
-            tile: 0,
-            location: destination,
-        }],
-    );
-    Step::Exchange {
-        provenance: provenance(op),
-        transfers,
-    }
-}
-
-/// `rows` rows of 512 bytes every 3,072 bytes (the seed's MLP-up copy shape).
-fn strided_copy(source: Location, destination: Location) -> Step {
-    Step::Copies {
-        provenance: provenance(0),
-        copies: vec![LocalCopy {
-            tile: 0,
-            source,
-            destination,
-            row_bytes: 512,
-            rows: 7,
-            source_stride: 512,
-            destination_stride: 3072,
-        }],
-    }
-}
+use crate::expand::program::{AllocationId, KernelRun, LowProgram, Step, TransferList, ZeroFill};
+use programs::*;
 
 fn only_decision(steps: Vec<Step>, count: u32) -> (PhaseGroups, MotionOutcome) {
     let groups = group_phases(&program(count, steps), true);
@@ -329,18 +250,6 @@ fn operators_and_barriers() {
     assert!(groups.phases[3].in_repeat);
 }
 
-fn tiny() -> (
-    crate::layout::plan::Layouts,
-    LowProgram,
-    crate::model::weights::Weights,
-) {
-    let query =
-        crate::build_file::load_query(Path::new("queries/vit-tiny.toml"), &[]).expect("query");
-    let (graph, layouts, program) = crate::direct::compile(&query).expect("compile");
-    let weights = crate::direct::load_weights(&query, &graph).expect("weights");
-    (layouts, program, weights)
-}
-
 fn summary(groups: &PhaseGroups) -> String {
     let moved = groups
         .decisions
@@ -408,8 +317,6 @@ fn tiny_vit_computes_the_same_output_after_motion() {
     assert_eq!(unchanged.steps, program.steps);
     assert!(unchanged.decisions.is_empty());
 }
-
-mod audit;
 
 /// A pricer that charges each transfer list its total words.
 fn priced_by_words(

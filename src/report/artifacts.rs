@@ -10,8 +10,9 @@ use super::html::{ReportPage, render};
 use super::{BackReport, BuildReport, build_report};
 use crate::build_file::BuildQuery;
 use crate::expand::expansion::OpExpansion;
-use crate::session::suggest::SUGGESTION_CANDIDATES;
-use crate::session::{BackendError, BuildOutcome, Session, StageError, Suggestion};
+use crate::session::{BackendError, BuildOutcome, Session, StageError};
+use crate::studies::suggestions::SUGGESTION_CANDIDATES;
+use crate::studies::suggestions::Suggestion;
 
 /// An artifact that could not be made or written.
 #[derive(Debug, thiserror::Error)]

@@ -23,9 +23,9 @@ use tile_view::{TILE_SCRIPT, tile_view};
 use super::exchange::chosen_label;
 use super::{BackReport, BuildReport, OpComputeLine};
 use crate::session::PhaseFigures;
-use crate::session::Suggestion;
 use crate::session::memory::MemoryView;
 use crate::session::step_loads::StepTileLoad;
+use crate::studies::suggestions::Suggestion;
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 

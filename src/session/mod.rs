@@ -10,7 +10,6 @@
 mod build;
 pub mod fan_out;
 pub mod memory;
-pub mod packing;
 pub mod phase;
 pub mod pricing;
 pub mod process_memory;
@@ -18,25 +17,19 @@ pub mod progress;
 pub mod replay;
 pub mod searched_layouts;
 pub mod step_loads;
-pub mod suggest;
-pub mod sweep;
 pub mod timeline;
 
 pub use crate::estimate::profile::{ProfileEntry, ProgramProfile, StepKind};
-pub use crate::group::audit::{
-    AuditSummary, Blocked, BoundaryAudit, CopyAudit, ExchangeRef, GroupAudit, ItemAccess,
-    MotionView, Movable, Other,
-};
 pub use crate::incremental::cancellation::Canceller;
 pub use crate::incremental::lowering::StageError;
 pub use crate::incremental::phases::PhaseFigures;
 pub use crate::incremental::schedules::{EffectivePolicy, PhaseError, PolicySource};
+pub use crate::incremental::sweep::PointFigures;
 pub use crate::incremental::weights::WeightsError;
 pub use crate::incremental::whole_program::BackendError;
 pub use crate::incremental::{Execution, Stage, TrackedQuery};
 pub use build::{BackOutcome, BuildError, BuildOutcome, Headline, StageTime, TimedStage};
-pub use phase::{Phase, SUGGESTIONS, UnknownPhase, UnknownPhaseSelector};
-pub use suggest::Suggestion;
+pub use phase::{Phase, PhaseStudyError, SUGGESTIONS, UnknownPhase, UnknownPhaseSelector};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -188,12 +181,6 @@ impl Session {
         results
     }
 
-    /// The database and the build input, for tests that read queries and
-    /// the salsa event log directly. Everything else uses the facade.
-    pub fn internals(&self) -> (&CompilerDatabase, BuildInputs) {
-        (&self.db, self.inputs)
-    }
-
     /// Every exchange phase of the build, in program order (empty when the
     /// phase groups cannot be formed).
     pub fn phases(&self) -> Vec<Phase<'_>> {
@@ -307,40 +294,46 @@ impl Session {
         })
     }
 
+    /// `work` applied to each `(phase, item)` of `items` (a phase given by
+    /// its index in [`Session::phases`]), in parallel over cloned database
+    /// handles and reported to the progress observer as `stage`, one item
+    /// each; results in the order of `items`. Finer than
+    /// [`Session::map_phases`] for studies that measure one phase many
+    /// ways, so that one phase's measurements run side by side.
+    ///
+    /// # Panics
+    /// If an index is not one of the session's phases.
+    pub fn map_phase_items<Item: Sync, T: Send>(
+        &self,
+        stage: &str,
+        items: &[(usize, Item)],
+        work: impl Fn(Phase<'_>, &Item) -> T + Sync,
+    ) -> Vec<T> {
+        let keys = phase_keys(&self.db, self.inputs);
+        let progress = self.progress.clone();
+        progress.begin(stage, Some(items.len() as u64));
+        let results = fan_out(&self.db, items, |db, _, (index, item)| {
+            let key = *keys
+                .get(*index)
+                .unwrap_or_else(|| panic!("phase index {index} of {} phases", keys.len()));
+            let result = work(
+                Phase {
+                    db,
+                    key,
+                    index: *index,
+                },
+                item,
+            );
+            progress.advance(1);
+            result
+        });
+        progress.end();
+        results
+    }
+
     /// The phase groups: the grouped steps and each phase's record.
     pub fn phase_groups(&self) -> Result<Arc<PhaseGroups>, StageError> {
         phase_groups(&self.db, self.inputs).clone()
-    }
-
-    /// The copy-boundary audit of the low program: every exchange boundary
-    /// with its copy/fill groups, where each may move and what blocks it,
-    /// beside copy motion's decision there (first half and phase groups
-    /// only; nothing is scheduled).
-    pub fn copy_audit(&self) -> Result<CopyAudit, StageError> {
-        let program = self.low_program()?;
-        let groups = self.phase_groups()?;
-        Ok(crate::group::audit::audit_copies(
-            &program,
-            &groups.decisions,
-        ))
-    }
-
-    /// [`Session::copy_audit`] beside what copy motion would decide with
-    /// cross-operator fusion (the seed's experiment, `Fusion::AcrossOperators`),
-    /// computed for the audit only: the build keeps its phase groups.
-    pub fn copy_audit_across_operators(&self) -> Result<CopyAudit, StageError> {
-        let program = self.low_program()?;
-        let groups = crate::group::group_phases_with(
-            &program,
-            crate::group::MotionOptions {
-                copy_motion: true,
-                fusion: crate::group::Fusion::AcrossOperators,
-            },
-        );
-        Ok(crate::group::audit::audit_copies(
-            &program,
-            &groups.decisions,
-        ))
     }
 
     /// The placement of every allocation, the exchange table and patch lists.

@@ -6,18 +6,25 @@
 
 use std::sync::Arc;
 
+use salsa::plumbing::AsId;
+
 use crate::incremental::CompilerDatabase;
-use crate::incremental::alternatives::{PhaseAlternatives, phase_alternatives};
+use crate::incremental::alternatives::{
+    PhaseAlternatives, alternative_outcome, alternative_policies, phase_alternatives,
+};
+use crate::incremental::packing::packing_study;
 use crate::incremental::phases::{
     PhaseFigures, PhaseKey, PhaseProblem, phase_figures, phase_patches, phase_policy,
     phase_problem, phase_steps, phase_work,
 };
 use crate::incremental::schedules::{
-    EffectivePolicy, PhaseError, encoded_rows, validated_schedule,
+    EffectivePolicy, PhaseError, PolicyKey, encoded_rows, validated_schedule,
 };
+use crate::incremental::sweep::{PointFigures, pairing_eligible, sweep_point};
 use crate::patch::PhasePatches;
 use crate::rows::PhaseRows;
-use crate::schedule::{ExchangeProblem, Schedule};
+use crate::schedule::packing::{MeasureError, PackingStudy, endpoint_fragments};
+use crate::schedule::{ExchangeProblem, Schedule, SchedulePolicy, TransferWidth};
 use crate::text::nearest_keys;
 
 /// An exchange phase of a built session.
@@ -34,6 +41,12 @@ impl<'session> Phase<'session> {
     /// The stable key, `op#ordinal`.
     pub fn key(&self) -> &'session str {
         self.key.key(self.db)
+    }
+
+    /// The id the phase's executions carry (`Execution::key` of its
+    /// per-phase queries), to read the event log by phase.
+    pub fn id(&self) -> salsa::Id {
+        self.key.as_id()
     }
 
     /// The phase's step: its position in program order among every exchange
@@ -92,6 +105,69 @@ impl Phase<'_> {
     pub fn alternatives(&self) -> Result<PhaseAlternatives, PhaseError> {
         phase_alternatives(self.db, self.key).clone()
     }
+
+    /// The standard policies [`Phase::alternatives`] measures: every one
+    /// but the policy that made the phase's schedule.
+    pub fn alternative_policies(&self) -> Result<Vec<SchedulePolicy>, PhaseError> {
+        Ok(alternative_policies(self.db, self.key)?
+            .into_iter()
+            .map(|(policy, _)| policy)
+            .collect())
+    }
+
+    /// Measures the phase under the standard `policy` as far as it could
+    /// beat the phase as built (memoized: [`Phase::alternatives`] then
+    /// reads it), so that a study can measure many in parallel first.
+    pub fn measure_alternative(&self, policy: SchedulePolicy) -> Result<(), PhaseError> {
+        let effective = self.policy();
+        let key = PolicyKey::from_config(self.db, policy, effective.width, effective.row_allowance);
+        alternative_outcome(self.db, self.key, key)
+            .as_ref()
+            .map(|_| ())
+            .map_err(Clone::clone)
+    }
+
+    /// Whether some piece of the phase may move paired (so that a paired
+    /// width can differ from a single-word one).
+    pub fn pairing_eligible(&self) -> Result<bool, PhaseError> {
+        Ok(pairing_eligible(self.db, self.record()?.problem))
+    }
+
+    /// The phase scheduled, validated, encoded and patched under `policy`
+    /// and `width` (with the phase's own row allowance for `auto`): one
+    /// memoized, persistent-cached point of a sweep.
+    pub fn measure_under(
+        &self,
+        policy: SchedulePolicy,
+        width: TransferWidth,
+    ) -> Result<PointFigures, PhaseError> {
+        let key = PolicyKey::from_config(self.db, policy, width, self.policy().row_allowance);
+        sweep_point(self.db, self.key, key).clone()
+    }
+
+    /// The most piece endpoints (sends plus receives) on one tile, and
+    /// that tile.
+    pub fn endpoint_fragments(&self) -> Result<(u64, u32), PhaseError> {
+        Ok(endpoint_fragments(self.problem()?))
+    }
+
+    /// The packing counterfactuals of the phase under `policy`
+    /// (memoized and persistent-cached).
+    pub fn packing_study(&self, policy: &EffectivePolicy) -> Result<PackingStudy, PhaseStudyError> {
+        let record = self.record()?;
+        Ok(packing_study(self.db, record.problem, PolicyKey::of(self.db, policy)).clone()?)
+    }
+}
+
+/// Why a phase's study could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PhaseStudyError {
+    /// The phase itself is not available.
+    #[error(transparent)]
+    Phase(#[from] PhaseError),
+    /// A counterfactual could not be measured.
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
 }
 
 /// How many nearest phase keys a message names.

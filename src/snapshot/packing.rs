@@ -10,8 +10,8 @@ use super::PhaseSnapshot;
 use crate::rows::{check_phase, encode_phase};
 use crate::schedule::packing::{ExchangeMeasure, MeasureError, endpoint_fragments, study};
 use crate::schedule::{AutoSettings, ExchangeProblem, ScheduleFigures, schedule_with, validate};
-use crate::session::packing::{Packing, PackingPhase, keep_top};
-use crate::session::sweep::SweepConfig;
+use crate::studies::packing::{Packing, PackingPhase, keep_top};
+use crate::studies::sweep::SweepConfig;
 
 /// `problem` under `config`: scheduled and validated, encoded and checked.
 pub fn measure(

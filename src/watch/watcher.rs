@@ -35,8 +35,8 @@ use crate::cache::PersistentCache;
 use crate::report::artifacts::{artifacts_directory, session_report, write_reports};
 use crate::report::last_build::{LastBuild, STATE_FILE};
 use crate::report::manifest;
-use crate::session::suggest::SUGGESTION_CANDIDATES;
 use crate::session::{BuildError, BuildOutcome, Canceller, Session};
+use crate::studies::suggestions::SUGGESTION_CANDIDATES;
 
 /// How often the loop looks whether a running build has ended while it
 /// waits for events.
@@ -147,7 +147,7 @@ fn write_artifacts(
 ) -> Result<Vec<PathBuf>, WriteError> {
     let report = session_report(session, query, outcome)?;
     let suggestions = if query.outputs.html {
-        session.suggestions(Some(SUGGESTION_CANDIDATES))?
+        crate::studies::suggestions::suggestions(session, Some(SUGGESTION_CANDIDATES))?
     } else {
         Vec::new()
     };

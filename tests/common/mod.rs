@@ -8,10 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use salsa::plumbing::AsId;
 use superstep::build_file::{BuildQuery, load_query};
 use superstep::cache::{CacheKey, EntryKind};
-use superstep::incremental::lowering::OpKey;
 use superstep::incremental::{Execution, TrackedQuery};
 use superstep::session::Session;
 
@@ -115,22 +113,7 @@ pub fn assert_query_was_not_run(executions: &[Execution], query: TrackedQuery, k
 
 /// The op names whose `op_expansion` ran.
 pub fn expanded_ops(session: &Session, executions: &[Execution]) -> BTreeSet<String> {
-    let layouts = session.layouts().expect("layouts");
-    let by_id: BTreeMap<salsa::Id, String> = layouts
-        .ops
-        .iter()
-        .map(|op| {
-            (
-                OpKey::new(
-                    session.internals().0,
-                    session.internals().1,
-                    op.name.clone(),
-                )
-                .as_id(),
-                op.name.clone(),
-            )
-        })
-        .collect();
+    let by_id = session.op_names_by_id();
     executions
         .iter()
         .filter(|execution| execution.query == TrackedQuery::OpExpansion)
@@ -271,11 +254,11 @@ pub fn write_superstep_checkpoint(
 }
 
 /// Sweep configurations as `--config` spells them (`S64/word32`, ...).
-pub fn sweep_configs(texts: &[&str]) -> Vec<superstep::session::sweep::SweepConfig> {
+pub fn sweep_configs(texts: &[&str]) -> Vec<superstep::studies::sweep::SweepConfig> {
     texts
         .iter()
         .flat_map(|text| {
-            text.parse::<superstep::session::sweep::ConfigList>()
+            text.parse::<superstep::studies::sweep::ConfigList>()
                 .expect("config")
                 .0
         })

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::report::sweep::{SweepOutputError, write_files};
-use crate::session::packing::Packing;
+use crate::studies::packing::Packing;
 
 /// `packing.json`.
 #[derive(Serialize)]

@@ -11,7 +11,7 @@ use maud::{Markup, html};
 
 use crate::report::html::document;
 use crate::report::sweep::page::STYLE;
-use crate::session::packing::{
+use crate::studies::packing::{
     AlternativeOutcome, AlternativeStudy, ExchangeMeasure, Packing, PackingPhase,
 };
 use crate::text::thousands;
@@ -184,7 +184,7 @@ fn phase_section(phase: &PackingPhase) -> Markup {
 fn measure_row(
     name: &str,
     exchange: &ExchangeMeasure,
-    copies: Option<&crate::session::packing::CopyFigures>,
+    copies: Option<&crate::studies::packing::CopyFigures>,
     original: &ExchangeMeasure,
 ) -> Markup {
     let added = copies.map_or(0, |copies| copies.added_copy_cycles);

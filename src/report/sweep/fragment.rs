@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::session::sweep::Selection;
+use crate::studies::sweep::Selection;
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 

@@ -9,7 +9,7 @@ pub mod tables;
 
 use std::path::{Path, PathBuf};
 
-use crate::session::sweep::{Selection, Sweep};
+use crate::studies::sweep::{Selection, Sweep};
 
 /// A sweep output that could not be written.
 #[derive(Debug, thiserror::Error)]

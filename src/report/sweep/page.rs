@@ -13,7 +13,7 @@ use maud::{Markup, html};
 use crate::report::html::document;
 
 use crate::schedule::TransferWidth;
-use crate::session::sweep::{PhaseSelection, Selection, Sweep, SweepPhase, frontier};
+use crate::studies::sweep::{PhaseSelection, Selection, Sweep, SweepPhase, frontier};
 use crate::target::costs::cycles_to_ms;
 use crate::text::thousands;
 

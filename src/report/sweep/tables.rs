@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::session::sweep::{Selection, Sweep, SweepPhase, SweepPoint, frontier};
+use crate::studies::sweep::{Selection, Sweep, SweepPhase, SweepPoint, frontier};
 
 const POINT_COLUMNS: &str = "step,phase,executions,config,policy,width,chosen,\
 schedule_width,horizon,endpoint_bound,max_row_bytes,total_row_bytes,repeat_patch_words,\
@@ -65,7 +65,13 @@ pub fn results_csv(sweep: &Sweep) -> String {
                     "FAIL"
                 },
                 on_frontier.contains(&index),
-                field(point.outcome.as_ref().err().map_or("", String::as_str))
+                field(
+                    &point
+                        .outcome
+                        .as_ref()
+                        .err()
+                        .map_or_else(String::new, ToString::to_string),
+                )
             );
         }
     }

@@ -32,7 +32,7 @@ use crate::build_file::{BuildQuery, package_build_key};
 use crate::cache::{CacheKey, EntryError, EntryKind, PersistentCache, Provenance};
 use crate::layout::overrides::LayoutOverride;
 
-pub use crate::session::sweep::measure::Shard;
+pub use crate::studies::sweep::Shard;
 
 /// What one trial compiled to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,12 @@
 //! the tiny ViT every move the audit allows leaves the interpreter's output
 //! bit for bit unchanged (and moving copies far does not).
 
-use super::*;
-use crate::group::audit::{Movable, Other, audit_copies};
+use super::{Movable, Other, audit_copies};
+use crate::expand::program::{
+    Destination, KernelRun, LocalCopy, Location, LowProgram, Step, TransferList, ZeroFill,
+};
+use crate::group::tests::programs::*;
+use crate::group::*;
 
 /// An exchange of op 0 with one transfer per `(source, destination, words)`.
 fn exchange_of(transfers: &[(Location, Location, u32)]) -> Step {

@@ -6,10 +6,11 @@
 //! preceding exchange, after the following one, both or neither, with the
 //! hazard that blocks each direction, and what copy motion decided there.
 //!
-//! Owns the per-group judgement only, as plain data in and out: the hazards
-//! themselves come from `hazard` (affine rows on alias roots, `access`),
-//! never from whole allocations and never by expanding rows into words. It
-//! must not move anything (`motion` does).
+//! A study over grouping, asked of the session's low program and phase
+//! groups (`copy_audit`). Owns the per-group judgement only: the hazards
+//! themselves come from `group::hazard` (affine rows on alias roots,
+//! `group::access`), never from whole allocations and never by expanding
+//! rows into words. It must not move anything (`group::motion` does).
 //!
 //! Groups keep their relative order when some move: a group may move
 //! before the preceding exchange only if it also has no hazard with an
@@ -19,14 +20,16 @@
 
 use serde::Serialize;
 
-use super::access::Roots;
-use super::hazard::{
+use crate::expand::program::{LowProgram, Step, TransferList};
+use crate::group::access::Roots;
+use crate::group::hazard::{
     Access, Accessor, GroupIndex, Hazard, HazardKind, Side, group_against_exchange,
     group_against_group,
 };
-use super::keys::exchange_keys;
-use super::motion::{Blocker, MotionDecision, MotionOutcome};
-use crate::expand::program::{LowProgram, Step, TransferList};
+use crate::group::keys::exchange_keys;
+use crate::group::motion::{Blocker, MotionDecision, MotionOutcome};
+use crate::group::{Fusion, MotionOptions, group_phases_with};
+use crate::session::{Session, StageError};
 
 /// Where a group may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -657,3 +660,31 @@ impl Walk<'_> {
         }
     }
 }
+
+/// The copy-boundary audit of `session`'s low program: every exchange
+/// boundary with its copy/fill groups, where each may move and what blocks
+/// it, beside copy motion's decision there (first half and phase groups
+/// only; nothing is scheduled).
+pub fn copy_audit(session: &Session) -> Result<CopyAudit, StageError> {
+    let program = session.low_program()?;
+    let groups = session.phase_groups()?;
+    Ok(audit_copies(&program, &groups.decisions))
+}
+
+/// [`copy_audit`] beside what copy motion would decide with cross-operator
+/// fusion (the seed's experiment, `Fusion::AcrossOperators`), computed for
+/// the audit only: the build keeps its phase groups.
+pub fn copy_audit_across_operators(session: &Session) -> Result<CopyAudit, StageError> {
+    let program = session.low_program()?;
+    let groups = group_phases_with(
+        &program,
+        MotionOptions {
+            copy_motion: true,
+            fusion: Fusion::AcrossOperators,
+        },
+    );
+    Ok(audit_copies(&program, &groups.decisions))
+}
+
+#[cfg(test)]
+mod tests;

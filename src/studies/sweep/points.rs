@@ -2,9 +2,9 @@
 //! configuration that applies to it.
 
 use super::config::SweepConfig;
-use crate::incremental::sweep::PointFigures;
 use crate::schedule::vocabulary::policy_text;
 use crate::schedule::{SchedulePolicy, TransferWidth};
+use crate::session::{PhaseError, PointFigures};
 
 /// A phase as the build made it (its effective policy, or `auto`'s
 /// winner), per execution.
@@ -42,7 +42,20 @@ impl BuiltPoint {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SweepPoint {
     pub config: SweepConfig,
-    pub outcome: Result<PointFigures, String>,
+    /// Written as serde writes a `Result`, the error as its text.
+    #[serde(serialize_with = "outcome_text")]
+    pub outcome: Result<PointFigures, PhaseError>,
+}
+
+/// A point's outcome as `{"Ok": figures}` or `{"Err": "why"}`.
+fn outcome_text<S: serde::Serializer>(
+    outcome: &Result<PointFigures, PhaseError>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match outcome {
+        Ok(figures) => serializer.serialize_newtype_variant("Result", 0, "Ok", figures),
+        Err(error) => serializer.serialize_newtype_variant("Result", 1, "Err", &error.to_string()),
+    }
 }
 
 impl SweepPoint {

@@ -10,7 +10,7 @@
 use super::config::SweepConfig;
 use super::points::{Sweep, SweepPhase};
 use crate::build_file::PhaseOverride;
-use crate::incremental::sweep::PointFigures;
+use crate::session::PointFigures;
 use crate::text::thousands;
 
 /// The default window of rule (b), in bytes.
@@ -192,7 +192,8 @@ pub fn select(sweep: &Sweep, rule: SelectionRule) -> Selection {
 mod tests {
     use super::*;
     use crate::schedule::{SchedulePolicy, TransferWidth};
-    use crate::session::sweep::points::{BuiltPoint, SweepPoint};
+    use crate::session::PhaseError;
+    use crate::studies::sweep::points::{BuiltPoint, SweepPoint};
 
     fn figures(horizon: u32, max_row_bytes: u64, total_row_bytes: u64) -> PointFigures {
         PointFigures {
@@ -207,7 +208,7 @@ mod tests {
         }
     }
 
-    fn point(words: u32, outcome: Result<PointFigures, String>) -> SweepPoint {
+    fn point(words: u32, outcome: Result<PointFigures, PhaseError>) -> SweepPoint {
         SweepPoint {
             config: SweepConfig {
                 policy: SchedulePolicy::Stream { words },
@@ -246,7 +247,7 @@ mod tests {
                     // Cheaper, no growth: (a).
                     point(3, Ok(figures(90, 900, 4000))),
                     // Failed points are never chosen.
-                    point(4, Err("validation".into())),
+                    point(4, Err(PhaseError::Stage("validation".into()))),
                 ],
             }],
         }
