@@ -109,8 +109,8 @@ fn every_phase_is_measured_under_every_eligible_config_and_validated() {
         );
         // The built figures are the build's.
         let figures = phases[phase.index].figures().expect("figures");
-        assert_eq!(phase.built.horizon, u64::from(figures.horizon));
-        assert_eq!(phase.built.max_row_bytes, figures.max_row_bytes);
+        assert_eq!(phase.built.figures.horizon, figures.horizon);
+        assert_eq!(phase.built.figures.max_row_bytes, figures.max_row_bytes);
         // A B1024/word32 point is the build's own schedule when the build
         // took word32 (the tiny build has no eligible pieces).
         if !phase.pairing_eligible {
@@ -120,8 +120,8 @@ fn every_phase_is_measured_under_every_eligible_config_and_validated() {
                 .find(|point| point.config.to_string() == "B1024/word32")
                 .and_then(|point| point.figures())
                 .expect("B1024 point");
-            assert_eq!(u64::from(b1024.horizon), phase.built.horizon);
-            assert_eq!(b1024.total_row_bytes, phase.built.total_row_bytes);
+            assert_eq!(b1024.horizon, phase.built.figures.horizon);
+            assert_eq!(b1024.total_row_bytes, phase.built.figures.total_row_bytes);
         }
     }
 

@@ -334,9 +334,9 @@ fn print_summary(name: &str, sweep: &Sweep, built: &SelectionFigures, selections
                 thousands(chosen.cycles),
                 phase.executions,
                 thousands(chosen.saving_cycles),
-                thousands(sweep.phases[phase.index].built.max_row_bytes),
+                thousands(sweep.phases[phase.index].built.figures.max_row_bytes),
                 thousands(chosen.figures.max_row_bytes),
-                thousands(sweep.phases[phase.index].built.total_row_bytes),
+                thousands(sweep.phases[phase.index].built.figures.total_row_bytes),
                 thousands(chosen.figures.total_row_bytes)
             );
         }
@@ -454,7 +454,7 @@ fn apply(
             let before = sweep
                 .phases
                 .get(phase.index)
-                .map_or(0, |swept| swept.built.max_row_bytes);
+                .map_or(0, |swept| swept.built.figures.max_row_bytes);
             chosen.figures.max_row_bytes.saturating_sub(before)
         })
         .sum();

@@ -23,7 +23,9 @@ use crate::schedule::{SchedulePolicy, TransferWidth};
 /// accepted it (the cache stores only such points).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PointFigures {
-    /// The concrete order that made the schedule (`auto`'s winner).
+    /// The concrete order that made the schedule (`auto`'s winner),
+    /// written as the build file writes it.
+    #[serde(with = "crate::schedule::vocabulary::policy_text")]
     pub chosen: SchedulePolicy,
     /// The schedule's width (`paired64` when some piece moves paired).
     pub width: TransferWidth,

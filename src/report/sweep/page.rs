@@ -124,10 +124,10 @@ fn summary_table(page: &SweepPage) -> Markup {
                                 td { (phase.step) }
                                 td.text { a href=(format!("#step-{}", phase.step)) { (phase.key) } }
                                 td { (phase.executions) }
-                                td.text { (phase.built.policy) " (" (phase.built.chosen) ", " (phase.built.width) ")" }
-                                td { (thousands(phase.built.horizon)) }
-                                td { (thousands(phase.built.max_row_bytes)) }
-                                td { (thousands(phase.built.total_row_bytes)) }
+                                td.text { (phase.built.policy) " (" (phase.built.figures.chosen) ", " (phase.built.figures.width) ")" }
+                                td { (thousands(phase.built.figures.horizon)) }
+                                td { (thousands(phase.built.figures.max_row_bytes)) }
+                                td { (thousands(phase.built.figures.total_row_bytes)) }
                                 td { (phase.points.len()) }
                                 td { (frontier(phase).len()) }
                                 (choice_cell(page.no_growth.phases.get(phase.index)))
@@ -251,8 +251,8 @@ fn coincident_marks(phase: &SweepPhase, on_frontier: &[usize]) -> Vec<MarkGroup>
 
 fn scatter(phase: &SweepPhase) -> Markup {
     let on_frontier = frontier(phase);
-    let mut horizons = vec![phase.built.horizon];
-    let mut rows = vec![phase.built.max_row_bytes];
+    let mut horizons = vec![u64::from(phase.built.figures.horizon)];
+    let mut rows = vec![phase.built.figures.max_row_bytes];
     for point in &phase.points {
         if let Some(figures) = point.figures() {
             horizons.push(u64::from(figures.horizon));
@@ -298,13 +298,13 @@ fn scatter(phase: &SweepPhase) -> Markup {
                         &group.labels.join("\n"),
                     ))
                 }
-                circle.built cx=(coordinate(x_axis.at(phase.built.horizon))) cy=(coordinate(y_axis.at(phase.built.max_row_bytes)))
+                circle.built cx=(coordinate(x_axis.at(u64::from(phase.built.figures.horizon)))) cy=(coordinate(y_axis.at(phase.built.figures.max_row_bytes)))
                     r="9" fill="none" stroke="#e0245e" stroke-width="2"
-                    data-horizon=(phase.built.horizon) data-max-row=(phase.built.max_row_bytes) {
+                    data-horizon=(phase.built.figures.horizon) data-max-row=(phase.built.figures.max_row_bytes) {
                     title {
-                        "as built: " (phase.built.policy) " (" (phase.built.chosen) ", " (phase.built.width) "), horizon "
-                        (thousands(phase.built.horizon)) ", max row " (thousands(phase.built.max_row_bytes)) " B, total row "
-                        (thousands(phase.built.total_row_bytes)) " B"
+                        "as built: " (phase.built.policy) " (" (phase.built.figures.chosen) ", " (phase.built.figures.width) "), horizon "
+                        (thousands(phase.built.figures.horizon)) ", max row " (thousands(phase.built.figures.max_row_bytes)) " B, total row "
+                        (thousands(phase.built.figures.total_row_bytes)) " B"
                     }
                 }
             }

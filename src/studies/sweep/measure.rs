@@ -4,7 +4,7 @@
 
 use super::config::SweepConfig;
 use super::points::{BuiltPoint, Sweep, SweepPhase, SweepPoint};
-use crate::session::{PhaseError, Session};
+use crate::session::{PhaseError, PointFigures, Session};
 
 /// Every exchange phase under every configuration of `configs` that
 /// applies to it (a `paired64` one only where some piece may move paired),
@@ -40,14 +40,16 @@ pub fn sweep_points(
             let patches = phase.patches()?;
             let built = BuiltPoint {
                 policy: figures.policy,
-                chosen: figures.chosen,
-                width: figures.width,
-                horizon: u64::from(figures.horizon),
-                endpoint_bound: figures.endpoint_bound,
-                max_row_bytes: figures.max_row_bytes,
-                total_row_bytes: figures.total_row_bytes,
-                repeat_patch_words: patches.words(),
-                repeat_patch_cycles: patches.cycles(),
+                figures: PointFigures {
+                    chosen: figures.chosen,
+                    width: figures.width,
+                    horizon: figures.horizon,
+                    endpoint_bound: figures.endpoint_bound,
+                    max_row_bytes: figures.max_row_bytes,
+                    total_row_bytes: figures.total_row_bytes,
+                    repeat_patch_words: patches.words(),
+                    repeat_patch_cycles: patches.cycles(),
+                },
             };
             Ok((Some(built), u64::from(figures.executions), eligible))
         })

@@ -2,59 +2,49 @@
 //! configuration that applies to it.
 
 use super::config::SweepConfig;
+use crate::schedule::SchedulePolicy;
 use crate::schedule::vocabulary::policy_text;
-use crate::schedule::{SchedulePolicy, TransferWidth};
 use crate::session::{PhaseError, PointFigures};
 
 /// A phase as the build made it (its effective policy, or `auto`'s
-/// winner), per execution.
+/// winner), per execution: the policy asked for and the figures a sweep
+/// point has, written as one flat record.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct BuiltPoint {
     /// The phase's policy (`auto`, or an override's).
     #[serde(with = "policy_text")]
     pub policy: SchedulePolicy,
-    /// The order that made the schedule.
-    #[serde(with = "policy_text")]
-    pub chosen: SchedulePolicy,
-    /// The schedule's width (`word32` or `paired64`).
-    pub width: TransferWidth,
-    pub horizon: u64,
-    /// The endpoint bound, in cycles: the most exchange events one tile
-    /// sends or receives (a piece that may pair counted at its paired
-    /// events, half its words), so no schedule of the phase is shorter
-    /// (`crate::schedule::Schedule::endpoint_bound`).
-    pub endpoint_bound: u32,
-    pub max_row_bytes: u64,
-    pub total_row_bytes: u64,
-    pub repeat_patch_words: u64,
-    pub repeat_patch_cycles: u64,
+    #[serde(flatten)]
+    pub figures: PointFigures,
 }
 
 impl BuiltPoint {
     /// Horizon plus Repeat patching: what the phase costs per execution.
     pub fn cycles(&self) -> u64 {
-        self.horizon + self.repeat_patch_cycles
+        u64::from(self.figures.horizon) + self.figures.repeat_patch_cycles
     }
 }
 
 /// One phase under one configuration: its figures, or why it has none
 /// (scheduling failed, or the schedule validator or row checker rejected it).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// Written as `{"config": "S64/word32", "figures": {...}}`, or with
+/// `"error": "why"` in place of the figures.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SweepPoint {
     pub config: SweepConfig,
-    /// Written as serde writes a `Result`, the error as its text.
-    #[serde(serialize_with = "outcome_text")]
     pub outcome: Result<PointFigures, PhaseError>,
 }
 
-/// A point's outcome as `{"Ok": figures}` or `{"Err": "why"}`.
-fn outcome_text<S: serde::Serializer>(
-    outcome: &Result<PointFigures, PhaseError>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match outcome {
-        Ok(figures) => serializer.serialize_newtype_variant("Result", 0, "Ok", figures),
-        Err(error) => serializer.serialize_newtype_variant("Result", 1, "Err", &error.to_string()),
+impl serde::Serialize for SweepPoint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut point = serializer.serialize_struct("SweepPoint", 2)?;
+        point.serialize_field("config", &self.config.to_string())?;
+        match &self.outcome {
+            Ok(figures) => point.serialize_field("figures", figures)?,
+            Err(error) => point.serialize_field("error", &error.to_string())?,
+        }
+        point.end()
     }
 }
 
@@ -120,5 +110,60 @@ impl Sweep {
             .flat_map(|phase| &phase.points)
             .filter(|point| point.outcome.is_ok())
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::TransferWidth;
+
+    fn figures() -> PointFigures {
+        PointFigures {
+            chosen: SchedulePolicy::Stream { words: 64 },
+            width: TransferWidth::Paired64,
+            horizon: 508,
+            endpoint_bound: 360,
+            max_row_bytes: 92,
+            total_row_bytes: 1444,
+            repeat_patch_words: 0,
+            repeat_patch_cycles: 0,
+        }
+    }
+
+    /// A point writes its configuration and policies as the build file
+    /// does, and its figures or its error under their own names; the
+    /// phase as built is the same figures beside its policy, flat.
+    #[test]
+    fn points_and_the_built_phase_are_written_as_the_build_file_writes_them() {
+        let config = SweepConfig {
+            policy: SchedulePolicy::Stream { words: 64 },
+            width: TransferWidth::Paired64,
+        };
+        let measured = SweepPoint {
+            config,
+            outcome: Ok(figures()),
+        };
+        let value = serde_json::to_value(&measured).expect("json");
+        assert_eq!(value["config"], "S64/paired64");
+        assert_eq!(value["figures"]["chosen"], "S64");
+        assert_eq!(value["figures"]["width"], "paired64");
+        assert_eq!(value["figures"]["horizon"], 508);
+        let failed = SweepPoint {
+            config,
+            outcome: Err(PhaseError::Stage("no schedule".into())),
+        };
+        let value = serde_json::to_value(&failed).expect("json");
+        assert_eq!(value["error"], "no schedule");
+        assert!(value.get("figures").is_none(), "{value}");
+        let built = BuiltPoint {
+            policy: SchedulePolicy::Auto,
+            figures: figures(),
+        };
+        let value = serde_json::to_value(&built).expect("json");
+        assert_eq!(value["policy"], "auto");
+        assert_eq!(value["chosen"], "S64");
+        assert_eq!(value["endpoint_bound"], 360);
+        assert_eq!(built.cycles(), 508);
     }
 }

@@ -53,21 +53,23 @@ impl SelectionRule {
         }
         let built = &phase.built;
         Some(match self {
-            SelectionRule::NoStorageGrowth if figures.max_row_bytes > built.max_row_bytes => {
+            SelectionRule::NoStorageGrowth
+                if figures.max_row_bytes > built.figures.max_row_bytes =>
+            {
                 format!(
                     "its max row grows {} -> {} B",
-                    thousands(built.max_row_bytes),
+                    thousands(built.figures.max_row_bytes),
                     thousands(figures.max_row_bytes)
                 )
             }
             SelectionRule::NoStorageGrowth => format!(
                 "its total row grows {} -> {} B",
-                thousands(built.total_row_bytes),
+                thousands(built.figures.total_row_bytes),
                 thousands(figures.total_row_bytes)
             ),
             SelectionRule::MaxRowWindow { bytes } => format!(
                 "its max row grows by {} B, beyond the window of {} B",
-                thousands(figures.max_row_bytes - built.max_row_bytes),
+                thousands(figures.max_row_bytes - built.figures.max_row_bytes),
                 thousands(bytes)
             ),
         })
@@ -76,11 +78,11 @@ impl SelectionRule {
     fn admits(self, phase: &SweepPhase, figures: &PointFigures) -> bool {
         match self {
             SelectionRule::NoStorageGrowth => {
-                figures.max_row_bytes <= phase.built.max_row_bytes
-                    && figures.total_row_bytes <= phase.built.total_row_bytes
+                figures.max_row_bytes <= phase.built.figures.max_row_bytes
+                    && figures.total_row_bytes <= phase.built.figures.total_row_bytes
             }
             SelectionRule::MaxRowWindow { bytes } => {
-                figures.max_row_bytes <= phase.built.max_row_bytes + bytes
+                figures.max_row_bytes <= phase.built.figures.max_row_bytes + bytes
             }
         }
     }
@@ -221,14 +223,16 @@ mod tests {
     fn sweep() -> Sweep {
         let built = BuiltPoint {
             policy: SchedulePolicy::Balanced { words: 1024 },
-            chosen: SchedulePolicy::Balanced { words: 1024 },
-            width: TransferWidth::Word32,
-            horizon: 100,
-            endpoint_bound: 1,
-            max_row_bytes: 1000,
-            total_row_bytes: 5000,
-            repeat_patch_words: 0,
-            repeat_patch_cycles: 10,
+            figures: PointFigures {
+                chosen: SchedulePolicy::Balanced { words: 1024 },
+                width: TransferWidth::Word32,
+                horizon: 100,
+                endpoint_bound: 1,
+                max_row_bytes: 1000,
+                total_row_bytes: 5000,
+                repeat_patch_words: 0,
+                repeat_patch_cycles: 10,
+            },
         };
         Sweep {
             configs: Vec::new(),
@@ -276,7 +280,7 @@ mod tests {
     #[test]
     fn a_phase_keeps_its_schedule_when_nothing_is_cheaper() {
         let mut sweep = sweep();
-        sweep.phases[0].built.horizon = 10;
+        sweep.phases[0].built.figures.horizon = 10;
         let selection = select(&sweep, SelectionRule::MaxRowWindow { bytes: 1 << 20 });
         assert!(selection.phases[0].chosen.is_none());
         assert_eq!(selection.saving_cycles(), 0);
