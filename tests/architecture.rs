@@ -125,6 +125,11 @@ const PARENT_CHILD_EXEMPTIONS: &[(&str, &str, &str)] = &[
     ),
     (
         "build_file",
+        "build_file::fields",
+        "each field of the table reads its resolved value from the `BuildQuery` `build_file` defines (the settings a rebuild compares)",
+    ),
+    (
+        "build_file",
         "build_file::validate::fit",
         "the fit check weighs the machine, planning and workload settings `build_file` defines",
     ),

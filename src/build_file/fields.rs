@@ -1,12 +1,35 @@
 //! The one table of build-file fields: every key a build file (and `--set`)
-//! may name, with the build input it lands in (and so its durability), its
+//! may name, with the build input it lands in (and so its durability), how
+//! its resolved value is read from the typed query (`BuildQuery`), its
 //! kind, default, allowed values and meaning. The salsa inputs take their
 //! durabilities from it and `watch` its input names. The
 //! schema's key lists (`schema::keys_of`, which `--set` and the unknown-key
 //! errors read) are made from it, validation takes each choice field's
-//! accepted names from it, and the build-file reference
-//! (`docs/build-file.md`) is rendered from it (`field_reference`); tests hold that every listed
-//! choice passes validation and that the reference is current.
+//! accepted names from it, the settings a rebuild compares
+//! (`settings::query_settings`) are its fields' readers run on a query, and
+//! the build-file reference (`docs/build-file.md`) is rendered from it
+//! (`field_reference`); tests hold that every listed choice passes
+//! validation and that the reference is current, and the crate does not
+//! compile when a field that lands in a build input has no reader.
+
+use super::{ActivationScale, BuildQuery, CalibrationInput, WeightSource};
+use crate::model::config::Positions;
+use crate::target::kernel_cost::MatrixInputs;
+
+/// The `--set` key prefix of per-product input overrides:
+/// `planning.matrix_inputs.OP=fp8|fp16` (also the settings' key of each).
+pub const MATRIX_INPUTS_OVERRIDE_PREFIX: &str = "planning.matrix_inputs.";
+
+/// The same overrides named as the build file's table holds them:
+/// `planning.matrix_inputs_by_op.OP=fp8|fp16`.
+pub const MATRIX_INPUTS_BY_OP_PREFIX: &str = "planning.matrix_inputs_by_op.";
+
+/// The key prefix of per-phase policy overrides: `schedule.override.PHASE=POLICY`.
+pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
+
+/// The key prefix of per-operator layout overrides:
+/// `layout.override.OP=PARTITION[/ORDER]`.
+pub const LAYOUT_OVERRIDE_PREFIX: &str = "layout.override.";
 
 /// The TOML type a key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +165,58 @@ pub fn field_of(key: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|field| field.key == key)
 }
 
+/// The table's own `key`, for code that names a field (a diagnostic's
+/// field, a `--set` origin): used in a constant
+/// (`const KEY: &str = known("workload.heads");`), a key the table lacks
+/// fails to compile.
+pub const fn known(key: &str) -> &'static str {
+    let mut index = 0;
+    while index < FIELDS.len() {
+        if same_text(FIELDS[index].key, key) {
+            return FIELDS[index].key;
+        }
+        index += 1;
+    }
+    panic!("the key is not one of the build file's table of fields (build_file::fields::FIELDS)")
+}
+
+/// `left == right`, in a constant.
+const fn same_text(left: &str, right: &str) -> bool {
+    let (left, right) = (left.as_bytes(), right.as_bytes());
+    if left.len() != right.len() {
+        return false;
+    }
+    let mut index = 0;
+    while index < left.len() {
+        if left[index] != right[index] {
+            return false;
+        }
+        index += 1;
+    }
+    true
+}
+
+/// How a field's resolved value is read from the typed query: what the
+/// settings a rebuild compares show for it (`settings::query_settings`).
+#[derive(Clone, Copy, Debug)]
+pub enum Reader {
+    /// No setting of its own: a table, or a key only the command line reads
+    /// (`cache.*`, which lands in no build input).
+    Unread,
+    /// A member of an array of tables (`schedule.override.policy`): the
+    /// array's entries show it.
+    Member,
+    /// The key's resolved value, as the settings show it.
+    Value(fn(&BuildQuery) -> String),
+    /// The key's resolved value, or `None` where the query holds no such
+    /// key (`workload.weights.seeded` of a checkpoint's weights).
+    Optional(fn(&BuildQuery) -> Option<String>),
+    /// Entries the user names, each a setting of its own: `(key, value)`
+    /// with the key as `--set` writes it (`schedule.override.PHASE`,
+    /// `layout.override.OP`, `planning.matrix_inputs.OP`).
+    Entries(fn(&BuildQuery) -> Vec<(String, String)>),
+}
+
 /// One key of the build file.
 #[derive(Clone, Copy, Debug)]
 pub struct Field {
@@ -152,6 +227,10 @@ pub struct Field {
     /// input's); `None` for tables and for keys only the command line
     /// reads (`cache.*`).
     pub input: Option<Input>,
+    /// How its resolved value is read from a query; every field with an
+    /// input has a reader (checked when the crate compiles, below the
+    /// table).
+    pub reader: Reader,
     pub kind: KeyKind,
     /// The value when the key is absent, as a user would write it.
     pub default: &'static str,
@@ -165,6 +244,7 @@ pub struct Field {
 const fn field(
     key: &'static str,
     input: Option<Input>,
+    reader: Reader,
     kind: KeyKind,
     default: &'static str,
     allowed: &'static str,
@@ -173,6 +253,7 @@ const fn field(
     Field {
         key,
         input,
+        reader,
         kind,
         default,
         allowed,
@@ -184,6 +265,7 @@ const fn field(
 const fn choice(
     key: &'static str,
     input: Option<Input>,
+    reader: Reader,
     default: &'static str,
     choices: &'static [&'static str],
     meaning: &'static str,
@@ -191,6 +273,7 @@ const fn choice(
     Field {
         key,
         input,
+        reader,
         kind: KeyKind::String,
         default,
         allowed: "",
@@ -200,10 +283,11 @@ const fn choice(
 }
 
 const fn table(key: &'static str, meaning: &'static str) -> Field {
-    field(key, None, KeyKind::Table, "", "", meaning)
+    field(key, None, Reader::Unread, KeyKind::Table, "", "", meaning)
 }
 
-use KeyKind::{Boolean, Float, Integer, Scale, String, StringArray, TableArray};
+use KeyKind::{Boolean, Float, Integer, Scale, StringArray, TableArray};
+use Reader::{Entries, Member, Optional, Unread, Value};
 
 /// Every key, tables before their keys, in the order the shipped build
 /// files write them.
@@ -211,7 +295,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "name",
         Some(Input::Name),
-        String,
+        Value(|query| query.name.clone()),
+        KeyKind::String,
         "the file's name",
         "any non-empty name",
         "Names the artifacts folder: OUTPUTS/NAME/.",
@@ -223,6 +308,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "workload.model",
         Some(Input::Model),
+        Value(|query| query.workload.model.name.clone()),
         "(required)",
         &["siglip-so400m", "pe-core-l14", "vit-b16", "custom"],
         "The model preset; `custom` takes its shape from the keys below.",
@@ -230,6 +316,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.layers",
         Some(Input::Model),
+        Value(|query| query.workload.model.layers.to_string()),
         Integer,
         "the preset's (27, 24, 12)",
         "1 or more",
@@ -238,6 +325,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.batch",
         Some(Input::Batch),
+        Value(|query| query.workload.batch.to_string()),
         Integer,
         "1",
         "1 or more",
@@ -246,6 +334,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.fuse_qkv",
         Some(Input::FuseQkv),
+        Value(|query| query.workload.fuse_qkv.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -254,6 +343,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.fp8_scale",
         Some(Input::Fp8Scale),
+        Value(|query| query.workload.fp8_scale.to_string()),
         Scale,
         "-4",
         "-32..=32, or \"auto\"",
@@ -262,7 +352,13 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.calibration",
         Some(Input::Planning),
-        String,
+        Value(|query| match &query.planning.activation_scale {
+            ActivationScale::Calibrate {
+                input: CalibrationInput::File { path, .. },
+            } => path.display().to_string(),
+            _ => "(the seeded input)".to_string(),
+        }),
+        KeyKind::String,
         "(the seeded input)",
         "a PNG or JPEG photo, or a .npy array of pixels or patches, relative to the build file",
         "The input planning.activation_scale = \"calibrate\" runs the FP32 reference on.",
@@ -270,6 +366,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "workload.attention",
         Some(Input::Attention),
+        Value(|query| format!("{:?}", query.workload.attention)),
         "auto",
         &["auto", "materialized", "flash"],
         "How attention is computed: all scores at once, key blocks (flash), or the cheaper that fits.",
@@ -281,6 +378,10 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.weights.seeded",
         Some(Input::Weights),
+        Optional(|query| match &query.workload.weights {
+            WeightSource::Seeded { seed } => Some(seed.to_string()),
+            WeightSource::SafeTensors { .. } => None,
+        }),
         Integer,
         "1",
         "any integer",
@@ -289,7 +390,11 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.weights.safetensors",
         Some(Input::Weights),
-        String,
+        Optional(|query| match &query.workload.weights {
+            WeightSource::SafeTensors { path, .. } => Some(path.display().to_string()),
+            WeightSource::Seeded { .. } => None,
+        }),
+        KeyKind::String,
         "(none)",
         "a SafeTensors file or a sharded index, relative to the build file",
         "A checkpoint as its library saved it.",
@@ -297,6 +402,12 @@ pub const FIELDS: &[Field] = &[
     choice(
         "workload.weights.naming",
         Some(Input::Weights),
+        Optional(|query| match &query.workload.weights {
+            WeightSource::SafeTensors { naming, .. } => {
+                Some(naming.map_or_else(|| "auto".to_string(), |naming| naming.to_string()))
+            }
+            WeightSource::Seeded { .. } => None,
+        }),
         "auto",
         &[
             "auto",
@@ -311,6 +422,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.width",
         Some(Input::Model),
+        Value(|query| query.workload.model.width.to_string()),
         Integer,
         "the preset's",
         "an even number, divisible by heads",
@@ -319,6 +431,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.mlp",
         Some(Input::Model),
+        Value(|query| query.workload.model.mlp.to_string()),
         Integer,
         "the preset's",
         "an even number",
@@ -327,6 +440,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.heads",
         Some(Input::Model),
+        Value(|query| query.workload.model.heads.to_string()),
         Integer,
         "the preset's",
         "1 or more, dividing width",
@@ -335,6 +449,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.patches",
         Some(Input::Model),
+        Value(|query| query.workload.model.patches.to_string()),
         Integer,
         "the preset's",
         "a square number of patches (grid x grid)",
@@ -343,6 +458,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.patch",
         Some(Input::Model),
+        Value(|query| query.workload.model.patch.to_string()),
         Integer,
         "the preset's",
         "an even number of pixels",
@@ -351,6 +467,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.class_token",
         Some(Input::Model),
+        Value(|query| query.workload.model.class_token.to_string()),
         Boolean,
         "the preset's",
         "true | false",
@@ -359,6 +476,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "workload.gelu",
         Some(Input::Model),
+        Value(|query| format!("{:?}", query.workload.model.gelu)),
         "the preset's",
         &["tanh", "erf"],
         "The GELU approximation.",
@@ -366,6 +484,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "workload.pooling",
         Some(Input::Model),
+        Value(|query| format!("{:?}", query.workload.model.pooling)),
         "the preset's",
         &["map", "attention", "class-token"],
         "How the embedding is pooled.",
@@ -373,6 +492,14 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.pooling_heads",
         Some(Input::Model),
+        Value(|query| {
+            query
+                .workload
+                .model
+                .pooling
+                .heads()
+                .map_or_else(|| "none".to_string(), |heads| heads.to_string())
+        }),
         Integer,
         "the preset's",
         "1 or more",
@@ -381,6 +508,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.rotary",
         Some(Input::Model),
+        Value(|query| (query.workload.model.positions == Positions::LearnedWithRotary).to_string()),
         Boolean,
         "the preset's",
         "true | false",
@@ -389,6 +517,13 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.projection",
         Some(Input::Model),
+        Value(|query| {
+            query
+                .workload
+                .model
+                .projection
+                .map_or_else(|| "none".to_string(), |width| width.to_string())
+        }),
         Integer,
         "the preset's",
         "0 (none) or more",
@@ -397,6 +532,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.pre_norm",
         Some(Input::Model),
+        Value(|query| query.workload.model.pre_norm.to_string()),
         Boolean,
         "the preset's",
         "true | false",
@@ -405,6 +541,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "workload.layer_norm_epsilon",
         Some(Input::Model),
+        Value(|query| query.workload.model.layer_norm_epsilon.to_string()),
         Float,
         "the preset's",
         "a positive number",
@@ -414,6 +551,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "machine.preset",
         Some(Input::Machine),
+        Value(|query| query.machine.preset.clone()),
         "c600",
         &["c600"],
         "The IPU21 C600 (the only preset).",
@@ -421,6 +559,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "machine.tiles",
         Some(Input::Machine),
+        Value(|query| query.machine.tiles.to_string()),
         Integer,
         "1472",
         "1..=1472",
@@ -429,7 +568,13 @@ pub const FIELDS: &[Field] = &[
     field(
         "machine.calibration",
         Some(Input::Machine),
-        String,
+        Value(|query| {
+            query.machine.calibration.as_ref().map_or_else(
+                || "(the shipped table)".to_string(),
+                |path| path.display().to_string(),
+            )
+        }),
+        KeyKind::String,
         "(the shipped table)",
         "a calibration file (`superstep calibrate -o FILE`)",
         "The kernel cost model's constants refitted to your own profiles (relative to the build file's folder).",
@@ -438,6 +583,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "planning.accumulation",
         Some(Input::Planning),
+        Value(|query| format!("{:?}", query.planning.accumulation)),
         "auto",
         &["auto", "f32", "f16"],
         "How matrix products accumulate partial sums (auto: FP16 partials where the reduction is split and that plan is cheaper).",
@@ -445,6 +591,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.copy_motion",
         Some(Input::Planning),
+        Value(|query| query.planning.copy_motion.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -453,6 +600,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "planning.fusion",
         Some(Input::Planning),
+        Value(|query| query.planning.fusion.name().to_string()),
         "auto",
         &["auto", "same-operator", "across-operators"],
         "Which exchanges copy motion merges (auto: a cross-operator merge only when it is shorter than the two plus the barrier saved).",
@@ -460,6 +608,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.repeat_base",
         Some(Input::Planning),
+        Value(|query| query.planning.repeat_base.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -468,6 +617,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.reserved_bytes_per_tile",
         Some(Input::Planning),
+        Value(|query| query.planning.reserved_bytes_per_tile.to_string()),
         Integer,
         "65536",
         "below 638976",
@@ -476,6 +626,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.max_partition_candidates",
         Some(Input::Planning),
+        Value(|query| query.planning.max_partition_candidates.to_string()),
         Integer,
         "64",
         "1 or more",
@@ -484,6 +635,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.auto_f16_max_parts",
         Some(Input::Planning),
+        Value(|query| query.planning.auto_f16_max_parts.to_string()),
         Integer,
         "16",
         "0 or more",
@@ -492,6 +644,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "planning.matrix_inputs",
         Some(Input::Planning),
+        Value(|query| query.planning.matrix_inputs.name().to_string()),
         "fp8",
         &["fp16", "fp8"],
         "What the matrix unit multiplies: fp8 (the production recipe: activations rounded to FP8 at planning.activation_scale, the FP8 rate; attention's PV product too: probabilities at 2^-7, values at their scale, while QK stays FP16) or fp16 (FP8 weights widened on the tile, the FP16 rate; what transformers and timm compute to FP16's tolerance). Products (or an attention, e.g. layer.attn.core) that differ are listed in planning.matrix_inputs_by_op, or set with `--set planning.matrix_inputs.OP=fp8|fp16` (OP as `superstep build` prints it).",
@@ -499,6 +652,17 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.matrix_inputs_by_op",
         Some(Input::Planning),
+        Entries(|query| {
+            query
+                .planning
+                .matrix_input_overrides
+                .iter()
+                .map(|(op, inputs)| {
+                    let key = format!("{MATRIX_INPUTS_OVERRIDE_PREFIX}{op}");
+                    (key, inputs.name().to_string())
+                })
+                .collect()
+        }),
         KeyKind::StringTable,
         "(none)",
         "`\"OP\" = \"fp8\"` or `\"fp16\"` per entry, OP a matrix product of the workload (`superstep build --ops`; quoted, as op names hold dots)",
@@ -507,6 +671,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "planning.fp8_cast",
         Some(Input::Planning),
+        Value(|query| query.planning.fp8_cast.name().to_string()),
         "producer",
         &["producer", "product"],
         "With matrix_inputs = fp8, where activations are cast to FP8: producer (a LayerNorm, GELU or attention whose every reader is an FP8 product writes FP8 itself, before the exchange: half the words move and no product casts) or product (every product casts its FP16 block on its tile). The numbers computed are the same.",
@@ -514,6 +679,21 @@ pub const FIELDS: &[Field] = &[
     field(
         "planning.activation_scale",
         Some(Input::Planning),
+        Value(|query| {
+            match (
+                &query.planning.matrix_inputs,
+                &query.planning.activation_scale,
+            ) {
+                (MatrixInputs::Fp16, _) => "unused (matrix_inputs = fp16)".to_string(),
+                (_, ActivationScale::Fixed(scale)) => scale.to_string(),
+                (_, ActivationScale::Calibrate { input }) => match input {
+                    CalibrationInput::Seeded => "calibrate (on the seeded input)".to_string(),
+                    CalibrationInput::File { path, .. } => {
+                        format!("calibrate (on {})", path.display())
+                    }
+                },
+            }
+        }),
         Scale,
         "\"calibrate\"",
         "-32..=32, or \"calibrate\"",
@@ -523,6 +703,17 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override",
         Some(Input::Planning),
+        Entries(|query| {
+            query
+                .planning
+                .layout_overrides
+                .iter()
+                .map(|layout_override| {
+                    let key = format!("{LAYOUT_OVERRIDE_PREFIX}{}", layout_override.op);
+                    (key, layout_override.partition.to_string())
+                })
+                .collect()
+        }),
         TableArray,
         "(none)",
         "zero or more entries",
@@ -531,7 +722,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.op",
         Some(Input::Planning),
-        String,
+        Member,
+        KeyKind::String,
         "(required)",
         "a matrix product's or attention's provenance (`superstep build --ops`)",
         "The op.",
@@ -539,7 +731,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.partition",
         Some(Input::Planning),
-        String,
+        Member,
+        KeyKind::String,
         "(required)",
         "ROWSxCOLSxREDUCTION, or QUERIESxKEYS for attention",
         "Its partition.",
@@ -547,7 +740,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.order",
         Some(Input::Planning),
-        String,
+        Member,
+        KeyKind::String,
         "the default order",
         "rck | rkc | crk | ckr | krc | kcr; qk | kq for attention",
         "Which partition coordinate runs fastest over consecutive tiles (outermost first).",
@@ -555,6 +749,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.when",
         Some(Input::Planning),
+        Member,
         KeyKind::Table,
         "(every configuration)",
         "an inline table of the keys below",
@@ -563,6 +758,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.when.batch",
         Some(Input::Planning),
+        Member,
         Integer,
         "(any)",
         "a whole number",
@@ -571,6 +767,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.when.layers",
         Some(Input::Planning),
+        Member,
         Integer,
         "(any)",
         "a whole number",
@@ -579,6 +776,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "layout.override.when.tiles",
         Some(Input::Planning),
+        Member,
         Integer,
         "(any)",
         "a whole number",
@@ -587,6 +785,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "layout.override.when.matrix_inputs",
         Some(Input::Planning),
+        Member,
         "(any)",
         &["fp8", "fp16"],
         "The entry holds only at this `planning.matrix_inputs`.",
@@ -595,7 +794,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "schedule.policy",
         Some(Input::Schedule),
-        String,
+        Value(|query| query.schedule.policy.to_string()),
+        KeyKind::String,
         "auto",
         "auto | list | matching | latency | S<W> | B<W> (W = wave words, 1..=65536)",
         "The scheduling policy of every phase without an override.",
@@ -603,6 +803,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "schedule.width",
         Some(Input::Schedule),
+        Value(|query| query.schedule.width.to_string()),
         "auto",
         &["auto", "word32", "paired64"],
         "Transfer width (auto: paired where it shortens the phase).",
@@ -610,6 +811,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "schedule.row_allowance",
         Some(Input::Schedule),
+        Value(|query| query.schedule.row_allowance.to_string()),
         Integer,
         "256",
         "0 or more bytes",
@@ -618,6 +820,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "schedule.prune_by_bounds",
         Some(Input::Schedule),
+        Value(|query| query.schedule.prune_by_bounds.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -626,6 +829,20 @@ pub const FIELDS: &[Field] = &[
     field(
         "schedule.override",
         Some(Input::Overrides),
+        Entries(|query| {
+            query
+                .overrides
+                .iter()
+                .map(|phase_override| {
+                    let key = format!("{PHASE_OVERRIDE_PREFIX}{}", phase_override.phase);
+                    let value = match phase_override.width {
+                        Some(width) => format!("{}/{}", phase_override.policy, width.name()),
+                        None => phase_override.policy.to_string(),
+                    };
+                    (key, value)
+                })
+                .collect()
+        }),
         TableArray,
         "(none)",
         "zero or more entries, each phase once",
@@ -634,7 +851,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "schedule.override.phase",
         Some(Input::Overrides),
-        String,
+        Member,
+        KeyKind::String,
         "(required)",
         "a phase key the build has (`superstep phases --kind exchange`)",
         "The phase.",
@@ -642,7 +860,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "schedule.override.policy",
         Some(Input::Overrides),
-        String,
+        Member,
+        KeyKind::String,
         "(required)",
         "as schedule.policy",
         "Its policy.",
@@ -650,6 +869,7 @@ pub const FIELDS: &[Field] = &[
     choice(
         "schedule.override.width",
         Some(Input::Overrides),
+        Member,
         "schedule.width",
         &["auto", "word32", "paired64"],
         "Its width (auto: paired where it shortens the phase, as schedule.width).",
@@ -658,7 +878,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "outputs.directory",
         Some(Input::Outputs),
-        String,
+        Value(|query| query.outputs.directory.display().to_string()),
+        KeyKind::String,
         "artifacts",
         "a folder path (relative to the current directory)",
         "Where OUTPUTS/NAME/ goes.",
@@ -666,6 +887,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "outputs.report",
         Some(Input::Outputs),
+        Value(|query| query.outputs.report.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -674,6 +896,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "outputs.phases_csv",
         Some(Input::Outputs),
+        Value(|query| query.outputs.phases_csv.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -682,6 +905,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "outputs.html",
         Some(Input::Outputs),
+        Value(|query| query.outputs.html.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -690,6 +914,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "outputs.package",
         Some(Input::Outputs),
+        Value(|query| query.outputs.package.to_string()),
         Boolean,
         "true",
         "true | false",
@@ -699,7 +924,8 @@ pub const FIELDS: &[Field] = &[
     field(
         "cache.remote",
         None,
-        String,
+        Unread,
+        KeyKind::String,
         "(none)",
         "http(s)://HOST/PATH or s3://BUCKET/PREFIX",
         "A remote tier behind the local cache.",
@@ -707,6 +933,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "cache.remote_timeout_ms",
         None,
+        Unread,
         Integer,
         "the client's default",
         "1 or more",
@@ -715,6 +942,7 @@ pub const FIELDS: &[Field] = &[
     field(
         "cache.remote_deadline_ms",
         None,
+        Unread,
         Integer,
         "the client's default",
         "1 or more",
@@ -723,12 +951,29 @@ pub const FIELDS: &[Field] = &[
     field(
         "cache.trusted_keys",
         None,
+        Unread,
         StringArray,
         "[] (none)",
         "public keys, \"ed25519:\" and 64 hex digits",
         "Writers whose signed cache entries are used unchecked.",
     ),
 ];
+
+// A field lands in a build input exactly when it has a reader, so every
+// key that reaches the compiler is a setting a rebuild compares.
+const _: () = {
+    let mut index = 0;
+    while index < FIELDS.len() {
+        let field = &FIELDS[index];
+        let read = !matches!(field.reader, Reader::Unread);
+        assert!(
+            field.input.is_some() == read,
+            "a field of build_file::fields::FIELDS lands in a build input but has no reader, \
+             or has a reader and lands in none"
+        );
+        index += 1;
+    }
+};
 
 /// The table a field's key sits in (`""` at the top level) and its name.
 pub fn table_and_name(key: &str) -> (&str, &str) {

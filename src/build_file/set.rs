@@ -17,8 +17,8 @@
 //! (`every_value_field_of_the_table_can_be_set`) holds that every value
 //! field of the table lands in the deserialised file. The override lists'
 //! entries (`schedule.override.PHASE`, `layout.override.OP`,
-//! `planning.matrix_inputs.OP`) are added to the deserialised file
-//! ([`add_entries`]).
+//! `planning.matrix_inputs.OP`, their prefixes the field table's) are added
+//! to the deserialised file ([`add_entries`]).
 //!
 //! A value is parsed as a TOML value (`value = VALUE`); when that fails it is
 //! taken as a string, so `schedule.policy=B256` works unquoted. String keys
@@ -31,24 +31,14 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::build_file::error::QueryError;
+use crate::build_file::fields::{
+    LAYOUT_OVERRIDE_PREFIX, MATRIX_INPUTS_BY_OP_PREFIX, MATRIX_INPUTS_OVERRIDE_PREFIX,
+    PHASE_OVERRIDE_PREFIX,
+};
 use crate::build_file::schema::{self, KeyKind, LayoutOverrideEntry, OverrideEntry, QueryFile};
 
 /// The paths each `--set` argument set, mapped to the argument that set them.
 pub type SetOrigins = BTreeMap<String, String>;
-
-/// The key prefix of per-product input overrides: `planning.matrix_inputs.OP=fp8|fp16`.
-pub const MATRIX_INPUTS_OVERRIDE_PREFIX: &str = "planning.matrix_inputs.";
-
-/// The same overrides named as the build file's table holds them:
-/// `planning.matrix_inputs_by_op.OP=fp8|fp16`.
-pub const MATRIX_INPUTS_BY_OP_PREFIX: &str = "planning.matrix_inputs_by_op.";
-
-/// The key prefix of per-phase policy overrides: `schedule.override.PHASE=POLICY`.
-pub const PHASE_OVERRIDE_PREFIX: &str = "schedule.override.";
-
-/// The key prefix of per-operator layout overrides:
-/// `layout.override.OP=PARTITION[/ORDER]`.
-pub const LAYOUT_OVERRIDE_PREFIX: &str = "layout.override.";
 
 /// The `--set` key of a SafeTensors file's naming.
 const WEIGHTS_NAMING: &str = "workload.weights.naming";

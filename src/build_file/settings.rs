@@ -2,14 +2,14 @@
 //! the salsa input field (`BuildInputs`) it lands in, so a rebuild can say
 //! "fp8_scale: workload.fp8_scale -4 -> -3" instead of only "fp8_scale".
 //!
-//! Keys are the build file's (the field table's, `build_file::fields`), and
-//! so is the input each lands in (the names `Session::update` reports); a
-//! test holds that every key of the table that reaches the compiler is
-//! listed here.
+//! The settings are the field table's (`build_file::fields::FIELDS`): each
+//! field that lands in a build input reads its resolved value from the
+//! query with its own reader, under the input the table names, so a key is
+//! written once, in the table; this module only runs the readers and
+//! compares two queries' settings.
 
-use super::fields::{Input, field_of};
-use super::{BuildQuery, WeightSource};
-use crate::model::config::Positions;
+use super::BuildQuery;
+use super::fields::{FIELDS, Input, Reader};
 
 /// One setting of a build query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,181 +30,39 @@ pub struct SettingChange {
     pub new: Option<String>,
 }
 
-/// Every setting of `query`, in the field table's input order: each key is
-/// a build-file key (for an array of tables, its entry's key and the op or
-/// phase it names), and the input it lands in is the table's.
+/// Every setting of `query`, input by input in `BuildInputs`' order and
+/// within an input in the field table's order: each key is a build-file key
+/// (for an array of tables or a table of per-op entries, the key `--set`
+/// writes for the entry, `schedule.override.PHASE`), its value what the
+/// field's reader reads.
 pub fn query_settings(query: &BuildQuery) -> Vec<QuerySetting> {
-    let mut settings = Settings(Vec::new());
-    settings.leaf("name", query.name.clone());
-    let model = &query.workload.model;
-    settings.leaf("workload.model", model.name.clone());
-    settings.leaf("workload.width", model.width.to_string());
-    settings.leaf("workload.mlp", model.mlp.to_string());
-    settings.leaf("workload.layers", model.layers.to_string());
-    settings.leaf("workload.heads", model.heads.to_string());
-    settings.leaf("workload.patch", model.patch.to_string());
-    settings.leaf("workload.patches", model.patches.to_string());
-    settings.leaf("workload.class_token", model.class_token.to_string());
-    settings.leaf(
-        "workload.rotary",
-        (model.positions == Positions::LearnedWithRotary).to_string(),
-    );
-    settings.leaf("workload.gelu", format!("{:?}", model.gelu));
-    settings.leaf("workload.pooling", format!("{:?}", model.pooling));
-    settings.leaf(
-        "workload.pooling_heads",
-        model
-            .pooling
-            .heads()
-            .map_or_else(|| String::from("none"), |heads| heads.to_string()),
-    );
-    settings.leaf("workload.pre_norm", model.pre_norm.to_string());
-    settings.leaf(
-        "workload.projection",
-        model
-            .projection
-            .map_or_else(|| String::from("none"), |width| width.to_string()),
-    );
-    settings.leaf(
-        "workload.layer_norm_epsilon",
-        model.layer_norm_epsilon.to_string(),
-    );
-    let workload = &query.workload;
-    settings.leaf("workload.batch", workload.batch.to_string());
-    settings.leaf("workload.fuse_qkv", workload.fuse_qkv.to_string());
-    settings.leaf("workload.fp8_scale", workload.fp8_scale.to_string());
-    settings.leaf("workload.attention", format!("{:?}", workload.attention));
-    match &workload.weights {
-        WeightSource::Seeded { seed } => settings.leaf("workload.weights.seeded", seed.to_string()),
-        WeightSource::SafeTensors { path, naming } => {
-            settings.leaf("workload.weights.safetensors", path.display().to_string());
-            settings.leaf(
-                "workload.weights.naming",
-                naming.map_or_else(|| String::from("auto"), |naming| naming.to_string()),
-            );
+    let mut settings = Vec::new();
+    for input in Input::ALL {
+        for field in FIELDS.iter().filter(|field| field.input == Some(input)) {
+            let mut push = |key: String, value: String| {
+                settings.push(QuerySetting {
+                    input: input.name(),
+                    key,
+                    value,
+                });
+            };
+            match field.reader {
+                Reader::Unread | Reader::Member => {}
+                Reader::Value(read) => push(field.key.to_string(), read(query)),
+                Reader::Optional(read) => {
+                    if let Some(value) = read(query) {
+                        push(field.key.to_string(), value);
+                    }
+                }
+                Reader::Entries(read) => {
+                    for (key, value) in read(query) {
+                        push(key, value);
+                    }
+                }
+            }
         }
     }
-    settings.leaf("machine.preset", query.machine.preset.clone());
-    settings.leaf("machine.tiles", query.machine.tiles.to_string());
-    settings.leaf(
-        "machine.calibration",
-        query.machine.calibration.as_ref().map_or_else(
-            || String::from("(the shipped table)"),
-            |path| path.display().to_string(),
-        ),
-    );
-    let planning = &query.planning;
-    settings.leaf(
-        "planning.accumulation",
-        format!("{:?}", planning.accumulation),
-    );
-    settings.leaf(
-        "planning.matrix_inputs",
-        planning.matrix_inputs.name().to_string(),
-    );
-    settings.leaf("planning.fp8_cast", planning.fp8_cast.name().to_string());
-    settings.leaf(
-        "planning.activation_scale",
-        match (&planning.matrix_inputs, &planning.activation_scale) {
-            (crate::target::kernel_cost::MatrixInputs::Fp16, _) => {
-                String::from("unused (matrix_inputs = fp16)")
-            }
-            (_, crate::build_file::ActivationScale::Fixed(scale)) => scale.to_string(),
-            (_, crate::build_file::ActivationScale::Calibrate { input }) => match input {
-                crate::build_file::CalibrationInput::Seeded => {
-                    String::from("calibrate (on the seeded input)")
-                }
-                crate::build_file::CalibrationInput::File { path, .. } => {
-                    format!("calibrate (on {})", path.display())
-                }
-            },
-        },
-    );
-    for (op, inputs) in &planning.matrix_input_overrides {
-        settings.entry(
-            "planning.matrix_inputs",
-            format!("planning.matrix_inputs.{op}"),
-            inputs.name().to_string(),
-        );
-    }
-    settings.leaf(
-        "workload.calibration",
-        match &planning.activation_scale {
-            crate::build_file::ActivationScale::Calibrate {
-                input: crate::build_file::CalibrationInput::File { path, .. },
-            } => path.display().to_string(),
-            _ => String::from("(the seeded input)"),
-        },
-    );
-    settings.leaf("planning.copy_motion", planning.copy_motion.to_string());
-    settings.leaf("planning.fusion", planning.fusion.name().to_string());
-    settings.leaf("planning.repeat_base", planning.repeat_base.to_string());
-    settings.leaf(
-        "planning.reserved_bytes_per_tile",
-        planning.reserved_bytes_per_tile.to_string(),
-    );
-    settings.leaf(
-        "planning.max_partition_candidates",
-        planning.max_partition_candidates.to_string(),
-    );
-    settings.leaf(
-        "planning.auto_f16_max_parts",
-        planning.auto_f16_max_parts.to_string(),
-    );
-    for layout_override in &planning.layout_overrides {
-        settings.entry(
-            "layout.override.partition",
-            format!("layout.override.{}", layout_override.op),
-            layout_override.partition.to_string(),
-        );
-    }
-    settings.leaf("schedule.policy", query.schedule.policy.to_string());
-    settings.leaf("schedule.width", query.schedule.width.to_string());
-    settings.leaf(
-        "schedule.row_allowance",
-        query.schedule.row_allowance.to_string(),
-    );
-    settings.leaf(
-        "schedule.prune_by_bounds",
-        query.schedule.prune_by_bounds.to_string(),
-    );
-    for phase_override in &query.overrides {
-        settings.entry(
-            "schedule.override.policy",
-            format!("schedule.override.{}", phase_override.phase),
-            match phase_override.width {
-                Some(width) => format!("{}/{}", phase_override.policy, width.name()),
-                None => phase_override.policy.to_string(),
-            },
-        );
-    }
-    let outputs = &query.outputs;
-    settings.leaf("outputs.directory", outputs.directory.display().to_string());
-    settings.leaf("outputs.report", outputs.report.to_string());
-    settings.leaf("outputs.phases_csv", outputs.phases_csv.to_string());
-    settings.leaf("outputs.html", outputs.html.to_string());
-    settings.leaf("outputs.package", outputs.package.to_string());
-    settings.0
-}
-
-/// Settings in the making.
-struct Settings(Vec<QuerySetting>);
-
-impl Settings {
-    /// `key`'s setting: `table_key` is the field table's key, `key` what
-    /// the user sees (an entry of an array of tables adds the op or phase
-    /// it names).
-    fn entry(&mut self, table_key: &str, key: String, value: String) {
-        let input = field_of(table_key)
-            .and_then(|field| field.input)
-            .map_or("(none)", Input::name);
-        self.0.push(QuerySetting { input, key, value });
-    }
-
-    /// A key that is the table's own.
-    fn leaf(&mut self, key: &str, value: String) {
-        self.entry(key, key.to_string(), value);
-    }
+    settings
 }
 
 /// The settings that differ between `old` and `new`: `old`'s order first,
@@ -248,55 +106,143 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::build_file::fields::{FIELDS, KeyKind};
-    use crate::build_file::load_query;
+    use crate::build_file::fields::{
+        KeyKind, LAYOUT_OVERRIDE_PREFIX, MATRIX_INPUTS_OVERRIDE_PREFIX, PHASE_OVERRIDE_PREFIX,
+        field_of, table_and_name,
+    };
+    use crate::build_file::{WeightSource, load_query};
 
     fn tiny(sets: &[&str]) -> BuildQuery {
         let sets: Vec<String> = sets.iter().map(|set| set.to_string()).collect();
         load_query(Path::new("queries/vit-tiny.toml"), &sets).expect("the tiny query loads")
     }
 
-    /// Every key of the field table that reaches the compiler is a setting
-    /// (so a change to it is shown), under the input the table names.
-    #[test]
-    fn every_compiler_key_of_the_table_is_a_setting_under_its_input() {
+    /// The tiny query, with entries of every kind, and with a checkpoint's
+    /// weights: between them every reader has something to read.
+    fn every_kind_of_query() -> Vec<BuildQuery> {
         let with_entries = tiny(&[
             "schedule.override.layer.mlp.down#0=latency/word32",
             "layout.override.layer.mlp.down=1x1x16",
+            "planning.matrix_inputs.layer.mlp.up=fp16",
         ]);
         let mut checkpoint = tiny(&[]);
         checkpoint.workload.weights = WeightSource::SafeTensors {
             path: PathBuf::from("model.safetensors"),
             naming: None,
         };
-        let settings: Vec<QuerySetting> = [tiny(&[]), with_entries, checkpoint]
+        vec![tiny(&[]), with_entries, checkpoint]
+    }
+
+    /// Every key of the field table that reaches the compiler is a setting
+    /// (so a change to it is shown), under the input the table names: a
+    /// value's under its own key, an entry's under the key `--set` writes
+    /// for it.
+    #[test]
+    fn every_compiler_key_of_the_table_is_a_setting_under_its_input() {
+        let settings: Vec<QuerySetting> = every_kind_of_query()
             .iter()
             .flat_map(query_settings)
             .collect();
-        for setting in &settings {
-            assert_ne!(setting.input, "(none)", "{setting:?}");
-        }
         for field in FIELDS {
             let Some(input) = field.input else { continue };
-            // A table's entries are settings of their own
-            // (`planning.matrix_inputs.OP`, tested with the overrides).
-            if matches!(
-                field.kind,
-                KeyKind::Table | KeyKind::TableArray | KeyKind::StringTable | KeyKind::StringArray
-            ) {
-                continue;
+            let shown: Vec<&QuerySetting> = match field.reader {
+                Reader::Unread => panic!("{} lands in {} unread", field.key, input.name()),
+                // Checked with its array's entries, below.
+                Reader::Member => continue,
+                Reader::Value(_) | Reader::Optional(_) => settings
+                    .iter()
+                    .filter(|setting| setting.key == field.key)
+                    .collect(),
+                Reader::Entries(read) => {
+                    let keys: Vec<String> = every_kind_of_query()
+                        .iter()
+                        .flat_map(read)
+                        .map(|(key, _)| key)
+                        .collect();
+                    settings
+                        .iter()
+                        .filter(|setting| keys.contains(&setting.key))
+                        .collect()
+                }
+            };
+            assert!(!shown.is_empty(), "{} is not a setting", field.key);
+            for setting in shown {
+                assert_eq!(setting.input, input.name(), "{}", field.key);
             }
-            // A member of an array of tables is shown as its entry
-            // (`schedule.override.PHASE`), under the array's input.
-            let array = ["layout.override.", "schedule.override."]
-                .into_iter()
-                .find(|prefix| field.key.starts_with(prefix));
-            let shown = settings.iter().find(|setting| match array {
-                Some(prefix) => setting.key.starts_with(prefix),
-                None => setting.key == field.key,
+        }
+    }
+
+    /// A member of an array of tables is read by its array: the array
+    /// reads entries, and every key under the array is a member.
+    #[test]
+    fn the_members_of_an_array_of_tables_are_its_entries() {
+        for field in FIELDS {
+            let (table, _) = table_and_name(field.key);
+            let array = FIELDS.iter().find(|array| {
+                array.kind == KeyKind::TableArray
+                    && (table == array.key || table.starts_with(&format!("{}.", array.key)))
             });
-            let setting = shown.unwrap_or_else(|| panic!("{} is not a setting", field.key));
-            assert_eq!(setting.input, input.name(), "{}", field.key);
+            match array {
+                Some(array) => {
+                    assert!(matches!(field.reader, Reader::Member), "{}", field.key);
+                    assert!(matches!(array.reader, Reader::Entries(_)), "{}", array.key);
+                    assert_eq!(field.input, array.input, "{}", field.key);
+                }
+                None => assert!(!matches!(field.reader, Reader::Member), "{}", field.key),
+            }
+        }
+    }
+
+    /// An entry's setting is named as `--set` names it: the key the table
+    /// knows (`planning.matrix_inputs`, `layout.override`,
+    /// `schedule.override`) and the op or phase.
+    #[test]
+    fn an_entry_is_named_as_set_names_it() {
+        let settings = query_settings(&every_kind_of_query()[1]);
+        let value_of = |key: &str| {
+            settings
+                .iter()
+                .find(|setting| setting.key == key)
+                .map(|setting| (setting.input, setting.value.as_str()))
+        };
+        assert_eq!(
+            value_of("schedule.override.layer.mlp.down#0"),
+            Some(("overrides", "latency/word32"))
+        );
+        assert_eq!(
+            value_of("layout.override.layer.mlp.down"),
+            Some(("planning", "1x1x16"))
+        );
+        assert_eq!(
+            value_of("planning.matrix_inputs.layer.mlp.up"),
+            Some(("planning", "fp16"))
+        );
+        for prefix in [
+            LAYOUT_OVERRIDE_PREFIX,
+            PHASE_OVERRIDE_PREFIX,
+            MATRIX_INPUTS_OVERRIDE_PREFIX,
+        ] {
+            let key = prefix.trim_end_matches('.');
+            assert!(
+                field_of(key).is_some(),
+                "{prefix} is not a key of the table"
+            );
+        }
+    }
+
+    /// No two settings of a query share a key (a change is found by key).
+    #[test]
+    fn every_setting_has_a_key_of_its_own() {
+        for query in every_kind_of_query() {
+            let settings = query_settings(&query);
+            let mut keys: Vec<&str> = settings
+                .iter()
+                .map(|setting| setting.key.as_str())
+                .collect();
+            keys.sort_unstable();
+            let count = keys.len();
+            keys.dedup();
+            assert_eq!(keys.len(), count, "{settings:?}");
         }
     }
 

@@ -100,10 +100,10 @@ pub fn run(arguments: &SimulateArguments) -> Result<(), CommandError> {
     let program = session.low_program()?;
     // A package from disk is executed only when it fits this program
     // (checked before any tile memory is made).
-    let admitted = admit(&package, &program).map_err(|message| {
+    let admitted = admit(&package, &program).map_err(|refusal| {
         let source = flagged.unwrap_or_else(|| artifacts_directory(&query).join("package.bin"));
         CommandError::Input(format!(
-            "error: {}: the package cannot be executed safely: {message}\n  help: \
+            "error: {}: the package cannot be executed safely: {refusal}\n  help: \
              `superstep verify {}` lists every failure; `superstep build` writes it again",
             source.display(),
             source.display()

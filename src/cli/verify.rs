@@ -102,9 +102,9 @@ fn admitted_by_its_build(
     session.build_low_program()?;
     let program = session.low_program()?;
     finish_cache(session.cache());
-    admit(package, &program).map_err(|message| {
+    admit(package, &program).map_err(|refusal| {
         CommandError::Input(format!(
-            "error: {} is not the package of {}'s program: {message}\n  help: `superstep \
+            "error: {} is not the package of {}'s program: {refusal}\n  help: `superstep \
              build` writes it again",
             path.display(),
             query.name

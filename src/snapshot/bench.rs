@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use super::PhaseSnapshot;
 use crate::build_file::{SchedulePolicy, TransferWidth};
-use crate::rows::{ConsecutivePlacement, PhaseRows, check_phase, encode_phase};
+use crate::rows::{ConsecutivePlacement, PhaseRows, RowError, check_phase, encode_phase};
 use crate::schedule::vocabulary::policy_text;
-use crate::schedule::{Schedule, schedule, validate};
-use crate::sim::replay::replay_phase;
+use crate::schedule::{Schedule, ScheduleError, ValidationError, schedule, validate};
+use crate::sim::replay::{ReplayError, replay_phase};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -178,17 +178,16 @@ fn bench_policy(
     for _ in 0..options.iterations.max(1) {
         let start = Instant::now();
         let result = schedule(problem, policy, options.width)
-            .map_err(|error| format!("FAIL schedule: {error}"))
+            .map_err(BenchFailure::Schedule)
             .and_then(|scheduled| {
-                let rows = encode_phase(problem, &scheduled)
-                    .map_err(|error| format!("FAIL encode: {error}"))?;
+                let rows = encode_phase(problem, &scheduled).map_err(BenchFailure::Encode)?;
                 Ok((scheduled, rows))
             });
         samples.push(milliseconds(start));
         match result {
             Ok(done) => last = Some(done),
             Err(failure) => {
-                record.invariants = failure;
+                record.invariants = failure.to_string();
                 record.wall_times.schedule_encode_ms = Timing::of(samples);
                 return record;
             }
@@ -208,28 +207,49 @@ fn bench_policy(
     let start = Instant::now();
     record.invariants = match check(phase, &scheduled, &rows, options.sample) {
         Ok(()) => "PASS".to_string(),
-        Err(failure) => failure,
+        Err(failure) => failure.to_string(),
     };
     record.wall_times.validation_ms = milliseconds(start);
     record
 }
 
+/// The step of a phase's bench that failed, with its error; shown as the
+/// record's `invariants` (`FAIL validate: ...`).
+#[derive(Debug, thiserror::Error)]
+enum BenchFailure {
+    #[error("FAIL schedule: {0}")]
+    Schedule(ScheduleError),
+    #[error("FAIL encode: {0}")]
+    Encode(RowError),
+    #[error("FAIL validate: {0}")]
+    Validate(ValidationError),
+    #[error("FAIL rows: {0}")]
+    Rows(RowError),
+    #[error("FAIL placement: {0}")]
+    Placement(RowError),
+    #[error("FAIL finalize: {0}")]
+    Finalize(RowError),
+    #[error("FAIL replay: {0}")]
+    Replay(ReplayError),
+}
+
+/// The checks of a phase's last schedule and rows, in order: the schedule
+/// validator, the rows against the schedule, a consecutive placement, the
+/// finalized words, and their replay.
 fn check(
     phase: &PhaseSnapshot,
     scheduled: &Schedule,
     rows: &PhaseRows,
     sample: Option<u64>,
-) -> Result<(), String> {
+) -> Result<(), BenchFailure> {
     let problem = &phase.problem;
-    validate(problem, scheduled).map_err(|error| format!("FAIL validate: {error}"))?;
-    check_phase(problem, scheduled, rows).map_err(|error| format!("FAIL rows: {error}"))?;
-    let placement =
-        ConsecutivePlacement::new(problem).map_err(|error| format!("FAIL placement: {error}"))?;
+    validate(problem, scheduled).map_err(BenchFailure::Validate)?;
+    check_phase(problem, scheduled, rows).map_err(BenchFailure::Rows)?;
+    let placement = ConsecutivePlacement::new(problem).map_err(BenchFailure::Placement)?;
     let words = rows
         .finalize(|allocation, offset| placement.resolve(allocation, offset))
-        .map_err(|error| format!("FAIL finalize: {error}"))?;
-    replay_phase(problem, &words, &placement, sample)
-        .map_err(|error| format!("FAIL replay: {error}"))?;
+        .map_err(BenchFailure::Finalize)?;
+    replay_phase(problem, &words, &placement, sample).map_err(BenchFailure::Replay)?;
     Ok(())
 }
 
@@ -263,5 +283,38 @@ mod tests {
         let json = serde_json::to_value(&record).expect("serialises");
         assert_eq!(json["width"], "paired64");
         assert!(record.line().contains(" B1024    transfers"));
+    }
+
+    /// A failed check is named by its step, then its error's own words.
+    #[test]
+    fn a_failure_names_its_step() {
+        let slot = RowError::SlotOutOfRange { word: 9 };
+        let cases = [
+            (BenchFailure::Encode(slot.clone()), "encode"),
+            (BenchFailure::Rows(slot.clone()), "rows"),
+            (BenchFailure::Placement(slot.clone()), "placement"),
+            (BenchFailure::Finalize(slot.clone()), "finalize"),
+            (
+                BenchFailure::Replay(ReplayError::Row(slot.clone())),
+                "replay",
+            ),
+        ];
+        for (failure, step) in cases {
+            assert_eq!(
+                failure.to_string(),
+                format!("FAIL {step}: relocation slot names word 9, past the row's end")
+            );
+        }
+        let schedule_failure =
+            BenchFailure::Schedule(ScheduleError::DuplicateReceiver { piece: 1, tile: 2 });
+        assert_eq!(
+            schedule_failure.to_string(),
+            "FAIL schedule: piece 1: tile 2 appears twice among its destinations"
+        );
+        let validate_failure = BenchFailure::Validate(ValidationError::Shape { what: "starts" });
+        assert_eq!(
+            validate_failure.to_string(),
+            "FAIL validate: schedule arrays do not match the problem: starts"
+        );
     }
 }

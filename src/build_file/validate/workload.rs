@@ -10,6 +10,7 @@ use super::{
     Sourced, nearest_divisor,
 };
 use crate::build_file::error::{Issue, Origin};
+use crate::build_file::fields::known;
 use crate::build_file::schema::{self, QueryFile, ScaleSetting, WorkloadSection};
 use crate::build_file::{AttentionChoice, WeightSource, Workload};
 use crate::model::checkpoint::Naming;
@@ -17,6 +18,10 @@ use crate::model::config::{
     CUSTOM_MODEL_NAME, GeluForm, ModelConfig, PRESET_NAMES, Pooling, Positions,
 };
 use crate::model::quantisation::Fp8Scale;
+
+/// The pooling's head count, as the field table names it (the field its
+/// diagnostics are about).
+const POOLING_HEADS: &str = known("workload.pooling_heads");
 
 impl Resolver<'_> {
     pub(super) fn workload(
@@ -505,8 +510,8 @@ impl Resolver<'_> {
         if kind == Kind::ClassToken {
             if let Some(field) = &section.pooling_heads {
                 return Err(Issue::new(
-                    "workload.pooling_heads",
-                    self.origin("workload.pooling_heads", field),
+                    POOLING_HEADS,
+                    self.origin(POOLING_HEADS, field),
                     "workload.pooling_heads is set but workload.pooling is \"class-token\", \
                      which has no attention heads",
                 )
@@ -534,13 +539,13 @@ impl Resolver<'_> {
         let (pooling_heads, heads_origin) = match &section.pooling_heads {
             Some(field) => (
                 self.unsigned(
-                    "workload.pooling_heads",
+                    POOLING_HEADS,
                     field,
                     1,
                     u32::MAX,
                     "the attention heads of the pooling head; they must divide the width",
                 )?,
-                self.origin("workload.pooling_heads", field),
+                self.origin(POOLING_HEADS, field),
             ),
             None => {
                 let inherited = preset
@@ -559,7 +564,7 @@ impl Resolver<'_> {
                 .map(|divisor| format!("choose a divisor such as {divisor}"))
                 .unwrap_or_else(|| String::from("choose a divisor of the width"));
             return Err(Issue::new(
-                "workload.pooling_heads",
+                POOLING_HEADS,
                 origin,
                 format!(
                     "workload.pooling_heads = {pooling_heads} does not divide workload.width = {}",
@@ -580,7 +585,7 @@ impl Resolver<'_> {
                 .map(|divisor| format!("; e.g. workload.pooling_heads = {divisor}"))
                 .unwrap_or_default();
             return Err(Issue::new(
-                "workload.pooling_heads",
+                POOLING_HEADS,
                 origin,
                 format!(
                     "workload.width / workload.pooling_heads = {} / {pooling_heads} = \

@@ -35,9 +35,31 @@ impl<'a> Admitted<'a> {
     }
 }
 
+/// Why [`admit`] refused a package: every problem found, in the order the
+/// checks ran (shown as the first few, then a count).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    problems: Vec<String>,
+}
+
+impl Refusal {
+    /// Each problem, in one sentence.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&render(&self.problems))
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 /// `Ok` when `package` may be executed for `program`; `Err` names what does
-/// not fit (at most a few parts, then a count).
-pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<'a>, String> {
+/// not fit.
+pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<'a>, Refusal> {
     let mut problems = Vec::new();
     let verification = verify_package(package);
     if !verification.passed() {
@@ -46,7 +68,7 @@ pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<
         if unlisted > 0 {
             problems.push(format!("... and {unlisted} more verify failures"));
         }
-        return Err(render(problems));
+        return Err(Refusal { problems });
     }
     if package.tiles != program.tiles {
         problems.push(format!(
@@ -102,7 +124,7 @@ pub fn admit<'a>(package: &'a Package, program: &LowProgram) -> Result<Admitted<
     if problems.is_empty() {
         Ok(Admitted { package })
     } else {
-        Err(render(problems))
+        Err(Refusal { problems })
     }
 }
 
@@ -192,13 +214,12 @@ fn for_each_run<'a>(steps: &'a [Step], visit: &mut impl FnMut(&'a KernelRun)) {
 }
 
 /// `problems` joined, the first few listed and the rest counted.
-pub fn render(mut problems: Vec<String>) -> String {
-    let total = problems.len();
-    problems.truncate(LISTED);
-    if total > LISTED {
-        problems.push(format!("... and {} more", total - LISTED));
+pub fn render(problems: &[String]) -> String {
+    let mut listed: Vec<String> = problems.iter().take(LISTED).cloned().collect();
+    if problems.len() > LISTED {
+        listed.push(format!("... and {} more", problems.len() - LISTED));
     }
-    problems.join("; ")
+    listed.join("; ")
 }
 
 fn repeat_counts(steps: &[Step]) -> BTreeSet<u32> {
@@ -227,5 +248,34 @@ fn step_at<'a>(steps: &'a [Step], path: &[u32]) -> Option<&'a Step> {
     match step {
         Step::Repeat { body, .. } => step_at(body, rest),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal keeps every problem and shows the first few, then a count,
+    /// joined as one line.
+    #[test]
+    fn a_refusal_lists_the_first_problems_and_counts_the_rest() {
+        let problems: Vec<String> = (1..=7).map(|index| format!("problem {index}")).collect();
+        let refusal = Refusal {
+            problems: problems.clone(),
+        };
+        assert_eq!(refusal.problems(), problems.as_slice());
+        assert_eq!(
+            refusal.to_string(),
+            "problem 1; problem 2; problem 3; problem 4; problem 5; ... and 2 more"
+        );
+        let short = Refusal {
+            problems: vec![String::from(
+                "the package is for 4 tiles, the program for 16",
+            )],
+        };
+        assert_eq!(
+            short.to_string(),
+            "the package is for 4 tiles, the program for 16"
+        );
     }
 }

@@ -35,7 +35,7 @@ pub mod ownership;
 pub mod rows_check;
 pub mod sharing;
 
-pub use admission::{Admitted, admit};
+pub use admission::{Admitted, Refusal, admit};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -448,9 +448,9 @@ pub fn simulate_with(
     options: SimulationOptions,
 ) -> Result<PackageRun, PackageFault> {
     // Nothing of the package is used before it is admitted.
-    let admitted = admit(package, program).map_err(|message| {
+    let admitted = admit(package, program).map_err(|refusal| {
         setup_fault(format!(
-            "the package cannot be executed for this program: {message}"
+            "the package cannot be executed for this program: {refusal}"
         ))
     })?;
     simulate_admitted(admitted, program, layouts, weights, options)

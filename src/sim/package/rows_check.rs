@@ -261,7 +261,7 @@ pub fn check_exchange_rows(package: &Package) -> Result<RowsCheck, PackageFault>
             step: "-".into(),
             iteration: 0,
             phase: "-".into(),
-            message: render(problems),
+            message: render(&problems),
         });
     }
     let executions = exchange_executions(&package.steps);
