@@ -8,6 +8,7 @@ use std::path::Path;
 
 use toml::Spanned;
 
+use super::keys::*;
 use super::{FP8_SCALE_RANGE, Resolver};
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::schema::{self, QueryFile, ScaleSetting};
@@ -23,7 +24,7 @@ impl Resolver<'_> {
         file: &QueryFile,
         base_dir: Option<&Path>,
     ) -> Result<(Option<std::path::PathBuf>, CostTable), Issue> {
-        const PATH: &str = "machine.calibration";
+        const PATH: &str = MACHINE_CALIBRATION;
         const MAXIMUM_BYTES: u64 = 1 << 20;
         let Some(field) = &file.machine.calibration else {
             return Ok((None, CostTable::shipped()));
@@ -79,7 +80,7 @@ impl Resolver<'_> {
     ) -> Result<MatrixInputs, Issue> {
         match &section.matrix_inputs {
             Some(field) => self.choice(
-                "planning.matrix_inputs",
+                PLANNING_MATRIX_INPUTS,
                 field,
                 &[("fp16", MatrixInputs::Fp16), ("fp8", MatrixInputs::Fp8)],
             ),
@@ -108,7 +109,7 @@ impl Resolver<'_> {
             },
         );
         let products = graph.product_names();
-        const TABLE: &str = "planning.matrix_inputs_by_op";
+        const TABLE: &str = PLANNING_MATRIX_INPUTS_BY_OP;
         for (op, value) in &section.matrix_inputs_by_op {
             let key = format!("{TABLE}.\"{}\"", op.get_ref());
             let name = Named {
@@ -143,7 +144,7 @@ impl Resolver<'_> {
         file: &QueryFile,
         base_dir: Option<&Path>,
     ) -> Result<ActivationScale, Issue> {
-        const PATH: &str = "planning.activation_scale";
+        const PATH: &str = PLANNING_ACTIVATION_SCALE;
         let Some(field) = &file.planning.activation_scale else {
             return Ok(ActivationScale::Calibrate {
                 input: self.calibration_input(file, base_dir)?,
@@ -188,7 +189,7 @@ impl Resolver<'_> {
         file: &QueryFile,
         base_dir: Option<&Path>,
     ) -> Result<CalibrationInput, Issue> {
-        const PATH: &str = "workload.calibration";
+        const PATH: &str = WORKLOAD_CALIBRATION;
         let field = file
             .workload
             .as_ref()

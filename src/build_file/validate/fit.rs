@@ -8,6 +8,7 @@
 //!
 //! This module owns that check and its wording.
 
+use super::keys::*;
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::{MachineSettings, PlanningFlags, Workload};
 use crate::target::mapping::C600_TILES;
@@ -104,19 +105,19 @@ pub(super) fn check_fit(
     let set = |origin: &Option<Origin>| matches!(origin, Some(Origin::Set(_)));
     let (field, origin) = match (&sources.batch, &sources.tiles, &sources.layers) {
         (Some(batch), _, _) if workload.batch > 1 && one_image_fits => {
-            ("workload.batch", batch.clone())
+            (WORKLOAD_BATCH, batch.clone())
         }
-        (_, Some(tiles), _) if set(&sources.tiles) => ("machine.tiles", tiles.clone()),
-        (_, _, Some(layers)) if set(&sources.layers) => ("workload.layers", layers.clone()),
-        (_, _, Some(layers)) => ("workload.layers", layers.clone()),
-        _ => ("workload.model", sources.model.clone()),
+        (_, Some(tiles), _) if set(&sources.tiles) => (MACHINE_TILES, tiles.clone()),
+        (_, _, Some(layers)) if set(&sources.layers) => (WORKLOAD_LAYERS, layers.clone()),
+        (_, _, Some(layers)) => (WORKLOAD_LAYERS, layers.clone()),
+        _ => (WORKLOAD_MODEL, sources.model.clone()),
     };
     let subject = match field {
-        "workload.layers" => format!(
+        WORKLOAD_LAYERS => format!(
             "workload.model = \"{}\" with workload.layers = {}",
             model.name, model.layers
         ),
-        "workload.batch" => format!(
+        WORKLOAD_BATCH => format!(
             "workload.model = \"{}\" at workload.batch = {}",
             model.name, workload.batch
         ),

@@ -10,6 +10,7 @@
 use std::ops::Range;
 
 use super::Resolver;
+use super::keys::*;
 use crate::build_file::error::{Issue, Origin};
 use crate::build_file::schema::{LayoutOverrideEntry, QueryFile};
 use crate::layout::overrides::{LayoutOverride, Partition};
@@ -18,10 +19,10 @@ use crate::target::kernel_cost::MatrixInputs;
 /// The configuration keys a `when` may name, with the build file key each
 /// stands for.
 pub const WHEN_KEYS: [(&str, &str); 4] = [
-    ("batch", "workload.batch"),
-    ("layers", "workload.layers"),
-    ("tiles", "machine.tiles"),
-    ("matrix_inputs", "planning.matrix_inputs"),
+    ("batch", WORKLOAD_BATCH),
+    ("layers", WORKLOAD_LAYERS),
+    ("tiles", MACHINE_TILES),
+    ("matrix_inputs", PLANNING_MATRIX_INPUTS),
 ];
 
 /// The build's configuration as a `when` sees it.

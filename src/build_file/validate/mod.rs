@@ -19,8 +19,10 @@ use crate::build_file::schema::{self, QueryFile};
 use crate::build_file::set::SetOrigins;
 use crate::model::config::ModelConfig;
 use crate::model::quantisation::Fp8Scale;
+use keys::*;
 mod cost_inputs;
 mod fit;
+mod keys;
 pub use fit::Capacity;
 pub mod layout;
 mod outputs;
@@ -208,13 +210,13 @@ pub fn resolve(
         model: model_origin,
         layers: layers_origin,
         batch: field_origin(
-            "workload.batch",
+            WORKLOAD_BATCH,
             file.workload
                 .as_ref()
                 .and_then(|section| section.get_ref().batch.as_ref().map(Spanned::span)),
         ),
         tiles: field_origin(
-            "machine.tiles",
+            MACHINE_TILES,
             file.machine.tiles.as_ref().map(Spanned::span),
         ),
     };
@@ -440,29 +442,23 @@ impl Resolver<'_> {
              (tests use 16), or omit machine.tiles to use all of them"
         );
         let tiles = match &section.tiles {
-            Some(field) => {
-                Some(self.unsigned("machine.tiles", field, 1, C600_TILES, &tiles_help)?)
-            }
+            Some(field) => Some(self.unsigned(MACHINE_TILES, field, 1, C600_TILES, &tiles_help)?),
             None => None,
         };
         validate_machine(preset, tiles)
             .map_err(|error| {
                 let message = error.to_string();
                 match (&error, &section.preset, &section.tiles) {
-                    (MachineError::UnknownPreset(_), Some(field), _) => Issue::new(
-                        "machine.preset",
-                        self.origin("machine.preset", field),
-                        message,
-                    )
-                    .label("unknown preset")
-                    .help(format!("known presets: {}", MACHINE_PRESETS.join(", "))),
-                    (_, _, Some(field)) => Issue::new(
-                        "machine.tiles",
-                        self.origin("machine.tiles", field),
-                        message,
-                    )
-                    .label(format!("must be in 1..={C600_TILES}"))
-                    .help(tiles_help.clone()),
+                    (MachineError::UnknownPreset(_), Some(field), _) => {
+                        Issue::new(MACHINE_PRESET, self.origin(MACHINE_PRESET, field), message)
+                            .label("unknown preset")
+                            .help(format!("known presets: {}", MACHINE_PRESETS.join(", ")))
+                    }
+                    (_, _, Some(field)) => {
+                        Issue::new(MACHINE_TILES, self.origin(MACHINE_TILES, field), message)
+                            .label(format!("must be in 1..={C600_TILES}"))
+                            .help(tiles_help.clone())
+                    }
                     _ => Issue::new("machine", Origin::File(0..0), message),
                 }
             })
@@ -478,7 +474,7 @@ impl Resolver<'_> {
         let section = &file.planning;
         let accumulation = match &section.accumulation {
             Some(field) => self.choice(
-                "planning.accumulation",
+                PLANNING_ACCUMULATION,
                 field,
                 &[
                     ("auto", AccumulationChoice::Auto),
@@ -494,7 +490,7 @@ impl Resolver<'_> {
             .map_or(DEFAULT_COPY_MOTION, |field| *field.get_ref());
         let fusion = match &section.fusion {
             Some(field) => self.choice(
-                "planning.fusion",
+                PLANNING_FUSION,
                 field,
                 &[
                     ("auto", Fusion::Auto),
@@ -510,7 +506,7 @@ impl Resolver<'_> {
             .map_or(DEFAULT_REPEAT_BASE, |field| *field.get_ref());
         let reserved_bytes_per_tile = match &section.reserved_bytes_per_tile {
             Some(field) => self.unsigned(
-                "planning.reserved_bytes_per_tile",
+                PLANNING_RESERVED_BYTES_PER_TILE,
                 field,
                 0,
                 SRAM_BYTES_PER_TILE - 1,
@@ -523,7 +519,7 @@ impl Resolver<'_> {
         };
         let max_partition_candidates = match &section.max_partition_candidates {
             Some(field) => self.unsigned(
-                "planning.max_partition_candidates",
+                PLANNING_MAX_PARTITION_CANDIDATES,
                 field,
                 1,
                 u32::MAX,
@@ -594,16 +590,16 @@ impl Resolver<'_> {
     fn schedule(&self, file: &QueryFile) -> Result<ScheduleSettings, Issue> {
         let section = &file.schedule;
         let policy = match &section.policy {
-            Some(field) => self.policy("schedule.policy", field)?,
+            Some(field) => self.policy(SCHEDULE_POLICY, field)?,
             None => DEFAULT_POLICY,
         };
         let width = match &section.width {
-            Some(field) => self.choice("schedule.width", field, WIDTH_OPTIONS)?,
+            Some(field) => self.choice(SCHEDULE_WIDTH, field, WIDTH_OPTIONS)?,
             None => TransferWidth::Auto,
         };
         let row_allowance = match &section.row_allowance {
             Some(field) => self.unsigned(
-                "schedule.row_allowance",
+                SCHEDULE_ROW_ALLOWANCE,
                 field,
                 0,
                 MAX_ROW_ALLOWANCE_BYTES,

@@ -8,6 +8,7 @@ use toml::Spanned;
 
 use super::DEFAULT_OUTPUT_DIRECTORY;
 use super::Resolver;
+use super::keys::*;
 use crate::build_file::error::Issue;
 use crate::build_file::schema::{CacheSection, QueryFile};
 use crate::build_file::{CacheSettings, Outputs};
@@ -18,8 +19,8 @@ impl Resolver<'_> {
         let directory = match &section.directory {
             Some(field) if field.get_ref().trim().is_empty() => {
                 return Err(Issue::new(
-                    "outputs.directory",
-                    self.origin("outputs.directory", field),
+                    OUTPUTS_DIRECTORY,
+                    self.origin(OUTPUTS_DIRECTORY, field),
                     "outputs.directory is empty",
                 )
                 .label("empty path")
@@ -61,12 +62,12 @@ impl Resolver<'_> {
         Ok(CacheSettings {
             remote,
             remote_timeout_ms: milliseconds(
-                "cache.remote_timeout_ms",
+                CACHE_REMOTE_TIMEOUT_MS,
                 &section.remote_timeout_ms,
                 defaults.remote_timeout_ms,
             )?,
             remote_deadline_ms: milliseconds(
-                "cache.remote_deadline_ms",
+                CACHE_REMOTE_DEADLINE_MS,
                 &section.remote_deadline_ms,
                 defaults.remote_deadline_ms,
             )?,
@@ -87,7 +88,7 @@ impl Resolver<'_> {
             if text.starts_with("ed25519-secret:") {
                 return Err(Issue::new(
                     path.clone(),
-                    self.origin("cache.trusted_keys", key),
+                    self.origin(CACHE_TRUSTED_KEYS, key),
                     format!("`{path}` is a secret key; a build file never holds one"),
                 )
                 .label("a secret in a build file")
@@ -100,7 +101,7 @@ impl Resolver<'_> {
                 .secret());
             }
             if let Err(error) = crate::cache::signing::PublicKey::parse(text, &path) {
-                return Err(Issue::new(path.clone(), self.origin("cache.trusted_keys", key), error.to_string())
+                return Err(Issue::new(path.clone(), self.origin(CACHE_TRUSTED_KEYS, key), error.to_string())
                     .label("not a public key")
                     .help("write the key `superstep cache keygen` printed, e.g. \"ed25519:3f2a...\" (64 hex digits)"));
             }
@@ -111,7 +112,7 @@ impl Resolver<'_> {
 
     fn remote_url(&self, field: &Spanned<String>) -> Result<String, Issue> {
         let url = field.get_ref().trim();
-        let path = "cache.remote";
+        let path = CACHE_REMOTE;
         let scheme_end = url.find("://");
         let scheme = scheme_end.map(|end| &url[..end]);
         if !matches!(scheme, Some("http" | "https" | "s3")) {

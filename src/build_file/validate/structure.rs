@@ -3,6 +3,7 @@
 
 use toml::de::{DeTable, DeValue};
 
+use super::keys::*;
 use crate::build_file::error::{Issue, IssueBody, Origin};
 use crate::build_file::schema::{self, KeyKind};
 
@@ -197,7 +198,7 @@ fn type_help(kind: KeyKind, path: &str) -> String {
              `\"layer.attn.qkv\" = \"fp16\"`"
         ),
         KeyKind::Scale => {
-            let word = if path == "planning.activation_scale" {
+            let word = if path == PLANNING_ACTIVATION_SCALE {
                 "calibrate"
             } else {
                 "auto"

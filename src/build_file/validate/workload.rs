@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
+use super::keys::*;
 use super::{
     DEFAULT_BATCH, DEFAULT_FP8_SCALE, DEFAULT_FUSE_QKV, DEFAULT_SEED, FP8_SCALE_RANGE, Resolver,
     Sourced, nearest_divisor,
 };
 use crate::build_file::error::{Issue, Origin};
-use crate::build_file::fields::known;
 use crate::build_file::schema::{self, QueryFile, ScaleSetting, WorkloadSection};
 use crate::build_file::{AttentionChoice, WeightSource, Workload};
 use crate::model::checkpoint::Naming;
@@ -18,10 +18,6 @@ use crate::model::config::{
     CUSTOM_MODEL_NAME, GeluForm, ModelConfig, PRESET_NAMES, Pooling, Positions,
 };
 use crate::model::quantisation::Fp8Scale;
-
-/// The pooling's head count, as the field table names it (the field its
-/// diagnostics are about).
-const POOLING_HEADS: &str = known("workload.pooling_heads");
 
 impl Resolver<'_> {
     pub(super) fn workload(
@@ -36,7 +32,7 @@ impl Resolver<'_> {
         let Some(model_field) = section.model.as_ref() else {
             let known = [PRESET_NAMES, &[CUSTOM_MODEL_NAME]].concat().join(", ");
             return Err(Issue::new(
-                "workload.model",
+                WORKLOAD_MODEL,
                 Origin::File(section_span),
                 "missing workload.model: the build query must name a model",
             )
@@ -49,7 +45,7 @@ impl Resolver<'_> {
                 "add `model = \"siglip-so400m\"` under [workload]; known models: {known}"
             )));
         };
-        let model_origin = self.origin("workload.model", model_field);
+        let model_origin = self.origin(WORKLOAD_MODEL, model_field);
         let model_name = model_field.get_ref().as_str();
         let preset = ModelConfig::preset(model_name);
         if preset.is_none() && model_name != CUSTOM_MODEL_NAME {
@@ -71,7 +67,7 @@ impl Resolver<'_> {
                 ),
             };
             return Err(Issue::new(
-                "workload.model",
+                WORKLOAD_MODEL,
                 model_origin,
                 format!(
                     "unknown model \"{model_name}\" in workload.model; known models: {}",
@@ -85,11 +81,11 @@ impl Resolver<'_> {
         let layers_origin = section
             .layers
             .as_ref()
-            .map(|field| self.origin("workload.layers", field));
+            .map(|field| self.origin(WORKLOAD_LAYERS, field));
 
         let batch = match &section.batch {
             Some(field) => self.unsigned(
-                "workload.batch",
+                WORKLOAD_BATCH,
                 field,
                 1,
                 u32::MAX,
@@ -107,7 +103,7 @@ impl Resolver<'_> {
         };
         let attention = match &section.attention {
             Some(field) => self.choice(
-                "workload.attention",
+                WORKLOAD_ATTENTION,
                 field,
                 &[
                     ("auto", AttentionChoice::Auto),
@@ -210,42 +206,42 @@ impl Resolver<'_> {
     ) -> Result<ModelConfig, Issue> {
         let from_preset = |read: fn(&ModelConfig) -> u32| preset.map(read);
         let width = self.shape(
-            "workload.width",
+            WORKLOAD_WIDTH,
             &section.width,
             from_preset(|config| config.width),
             model_origin,
             "the width is the residual stream size, e.g. 768",
         )?;
         let mlp = self.shape(
-            "workload.mlp",
+            WORKLOAD_MLP,
             &section.mlp,
             from_preset(|config| config.mlp),
             model_origin,
             "the MLP hidden width, usually 4 x width",
         )?;
         let heads = self.shape(
-            "workload.heads",
+            WORKLOAD_HEADS,
             &section.heads,
             from_preset(|config| config.heads),
             model_origin,
             "the number of attention heads; it must divide the width",
         )?;
         let layers = self.shape(
-            "workload.layers",
+            WORKLOAD_LAYERS,
             &section.layers,
             from_preset(|config| config.layers),
             model_origin,
             "a model needs at least one transformer layer",
         )?;
         let patches = self.shape(
-            "workload.patches",
+            WORKLOAD_PATCHES,
             &section.patches,
             from_preset(|config| config.patches),
             model_origin,
             "the number of patch tokens (grid x grid), e.g. 196 for a 14 x 14 grid",
         )?;
         let patch = self.shape(
-            "workload.patch",
+            WORKLOAD_PATCH,
             &section.patch,
             from_preset(|config| config.patch),
             model_origin,
@@ -254,7 +250,7 @@ impl Resolver<'_> {
 
         if width.value % 2 != 0 {
             return Err(Issue::new(
-                "workload.width",
+                WORKLOAD_WIDTH,
                 width.origin.clone(),
                 format!("workload.width = {} is odd", width.value),
             )
@@ -266,7 +262,7 @@ impl Resolver<'_> {
         }
         if !mlp.value.is_multiple_of(2) {
             return Err(Issue::new(
-                "workload.mlp",
+                WORKLOAD_MLP,
                 mlp.origin.clone(),
                 format!("workload.mlp = {} is odd", mlp.value),
             )
@@ -280,7 +276,7 @@ impl Resolver<'_> {
         }
         if !patch.value.is_multiple_of(2) {
             return Err(Issue::new(
-                "workload.patch",
+                WORKLOAD_PATCH,
                 patch.origin.clone(),
                 format!(
                     "workload.patch = {} gives patches of 3 x {} x {} = {} values, an odd count",
@@ -303,9 +299,9 @@ impl Resolver<'_> {
             )));
         }
         let (head_path, head_origin) = if heads.explicit || !width.explicit {
-            ("workload.heads", heads.origin.clone())
+            (WORKLOAD_HEADS, heads.origin.clone())
         } else {
-            ("workload.width", width.origin.clone())
+            (WORKLOAD_WIDTH, width.origin.clone())
         };
         let divides = width.value % heads.value == 0;
         if !divides {
@@ -333,7 +329,7 @@ impl Resolver<'_> {
         let rotary_origin = section
             .rotary
             .as_ref()
-            .map(|field| self.origin("workload.rotary", field));
+            .map(|field| self.origin(WORKLOAD_ROTARY, field));
         let needed_multiple = if rotary { 4 } else { 2 };
         if head_dim % needed_multiple != 0 {
             let why = if rotary {
@@ -349,7 +345,7 @@ impl Resolver<'_> {
                     .unwrap_or_default();
             let (path, origin) = match (&rotary_origin, heads.explicit) {
                 (_, true) | (None, false) => (head_path, head_origin),
-                (Some(origin), false) => ("workload.rotary", origin.clone()),
+                (Some(origin), false) => (WORKLOAD_ROTARY, origin.clone()),
             };
             return Err(Issue::new(
                 path,
@@ -372,7 +368,7 @@ impl Resolver<'_> {
         if grid.is_none() {
             let root = f64::from(patches.value).sqrt().floor() as u64;
             return Err(Issue::new(
-                "workload.patches",
+                WORKLOAD_PATCHES,
                 patches.origin.clone(),
                 format!(
                     "workload.patches = {} is not a square grid of patches",
@@ -393,7 +389,7 @@ impl Resolver<'_> {
         };
         let gelu = match &section.gelu {
             Some(field) => self.choice(
-                "workload.gelu",
+                WORKLOAD_GELU,
                 field,
                 &[("tanh", GeluForm::Tanh), ("erf", GeluForm::Erf)],
             )?,
@@ -410,7 +406,7 @@ impl Resolver<'_> {
         let projection = match &section.projection {
             Some(field) => {
                 let value = self.unsigned(
-                    "workload.projection",
+                    WORKLOAD_PROJECTION,
                     field,
                     0,
                     u32::MAX,
@@ -430,8 +426,8 @@ impl Resolver<'_> {
                 let narrowed = value as f32;
                 if !(value.is_finite() && value > 0.0 && value < 1.0 && narrowed > 0.0) {
                     return Err(Issue::new(
-                        "workload.layer_norm_epsilon",
-                        self.origin("workload.layer_norm_epsilon", field),
+                        WORKLOAD_LAYER_NORM_EPSILON,
+                        self.origin(WORKLOAD_LAYER_NORM_EPSILON, field),
                         format!("workload.layer_norm_epsilon = {value} is not a usable epsilon"),
                     )
                     .label("must be between 0 and 1, exclusive")
@@ -488,7 +484,7 @@ impl Resolver<'_> {
         let (kind, kind_origin) = match &section.pooling {
             Some(field) => (
                 self.choice(
-                    "workload.pooling",
+                    WORKLOAD_POOLING,
                     field,
                     &[
                         ("map", Kind::Map),
@@ -496,7 +492,7 @@ impl Resolver<'_> {
                         ("class-token", Kind::ClassToken),
                     ],
                 )?,
-                self.origin("workload.pooling", field),
+                self.origin(WORKLOAD_POOLING, field),
             ),
             None => {
                 let kind = match preset {
@@ -510,8 +506,8 @@ impl Resolver<'_> {
         if kind == Kind::ClassToken {
             if let Some(field) = &section.pooling_heads {
                 return Err(Issue::new(
-                    POOLING_HEADS,
-                    self.origin(POOLING_HEADS, field),
+                    WORKLOAD_POOLING_HEADS,
+                    self.origin(WORKLOAD_POOLING_HEADS, field),
                     "workload.pooling_heads is set but workload.pooling is \"class-token\", \
                      which has no attention heads",
                 )
@@ -521,12 +517,12 @@ impl Resolver<'_> {
             if !class_token {
                 let origin = match &section.class_token {
                     Some(field) if section.pooling.is_none() => {
-                        self.origin("workload.class_token", field)
+                        self.origin(WORKLOAD_CLASS_TOKEN, field)
                     }
                     _ => kind_origin,
                 };
                 return Err(Issue::new(
-                    "workload.pooling",
+                    WORKLOAD_POOLING,
                     origin,
                     "workload.pooling = \"class-token\" needs a class token, but \
                      workload.class_token is false",
@@ -539,13 +535,13 @@ impl Resolver<'_> {
         let (pooling_heads, heads_origin) = match &section.pooling_heads {
             Some(field) => (
                 self.unsigned(
-                    POOLING_HEADS,
+                    WORKLOAD_POOLING_HEADS,
                     field,
                     1,
                     u32::MAX,
                     "the attention heads of the pooling head; they must divide the width",
                 )?,
-                self.origin(POOLING_HEADS, field),
+                self.origin(WORKLOAD_POOLING_HEADS, field),
             ),
             None => {
                 let inherited = preset
@@ -564,7 +560,7 @@ impl Resolver<'_> {
                 .map(|divisor| format!("choose a divisor such as {divisor}"))
                 .unwrap_or_else(|| String::from("choose a divisor of the width"));
             return Err(Issue::new(
-                POOLING_HEADS,
+                WORKLOAD_POOLING_HEADS,
                 origin,
                 format!(
                     "workload.pooling_heads = {pooling_heads} does not divide workload.width = {}",
@@ -585,7 +581,7 @@ impl Resolver<'_> {
                 .map(|divisor| format!("; e.g. workload.pooling_heads = {divisor}"))
                 .unwrap_or_default();
             return Err(Issue::new(
-                POOLING_HEADS,
+                WORKLOAD_POOLING_HEADS,
                 origin,
                 format!(
                     "workload.width / workload.pooling_heads = {} / {pooling_heads} = \
@@ -620,8 +616,8 @@ impl Resolver<'_> {
         let weights = weights_field.get_ref();
         if let (Some(naming), None) = (&weights.naming, &weights.safetensors) {
             return Err(Issue::new(
-                "workload.weights.naming",
-                self.origin("workload.weights.naming", naming),
+                WORKLOAD_WEIGHTS_NAMING,
+                self.origin(WORKLOAD_WEIGHTS_NAMING, naming),
                 "workload.weights.naming says how a SafeTensors file names its tensors, \
                  and these weights are not from a file",
             )
@@ -633,7 +629,7 @@ impl Resolver<'_> {
         match (&weights.seeded, &weights.safetensors) {
             (Some(seed), None) => {
                 let value = self.integer(
-                    "workload.weights.seeded",
+                    WORKLOAD_WEIGHTS_SEEDED,
                     seed,
                     0,
                     i64::MAX,
@@ -645,7 +641,7 @@ impl Resolver<'_> {
             }
             (None, Some(path_field)) => {
                 let written = path_field.get_ref();
-                let origin = self.origin("workload.weights.safetensors", path_field);
+                let origin = self.origin(WORKLOAD_WEIGHTS_SAFETENSORS, path_field);
                 let path = match (&origin, base_dir) {
                     (Origin::File(_), Some(base)) => base.join(written),
                     _ => PathBuf::from(written),
@@ -653,7 +649,7 @@ impl Resolver<'_> {
                 if written.is_empty() || !path.is_file() {
                     let problem = if path.exists() { "is not a file" } else { "does not exist" };
                     return Err(Issue::new(
-                        "workload.weights.safetensors",
+                        WORKLOAD_WEIGHTS_SAFETENSORS,
                         origin,
                         format!(
                             "workload.weights.safetensors = \"{written}\": `{}` {problem}",
@@ -670,15 +666,15 @@ impl Resolver<'_> {
                     Some(field) => {
                         let mut options = vec![("auto", None)];
                         options.extend(Naming::ALL.map(|naming| (naming.name(), Some(naming))));
-                        self.choice("workload.weights.naming", field, &options)?
+                        self.choice(WORKLOAD_WEIGHTS_NAMING, field, &options)?
                     }
                     None => None,
                 };
                 Ok(WeightSource::SafeTensors { path, naming })
             }
             (Some(_), Some(_)) | (None, None) => Err(Issue::new(
-                "workload.weights",
-                self.origin("workload.weights", weights_field),
+                WORKLOAD_WEIGHTS,
+                self.origin(WORKLOAD_WEIGHTS, weights_field),
                 "workload.weights must name exactly one source: `seeded` or `safetensors`",
             )
             .label("expected exactly one of seeded, safetensors")
