@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The build path's hops: which files of the user layer (cli/, session/,
-watch/, report/, main.rs) a `superstep build` executes, and the calls that
+studies/, watch/, report/, main.rs) a `superstep build` executes, and the calls that
 cross from one of those files to another, read from a callgrind profile.
 
 Usage (from the repository root; the binary needs line tables, which the
@@ -22,7 +22,14 @@ build path and is left out.
 import re
 import sys
 
-USER_LAYER = ("src/cli/", "src/session/", "src/watch/", "src/report/", "src/main.rs")
+USER_LAYER = (
+    "src/cli/",
+    "src/session/",
+    "src/studies/",
+    "src/watch/",
+    "src/report/",
+    "src/main.rs",
+)
 
 
 def resolve(names, token):
