@@ -3,9 +3,11 @@
 //! input, applies a (re)loaded build query, runs a build stage by stage
 //! (timing each and recording which queries re-ran), and hands out what a
 //! build made: phases (`phase::Phase`), placement, row table, estimate, the
-//! package, replays. The CLI, watch, capture, replay and reports ask it and
-//! never name a query; independent per-op and per-phase queries are warmed
-//! in parallel from here, over cloned database handles.
+//! package, replays. The CLI, watch, capture, replay, reports and studies
+//! ask it and never name a query, and it hands the database to no one;
+//! independent per-op and per-phase queries are warmed in parallel from
+//! here, over cloned database handles (`map_phases`, and
+//! `map_phase_items` for a study measuring phases many ways).
 
 mod build;
 pub mod fan_out;

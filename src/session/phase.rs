@@ -1,8 +1,10 @@
 //! One exchange phase of a session's build, as the facade hands it out: its
-//! key and position, and lazily each of its products (problem, policy,
-//! schedule, rows, patches, figures), every one a memoized query read.
-//! Users of the session (CLI, watch, capture, replay, reports) read phases
-//! through this handle and never name a query.
+//! key, step and id, lazily each of its products (problem, policy,
+//! schedule, rows, patches, figures), and the phase measured other ways
+//! for the studies (under another policy and width, its packing
+//! counterfactuals, its alternatives), every one a memoized query read.
+//! Users of the session (CLI, watch, capture, replay, reports, studies)
+//! read phases through this handle and never name a query.
 
 use std::sync::Arc;
 
