@@ -125,8 +125,13 @@ const PARENT_CHILD_EXEMPTIONS: &[(&str, &str, &str)] = &[
     ),
     (
         "build_file",
-        "build_file::fields",
-        "each field of the table reads its resolved value from the `BuildQuery` `build_file` defines (the settings a rebuild compares)",
+        "build_file::fields::table",
+        "each field of the table reads its resolved value from the query types `build_file` defines (the settings a rebuild compares)",
+    ),
+    (
+        "build_file",
+        "build_file::fields::vocabulary",
+        "a field's reader is a function of the `BuildQuery` `build_file` defines",
     ),
     (
         "build_file",

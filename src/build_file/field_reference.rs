@@ -19,7 +19,7 @@ pub fn reference() -> std::string::String {
     let mut text = std::string::String::from(
         "# Build-file reference\n\n\
          Every key a build file (`queries/*.toml`) may hold, and every key `--set KEY=VALUE` \
-         may name. Generated from `src/build_file/fields.rs` (the one table the parser, `--set`, \
+         may name. Generated from `src/build_file/fields/table.rs` (the one table the parser, `--set`, \
          their errors, the compiler's inputs and `watch` read); a test fails when this page is \
          stale. The input is the compiler input a key's value lands in: a change re-runs only \
          what reads that input, and its durability (high, medium, low: how rarely it changes) \
