@@ -133,6 +133,9 @@ fn the_command_sorts_filters_and_finds_a_cycle() {
             detail["horizon"].as_u64().expect("horizon")
                 >= detail["endpoint_bound"].as_u64().expect("bound")
         );
+        // The width as the build file writes it, as every record writes it.
+        let width = detail["width"].as_str().expect("width");
+        assert!(["word32", "paired64"].contains(&width), "{detail}");
     }
     let sparse = run(&["--json", "--max-occupancy", "0.5", "--sort-by", "occupancy"]);
     let occupancies: Vec<f64> = sparse

@@ -15,8 +15,8 @@ use serde::Serialize;
 use super::arguments::QueryArguments;
 use super::command_error::CommandError;
 use super::common::{build_checked, finish_cache, load, open_session};
-use crate::schedule::SchedulePolicy;
 use crate::schedule::vocabulary::policy_text;
+use crate::schedule::{SchedulePolicy, TransferWidth};
 use crate::session::{PhaseFigures, ProgramProfile, Session, StepKind};
 use crate::studies::suggestions::Suggestion;
 use crate::target::costs::cycles_to_ms;
@@ -134,6 +134,9 @@ pub struct ExchangeDetail {
     pub policy_source: crate::session::PolicySource,
     #[serde(with = "policy_text")]
     pub chosen: SchedulePolicy,
+    /// The schedule's width (`word32`, or `paired64` when some piece moves
+    /// paired), as the build file writes it.
+    pub width: TransferWidth,
     pub max_row_bytes: u64,
     pub total_row_bytes: u64,
     pub patch_words: u64,
@@ -186,6 +189,7 @@ pub fn phase_lines(
                     policy: figures.policy,
                     policy_source: figures.policy_source,
                     chosen: figures.chosen,
+                    width: figures.width,
                     max_row_bytes: figures.max_row_bytes,
                     total_row_bytes: figures.total_row_bytes,
                     patch_words: figures.patch_words,
