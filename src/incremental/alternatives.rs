@@ -107,7 +107,6 @@ pub fn alternative_policies<'db>(
     phase: PhaseKey<'db>,
 ) -> Result<Vec<(SchedulePolicy, PolicyKey<'db>)>, PhaseError> {
     let (problem, current_policy) = phase_work(db, phase)?;
-    let effective = phase_policy(db, phase);
     let chosen = schedule_figures(db, problem, current_policy)
         .as_ref()
         .map_err(Clone::clone)?
@@ -115,11 +114,19 @@ pub fn alternative_policies<'db>(
     Ok(STANDARD_POLICIES
         .into_iter()
         .filter(|&policy| policy != chosen)
-        .map(|policy| {
-            let key = PolicyKey::from_config(db, policy, effective.width, effective.row_allowance);
-            (policy, key)
-        })
+        .map(|policy| (policy, alternative_key(db, phase, policy)))
         .collect())
+}
+
+/// The key `phase` is measured under as the alternative `policy`: the
+/// policy at the phase's own width and storage guard.
+pub fn alternative_key<'db>(
+    db: &'db dyn Db,
+    phase: PhaseKey<'db>,
+    policy: SchedulePolicy,
+) -> PolicyKey<'db> {
+    let effective = phase_policy(db, phase);
+    PolicyKey::from_config(db, policy, effective.width, effective.row_allowance)
 }
 
 #[salsa::tracked(returns(ref))]

@@ -172,15 +172,10 @@ impl Session {
         stage: &str,
         work: impl Fn(Phase<'_>) -> T + Sync + Send,
     ) -> Vec<T> {
-        let progress = self.progress.clone();
-        progress.begin(stage, Some(phase_keys(&self.db, self.inputs).len() as u64));
-        let results = self.map_phases(|phase| {
-            let result = work(phase);
-            progress.advance(1);
-            result
-        });
-        progress.end();
-        results
+        let every: Vec<(usize, ())> = (0..phase_keys(&self.db, self.inputs).len())
+            .map(|index| (index, ()))
+            .collect();
+        self.map_phase_items(stage, &every, |phase, _| work(phase))
     }
 
     /// Every exchange phase of the build, in program order (empty when the

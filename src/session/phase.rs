@@ -12,7 +12,8 @@ use salsa::plumbing::AsId;
 
 use crate::incremental::CompilerDatabase;
 use crate::incremental::alternatives::{
-    PhaseAlternatives, alternative_outcome, alternative_policies, phase_alternatives,
+    PhaseAlternatives, alternative_key, alternative_outcome, alternative_policies,
+    phase_alternatives,
 };
 use crate::incremental::packing::packing_study;
 use crate::incremental::phases::{
@@ -121,8 +122,7 @@ impl Phase<'_> {
     /// beat the phase as built (memoized: [`Phase::alternatives`] then
     /// reads it), so that a study can measure many in parallel first.
     pub fn measure_alternative(&self, policy: SchedulePolicy) -> Result<(), PhaseError> {
-        let effective = self.policy();
-        let key = PolicyKey::from_config(self.db, policy, effective.width, effective.row_allowance);
+        let key = alternative_key(self.db, self.key, policy);
         alternative_outcome(self.db, self.key, key)
             .as_ref()
             .map(|_| ())
